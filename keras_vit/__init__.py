@@ -1,0 +1,27 @@
+"""keras_vit: Vision Transformers for Keras 3 and TensorFlow.
+
+Example:
+
+>>> import keras_vit
+>>> model = keras_vit.ViT("tiny", num_classes=10)
+>>> model.output_shape
+(None, 10)
+"""
+
+__version__ = "0.1.0"
+
+from keras_vit import configs, layers
+from keras_vit.configs import VARIANTS
+from keras_vit.layers import DropPath, PatchEncoder, Patches, TokenPooling, TransformerBlock
+from keras_vit.models import (
+    ViT,
+    ViT_B8,
+    ViT_B16,
+    ViT_B32,
+    ViT_H14,
+    ViT_L16,
+    ViT_L32,
+    ViT_S16,
+    ViT_S32,
+    ViT_Ti16,
+)

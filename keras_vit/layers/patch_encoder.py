@@ -1,0 +1,139 @@
+"""PatchEncoder: linear patch projection, class token and position embedding (paper eq. 1)."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_vit._validation import check_choice, check_divisible, check_positive_int
+from keras_vit.layers.patches import _check_image_shape
+
+POSITION_EMBEDDINGS = ("learned", "sincos2d", "none")
+
+
+@keras.saving.register_keras_serializable(package="keras_vit")
+class PatchEncoder(keras.layers.Layer):
+    """Embeds images (B, H, W, C) as tokens (B, T, D): z0 = [x_class; x_p E] + E_pos.
+
+    The projection E is a convolution with kernel = stride = P, so its kernel has the (P, P, C,
+    D) layout of the original checkpoints. T = N + 1 with a class token, N otherwise.
+
+    Args:
+        patch_size: int. Side P of the square patches.
+        hidden_size: int. Token width D.
+        class_token: bool. Prepend a learnable class token (initialised to zeros). Defaults to
+            True.
+        position_embedding: str. "learned" (one row per token, class token included, N(0, 0.02)
+            init), "sincos2d" (fixed 2-D sine-cosine; the class token gets zeros) or "none".
+            Defaults to "learned".
+
+    Example:
+
+    >>> import numpy as np
+    >>> tuple(PatchEncoder(16, 64)(np.zeros((2, 224, 224, 3), "float32")).shape)
+    (2, 197, 64)
+    """
+
+    def __init__(self, patch_size, hidden_size, class_token=True, position_embedding="learned", **kwargs):
+        super().__init__(**kwargs)
+        check_positive_int("patch_size", patch_size)
+        check_positive_int("hidden_size", hidden_size)
+        check_choice("position_embedding", position_embedding, POSITION_EMBEDDINGS)
+        if position_embedding == "sincos2d":
+            check_divisible("hidden_size", hidden_size, "4 (sincos2d position embedding)", 4)
+        self.patch_size = patch_size
+        self.hidden_size = hidden_size
+        self.class_token = bool(class_token)
+        self.position_embedding = position_embedding
+
+    @property
+    def num_prefix_tokens(self):
+        return int(self.class_token)
+
+    def build(self, input_shape):
+        _check_image_shape(input_shape, self.patch_size)
+        height, width, channels = input_shape[1:]
+        if channels is None:
+            raise ValueError(f"The channel axis of the images must be known, got input_shape={tuple(input_shape)}.")
+        p, d = self.patch_size, self.hidden_size
+        self.kernel = self.add_weight(
+            name="kernel", shape=(p, p, channels, d), initializer="lecun_normal"
+        )
+        self.bias = self.add_weight(name="bias", shape=(d,), initializer="zeros")
+        if self.class_token:
+            self.cls = self.add_weight(name="class_token", shape=(1, 1, d), initializer="zeros")
+        if self.position_embedding == "learned":
+            if height is None or width is None:
+                raise ValueError(
+                    "A learned position embedding needs a known image size, got "
+                    f"input_shape={tuple(input_shape)}."
+                )
+            self.grid_size = (height // p, width // p)
+            num_tokens = self.grid_size[0] * self.grid_size[1] + self.num_prefix_tokens
+            self.pos_embedding = self.add_weight(
+                name="position_embedding",
+                shape=(1, num_tokens, d),
+                initializer=keras.initializers.RandomNormal(stddev=0.02),
+            )
+        super().build(input_shape)
+
+    def call(self, images):
+        p, d = self.patch_size, self.hidden_size
+        x = ops.conv(images, self.kernel, strides=p, padding="valid") + self.bias
+        shape = ops.shape(x)
+        rows, cols = shape[1], shape[2]
+        x = ops.reshape(x, (-1, rows * cols, d))
+        if self.class_token:
+            cls = ops.broadcast_to(ops.cast(self.cls, x.dtype), (ops.shape(x)[0], 1, d))
+            x = ops.concatenate([cls, x], axis=1)
+        if self.position_embedding == "learned":
+            x = x + ops.cast(self.pos_embedding, x.dtype)
+        elif self.position_embedding == "sincos2d":
+            pos = sincos2d_embedding(rows, cols, d, dtype=x.dtype)
+            if self.class_token:
+                pos = ops.concatenate([ops.zeros((1, d), x.dtype), pos], axis=0)
+            x = x + pos[None]
+        return x
+
+    def compute_output_shape(self, input_shape):
+        _check_image_shape(input_shape, self.patch_size)
+        batch, height, width, _ = input_shape
+        p = self.patch_size
+        tokens = None
+        if height is not None and width is not None:
+            tokens = (height // p) * (width // p) + self.num_prefix_tokens
+        return (batch, tokens, self.hidden_size)
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "patch_size": self.patch_size,
+            "hidden_size": self.hidden_size,
+            "class_token": self.class_token,
+            "position_embedding": self.position_embedding,
+        }
+
+
+def sincos2d_embedding(rows, cols, width, temperature=10000.0, dtype="float32"):
+    """Fixed 2-D sine-cosine position embedding of a rows x cols grid, shape (rows*cols, width).
+
+    The first half of the channels encodes the column, the second half the row, each as sines
+    then cosines over width/4 frequencies, as in MoCo v3 and big_vision.
+
+    Example:
+
+    >>> tuple(sincos2d_embedding(2, 3, 8).shape)
+    (6, 8)
+    """
+    quarter = width // 4
+    omega = np.arange(quarter, dtype="float32") / max(quarter - 1, 1)
+    omega = ops.convert_to_tensor(1.0 / temperature**omega, "float32")
+    y = ops.repeat(ops.arange(rows, dtype="float32"), cols)
+    x = ops.tile(ops.arange(cols, dtype="float32"), [rows])
+    x_angles = x[:, None] * omega[None]
+    y_angles = y[:, None] * omega[None]
+    pos = ops.concatenate(
+        [ops.sin(x_angles), ops.cos(x_angles), ops.sin(y_angles), ops.cos(y_angles)], axis=1
+    )
+    return ops.cast(pos, dtype)

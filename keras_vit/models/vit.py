@@ -1,0 +1,282 @@
+"""The generic functional ViT builder and the named variant builders (ViT_B16, ...)."""
+
+from __future__ import annotations
+
+import keras
+
+from keras_vit import configs
+from keras_vit._validation import (
+    check_choice,
+    check_divisible,
+    check_positive_int,
+    check_rate,
+)
+from keras_vit.layers import PatchEncoder, TokenPooling, TransformerBlock
+from keras_vit.layers.patch_encoder import POSITION_EMBEDDINGS
+from keras_vit.layers.token_pooling import POOLINGS
+
+
+def ViT(
+    variant=None,
+    *,
+    patch_size=None,
+    hidden_size=None,
+    num_layers=None,
+    num_heads=None,
+    mlp_dim=None,
+    image_size=None,
+    input_shape=None,
+    input_tensor=None,
+    include_top=True,
+    weights=None,
+    num_classes=1000,
+    classes=None,
+    pooling="token",
+    representation_size=None,
+    classifier_activation=None,
+    class_token=True,
+    position_embedding="learned",
+    preprocessing=None,
+    dropout_rate=0.0,
+    attention_dropout_rate=0.0,
+    drop_path_rate=0.0,
+    approximate_gelu=False,
+    layer_norm_epsilon=1e-6,
+    name=None,
+):
+    """Builds a Vision Transformer as a functional Keras model.
+
+    The architecture comes from `variant` (a row of `keras_vit.configs.VARIANTS`) or from the
+    explicit `patch_size`, `hidden_size`, `num_layers`, `num_heads`, `mlp_dim`; explicit values
+    override the variant's. Layer names are stable: `embedding`, `encoderblock_{i}`,
+    `encoder_norm`, `pre_logits`, `head`. The head is zero-initialised and computes in float32.
+
+    Args:
+        variant: str or None. Variant name such as "B16" or "ViT-B/16". Defaults to None.
+        patch_size: int or None. Patch side in pixels. Defaults to the variant's.
+        hidden_size: int or None. Token width D. Defaults to the variant's.
+        num_layers: int or None. Number of transformer blocks. Defaults to the variant's.
+        num_heads: int or None. Attention heads per block. Defaults to the variant's.
+        mlp_dim: int or None. MLP hidden width. Defaults to the variant's.
+        image_size: int, (int, int) or None. Input height and width. Defaults to the variant's
+            (224 for the paper variants).
+        input_shape: tuple or None. (H, W, C); overrides `image_size`. Defaults to None (3
+            channels).
+        input_tensor: Keras tensor or None. Use it as the model's input. Defaults to None.
+        include_top: bool. Add the classification head. Defaults to True.
+        weights: None or str. Pretrained weights to load. Defaults to None.
+        num_classes: int. Classes of the head (alias `classes`). Defaults to 1000.
+        classes: int or None. Alias of `num_classes`, as in keras.applications.
+        pooling: str or None. "token" (class token) or "gap" (mean of patch tokens); with
+            `include_top=False`, None returns all tokens. Defaults to "token".
+        representation_size: int or None. Width of the pre-training head's Dense + tanh
+            ("pre_logits") layer; None leaves it out. Defaults to None.
+        classifier_activation: str or None. Activation of the head: None for logits, or
+            "softmax". Defaults to None.
+        class_token: bool. Prepend a class token. Defaults to True.
+        position_embedding: str. "learned", "sincos2d" or "none". Defaults to "learned".
+        preprocessing: str or None. Map [0, 255] pixels inside the model: "unit" ([0, 1]),
+            "symmetric" ([-1, 1], original checkpoints) or "imagenet" (mean/std); None expects
+            inputs already scaled. Defaults to None.
+        dropout_rate: float. Dropout after the embedding and inside blocks. Defaults to 0.
+        attention_dropout_rate: float. Dropout on attention weights. Defaults to 0.
+        drop_path_rate: float. Stochastic depth rate of the last block, rising linearly from 0
+            in the first. Defaults to 0.
+        approximate_gelu: bool. tanh-approximate GELU, as the original checkpoints. Defaults to
+            False (exact erf GELU).
+        layer_norm_epsilon: float. Epsilon of every LayerNorm. Defaults to 1e-6.
+        name: str or None. Model name. Defaults to "vit_<variant>" or "vit".
+
+    Returns:
+        A `keras.Model`.
+
+    Example:
+
+    >>> model = ViT("tiny", num_classes=10)
+    >>> model.output_shape
+    (None, 10)
+    """
+    arch = _resolve_architecture(variant, patch_size, hidden_size, num_layers, num_heads, mlp_dim)
+    num_classes = _resolve_num_classes(num_classes, classes, include_top)
+    check_choice("position_embedding", position_embedding, POSITION_EMBEDDINGS)
+    check_choice("pooling", pooling, POOLINGS + (None,))
+    check_choice("preprocessing", preprocessing, tuple(configs.SCALINGS) + (None,))
+    if include_top and pooling is None:
+        raise ValueError("include_top=True needs pooling='token' or 'gap', got pooling=None.")
+    if pooling == "token" and not class_token:
+        raise ValueError("pooling='token' needs class_token=True; use pooling='gap' without a class token.")
+    for rate_name, rate in (
+        ("dropout_rate", dropout_rate),
+        ("attention_dropout_rate", attention_dropout_rate),
+        ("drop_path_rate", drop_path_rate),
+    ):
+        check_rate(rate_name, rate)
+    if representation_size is not None:
+        check_positive_int("representation_size", representation_size)
+
+    inputs = _make_input(arch, image_size, input_shape, input_tensor)
+    x = inputs
+    if preprocessing is not None:
+        x = _preprocessing_layer(preprocessing, inputs.shape[-1])(x)
+    encoder = PatchEncoder(
+        arch["patch_size"],
+        arch["hidden_size"],
+        class_token=class_token,
+        position_embedding=position_embedding,
+        name="embedding",
+    )
+    x = encoder(x)
+    x = keras.layers.Dropout(dropout_rate, name="embedding_dropout")(x)
+    depth = arch["num_layers"]
+    for i in range(depth):
+        x = TransformerBlock(
+            arch["hidden_size"],
+            arch["num_heads"],
+            arch["mlp_dim"],
+            dropout_rate=dropout_rate,
+            attention_dropout_rate=attention_dropout_rate,
+            drop_path_rate=drop_path_rate * i / max(depth - 1, 1),
+            approximate_gelu=approximate_gelu,
+            layer_norm_epsilon=layer_norm_epsilon,
+            name=f"encoderblock_{i}",
+        )(x)
+    x = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="encoder_norm")(x)
+    if pooling is not None:
+        x = TokenPooling(pooling, num_prefix_tokens=encoder.num_prefix_tokens, name="pooling")(x)
+    if representation_size is not None:
+        x = keras.layers.Dense(representation_size, activation="tanh", name="pre_logits")(x)
+    if include_top:
+        x = keras.layers.Dense(
+            num_classes,
+            activation=classifier_activation,
+            kernel_initializer="zeros",
+            dtype="float32",
+            name="head",
+        )(x)
+
+    model_inputs = keras.utils.get_source_inputs(input_tensor) if input_tensor is not None else inputs
+    model = keras.Model(model_inputs, x, name=name or _default_name(variant))
+    if weights is not None:
+        raise NotImplementedError(
+            f"weights={weights!r}: loading pretrained weights is not available yet; pass weights=None."
+        )
+    return model
+
+
+def _resolve_architecture(variant, patch_size, hidden_size, num_layers, num_heads, mlp_dim):
+    explicit = {
+        "patch_size": patch_size,
+        "hidden_size": hidden_size,
+        "num_layers": num_layers,
+        "num_heads": num_heads,
+        "mlp_dim": mlp_dim,
+        "image_size": None,
+    }
+    if variant is not None:
+        row = configs.get_variant(variant)
+        arch = {key: getattr(row, key) for key in explicit}
+        arch.update({key: value for key, value in explicit.items() if value is not None})
+    else:
+        missing = [key for key, value in explicit.items() if value is None and key != "image_size"]
+        if missing:
+            raise ValueError(
+                f"Pass variant= (one of {sorted(configs.VARIANTS)}) or all of the architecture "
+                f"arguments; missing: {', '.join(missing)}."
+            )
+        arch = dict(explicit, image_size=224)
+    for key in ("patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim"):
+        check_positive_int(key, arch[key])
+    check_divisible("hidden_size", arch["hidden_size"], "num_heads", arch["num_heads"])
+    return arch
+
+
+def _resolve_num_classes(num_classes, classes, include_top):
+    if classes is not None:
+        num_classes = classes
+    if include_top and (not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes < 1):
+        raise ValueError(f"Invalid num_classes={num_classes!r}: include_top=True needs an integer >= 1.")
+    return num_classes
+
+
+def _make_input(arch, image_size, input_shape, input_tensor):
+    if input_shape is None:
+        size = arch["image_size"] if image_size is None else image_size
+        if isinstance(size, int) and not isinstance(size, bool):
+            size = (size, size)
+        if not (isinstance(size, (tuple, list)) and len(size) == 2):
+            raise ValueError(f"Invalid image_size={image_size!r}. Expected an int or (height, width).")
+        input_shape = (size[0], size[1], 3)
+    input_shape = tuple(input_shape)
+    if len(input_shape) != 3:
+        raise ValueError(f"Invalid input_shape={input_shape!r}. Expected (height, width, channels).")
+    if input_tensor is not None:
+        tensor_shape = tuple(input_tensor.shape[1:])
+        if len(tensor_shape) != 3:
+            raise ValueError(
+                f"input_tensor must be images (batch, height, width, channels), got shape {tuple(input_tensor.shape)}."
+            )
+        if tensor_shape[-1] != input_shape[-1] and None not in (tensor_shape[-1], input_shape[-1]):
+            raise ValueError(
+                f"Channels mismatch: input_tensor has {tensor_shape[-1]} channels but "
+                f"input_shape={input_shape!r} expects {input_shape[-1]}."
+            )
+        input_shape = tensor_shape
+    for axis_name, size in (("image height", input_shape[0]), ("image width", input_shape[1])):
+        if size is not None:
+            check_positive_int(axis_name, size)
+            check_divisible(axis_name, size, "patch_size", arch["patch_size"])
+    if input_tensor is not None:
+        return input_tensor
+    return keras.Input(shape=input_shape, name="images")
+
+
+def _preprocessing_layer(preprocessing, channels):
+    mean, std = configs.SCALINGS[preprocessing]
+    if len(mean) == 1:
+        mean, std = mean * channels, std * channels
+    if len(mean) != channels:
+        raise ValueError(
+            f"preprocessing={preprocessing!r} expects {len(mean)} channels, but the images have {channels}."
+        )
+    return keras.layers.Normalization(
+        mean=list(mean), variance=[s * s for s in std], dtype="float32", name="preprocessing"
+    )
+
+
+def _default_name(variant):
+    if variant is None:
+        return "vit"
+    return "vit_" + configs.normalize_variant_name(variant).lower()
+
+
+def _named_builder(variant):
+    row = configs.VARIANTS[variant]
+
+    def builder(**kwargs):
+        return ViT(variant, **kwargs)
+
+    builder.__name__ = builder.__qualname__ = f"ViT_{variant}"
+    builder.__doc__ = f"""Builds {row.description}: patch {row.patch_size}, hidden {row.hidden_size}, \
+MLP {row.mlp_dim}, {row.num_heads} heads, {row.num_layers} layers.
+
+    Takes every keyword argument of `keras_vit.ViT` (num_classes, image_size, include_top,
+    pooling, weights, ...), which documents them.
+
+    Example:
+
+    >>> model = ViT_{variant}(num_classes=10, num_layers=1, image_size={2 * row.patch_size})
+    >>> model.output_shape
+    (None, 10)
+    """
+    return builder
+
+
+ViT_Ti16 = _named_builder("Ti16")
+ViT_S16 = _named_builder("S16")
+ViT_S32 = _named_builder("S32")
+ViT_B8 = _named_builder("B8")
+ViT_B16 = _named_builder("B16")
+ViT_B32 = _named_builder("B32")
+ViT_L16 = _named_builder("L16")
+ViT_L32 = _named_builder("L32")
+ViT_H14 = _named_builder("H14")

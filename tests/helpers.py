@@ -1,0 +1,90 @@
+"""Generic checks every layer and every registered variant goes through.
+
+A new layer joins the tests by adding a case to `tests/test_layers.py`; a new variant by being a
+row of `keras_vit.configs.VARIANTS`.
+"""
+
+from __future__ import annotations
+
+import os
+
+import keras
+import numpy as np
+
+POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
+
+
+def check_layer(layer_cls, init_kwargs, input_shape, call_kwargs=None):
+    """Runs a layer through config round trip, symbolic and eager calls, mixed precision and a fit step."""
+    call_kwargs = call_kwargs or {}
+    layer = layer_cls(**init_kwargs)
+    config = layer.get_config()
+    for key, value in init_kwargs.items():
+        assert config[key] == value, f"get_config()[{key!r}] = {config[key]!r}, expected {value!r}"
+    clone = layer_cls.from_config(config)
+    assert clone.get_config() == config
+
+    # Symbolic call agrees with compute_output_shape.
+    symbolic = layer_cls(**init_kwargs)(keras.Input(shape=input_shape[1:], batch_size=input_shape[0]), **call_kwargs)
+    expected_shape = layer_cls(**init_kwargs).compute_output_shape(input_shape)
+    assert tuple(symbolic.shape) == tuple(expected_shape)
+
+    # Eager call gives that shape too, and the serialized copy computes the same thing.
+    x = np.random.default_rng(0).normal(size=input_shape).astype("float32")
+    y = layer(x, **call_kwargs)
+    assert tuple(y.shape) == tuple(expected_shape)
+    restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(layer))
+    if not restored.built:
+        restored.build(input_shape)
+    restored.set_weights(layer.get_weights())
+    np.testing.assert_allclose(restored(x, **call_kwargs), y, atol=1e-6)
+
+    for policy in POLICIES[1:]:
+        mixed = layer_cls(**init_kwargs, dtype=policy)
+        out = mixed(x, **call_kwargs)
+        assert keras.backend.standardize_dtype(out.dtype) == mixed.compute_dtype, policy
+        assert all(w.dtype == "float32" for w in mixed.weights), policy
+
+    check_fit_step(layer_cls(**init_kwargs), input_shape, call_kwargs)
+
+
+def check_fit_step(layer, input_shape, call_kwargs=None):
+    """Trains a layer for one XLA-compiled step inside a small model; trainable weights must move."""
+    inputs = keras.Input(shape=input_shape[1:])
+    x = layer(inputs, **(call_kwargs or {}))
+    x = keras.layers.Flatten()(x)
+    outputs = keras.layers.Dense(2)(x)
+    model = keras.Model(inputs, outputs)
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse", jit_compile=True)
+    rng = np.random.default_rng(1)
+    data = rng.normal(size=(4,) + tuple(input_shape[1:])).astype("float32")
+    before = [w.numpy().copy() for w in layer.trainable_weights]
+    history = model.fit(data, rng.normal(size=(4, 2)).astype("float32"), epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"][0])
+    if before:
+        moved = [not np.array_equal(b, w.numpy()) for b, w in zip(before, layer.trainable_weights)]
+        assert any(moved), "no trainable weight of the layer changed after a fit step"
+
+
+def reduced_variant_kwargs(variant):
+    """Builder kwargs that keep a variant's widths but make it cheap: one block, 2x2 patches."""
+    from keras_vit.configs import get_variant
+
+    row = get_variant(variant)
+    return {"num_layers": 1, "image_size": 2 * row.patch_size, "num_classes": 5}
+
+
+def check_save_load_export(model, tmp_path, inputs):
+    """`.keras` round trip with safe_mode and no custom_objects, then model.export; outputs must agree."""
+    expected = np.asarray(model(inputs))
+    path = os.path.join(tmp_path, "model.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path, safe_mode=True)
+    np.testing.assert_array_equal(np.asarray(loaded(inputs)), expected)
+    export_dir = os.path.join(tmp_path, "export")
+    model.export(export_dir, verbose=False)
+    import tensorflow as tf
+
+    reloaded = tf.saved_model.load(export_dir)  # keep a reference: its variables die with it
+    served = reloaded.serve(tf.constant(inputs))
+    np.testing.assert_allclose(np.asarray(served), expected, atol=1e-5)

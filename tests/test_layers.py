@@ -1,0 +1,145 @@
+import keras
+import numpy as np
+import pytest
+
+from helpers import check_layer
+from keras_vit.layers import DropPath, PatchEncoder, Patches, TokenPooling, TransformerBlock, sincos2d_embedding
+
+LAYER_CASES = {
+    "patches": (Patches, {"patch_size": 4}, (2, 8, 12, 3)),
+    "patch_encoder": (PatchEncoder, {"patch_size": 4, "hidden_size": 16}, (2, 8, 12, 3)),
+    "patch_encoder_sincos_no_cls": (
+        PatchEncoder,
+        {"patch_size": 4, "hidden_size": 16, "class_token": False, "position_embedding": "sincos2d"},
+        (2, 8, 12, 1),
+    ),
+    "patch_encoder_none": (
+        PatchEncoder,
+        {"patch_size": 2, "hidden_size": 8, "position_embedding": "none"},
+        (2, 4, 4, 3),
+    ),
+    "transformer_block": (
+        TransformerBlock,
+        {"hidden_size": 16, "num_heads": 2, "mlp_dim": 32, "dropout_rate": 0.1, "drop_path_rate": 0.1},
+        (2, 5, 16),
+    ),
+    "transformer_block_tanh_gelu": (
+        TransformerBlock,
+        {"hidden_size": 16, "num_heads": 4, "mlp_dim": 24, "approximate_gelu": True, "attention_dropout_rate": 0.1},
+        (2, 5, 16),
+    ),
+    "token_pooling_token": (TokenPooling, {"mode": "token", "num_prefix_tokens": 1}, (2, 5, 8)),
+    "token_pooling_gap": (TokenPooling, {"mode": "gap", "num_prefix_tokens": 0}, (2, 5, 8)),
+    "drop_path": (DropPath, {"rate": 0.2, "seed": 3}, (4, 5, 8)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LAYER_CASES))
+def test_layer_contract(case):
+    layer_cls, kwargs, shape = LAYER_CASES[case]
+    check_layer(layer_cls, kwargs, shape)
+
+
+def test_transformer_block_attention_scores_contract():
+    check_layer(
+        TransformerBlock,
+        {"hidden_size": 8, "num_heads": 2, "mlp_dim": 16},
+        (2, 5, 8),
+        call_kwargs={"return_attention_scores": False},
+    )
+    block = TransformerBlock(8, 2, 16)
+    y, scores = block(keras.Input((5, 8)), return_attention_scores=True)
+    assert tuple(scores.shape) == (None, 2, 5, 5)
+    y, scores = block(np.random.rand(3, 5, 8).astype("float32"), return_attention_scores=True)
+    np.testing.assert_allclose(np.sum(scores, axis=-1), 1.0, atol=1e-5)
+
+
+def test_patches_order_matches_reshape_by_hand():
+    images = np.arange(2 * 4 * 6 * 3, dtype="float32").reshape(2, 4, 6, 3)
+    patches = np.asarray(Patches(2)(images))
+    assert patches.shape == (2, 6, 12)
+    # Patch (row 1, col 2) of image 1, flattened in (row, col, channel) order.
+    np.testing.assert_array_equal(patches[1, 1 * 3 + 2], images[1, 2:4, 4:6, :].reshape(-1))
+
+
+def test_patch_encoder_equals_patches_times_kernel():
+    encoder = PatchEncoder(4, 8, class_token=True, position_embedding="none")
+    images = np.random.default_rng(0).normal(size=(2, 8, 12, 3)).astype("float32")
+    tokens = np.asarray(encoder(images))
+    kernel = encoder.kernel.numpy().reshape(-1, 8)
+    expected = np.asarray(Patches(4)(images)) @ kernel + encoder.bias.numpy()
+    np.testing.assert_allclose(tokens[:, 1:], expected, rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(tokens[:, 0], 0.0)  # zero-initialised class token, no position embedding
+
+
+def test_learned_position_embedding_is_added_per_token():
+    encoder = PatchEncoder(2, 4, class_token=True)
+    images = np.zeros((1, 4, 6, 3), "float32")
+    tokens = np.asarray(encoder(images))
+    assert encoder.pos_embedding.shape == (1, 7, 4)
+    assert 0.01 < np.std(encoder.pos_embedding.numpy()) < 0.04
+    np.testing.assert_allclose(tokens[0], encoder.pos_embedding.numpy()[0], atol=1e-6)
+
+
+def test_sincos2d_values():
+    pos = np.asarray(sincos2d_embedding(2, 3, 8))
+    # Token (row 1, col 2): first quarter sin(col * omega), third quarter sin(row * omega).
+    omega = 1.0 / 10000.0 ** (np.arange(2) / 1.0)
+    np.testing.assert_allclose(pos[5, :2], np.sin(2 * omega), atol=1e-6)
+    np.testing.assert_allclose(pos[5, 4:6], np.sin(1 * omega), atol=1e-6)
+    np.testing.assert_allclose(pos[0], [0, 0, 1, 1, 0, 0, 1, 1], atol=1e-6)
+
+
+def test_transformer_block_matches_numpy_reference():
+    block = TransformerBlock(8, 2, 16, approximate_gelu=True)
+    x = np.random.default_rng(0).normal(size=(2, 3, 8)).astype("float32")
+    y = np.asarray(block(x))
+    for w in block.weights:  # perturb biases and norms so the reference checks every weight's role
+        w.assign(w.numpy() + np.random.default_rng(len(w.path)).normal(scale=0.1, size=w.shape).astype("float32"))
+    y = np.asarray(block(x))
+    get = {w.path.split("/", 1)[1]: w.numpy() for w in block.weights}
+
+    def ln(v, g, b):
+        mu = v.mean(-1, keepdims=True)
+        return (v - mu) / np.sqrt(v.var(-1, keepdims=True) + 1e-6) * g + b
+
+    h = ln(x, get["norm1/gamma"], get["norm1/beta"])
+    q, k, v = (np.einsum("btd,dhk->bhtk", h, get[f"attention/{n}/kernel"]) + get[f"attention/{n}/bias"].transpose(0, 1)[None, :, None] for n in ("query", "key", "value"))
+    logits = q @ k.transpose(0, 1, 3, 2) / np.sqrt(4)
+    a = np.exp(logits - logits.max(-1, keepdims=True))
+    a /= a.sum(-1, keepdims=True)
+    o = np.einsum("bhtk,hkd->btd", a @ v, get["attention/attention_output/kernel"]) + get["attention/attention_output/bias"]
+    x1 = x + o
+    m = ln(x1, get["norm2/gamma"], get["norm2/beta"]) @ get["mlp_dense_0/kernel"] + get["mlp_dense_0/bias"]
+    m = 0.5 * m * (1 + np.tanh(np.sqrt(2 / np.pi) * (m + 0.044715 * m**3)))
+    expected = x1 + m @ get["mlp_dense_1/kernel"] + get["mlp_dense_1/bias"]
+    np.testing.assert_allclose(y, expected, atol=2e-5)
+
+
+def test_drop_path_drops_whole_samples():
+    layer = DropPath(0.5, seed=0)
+    y = np.asarray(layer(np.ones((256, 3, 2), "float32"), training=True))
+    per_sample = y.reshape(256, -1)
+    assert set(np.unique(per_sample)) <= {0.0, 2.0}
+    assert np.all(per_sample.min(1) == per_sample.max(1))  # a sample is dropped whole or kept whole
+    assert 0.3 < np.mean(per_sample[:, 0] == 0) < 0.7
+
+
+@pytest.mark.parametrize(
+    "factory, message",
+    [
+        (lambda: Patches(0), "patch_size=0"),
+        (lambda: Patches(4)(np.zeros((1, 10, 8, 3), "float32")), "image height=10"),
+        (lambda: PatchEncoder(4, 16, position_embedding="rope"), "position_embedding='rope'"),
+        (lambda: PatchEncoder(4, 6, position_embedding="sincos2d"), "hidden_size=6"),
+        (lambda: TransformerBlock(10, 3, 16), "hidden_size=10"),
+        (lambda: TransformerBlock(8, 2, 16, dropout_rate=1.0), "dropout_rate=1.0"),
+        (lambda: TransformerBlock(8, 2, 16, drop_path_rate=-0.1), "drop_path_rate=-0.1"),
+        (lambda: TokenPooling("max"), "pooling='max'"),
+        (lambda: TokenPooling("token", num_prefix_tokens=0), "needs a class token"),
+        (lambda: DropPath(1.5), "rate=1.5"),
+    ],
+)
+def test_layer_bad_input(factory, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
+        factory()

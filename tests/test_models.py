@@ -1,0 +1,200 @@
+import keras
+import numpy as np
+import pytest
+
+import keras_vit
+from helpers import check_save_load_export, reduced_variant_kwargs
+from keras_vit.configs import VARIANTS
+
+# timm 1.0.31 parameter counts (../shared/reference/VIT_FACTS.md), 1000 classes, image 224.
+TIMM_COUNTS = {
+    "Ti16": 5_717_416,
+    "S16": 22_050_664,
+    "S32": 22_878_952,
+    "B8": 86_576_872,
+    "B16": 86_567_656,
+    "B32": 88_224_232,
+    "L16": 304_326_632,
+}
+PAPER_VARIANTS = sorted(k for k in VARIANTS if k != "tiny")
+
+
+def expected_params(row, num_classes, image_size):
+    """Parameter count of a ViT written out from the paper's equations, independent of the builder."""
+    d, m = row.hidden_size, row.mlp_dim
+    tokens = (image_size // row.patch_size) ** 2 + 1
+    embed = row.patch_size**2 * 3 * d + d + d + tokens * d
+    block = 2 * 2 * d + 4 * (d * d + d) + (d * m + m) + (m * d + d)
+    return embed + row.num_layers * block + 2 * d + d * num_classes + num_classes
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_variant_parameter_count(variant):
+    row = VARIANTS[variant]
+    model = keras_vit.ViT(variant, num_classes=1000)
+    count = model.count_params()
+    assert count == expected_params(row, 1000, row.image_size)
+    if variant in TIMM_COUNTS:
+        assert count == TIMM_COUNTS[variant]
+    del model
+
+
+def test_named_builder_counts_from_the_reference():
+    assert keras_vit.ViT_B16(num_classes=10).count_params() == 85_806_346
+    assert keras_vit.ViT_Ti16(num_classes=1000).count_params() == 5_717_416
+    assert keras_vit.ViT_B16(image_size=384, classes=1000).count_params() == 86_859_496
+
+
+@pytest.mark.parametrize("variant", PAPER_VARIANTS)
+def test_every_variant_has_a_named_builder(variant):
+    builder = getattr(keras_vit, f"ViT_{variant}")
+    model = builder(**reduced_variant_kwargs(variant))
+    assert model.name == f"vit_{variant.lower()}"
+    assert model.get_layer("encoderblock_0").hidden_size == VARIANTS[variant].hidden_size
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_variant_save_load_export(variant, tmp_path):
+    model = keras_vit.ViT(variant, **reduced_variant_kwargs(variant))
+    size = model.input_shape[1]
+    # Non-zero head so the round trip compares real logits, not zeros.
+    head = model.get_layer("head")
+    head.kernel.assign(np.random.default_rng(0).normal(size=head.kernel.shape).astype("float32") * 0.1)
+    images = np.random.default_rng(1).normal(size=(2, size, size, 3)).astype("float32")
+    check_save_load_export(model, tmp_path, images)
+
+
+def _learnable_data(n, size, channels=3, seed=0):
+    """Images whose class is the quadrant holding a bright square: a signal a ViT must learn."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 4, n)
+    images = rng.normal(0, 0.3, (n, size, size, channels)).astype("float32")
+    half = size // 2
+    for i, label in enumerate(labels):
+        r, c = divmod(int(label), 2)
+        images[i, r * half:(r + 1) * half, c * half:(c + 1) * half] += 1.0
+    return images, labels
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16", "mixed_float16"])
+def test_tiny_vit_learns_with_xla(policy):
+    keras.config.set_dtype_policy(policy)
+    keras.utils.set_random_seed(0)
+    model = keras_vit.ViT("tiny", num_classes=4, image_size=16)
+    x, y = _learnable_data(256, 16)
+    model.compile(
+        optimizer=keras.optimizers.AdamW(3e-3),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+        jit_compile=True,
+    )
+    initial = model.evaluate(x, y, verbose=0)[0]
+    history = model.fit(x, y, batch_size=32, epochs=8, verbose=0)
+    final, accuracy = model.evaluate(x, y, verbose=0)
+    assert final < 0.5 * initial, (policy, initial, final)
+    assert accuracy > 0.8
+    assert history.history["loss"][-1] < history.history["loss"][0]
+    assert keras.backend.standardize_dtype(model.output.dtype) == "float32"
+    assert keras.backend.standardize_dtype(model(x[:2]).dtype) == "float32"
+    assert model.get_layer("encoderblock_0").compute_dtype == keras.config.dtype_policy().compute_dtype
+
+
+def test_mixed_precision_model_saves_and_loads(tmp_path):
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    model = keras_vit.ViT("tiny", num_classes=3)
+    keras.config.set_dtype_policy("float32")
+    images = np.random.default_rng(0).normal(size=(2, 32, 32, 3)).astype("float32")
+    check_save_load_export(model, tmp_path, images)
+    assert model.get_layer("encoderblock_1").compute_dtype == "bfloat16"
+
+
+def test_head_is_zero_initialised_float32_after_final_norm():
+    model = keras_vit.ViT("tiny", num_classes=7)
+    head = model.get_layer("head")
+    assert head.dtype_policy.name == "float32"
+    assert np.all(head.kernel.numpy() == 0) and np.all(head.bias.numpy() == 0)
+    names = [layer.name for layer in model.layers]
+    assert names.index("encoder_norm") < names.index("pooling") < names.index("head")
+    assert model.get_layer("encoder_norm").epsilon == 1e-6
+
+
+def test_pooling_and_features():
+    tokens = keras_vit.ViT("tiny", include_top=False, pooling=None)
+    assert tokens.output_shape == (None, 65, 32)
+    gap = keras_vit.ViT("tiny", include_top=False, pooling="gap", class_token=False)
+    assert gap.output_shape == (None, 32)
+    pooled = keras_vit.ViT("tiny", include_top=False, pooling="token")
+    pooled.set_weights(tokens.get_weights())
+    images = np.random.default_rng(0).normal(size=(2, 32, 32, 3)).astype("float32")
+    np.testing.assert_allclose(np.asarray(pooled(images)), np.asarray(tokens(images))[:, 0], atol=1e-6)
+
+
+def test_pre_logits_and_softmax_head():
+    model = keras_vit.ViT("tiny", num_classes=5, representation_size=24, classifier_activation="softmax")
+    assert model.get_layer("pre_logits").units == 24
+    head = model.get_layer("head")
+    head.kernel.assign(np.ones(head.kernel.shape, "float32"))
+    probs = np.asarray(model(np.zeros((2, 32, 32, 3), "float32")))
+    np.testing.assert_allclose(probs.sum(-1), 1.0, atol=1e-6)
+
+
+def test_non_square_input_shape_and_grayscale():
+    model = keras_vit.ViT("tiny", input_shape=(28, 36, 1), num_classes=2)
+    assert model.get_layer("embedding").pos_embedding.shape == (1, 7 * 9 + 1, 32)
+    assert model(np.zeros((1, 28, 36, 1), "float32")).shape == (1, 2)
+
+
+def test_input_tensor_and_explicit_architecture():
+    inputs = keras.Input((16, 16, 3))
+    model = keras_vit.ViT(
+        patch_size=8, hidden_size=16, num_layers=1, num_heads=2, mlp_dim=8, input_tensor=inputs, num_classes=3
+    )
+    assert model.inputs[0] is inputs
+    assert model.output_shape == (None, 3)
+
+
+def test_preprocessing_inside_the_model():
+    symmetric = keras_vit.ViT("tiny", include_top=False, pooling=None, preprocessing="symmetric")
+    plain = keras_vit.ViT("tiny", include_top=False, pooling=None)
+    # Fixed-statistics Normalization holds no weights: preprocessing leaves the weight schema alone.
+    plain.set_weights(symmetric.get_weights())
+    pixels = np.random.default_rng(0).uniform(0, 255, size=(2, 32, 32, 3)).astype("float32")
+    np.testing.assert_allclose(
+        np.asarray(symmetric(pixels)), np.asarray(plain(pixels / 127.5 - 1.0)), atol=1e-4
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"image_size": 30}, "image height=30"),
+        ({"image_size": (32, 30)}, "image width=30"),
+        ({"input_shape": (32, 32, 3), "input_tensor": keras.Input((32, 32, 1))}, "Channels mismatch"),
+        ({"num_classes": 0}, "num_classes=0"),
+        ({"classes": -3}, "num_classes=-3"),
+        ({"pooling": "max"}, "pooling='max'"),
+        ({"position_embedding": "rotary"}, "position_embedding='rotary'"),
+        ({"class_token": False}, "pooling='token' needs class_token=True"),
+        ({"num_heads": 3}, "hidden_size=32.*num_heads=3"),
+        ({"dropout_rate": -0.1}, "dropout_rate=-0.1"),
+        ({"attention_dropout_rate": 1.0}, "attention_dropout_rate=1.0"),
+        ({"drop_path_rate": 2}, "drop_path_rate=2"),
+        ({"preprocessing": "caffe"}, "preprocessing='caffe'"),
+        ({"include_top": True, "pooling": None}, "pooling=None"),
+    ],
+)
+def test_builder_bad_input(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        keras_vit.ViT("tiny", **kwargs)
+
+
+def test_unknown_variant_lists_the_valid_ones():
+    with pytest.raises(ValueError, match=r"variant='B17'.*'B16'"):
+        keras_vit.ViT("B17")
+    with pytest.raises(ValueError, match="missing: .*mlp_dim"):
+        keras_vit.ViT(patch_size=4, hidden_size=8, num_layers=1, num_heads=2)
+
+
+def test_variant_name_spellings():
+    for spelling in ("B16", "ViT-B/16", "vit_b16", "b/16"):
+        assert keras_vit.configs.get_variant(spelling) is VARIANTS["B16"]
