@@ -109,6 +109,8 @@ class PatchEncoder(keras.layers.Layer):
 
     def call(self, images):
         p, d = self.patch_size, self.hidden_size
+        # With a dynamic image size the build-time check saw None: check the actual size.
+        _check_image_shape(tuple(images.shape), p)
         x = ops.conv(images, self.kernel, strides=p, padding="valid") + self.bias
         shape = ops.shape(x)
         rows, cols = shape[1], shape[2]

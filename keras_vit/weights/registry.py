@@ -79,6 +79,9 @@ def fetch_checkpoint(name, cache_dir=None):
     if name not in CHECKPOINTS:
         raise ValueError(f"Unknown checkpoint name={name!r}. Expected one of {sorted(CHECKPOINTS)} or a file path.")
     spec = CHECKPOINTS[name]
+    if cache_dir is not None:
+        # keras.utils.get_file falls back to /tmp/.keras when the folder does not exist yet.
+        os.makedirs(cache_dir, exist_ok=True)
     suffix = os.path.splitext(urllib.parse.urlparse(spec.url).path)[1] or ".npz"
     return keras.utils.get_file(
         fname=f"{name}{suffix}",
