@@ -385,4 +385,4 @@ def test_extension_point_for_extra_stem_layers(tmp_path):
     model = keras_vit.ViT("tiny", num_classes=2, input_tensor=keras.layers.Conv2D(3, 1, use_bias=False, name="test_stem")(images))
     load_weights(model, path)
     x = _images(32)
-    np.testing.assert_array_equal(np.asarray(model(x)), np.asarray(source(x)))
+    np.testing.assert_array_equal(np.asarray(model([x])), np.asarray(source([x])))
