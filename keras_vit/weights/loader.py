@@ -94,9 +94,9 @@ def load_weights(model, weights, *, skip_mismatch=False, interpolation=None, cac
     check_choice("interpolation", interpolation, INTERPOLATIONS)
     arch = checkpoint.architecture
     context = MappingContext(
-        layout, checkpoint.tensors, interpolation, arch.get("grid_size"), log=logger.info
+        layout, checkpoint.tensors, interpolation, arch.get("grid_size"),
+        source_prefix_tokens=checkpoint.source_prefix_tokens, log=logger.info,
     )
-    context.source_prefix_tokens = checkpoint.source_prefix_tokens
     entries = build_entries(model, context)
     layer_names = {layer.name for layer in model.layers}
     head_keys, pre_logits_keys = _TOP_KEYS[layout]

@@ -77,6 +77,7 @@ class MappingContext:
     tensors: dict
     interpolation: str
     source_grid: tuple | None = None
+    source_prefix_tokens: int = 1
     log: Callable = print
 
 
