@@ -200,3 +200,15 @@ def test_unknown_variant_lists_the_valid_ones():
 def test_variant_name_spellings():
     for spelling in ("B16", "ViT-B/16", "vit_b16", "b/16"):
         assert keras_vit.configs.get_variant(spelling) is VARIANTS["B16"]
+
+
+def test_image_size_none_is_dynamic_and_auto_is_the_variant_default():
+    assert keras_vit.ViT("tiny", num_classes=2).input_shape == (None, 32, 32, 3)
+    dynamic = keras_vit.ViT("tiny", num_classes=2, image_size=None)
+    assert dynamic.input_shape == (None, None, None, 3)
+    for height, width in ((32, 32), (16, 40)):
+        assert dynamic(np.zeros((1, height, width, 3), "float32")).shape == (1, 2)
+    with pytest.raises(ValueError, match="image height=30"):
+        dynamic(np.zeros((1, 30, 32, 3), "float32"))
+    with pytest.raises(ValueError, match="image_size='big'"):
+        keras_vit.ViT("tiny", image_size="big")

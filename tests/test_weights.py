@@ -326,7 +326,7 @@ def test_resampling_matches_references(old, new):
 
 def test_dynamic_image_size(tmp_path):
     fixed = _randomise(keras_vit.ViT("tiny", num_classes=4))
-    dynamic = keras_vit.ViT("tiny", num_classes=4, image_size=(None, None), interpolation="bilinear")
+    dynamic = keras_vit.ViT("tiny", num_classes=4, image_size=None, interpolation="bilinear")
     assert dynamic.input_shape == (None, None, None, 3)
     dynamic.set_weights(fixed.get_weights())
     images = _images(32)

@@ -25,7 +25,7 @@ def ViT(
     num_layers=None,
     num_heads=None,
     mlp_dim=None,
-    image_size=None,
+    image_size="auto",
     input_shape=None,
     input_tensor=None,
     include_top=True,
@@ -60,11 +60,11 @@ def ViT(
         num_layers: int or None. Number of transformer blocks. Defaults to the variant's.
         num_heads: int or None. Attention heads per block. Defaults to the variant's.
         mlp_dim: int or None. MLP hidden width. Defaults to the variant's.
-        image_size: int, (int, int) or None. Input height and width; (None, None) makes the
+        image_size: int, (int, int), None or "auto". Input height and width. None makes the
             size dynamic: any size whose sides are multiples of the patch size is accepted and
-            the learned position embedding is resampled to its grid at call time. Defaults to
-            the checkpoint's size with `weights=`, else the variant's (224 for the paper
-            variants).
+            the learned position embedding is resampled to its grid at call time ((None, None)
+            does the same). "auto" takes the checkpoint's size with `weights=`, else the
+            variant's (224 for the paper variants). Defaults to "auto".
         input_shape: tuple or None. (H, W, C); overrides `image_size`. Defaults to None (3
             channels).
         input_tensor: Keras tensor or None. Use it as the model's input. Defaults to None.
@@ -119,8 +119,10 @@ def ViT(
     arch = _resolve_architecture(
         variant, patch_size, hidden_size, num_layers, num_heads, mlp_dim, found if variant is None else {}
     )
-    if image_size is None and input_shape is None and "image_size" in found:
-        image_size = found["image_size"]
+    if isinstance(image_size, str):
+        if image_size != "auto":
+            raise ValueError(f"Invalid image_size={image_size!r}. Expected an int, (height, width), None or 'auto'.")
+        image_size = found.get("image_size", arch["image_size"])
     if num_classes is None and classes is None:
         num_classes = found.get("num_classes") or 1000
     if approximate_gelu is None:
@@ -239,7 +241,7 @@ def _resolve_num_classes(num_classes, classes, include_top):
 
 def _make_input(arch, image_size, input_shape, input_tensor):
     if input_shape is None:
-        size = arch["image_size"] if image_size is None else image_size
+        size = (None, None) if image_size is None else image_size
         if isinstance(size, int) and not isinstance(size, bool):
             size = (size, size)
         if not (isinstance(size, (tuple, list)) and len(size) == 2):
