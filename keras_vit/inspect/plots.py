@@ -3,6 +3,14 @@
 matplotlib is optional (`pip install "keras_vit[plot]"`). Figures are drawn on the Agg canvas
 through `matplotlib.figure.Figure`, so no GUI backend is needed and pyplot's global state (and
 a notebook's backend) is left alone. Each function writes the PNG atomically and returns its path.
+
+Example:
+
+>>> import os, tempfile
+>>> import numpy as np
+>>> path = plot_mean_attention_distance(np.ones((2, 3)), os.path.join(tempfile.mkdtemp(), "distance.png"))
+>>> os.path.getsize(path) > 0
+True
 """
 
 from __future__ import annotations
@@ -59,8 +67,8 @@ def _tile_grid(count, max_cols):
     return math.ceil(count / cols), cols
 
 
-def plot_attention_rollout(images, maps, path, titles=None, alpha=0.5):
-    """Draws each image beside its attention-rollout overlay (paper Fig. 6) and saves a PNG.
+def plot_attention_rollout(images, maps, path, titles=None, alpha=0.5, max_cols=6):
+    """Draws each image above its attention-rollout overlay (paper Fig. 6) and saves a PNG.
 
     Args:
         images: array (B, H, W, C). The images, any value range.
@@ -68,6 +76,7 @@ def plot_attention_rollout(images, maps, path, titles=None, alpha=0.5):
         path: str. PNG file to write.
         titles: list of str or None. One caption per image. Defaults to None.
         alpha: float. Opacity of the heat map over the image. Defaults to 0.5.
+        max_cols: int. Images per row. Defaults to 6.
 
     Returns:
         `path`.
@@ -78,18 +87,22 @@ def plot_attention_rollout(images, maps, path, titles=None, alpha=0.5):
             f"images of shape {images.shape} and maps of shape {maps.shape} must share batch and size."
         )
     count = images.shape[0]
-    figure = _figure(4.4, 2.2 * count + 0.3)
+    blocks, cols = _tile_grid(count, max_cols)
+    figure = _figure(1.9 * cols + 0.2, 3.9 * blocks + 0.1)
     for index in range(count):
+        block, col = divmod(index, cols)
         image = _display_image(images[index])
         cmap = "gray" if image.ndim == 2 else None
-        left = figure.add_subplot(count, 2, 2 * index + 1)
-        left.imshow(image, cmap=cmap)
-        left.set_title(titles[index] if titles else "input", fontsize=9)
-        right = figure.add_subplot(count, 2, 2 * index + 2)
-        right.imshow(image, cmap=cmap)
-        right.imshow(maps[index], cmap="inferno", alpha=alpha, vmin=0, vmax=1)
-        right.set_title("attention rollout", fontsize=9)
-        for axis in (left, right):
+        top = figure.add_subplot(2 * blocks, cols, 2 * block * cols + col + 1)
+        top.imshow(image, cmap=cmap)
+        top.set_title(titles[index] if titles else f"image {index}", fontsize=9)
+        bottom = figure.add_subplot(2 * blocks, cols, (2 * block + 1) * cols + col + 1)
+        bottom.imshow(image, cmap=cmap)
+        bottom.imshow(maps[index], cmap="inferno", alpha=alpha, vmin=0, vmax=1)
+        if col == 0:
+            top.set_ylabel("input", fontsize=9)
+            bottom.set_ylabel("attention rollout", fontsize=9)
+        for axis in (top, bottom):
             axis.set_xticks([])
             axis.set_yticks([])
     figure.tight_layout()
@@ -142,7 +155,7 @@ def plot_position_embedding_similarity(similarity, path):
     rows, cols = similarity.shape[:2]
     side = min(7.0, 0.55 * max(rows, cols) + 1.0)
     figure = _figure(side + 0.8, side * rows / cols)
-    grid = figure.add_gridspec(rows, cols, wspace=0.05, hspace=0.05, left=0.08, right=0.86, top=0.93, bottom=0.05)
+    grid = figure.add_gridspec(rows, cols, wspace=0.05, hspace=0.05, left=0.08, right=0.86, top=0.93, bottom=0.1)
     image = None
     for i in range(rows):
         for j in range(cols):
@@ -155,6 +168,8 @@ def plot_position_embedding_similarity(similarity, path):
             if i == rows - 1:
                 axis.set_xlabel(str(j + 1), fontsize=7)
     figure.suptitle("position embedding similarity", fontsize=10)
+    figure.supxlabel("input patch column", fontsize=9, x=0.47, y=0.01)
+    figure.supylabel("input patch row", fontsize=9, x=0.01)
     colorbar_axis = figure.add_axes([0.89, 0.2, 0.02, 0.6])
     figure.colorbar(image, cax=colorbar_axis, label="cosine similarity")
     return _save(figure, path)
