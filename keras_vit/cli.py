@@ -150,12 +150,16 @@ def _inspect_input_size(model, encoder, image_size):
     channels = shape[3]
     if channels not in (1, 3, 4):
         raise ValueError(f"Invalid MODEL: its input has {channels} channels; image files give 1, 3 or 4.")
+    if shape[1] is not None and shape[2] is not None:
+        if image_size is not None and tuple(image_size) != shape[1:3]:
+            raise ValueError(
+                f"Invalid --image-size={tuple(image_size)}: the model takes {shape[1]}x{shape[2]} images only."
+            )
+        return (shape[1], shape[2]), channels
     if image_size is not None:
         if min(image_size) < 1:
-            raise ValueError(f"Invalid --image-size={image_size}: expected two positive integers.")
+            raise ValueError(f"Invalid --image-size={tuple(image_size)}: expected two positive integers.")
         return tuple(image_size), channels
-    if shape[1] is not None and shape[2] is not None:
-        return (shape[1], shape[2]), channels
     grid = getattr(encoder, "grid_size", None)
     if grid is None or encoder.patch_size == 1:
         raise ValueError("The model accepts any image size; pass --image-size HEIGHT WIDTH.")

@@ -70,6 +70,8 @@ def test_inspect_rejects_what_is_not_a_vit(saved_vit, tmp_path, capsys):
     assert "expected a saved Keras model file ending in .keras" in capsys.readouterr().err
     assert cli.main(["inspect", saved_vit, str(tmp_path / "missing.png"), "--out", str(tmp_path)]) == 2
     assert "Image file not found" in capsys.readouterr().err
+    assert cli.main(["inspect", saved_vit, "--out", str(tmp_path), "--image-size", "8", "8"]) == 2
+    assert "takes 16x16 images only" in capsys.readouterr().err
     not_an_image = tmp_path / "notes.png"
     not_an_image.write_text("not an image")
     assert cli.main(["inspect", saved_vit, str(not_an_image), "--out", str(tmp_path)]) == 2

@@ -186,8 +186,13 @@ def mean_attention_distance(attentions, grid_size, patch_size=1.0, num_prefix_to
     return result[0] if single else result
 
 
-def attention_distances(model, images):
+def attention_distances(model, images, batch_size=32):
     """Mean attention distance in input pixels of every head and block of `model` on `images`.
+
+    Args:
+        model: keras.Model. A keras_vit model, plain or hybrid.
+        images: array (B, H, W, C). Inputs as the model expects them.
+        batch_size: int. Images per forward pass. Defaults to 32.
 
     Returns:
         A float32 array (layers, heads).
@@ -199,9 +204,14 @@ def attention_distances(model, images):
     (2, 2)
     """
     images = np.asarray(images)
-    attentions = attention_maps(model, images)
-    prefix, grid, pixels = token_layout(model, attentions.shape[-1], images.shape[1:3])
-    return mean_attention_distance(attentions, grid, pixels, prefix)
+    total = 0.0
+    # In chunks: the attention of a large model is big (ViT-B/16: about 22 MB per image).
+    for start in range(0, len(images), batch_size):
+        chunk = images[start : start + batch_size]
+        attentions = attention_maps(model, chunk, batch_size=batch_size)
+        prefix, grid, pixels = token_layout(model, attentions.shape[-1], images.shape[1:3])
+        total = total + mean_attention_distance(attentions, grid, pixels, prefix) * len(chunk)
+    return (total / len(images)).astype("float32")
 
 
 def position_embeddings(model):
