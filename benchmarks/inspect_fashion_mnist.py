@@ -3,7 +3,7 @@
 Reports (1) how much more similar each patch's position embedding is to its 4-neighbours' than
 to patches at least half the grid away (cosine similarity, trained vs. at initialisation), and
 (2) the mean attention distance of every head by depth, on test images. Writes the four
-inspection figures to --out.
+inspection figures and the trained model (vit_fashion_mnist.keras, for `keras-vit inspect`) to --out.
 
     PYTHONPATH=$PWD python benchmarks/inspect_fashion_mnist.py                 # shipped 8k sample
     PYTHONPATH=$PWD python benchmarks/inspect_fashion_mnist.py --data /work/shared/data/fashion-mnist
@@ -92,13 +92,18 @@ def main():
     print("position-embedding cosine similarity, 4-neighbours vs. patches >= half the grid away:")
     print(f"  at initialisation: near {initial_near:+.3f}  far {initial_far:+.3f}  difference {initial_near - initial_far:+.3f}")
     print(f"  trained:           near {near:+.3f}  far {far:+.3f}  difference {near - far:+.3f}")
+    grid = model.get_layer("embedding").grid_size
+    tokens = grid[0] * grid[1]
+    uniform = vit_inspect.mean_attention_distance(np.full((1, 1, tokens, tokens), 1 / tokens), grid, args.patch_size)
     print(f"mean attention distance in pixels ({len(images)} test images, 28 px images, "
-          f"{args.patch_size} px patches), per layer: mean [min, max] over heads")
+          f"{args.patch_size} px patches), per layer: mean [min, max] over heads; "
+          f"uniform attention would give {float(uniform[0]):.2f}")
     for layer, row in enumerate(distances):
         heads = " ".join(f"{value:5.2f}" for value in row)
         print(f"  layer {layer}: {row.mean():5.2f} [{row.min():5.2f}, {row.max():5.2f}]   heads: {heads}")
 
     os.makedirs(args.out, exist_ok=True)
+    model.save(os.path.join(args.out, "vit_fashion_mnist.keras"))
     sample = x_test[[int(np.flatnonzero(y_test == label)[0]) for label in (0, 1, 7, 9)]]
     maps = vit_inspect.rollout_maps(model, sample)
     titles = [fashion_mnist.CLASS_NAMES[label] for label in (0, 1, 7, 9)]
@@ -123,6 +128,7 @@ def main():
         "position_similarity_near_initial": round(initial_near, 4),
         "position_similarity_far_initial": round(initial_far, 4),
         "mean_attention_distance_px": np.round(distances, 3).tolist(),
+        "mean_attention_distance_uniform_px": round(float(uniform[0]), 3),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
         "load_average": os.getloadavg(),
         "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
