@@ -115,12 +115,14 @@ def _run_inspect(args):
     rollout = vit_inspect.attention_rollout(attentions, args.head_fusion)
     maps = vit_inspect.upsample_maps(vit_inspect.rollout_to_grid(rollout, grid, prefix), size)
     distances = vit_inspect.mean_attention_distance(attentions, grid, pixels_per_token, prefix)
+    patches = grid[0] * grid[1]
+    uniform = vit_inspect.mean_attention_distance(np.full((1, 1, patches, patches), 1 / patches), grid, pixels_per_token)
 
     os.makedirs(args.out, exist_ok=True)
     written = [
         plots.plot_attention_rollout(pixels, maps, os.path.join(args.out, "attention_rollout.png"), titles),
         plots.plot_mean_attention_distance(
-            distances, os.path.join(args.out, "mean_attention_distance.png"), image_size=max(size)
+            distances, os.path.join(args.out, "mean_attention_distance.png"), max(size), float(uniform[0])
         ),
     ]
     try:

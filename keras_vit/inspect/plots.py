@@ -109,13 +109,15 @@ def plot_attention_rollout(images, maps, path, titles=None, alpha=0.5, max_cols=
     return _save(figure, path)
 
 
-def plot_mean_attention_distance(distances, path, image_size=None):
+def plot_mean_attention_distance(distances, path, image_size=None, uniform=None):
     """Plots the mean attention distance of every head against depth (paper Fig. 7 right).
 
     Args:
         distances: array (layers, heads). From `attention_distances`, in pixels.
         path: str. PNG file to write.
         image_size: int or None. Image side in pixels, for the axis limit. Defaults to None.
+        uniform: float or None. Distance under uniform attention, drawn as a dashed reference
+            line. Defaults to None.
 
     Returns:
         `path`.
@@ -129,6 +131,8 @@ def plot_mean_attention_distance(distances, path, image_size=None):
     for head in range(heads):
         axis.scatter(np.arange(layers), distances[:, head], s=14, label=f"head {head}")
     axis.plot(np.arange(layers), distances.mean(axis=1), color="black", linewidth=1, label="mean")
+    if uniform is not None:
+        axis.axhline(uniform, color="gray", linestyle="--", linewidth=1, label="uniform attention")
     axis.set_xlabel("network depth (layer)")
     axis.set_ylabel("mean attention distance (pixels)")
     axis.set_xticks(np.arange(layers))
