@@ -31,8 +31,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_inspect(subparsers):
-    from keras_vit.inspect.analysis import HEAD_FUSIONS
-
     parser = subparsers.add_parser(
         "inspect",
         help="write attention-rollout, attention-distance and embedding figures of a model as PNG",
@@ -61,7 +59,7 @@ def _add_inspect(subparsers):
         "model has a 'preprocessing' layer, else unit (default: auto)",
     )
     parser.add_argument(
-        "--head-fusion", default="mean", choices=HEAD_FUSIONS, help="how attention rollout fuses heads (default: mean)"
+        "--head-fusion", default="mean", choices=("mean", "max", "min"), help="how attention rollout fuses heads (default: mean)"
     )
     parser.add_argument(
         "--components", type=int, default=28, help="principal components of the embedding filters to draw (default: 28)"
@@ -77,6 +75,15 @@ def _add_inspect(subparsers):
 
 
 def _run_inspect(args):
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        print(
+            "keras-vit inspect: error: drawing the figures needs matplotlib: "
+            'pip install "keras_vit[plot]" (or pip install matplotlib)',
+            file=sys.stderr,
+        )
+        return 2
     import keras
 
     import keras_vit  # noqa: F401  registers the layers for load_model
