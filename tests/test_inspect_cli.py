@@ -86,3 +86,16 @@ def test_plots_validate_and_need_matplotlib(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
     with pytest.raises(ImportError, match=r"keras_vit\[plot\]"):
         plots.plot_mean_attention_distance(np.ones((2, 2)), tmp_path / "distance.png")
+
+
+def test_cli_without_matplotlib_says_what_to_install(saved_vit, tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    assert cli.main(["inspect", saved_vit, "--out", str(tmp_path)]) == 2
+    assert "keras_vit[plot]" in capsys.readouterr().err
+
+
+def test_cli_head_fusions_are_the_library_ones():
+    from keras_vit.inspect import HEAD_FUSIONS
+
+    action = next(a for a in cli.build_parser()._subparsers._group_actions[0].choices["inspect"]._actions if a.dest == "head_fusion")
+    assert tuple(action.choices) == HEAD_FUSIONS
