@@ -12,6 +12,8 @@ import argparse
 import os
 import sys
 
+import numpy as np
+
 
 def build_parser() -> argparse.ArgumentParser:
     """Returns the argument parser of `keras-vit`."""
@@ -28,7 +30,182 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_COMMANDS = []
+def _add_inspect(subparsers):
+    parser = subparsers.add_parser(
+        "inspect",
+        help="write attention-rollout, attention-distance and embedding figures of a model as PNG",
+        description=(
+            "Writes PNG figures of what a ViT learned (ViT paper Fig. 6 and 7): attention rollout "
+            "over each image, mean attention distance per head against depth, position-embedding "
+            "similarity and the principal components of the patch-embedding filters; prints the "
+            "path of each file. Needs matplotlib (pip install 'keras_vit[plot]')."
+        ),
+    )
+    parser.add_argument("model", metavar="MODEL", help="a saved keras_vit model (.keras file)")
+    parser.add_argument(
+        "images",
+        metavar="IMAGE",
+        nargs="*",
+        help="image files (PNG, JPEG, ...), resized to the model's input size; default: four "
+        "test images of the shipped Fashion-MNIST sample",
+    )
+    parser.add_argument("--out", required=True, metavar="DIR", help="folder to write the PNG files to")
+    parser.add_argument(
+        "--scale",
+        default="auto",
+        choices=("auto", "raw", "unit", "symmetric", "imagenet"),
+        help="how to scale [0, 255] pixels before the model: raw (the model has its own "
+        "preprocessing), unit [0, 1], symmetric [-1, 1] or imagenet mean/std; auto: raw when the "
+        "model has a 'preprocessing' layer, else unit (default: auto)",
+    )
+    parser.add_argument(
+        "--head-fusion", default="mean", choices=("mean", "max", "min"), help="how attention rollout fuses heads (default: mean)"
+    )
+    parser.add_argument(
+        "--components", type=int, default=28, help="principal components of the embedding filters to draw (default: 28)"
+    )
+    parser.add_argument(
+        "--image-size",
+        type=int,
+        nargs=2,
+        metavar=("HEIGHT", "WIDTH"),
+        help="size to resize images to when the model accepts any size (default: its built grid)",
+    )
+    parser.set_defaults(func=_run_inspect)
+
+
+def _run_inspect(args):
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        print(
+            "keras-vit inspect: error: drawing the figures needs matplotlib: "
+            'pip install "keras_vit[plot]" (or pip install matplotlib)',
+            file=sys.stderr,
+        )
+        return 2
+    import keras
+
+    import keras_vit  # noqa: F401  registers the layers for load_model
+    from keras_vit import configs
+    from keras_vit import inspect as vit_inspect
+    from keras_vit.inspect import plots
+
+    if not os.path.isfile(args.model):
+        raise FileNotFoundError(f"Model file not found: MODEL={args.model!r}.")
+    if not args.model.endswith(".keras"):
+        raise ValueError(f"Invalid MODEL={args.model!r}: expected a saved Keras model file ending in .keras.")
+    if args.components < 1:
+        raise ValueError(f"Invalid --components={args.components}: expected an integer >= 1.")
+    model = keras.saving.load_model(args.model, compile=False)
+    probe = vit_inspect.attention_model(model)  # fails early, clearly, on a model that is no ViT
+    encoder = vit_inspect.patch_encoder(model)
+
+    size, channels = _inspect_input_size(model, encoder, args.image_size)
+    if args.images:
+        pixels = np.stack([_load_image(path, size, channels) for path in args.images])
+        titles = [os.path.basename(path) for path in args.images]
+    else:
+        pixels, titles = _sample_images(size, channels)
+        print("keras-vit inspect: no IMAGE given, using four Fashion-MNIST sample images", file=sys.stderr)
+    scale = args.scale
+    if scale == "auto":
+        has_preprocessing = any(layer.name == "preprocessing" for layer in vit_inspect.attention.iter_layers(model))
+        scale = "raw" if has_preprocessing else "unit"
+    inputs = pixels
+    if scale != "raw":
+        mean, std = configs.SCALINGS[scale]
+        inputs = (pixels - np.asarray(mean, "float32")) / np.asarray(std, "float32")
+
+    attentions = vit_inspect.attention_maps(probe, inputs)
+    prefix, grid, pixels_per_token = vit_inspect.token_layout(model, attentions.shape[-1], size)
+    rollout = vit_inspect.attention_rollout(attentions, args.head_fusion)
+    maps = vit_inspect.upsample_maps(vit_inspect.rollout_to_grid(rollout, grid, prefix), size)
+    distances = vit_inspect.mean_attention_distance(attentions, grid, pixels_per_token, prefix)
+    patches = grid[0] * grid[1]
+    uniform = vit_inspect.mean_attention_distance(np.full((1, 1, patches, patches), 1 / patches), grid, pixels_per_token)
+
+    os.makedirs(args.out, exist_ok=True)
+    written = [
+        plots.plot_attention_rollout(pixels, maps, os.path.join(args.out, "attention_rollout.png"), titles),
+        plots.plot_mean_attention_distance(
+            distances, os.path.join(args.out, "mean_attention_distance.png"), max(size), float(uniform[0])
+        ),
+    ]
+    try:
+        similarity = vit_inspect.position_embedding_similarity(vit_inspect.position_embeddings(model))
+        written.append(
+            plots.plot_position_embedding_similarity(
+                similarity, os.path.join(args.out, "position_embedding_similarity.png")
+            )
+        )
+    except ValueError as reason:
+        print(f"keras-vit inspect: skipped position_embedding_similarity.png: {reason}", file=sys.stderr)
+    try:
+        filters = vit_inspect.patch_embedding_filters(model, args.components)
+        written.append(plots.plot_patch_embedding_filters(filters, os.path.join(args.out, "patch_embedding_filters.png")))
+    except ValueError as reason:
+        print(f"keras-vit inspect: skipped patch_embedding_filters.png: {reason}", file=sys.stderr)
+    for path in written:
+        print(path)
+    return 0
+
+
+def _inspect_input_size(model, encoder, image_size):
+    """Returns ((height, width), channels) that images must have for `model`."""
+    shape = tuple(model.inputs[0].shape)
+    if len(shape) != 4:
+        raise ValueError(f"Invalid MODEL: expected an image input (batch, height, width, channels), got {shape}.")
+    channels = shape[3]
+    if channels not in (1, 3, 4):
+        raise ValueError(f"Invalid MODEL: its input has {channels} channels; image files give 1, 3 or 4.")
+    if shape[1] is not None and shape[2] is not None:
+        if image_size is not None and tuple(image_size) != shape[1:3]:
+            raise ValueError(
+                f"Invalid --image-size={tuple(image_size)}: the model takes {shape[1]}x{shape[2]} images only."
+            )
+        return (shape[1], shape[2]), channels
+    if image_size is not None:
+        if min(image_size) < 1:
+            raise ValueError(f"Invalid --image-size={tuple(image_size)}: expected two positive integers.")
+        return tuple(image_size), channels
+    grid = getattr(encoder, "grid_size", None)
+    if grid is None or encoder.patch_size == 1:
+        raise ValueError("The model accepts any image size; pass --image-size HEIGHT WIDTH.")
+    return (grid[0] * encoder.patch_size, grid[1] * encoder.patch_size), channels
+
+
+def _load_image(path, size, channels):
+    """Reads an image file as float32 (H, W, C) pixels in [0, 255], resized and colour-converted."""
+    import keras
+
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"Image file not found: IMAGE={path!r}.")
+    mode = {1: "grayscale", 3: "rgb", 4: "rgba"}[channels]
+    try:
+        image = keras.utils.load_img(path, color_mode=mode, target_size=size, interpolation="bilinear")
+    except (OSError, SyntaxError) as error:  # PIL raises these for files that are not images
+        raise ValueError(f"Invalid IMAGE={path!r}: not a readable image file ({error}).") from error
+    return keras.utils.img_to_array(image, dtype="float32")
+
+
+def _sample_images(size, channels):
+    """Four test images of the shipped Fashion-MNIST sample, resized to `size` with `channels`."""
+    import keras
+
+    from keras_vit.data import fashion_mnist
+
+    _, (images, labels) = fashion_mnist.load_sample()
+    picks = [int(np.flatnonzero(labels == label)[0]) for label in (0, 1, 7, 9)]
+    pixels = images[picks].astype("float32")[..., None]
+    pixels = keras.ops.convert_to_numpy(keras.ops.image.resize(pixels, size, interpolation="bilinear"))
+    pixels = np.repeat(pixels, channels, axis=-1) if channels != 1 else pixels
+    if channels == 4:
+        pixels[..., 3] = 255.0
+    return pixels, [fashion_mnist.CLASS_NAMES[int(labels[i])] for i in picks]
+
+
+_COMMANDS = [_add_inspect]
 
 
 def main(argv=None) -> int:
