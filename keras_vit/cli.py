@@ -52,6 +52,11 @@ def _add_export(subparsers):
         "array), a folder of images, or 'fashion-mnist-sample' (the shipped sample's training images)",
     )
     parser.add_argument("--calibration-samples", type=int, default=200, help="images used for int8 calibration")
+    parser.add_argument(
+        "--int8-full",
+        action="store_true",
+        help="int8 with every op in int8, LayerNorm and residual adds too (integer-only accelerators; less accurate)",
+    )
     parser.add_argument("--approximate-gelu", action="store_true", help="TFLite with the tanh GELU (same weights)")
     parser.add_argument("--labels", metavar="FILE", help="class names, one per line (default: labels.txt beside the model)")
     parser.add_argument(
@@ -109,6 +114,7 @@ def _export(args, export, model, class_names):
             scaling=args.scaling,
             class_names=class_names,
             approximate_gelu=args.approximate_gelu,
+            float_ops=() if args.int8_full else export.INT8_FLOAT_OPS,
             overwrite=args.overwrite,
         )
         ops = ", ".join(f"{name} x{count}" for name, count in result.ops.items())
