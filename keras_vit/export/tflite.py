@@ -290,13 +290,22 @@ def _convert_int8(wrapper, input_signature, calibration, batch_size, float_ops):
         if not float_ops:
             converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
             return converter.convert()
+        # What tf.lite.experimental.QuantizationDebugger does for denylisted ops, without
+        # building its instrumented debug model (nor the deprecated tf.lite.Interpreter it runs):
+        # calibrate only, then quantize with the MLIR quantizer, skipping `float_ops`.
+        from tensorflow.lite.python import convert
+
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8, tf.lite.OpsSet.TFLITE_BUILTINS]
-        debugger = tf.lite.experimental.QuantizationDebugger(
-            converter=converter,
-            debug_dataset=representative_dataset,
-            debug_options=tf.lite.experimental.QuantizationDebugOptions(denylisted_ops=list(float_ops)),
+        converter.experimental_mlir_quantizer = True
+        converter._experimental_calibrate_only = True
+        calibrated = converter.convert()
+        return convert.mlir_quantize(
+            calibrated,
+            disable_per_channel=False,
+            fully_quantize=False,
+            enable_numeric_verify=False,
+            denylisted_ops=list(float_ops),
         )
-        return debugger.get_nondebug_quantized_model()
 
 
 def _calibration_images(data, shape, limit):
