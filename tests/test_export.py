@@ -130,17 +130,19 @@ def test_saved_model_cli_in_a_separate_process(trained, served, tmp_path):
 
 
 def test_saved_model_versions_and_overwrite(trained, tmp_path):
+    from keras_vit.export.saved_model import _resolve_version
+
     model, base = trained["model"], str(tmp_path / "m")
     assert export.saved_model(model, base).endswith(os.sep + "1")
-    assert export.saved_model(model, base).endswith(os.sep + "2")
     assert export.saved_model(model, base, version=7).endswith(os.sep + "7")
+    assert _resolve_version(base, None) == 8
     with pytest.raises(FileExistsError, match="already exists"):
-        export.saved_model(model, base, version=2)
-    before = os.path.getmtime(os.path.join(base, "2", "saved_model.pb"))
-    export.saved_model(model, base, version=2, overwrite=True, class_names=fashion_mnist.CLASS_NAMES)
-    assert os.path.isfile(os.path.join(base, "2", "assets.extra", "labels.txt"))
-    assert os.path.getmtime(os.path.join(base, "2", "saved_model.pb")) >= before
-    assert sorted(os.listdir(base)) == ["1", "2", "7"]
+        export.saved_model(model, base, version=7)
+    before = os.path.getmtime(os.path.join(base, "1", "saved_model.pb"))
+    export.saved_model(model, base, version=1, overwrite=True, class_names=fashion_mnist.CLASS_NAMES)
+    assert os.path.isfile(os.path.join(base, "1", "assets.extra", "labels.txt"))
+    assert os.path.getmtime(os.path.join(base, "1", "saved_model.pb")) >= before
+    assert sorted(os.listdir(base)) == ["1", "7"], "temporary or old folders were left behind"
     with pytest.raises(ValueError, match="version=0"):
         export.saved_model(model, base, version=0)
 

@@ -109,8 +109,8 @@ def tflite(
     >>> import os, tempfile, keras_vit
     >>> model = keras_vit.ViT("tiny", num_classes=3, preprocessing="unit")
     >>> result = tflite(model, os.path.join(tempfile.mkdtemp(), "tiny.tflite"))
-    >>> result.quantization, "FULLY_CONNECTED" in result.ops
-    ('none', True)
+    >>> result.quantization, result.output_name, result.ops["GELU"], tflite_ops(result.path) == result.ops
+    ('none', 'logits', 2, True)
     """
     if quantization not in QUANTIZATIONS:
         raise ValueError(f"Invalid quantization={quantization!r}. Expected one of {list(QUANTIZATIONS)}.")
@@ -201,15 +201,8 @@ def tflite_ops(path):
     """Returns {operator name: count} over every subgraph of a .tflite file.
 
     GELU is listed as "GELU" (exact, erf form) or "GELU(approximate)" (tanh form), since some
-    delegates run only one of them; custom and Flex ops keep their custom names.
-
-    Example:
-
-    >>> import os, tempfile, keras_vit
-    >>> path = os.path.join(tempfile.mkdtemp(), "m.tflite")
-    >>> ops = tflite(keras_vit.ViT("tiny", num_classes=2, preprocessing="unit"), path).ops
-    >>> ops["GELU"]
-    2
+    delegates run only one of them; custom and Flex ops keep their custom names. The example of
+    `tflite` runs it.
     """
     from ai_edge_litert import schema_py_generated as schema
 
