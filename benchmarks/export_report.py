@@ -130,7 +130,7 @@ def b16_rows(args, work):
     path = export.saved_model(model, base)
     signature = tf.saved_model.load(path).signatures["serving_default"]
     seconds = time_per_image(lambda x: signature(images=x), tf.constant(image), args.b16_runs, warmup=1)
-    rows.append(("SavedModel serving_default", "float32", _common.file_size(path), seconds, None, None, load()))
+    rows.append(("SavedModel serving_default (see note)", "float32", _common.file_size(path), seconds, None, None, load()))
     shutil.rmtree(base)
     calibration = rng.uniform(0, 255, (8, 224, 224, 3)).astype("float32")
     for quantization in export.QUANTIZATIONS:
@@ -197,7 +197,8 @@ Command: `{command.strip()}`; {datetime.datetime.now(datetime.timezone.utc):%Y-%
 (load at start {started}); TensorFlow {tf.__version__}, Keras {keras.__version__}. Latency: median of
 batch-1 calls (SavedModel: `serving_default` through `tf.saved_model.load`; TFLite:
 ai_edge_litert Interpreter, XNNPACK, {args.threads} threads). Exported models take [0, 255]
-pixels (scaling inside). int8: full integer with float32 input/output, calibrated on
+pixels (scaling inside). int8: every matmul, convolution, GELU and softmax in int8, LayerNorm statistics and residual
+adds/muls in float (the default `float_ops`), float32 input/output, calibrated on
 {args.calibration} training images.
 
 Small ViT (patch 7, D 64, 4 layers, 4 heads, MLP 128, 28x28x1, {args.epochs} epochs on the shipped
@@ -210,6 +211,9 @@ Small ViT (patch 7, D 64, 4 layers, 4 heads, MLP 128, 28x28x1, {args.epochs} epo
 ViT-B/16 (224 px, 1000 classes, random weights; size and latency only, median of {args.b16_runs} runs):
 
 {table(large, False)}
+
+Note: Keras' ExportArchive (also plain `model.export`) stores each variable twice in the
+SavedModel's variables file, so SavedModel sizes are about twice the float32 weights.
 """
     print(text)
     write_section(text, args.results)
