@@ -205,7 +205,170 @@ def _sample_images(size, channels):
     return pixels, [fashion_mnist.CLASS_NAMES[int(labels[i])] for i in picks]
 
 
-_COMMANDS = [_add_inspect]
+
+
+def _add_export(subparsers):
+    parser = subparsers.add_parser(
+        "export",
+        help="export a .keras model to a TF Serving SavedModel and/or a TFLite file",
+        description=(
+            "Exports a .keras classifier. Exported models take [0, 255] pixels; a model built "
+            "without preprocessing= needs --scaling. Class names come from --labels or from "
+            "labels.txt beside the model."
+        ),
+    )
+    parser.add_argument("model", help="the .keras model file")
+    parser.add_argument("--saved-model", metavar="DIR", help="TF Serving base folder; writes DIR/<version>/")
+    parser.add_argument("--version", type=int, help="SavedModel version (default: the next integer)")
+    parser.add_argument("--tflite", metavar="FILE", help="TFLite file to write (.tflite)")
+    parser.add_argument(
+        "--quantization", default="none", help="TFLite quantization: none, float16, dynamic or int8 (default: none)"
+    )
+    parser.add_argument(
+        "--representative-data",
+        metavar="DATA",
+        help="int8 calibration images in [0, 255]: a .npy file, a .npz file (its x_train or first "
+        "array), a folder of images, or 'fashion-mnist-sample' (the shipped sample's training images)",
+    )
+    parser.add_argument("--calibration-samples", type=int, default=200, help="images used for int8 calibration")
+    parser.add_argument(
+        "--int8-full",
+        action="store_true",
+        help="int8 with every op in int8, LayerNorm and residual adds too (integer-only accelerators; less accurate)",
+    )
+    parser.add_argument("--approximate-gelu", action="store_true", help="TFLite with the tanh GELU (same weights)")
+    parser.add_argument("--labels", metavar="FILE", help="class names, one per line (default: labels.txt beside the model)")
+    parser.add_argument(
+        "--scaling", help="pixel scaling for a model without preprocessing: unit, symmetric, imagenet or none"
+    )
+    parser.add_argument("--top-k", type=int, default=5, help="top-k outputs of the SavedModel (default: 5)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing version folder or file")
+    parser.set_defaults(func=_run_export)
+
+
+def _run_export(args):
+    import keras
+
+    from keras_vit import export
+
+    if not args.saved_model and not args.tflite:
+        raise ValueError("Nothing to export: pass --saved-model DIR and/or --tflite FILE.")
+    if args.quantization not in export.QUANTIZATIONS:
+        raise ValueError(f"Invalid --quantization {args.quantization!r}. Expected one of {list(export.QUANTIZATIONS)}.")
+    if not os.path.isfile(args.model):
+        raise FileNotFoundError(f"Model not found: {args.model!r}.")
+    class_names = export.read_labels(args.labels) if args.labels else export.labels_beside(args.model)
+    model = keras.saving.load_model(args.model)
+    try:
+        _export(args, export, model, class_names)
+    except FileExistsError as error:
+        raise ValueError(str(error)) from None
+    return 0
+
+
+def _export(args, export, model, class_names):
+    if args.saved_model:
+        path = export.saved_model(
+            model,
+            args.saved_model,
+            args.version,
+            class_names=class_names,
+            scaling=args.scaling,
+            top_k=args.top_k,
+            overwrite=args.overwrite,
+        )
+        print(f"SavedModel: {path} (signatures serving_default, serve_bytes)")
+    if args.tflite:
+        data = None
+        if args.quantization == "int8":
+            if not args.representative_data:
+                raise ValueError("--quantization int8 needs --representative-data.")
+            data = _load_images(args.representative_data, model)
+        result = export.tflite(
+            model,
+            args.tflite,
+            args.quantization,
+            representative_data=data,
+            calibration_samples=args.calibration_samples,
+            scaling=args.scaling,
+            class_names=class_names,
+            approximate_gelu=args.approximate_gelu,
+            float_ops=() if args.int8_full else export.INT8_FLOAT_OPS,
+            overwrite=args.overwrite,
+        )
+        ops = ", ".join(f"{name} x{count}" for name, count in result.ops.items())
+        print(f"TFLite ({result.quantization}): {result.path}, {result.size_bytes:,} bytes")
+        print(f"ops: {ops}")
+
+
+def _load_images(source, model):
+    """Calibration images in [0, 255] shaped like the model's input, from a file, folder or the sample."""
+    import numpy as np
+
+    height, width, channels = model.inputs[0].shape[1:]
+    if source == "fashion-mnist-sample":
+        from keras_vit.data import fashion_mnist
+
+        images = fashion_mnist.load_sample()[0][0]
+    elif os.path.isdir(source):
+        import tensorflow as tf
+
+        from keras_vit.export.saved_model import decode_images
+
+        files = sorted(os.path.join(source, name) for name in os.listdir(source))
+        data = []
+        for name in files:
+            with open(name, "rb") as f:
+                data.append(f.read())
+        images = decode_images(tf.constant(data), height, width, channels).numpy()
+    elif source.endswith(".npy"):
+        images = np.load(source, allow_pickle=False)
+    elif source.endswith(".npz"):
+        with np.load(source, allow_pickle=False) as archive:
+            key = "x_train" if "x_train" in archive.files else archive.files[0]
+            images = archive[key]
+    else:
+        raise ValueError(
+            f"Invalid --representative-data {source!r}. Expected a .npy or .npz file, a folder of "
+            "images or 'fashion-mnist-sample'."
+        )
+    images = np.asarray(images, dtype="float32")
+    if images.ndim == 3 and channels == 1:
+        images = images[..., None]
+    return images
+
+
+def _add_predict(subparsers):
+    parser = subparsers.add_parser(
+        "predict",
+        help="print the top-k classes of images with a .keras, SavedModel or .tflite model",
+        description="Runs a .keras model, a SavedModel folder or a .tflite file on image files.",
+    )
+    parser.add_argument("model", help=".keras file, SavedModel folder (or TF Serving base folder) or .tflite file")
+    parser.add_argument("images", nargs="+", metavar="IMAGE", help="JPEG/PNG/BMP/GIF files")
+    parser.add_argument("--top-k", type=int, default=5, help="classes to print per image (default: 5)")
+    parser.add_argument("--labels", metavar="FILE", help="class names, one per line (default: stored or labels.txt beside the model)")
+    parser.add_argument("--scaling", help="pixel scaling for a .keras model without preprocessing")
+    parser.set_defaults(func=_run_predict)
+
+
+def _run_predict(args):
+    from keras_vit import export
+
+    if args.top_k < 1:
+        raise ValueError(f"Invalid --top-k {args.top_k}. Expected an integer >= 1.")
+    class_names = export.read_labels(args.labels) if args.labels else None
+    predictor = export.load_predictor(args.model, class_names=class_names, scaling=args.scaling)
+    probabilities = predictor.predict_files(args.images)
+    for image, best in zip(args.images, predictor.top_k(probabilities, args.top_k)):
+        print(image)
+        for index, label, probability in best:
+            name = label if label is not None else f"class {index}"
+            print(f"  {probability:.4f}  {index:>4}  {name}")
+    return 0
+
+
+_COMMANDS = [_add_export, _add_predict, _add_inspect]
 
 
 def main(argv=None) -> int:

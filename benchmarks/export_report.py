@@ -1,0 +1,224 @@
+"""Measures every export format and writes the "## Export: SavedModel and TFLite" table of RESULTS.md.
+
+For a small ViT trained on the shipped Fashion-MNIST sample: file size, latency per image
+(batch 1, this CPU), test accuracy and top-1 agreement with the Keras float32 model, for the
+SavedModel and each TFLite quantization. For ViT-B/16 (224 px, random weights): size and
+latency only.
+
+    PYTHONPATH=$PWD python benchmarks/export_report.py            # both parts, ~15-30 min
+    PYTHONPATH=$PWD python benchmarks/export_report.py --skip-b16  # small model only
+
+TFLite files run with ai_edge_litert's Interpreter (XNNPACK, --threads threads). The machine's
+`uptime` load averages are recorded next to the latencies, since other jobs share the CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import keras_vit  # noqa: E402
+from keras_vit import export  # noqa: E402
+from keras_vit.data import fashion_mnist  # noqa: E402
+from keras_vit.export import _common  # noqa: E402
+
+SECTION = "## Export: SavedModel and TFLite"
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def load():
+    return " / ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def time_per_image(fn, image, runs, warmup=3):
+    for _ in range(warmup):
+        fn(image)
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn(image)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def tflite_runner(path, threads):
+    from ai_edge_litert.interpreter import Interpreter
+
+    interpreter = Interpreter(model_path=path, num_threads=threads)
+    runner = interpreter.get_signature_runner("serving_default")
+    output = interpreter.get_signature_list()["serving_default"]["outputs"][0]
+    return lambda image: runner(images=image)[output]
+
+
+def train_small(epochs, seed):
+    (x_train, y_train), (x_test, y_test) = fashion_mnist.load_sample()
+    keras.utils.set_random_seed(seed)
+    model = keras_vit.ViT(
+        patch_size=7, hidden_size=64, num_layers=4, num_heads=4, mlp_dim=128,
+        input_shape=(28, 28, 1), num_classes=10, preprocessing="unit", name="vit_fashion_small",
+    )
+    model.compile(
+        optimizer=keras.optimizers.AdamW(2e-3),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
+    start = time.time()
+    model.fit(x_train[..., None].astype("float32"), y_train, epochs=epochs, batch_size=64, verbose=2)
+    print(f"trained {epochs} epochs in {time.time() - start:.0f} s", flush=True)
+    return model, x_train[..., None].astype("float32"), x_test[..., None].astype("float32"), y_test
+
+
+def small_model_rows(args, work):
+    model, x_train, x_test, y_test = train_small(args.epochs, args.seed)
+    logits = np.asarray(model.predict(x_test, verbose=0, batch_size=256))
+    reference = logits.argmax(-1)
+    rows = [("Keras .keras (float32)", None, _common.file_size(save(model, work)), None, np.mean(reference == y_test), 1.0, "")]
+    base = os.path.join(work, "serving")
+    path = export.saved_model(model, base, class_names=fashion_mnist.CLASS_NAMES)
+    signature = tf.saved_model.load(path).signatures["serving_default"]
+    probabilities = np.concatenate(
+        [signature(images=tf.constant(x_test[i : i + 500]))["probabilities"].numpy() for i in range(0, len(x_test), 500)]
+    )
+    np.testing.assert_allclose(probabilities, tf.nn.softmax(logits).numpy(), atol=1e-5)
+    seconds = time_per_image(lambda image: signature(images=image), tf.constant(x_test[:1]), args.runs)
+    rows.append(("SavedModel serving_default", "float32", _common.file_size(path), seconds,
+                 np.mean(probabilities.argmax(-1) == y_test), np.mean(probabilities.argmax(-1) == reference), load()))
+    for quantization in export.QUANTIZATIONS:
+        file = os.path.join(work, f"small_{quantization}.tflite")
+        result = export.tflite(model, file, quantization, representative_data=x_train[:args.calibration],
+                               calibration_samples=args.calibration)
+        run = tflite_runner(file, args.threads)
+        outputs = np.concatenate([run(x_test[i : i + 1]) for i in range(len(x_test))])
+        if quantization == "none":
+            error = float(np.max(np.abs(outputs - logits)))
+            print(f"TFLite float32 max |logit - Keras| = {error:.2e}", flush=True)
+        seconds = time_per_image(run, x_test[:1], args.runs)
+        predicted = outputs.argmax(-1)
+        rows.append((f"TFLite {quantization}", quantization, result.size_bytes, seconds,
+                     np.mean(predicted == y_test), np.mean(predicted == reference), load()))
+        print(rows[-1], result.ops, flush=True)
+    return rows
+
+
+def save(model, work):
+    path = os.path.join(work, "small.keras")
+    model.save(path)
+    return path
+
+
+def b16_rows(args, work):
+    model = keras_vit.ViT_B16(num_classes=1000, preprocessing="symmetric")
+    rng = np.random.default_rng(0)
+    image = rng.uniform(0, 255, (1, 224, 224, 3)).astype("float32")
+    rows = []
+    base = os.path.join(work, "b16_serving")
+    path = export.saved_model(model, base)
+    signature = tf.saved_model.load(path).signatures["serving_default"]
+    seconds = time_per_image(lambda x: signature(images=x), tf.constant(image), args.b16_runs, warmup=1)
+    rows.append(("SavedModel serving_default (see note)", "float32", _common.file_size(path), seconds, None, None, load()))
+    shutil.rmtree(base)
+    calibration = rng.uniform(0, 255, (8, 224, 224, 3)).astype("float32")
+    for quantization in export.QUANTIZATIONS:
+        file = os.path.join(work, f"b16_{quantization}.tflite")
+        start = time.time()
+        result = export.tflite(model, file, quantization, representative_data=calibration, calibration_samples=8)
+        print(f"B16 {quantization}: converted in {time.time() - start:.0f} s, ops {result.ops}", flush=True)
+        seconds = time_per_image(tflite_runner(file, args.threads), image, args.b16_runs, warmup=1)
+        rows.append((f"TFLite {quantization}", quantization, result.size_bytes, seconds, None, None, load()))
+        print(rows[-1], flush=True)
+        os.remove(file)
+    return rows
+
+
+def table(rows, with_accuracy):
+    head = "| format | size | latency / image | load (1/5/15 min) |"
+    rule = "|---|---|---|---|"
+    if with_accuracy:
+        head = "| format | size | latency / image | test accuracy | top-1 agreement with Keras | load (1/5/15 min) |"
+        rule = "|---|---|---|---|---|---|"
+    lines = [head, rule]
+    for name, _, size, seconds, accuracy, agreement, machine_load in rows:
+        cells = [name, f"{size / 1e6:.2f} MB" if size >= 1e5 else f"{size / 1e3:.1f} kB",
+                 "" if seconds is None else f"{seconds * 1e3:.2f} ms"]
+        if with_accuracy:
+            cells += [f"{accuracy * 100:.2f}%", f"{agreement * 100:.2f}%"]
+        cells.append(machine_load)
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def write_section(text, path):
+    old = open(path).read() if os.path.isfile(path) else "# Benchmark results\n"
+    pattern = re.compile(re.escape(SECTION) + r".*?(?=\n## |\Z)", re.S)
+    new = pattern.sub(lambda _: text.rstrip("\n"), old) if pattern.search(old) else old.rstrip("\n") + "\n\n" + text
+    with open(path, "w") as f:
+        f.write(new.rstrip("\n") + "\n")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--epochs", type=int, default=6)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--runs", type=int, default=200, help="timed runs per small-model file")
+    parser.add_argument("--b16-runs", type=int, default=5, help="timed runs per ViT-B/16 file")
+    parser.add_argument("--threads", type=int, default=2, help="LiteRT interpreter threads")
+    parser.add_argument("--calibration", type=int, default=200, help="int8 calibration images")
+    parser.add_argument("--skip-b16", action="store_true")
+    parser.add_argument("--results", default=os.path.join(HERE, "RESULTS.md"))
+    args = parser.parse_args(argv)
+
+    work = tempfile.mkdtemp(prefix="export_report_")
+    try:
+        started = load()
+        small = small_model_rows(args, work)
+        large = [] if args.skip_b16 else b16_rows(args, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    command = "PYTHONPATH=$PWD python benchmarks/export_report.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    text = f"""{SECTION}
+
+Command: `{command.strip()}`; {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC;
+{platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores shared with other jobs
+(load at start {started}); TensorFlow {tf.__version__}, Keras {keras.__version__}. Latency: median of
+batch-1 calls (SavedModel: `serving_default` through `tf.saved_model.load`; TFLite:
+ai_edge_litert Interpreter, XNNPACK, {args.threads} threads). Exported models take [0, 255]
+pixels (scaling inside). int8: every matmul, convolution, GELU and softmax in int8, LayerNorm statistics and residual
+adds/muls in float (the default `float_ops`), float32 input/output, calibrated on
+{args.calibration} training images.
+
+Small ViT (patch 7, D 64, 4 layers, 4 heads, MLP 128, 28x28x1, {args.epochs} epochs on the shipped
+8,000-image sample), judged on the sample's 2,000 test images:
+
+{table(small, True)}
+"""
+    if large:
+        text += f"""
+ViT-B/16 (224 px, 1000 classes, random weights; size and latency only, median of {args.b16_runs} runs):
+
+{table(large, False)}
+
+Note: Keras' ExportArchive (also plain `model.export`) stores each variable twice in the
+SavedModel's variables file, so SavedModel sizes are about twice the float32 weights.
+"""
+    print(text)
+    write_section(text, args.results)
+    print(f"wrote {args.results}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,230 @@
+"""What the SavedModel and TFLite exports share: the input contract, class names, atomic writes.
+
+Every exported artifact takes float32 NHWC pixels in [0, 255]. A model built with
+`preprocessing=` scales them itself; for a model without that layer the export puts the scaling
+named by `scaling=` into the exported graph.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+
+import numpy as np
+
+from keras_vit import configs
+
+LABELS_FILENAME = "labels.txt"
+# scaling="none": the model already consumes [0, 255] pixels as they are.
+NO_SCALING = "none"
+
+
+def input_spec(model, *, what="export"):
+    """Returns the model's (height, width, channels), each an int or None; raises on unbuilt models."""
+    inputs = getattr(model, "inputs", None) if getattr(model, "built", False) else None
+    if not inputs:
+        raise ValueError(
+            f"Cannot {what} model={getattr(model, 'name', model)!r}: it is not built (no input "
+            "shape). Build it first, e.g. model.build((None, 224, 224, 3)) or call it on a batch, "
+            "or use a functional model such as keras_vit.ViT(...)."
+        )
+    if len(inputs) != 1:
+        raise ValueError(f"Cannot {what} a model with {len(inputs)} inputs; expected one image input.")
+    shape = tuple(inputs[0].shape)
+    if len(shape) != 4:
+        raise ValueError(
+            f"Cannot {what} a model whose input has shape {shape}; expected images (batch, height, width, channels)."
+        )
+    if shape[-1] is None:
+        raise ValueError(f"Cannot {what} a model whose input has an unknown number of channels: shape {shape}.")
+    return shape[1:]
+
+
+def has_preprocessing(model) -> bool:
+    """True when the model scales [0, 255] pixels itself (built with `preprocessing=`)."""
+    return any(layer.name == "preprocessing" for layer in model.layers)
+
+
+def resolve_scaling(model, scaling, channels):
+    """Returns (mean, std) float32 arrays of shape (channels,) to apply in the exported graph, or None.
+
+    Args:
+        model: keras.Model. The model to export.
+        scaling: None, "none", a key of `keras_vit.configs.SCALINGS` or a (mean, std) pair on
+            the 0..255 scale. None is only valid when the model has a `preprocessing` layer.
+        channels: int. Input channels of the model.
+    """
+    if has_preprocessing(model):
+        if scaling not in (None, NO_SCALING):
+            raise ValueError(
+                f"Invalid scaling={scaling!r}: model {model.name!r} already scales its inputs "
+                "(it has a 'preprocessing' layer); leave scaling=None."
+            )
+        return None
+    if scaling is None:
+        raise ValueError(
+            f"Model {model.name!r} has no 'preprocessing' layer, so the export must be told how "
+            f"[0, 255] pixels map to its inputs: pass scaling= one of {sorted(configs.SCALINGS)}, "
+            f"a (mean, std) pair on the 0..255 scale, or {NO_SCALING!r} if it takes raw pixels."
+        )
+    if scaling == NO_SCALING:
+        return None
+    if isinstance(scaling, str):
+        if scaling not in configs.SCALINGS:
+            raise ValueError(
+                f"Invalid scaling={scaling!r}. Expected one of "
+                f"{sorted(list(configs.SCALINGS) + [NO_SCALING])} or a (mean, std) pair."
+            )
+        mean, std = configs.SCALINGS[scaling]
+    else:
+        try:
+            mean, std = scaling
+        except (TypeError, ValueError):
+            raise ValueError(f"Invalid scaling={scaling!r}. Expected a name or a (mean, std) pair.") from None
+    mean = np.broadcast_to(np.asarray(mean, "float32").reshape(-1), (channels,)) if np.size(mean) in (1, channels) else None
+    std = np.broadcast_to(np.asarray(std, "float32").reshape(-1), (channels,)) if np.size(std) in (1, channels) else None
+    if mean is None or std is None:
+        raise ValueError(f"Invalid scaling={scaling!r}: mean and std need 1 or {channels} values.")
+    if np.any(std <= 0):
+        raise ValueError(f"Invalid scaling={scaling!r}: std must be > 0.")
+    return mean.copy(), std.copy()
+
+
+def num_classes(model, *, what="export"):
+    """Returns the number of classes of a classifier model (output shape (batch, classes))."""
+    outputs = model.outputs
+    if len(outputs) != 1 or len(outputs[0].shape) != 2 or outputs[0].shape[-1] is None:
+        shapes = [tuple(o.shape) for o in outputs]
+        raise ValueError(
+            f"Cannot {what} model {model.name!r}: expected one output of shape (batch, classes), "
+            f"got {shapes}. Build it with include_top=True."
+        )
+    return int(outputs[0].shape[-1])
+
+
+def outputs_probabilities(model) -> bool:
+    """True when the model's last layer already applies softmax (classifier_activation="softmax")."""
+    last = model.layers[-1]
+    activation = getattr(last, "activation", None)
+    if getattr(activation, "__name__", None) == "softmax":
+        return True
+    return type(last).__name__ == "Softmax"
+
+
+def check_class_names(class_names, classes):
+    """Returns `class_names` as a tuple of str, checked against the number of classes (None passes)."""
+    if class_names is None:
+        return None
+    if isinstance(class_names, str):
+        raise ValueError(
+            f"Invalid class_names={class_names!r}: expected a sequence of names; "
+            f"use read_labels(path) for a {LABELS_FILENAME} file."
+        )
+    names = tuple(str(name) for name in class_names)
+    if len(names) != classes:
+        raise ValueError(
+            f"Invalid class_names: got {len(names)} names but the model has {classes} classes."
+        )
+    for name in names:
+        if not name or "\n" in name:
+            raise ValueError(f"Invalid class name {name!r}: names must be non-empty single lines.")
+    return names
+
+
+def read_labels(path):
+    """Reads class names from a text file, one name per line (blank trailing lines ignored)."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"Labels file not found: {path!r}.")
+    with open(path, encoding="utf-8") as f:
+        names = [line.rstrip("\r\n") for line in f]
+    while names and not names[-1].strip():
+        names.pop()
+    if not names:
+        raise ValueError(f"Labels file {path!r} is empty; expected one class name per line.")
+    return tuple(names)
+
+
+def labels_beside(model_path):
+    """Class names from the `labels.txt` in the folder of `model_path` (or inside it), or None."""
+    model_path = os.fspath(model_path)
+    folder = model_path if os.path.isdir(model_path) else os.path.dirname(os.path.abspath(model_path))
+    candidate = os.path.join(folder, LABELS_FILENAME)
+    return read_labels(candidate) if os.path.isfile(candidate) else None
+
+
+def write_labels(path, class_names):
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("".join(name + "\n" for name in class_names))
+
+
+@contextlib.contextmanager
+def atomic_directory(final_path, *, overwrite=False):
+    """Yields a temporary folder beside `final_path` that is renamed to it when the block succeeds.
+
+    On any error the temporary folder is removed, and so is the parent folder if this call
+    created it, so a failure leaves nothing behind.
+    """
+    final_path = os.path.abspath(os.fspath(final_path))
+    parent = os.path.dirname(final_path)
+    created_parent = _makedirs(parent)
+    tmp = tempfile.mkdtemp(prefix=f".tmp-{os.path.basename(final_path)}-", dir=parent)
+    try:
+        yield tmp
+        if os.path.exists(final_path):
+            if not overwrite:
+                raise FileExistsError(f"{final_path!r} appeared while exporting; not overwriting it.")
+            # Move the old version aside first so the swap leaves no moment without a folder.
+            trash = tempfile.mkdtemp(prefix=f".old-{os.path.basename(final_path)}-", dir=parent)
+            os.rename(final_path, os.path.join(trash, "old"))
+            os.rename(tmp, final_path)
+            shutil.rmtree(trash, ignore_errors=True)
+        else:
+            os.rename(tmp, final_path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        _remove_created(created_parent)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_file(final_path):
+    """Yields a temporary path beside `final_path` that replaces it when the block succeeds."""
+    final_path = os.path.abspath(os.fspath(final_path))
+    parent = os.path.dirname(final_path)
+    created_parent = _makedirs(parent)
+    suffix = os.path.splitext(final_path)[1]
+    fd, tmp = tempfile.mkstemp(prefix=f".tmp-{os.path.basename(final_path)}-", suffix=suffix, dir=parent)
+    os.close(fd)
+    try:
+        yield tmp
+        os.replace(tmp, final_path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        _remove_created(created_parent)
+        raise
+
+
+def _makedirs(path):
+    """Creates `path` and returns the top-most folder that did not exist before (or None)."""
+    top = None
+    probe = path
+    while probe and not os.path.exists(probe):
+        top = probe
+        probe = os.path.dirname(probe)
+    os.makedirs(path, exist_ok=True)
+    return top
+
+
+def _remove_created(top):
+    if top is not None:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def file_size(path):
+    """Size in bytes of a file, or of everything inside a folder."""
+    if os.path.isfile(path):
+        return os.path.getsize(path)
+    return sum(os.path.getsize(os.path.join(root, name)) for root, _, names in os.walk(path) for name in names)

@@ -1,0 +1,215 @@
+"""One way to run every artifact: a .keras model, a SavedModel folder or a .tflite file."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from keras_vit.export import _common
+from keras_vit.export.saved_model import decode_images
+from keras_vit.export.tflite import INPUT_NAME, SIGNATURE
+
+
+class Predictor:
+    """Class probabilities from a saved model for images in [0, 255].
+
+    Use `load_predictor(path)` to make one. Attributes: `path`, `kind` ("keras", "saved_model"
+    or "tflite"), `image_shape` (height, width, channels) and `class_names` (tuple or None).
+    """
+
+    def __init__(self, path, kind, image_shape, class_names, run_pixels, run_bytes=None):
+        self.path = path
+        self.kind = kind
+        self.image_shape = tuple(image_shape)
+        self.class_names = class_names
+        self._run_pixels = run_pixels
+        self._run_bytes = run_bytes
+
+    def predict(self, images):
+        """Returns float32 probabilities (N, classes) for float images (N, height, width, channels) in [0, 255]."""
+        images = np.asarray(images, dtype="float32")
+        if images.ndim == 3 and self.image_shape[-1] == 1 and images.shape[-1] != 1:
+            images = images[..., None]
+        if images.ndim != 4 or tuple(images.shape[1:]) != self.image_shape:
+            raise ValueError(
+                f"Invalid images of shape {tuple(images.shape)}: {self.path!r} takes "
+                f"(N, {', '.join(map(str, self.image_shape))})."
+            )
+        return np.asarray(self._run_pixels(images), dtype="float32")
+
+    def predict_files(self, paths):
+        """Returns probabilities (N, classes) for image files (JPEG, PNG, BMP, GIF), resized to the model's size.
+
+        A SavedModel exported by `keras_vit.export.saved_model` gets the encoded bytes through
+        its `serve_bytes` signature, exactly as TF Serving would.
+        """
+        data = []
+        for path in paths:
+            if not os.path.isfile(path):
+                raise FileNotFoundError(f"Image file not found: {path!r}.")
+            with open(path, "rb") as f:
+                data.append(f.read())
+        try:
+            if self._run_bytes is not None:
+                return np.asarray(self._run_bytes(data), dtype="float32")
+            pixels = decode_images(tf.constant(data), *self.image_shape).numpy()
+        except tf.errors.InvalidArgumentError as error:
+            raise ValueError(f"Cannot decode the images {list(paths)!r}: {error.message}") from None
+        return self.predict(pixels)
+
+    def top_k(self, probabilities, k=5):
+        """Returns, per image, the k best (class index, label or None, probability), best first."""
+        results = []
+        for row in np.asarray(probabilities):
+            order = np.argsort(-row, kind="stable")[:k]
+            results.append(
+                [(int(i), None if self.class_names is None else self.class_names[i], float(row[i])) for i in order]
+            )
+        return results
+
+
+def load_predictor(path, *, class_names=None, scaling=None):
+    """Opens a `.keras` model, a SavedModel folder (or a TF Serving base folder) or a `.tflite` file.
+
+    Class names come from `class_names`, else from the labels the export stored (SavedModel
+    `assets.extra/labels.txt`), else from a `labels.txt` beside (or inside) `path`.
+
+    Args:
+        path: str. The model file or folder. A folder holding numbered versions opens the
+            highest version.
+        class_names: sequence of str or None. Names of the classes. Defaults to None.
+        scaling: None or str or (mean, std). For a `.keras` model without a `preprocessing`
+            layer: how [0, 255] pixels map to its inputs (see `keras_vit.export.saved_model`).
+            Defaults to None.
+
+    Returns:
+        A `Predictor`.
+
+    Example:
+
+    >>> import os, tempfile, numpy as np, keras_vit
+    >>> path = os.path.join(tempfile.mkdtemp(), "m.keras")
+    >>> keras_vit.ViT("tiny", num_classes=3, preprocessing="unit").save(path)
+    >>> predictor = load_predictor(path, class_names=["a", "b", "c"])
+    >>> predictor.predict(np.zeros((2, 32, 32, 3))).shape
+    (2, 3)
+    """
+    if not isinstance(path, (str, os.PathLike)) or not os.path.exists(path):
+        raise FileNotFoundError(f"Model not found: path={path!r}.")
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        return _saved_model_predictor(_saved_model_dir(path), class_names)
+    if path.endswith(".keras"):
+        return _keras_predictor(path, class_names, scaling)
+    if path.endswith(".tflite"):
+        return _tflite_predictor(path, class_names)
+    raise ValueError(
+        f"Invalid path={path!r}. Expected a .keras file, a .tflite file or a SavedModel folder."
+    )
+
+
+def _names(class_names, stored, classes):
+    names = class_names if class_names is not None else stored
+    return _common.check_class_names(names, classes) if names is not None else None
+
+
+def _keras_predictor(path, class_names, scaling):
+    import keras
+
+    model = keras.saving.load_model(path)
+    shape = _common.input_spec(model, what="predict with")
+    classes = _common.num_classes(model, what="predict with")
+    mean_std = _common.resolve_scaling(model, scaling, shape[-1])
+    probabilities = _common.outputs_probabilities(model)
+    names = _names(class_names, _common.labels_beside(path), classes)
+
+    def run(images):
+        if mean_std is not None:
+            images = (images - mean_std[0]) / mean_std[1]
+        outputs = np.asarray(model.predict(images, verbose=0, batch_size=64), dtype="float32")
+        return outputs if probabilities else _softmax(outputs)
+
+    return Predictor(path, "keras", shape, names, run)
+
+
+def _saved_model_dir(path):
+    if os.path.isfile(os.path.join(path, "saved_model.pb")):
+        return path
+    versions = [int(name) for name in os.listdir(path) if name.isdigit()]
+    if versions:
+        candidate = os.path.join(path, str(max(versions)))
+        if os.path.isfile(os.path.join(candidate, "saved_model.pb")):
+            return candidate
+    raise ValueError(f"Invalid path={path!r}: the folder holds no saved_model.pb (nor numbered versions with one).")
+
+
+def _saved_model_predictor(path, class_names):
+    loaded = tf.saved_model.load(path)
+    signature = loaded.signatures.get("serving_default")
+    outputs = signature.structured_outputs if signature is not None else {}
+    if "probabilities" not in outputs:
+        raise ValueError(
+            f"Invalid SavedModel {path!r}: its serving_default has no 'probabilities' output; "
+            "export it with keras_vit.export.saved_model."
+        )
+    spec = next(iter(signature.structured_input_signature[1].values()))
+    shape = tuple(spec.shape[1:])
+    stored = os.path.join(path, "assets.extra", _common.LABELS_FILENAME)
+    stored = _common.read_labels(stored) if os.path.isfile(stored) else _common.labels_beside(path)
+    names = _names(class_names, stored, int(outputs["probabilities"].shape[-1]))
+
+    def run(images):
+        return signature(images=tf.constant(images))["probabilities"].numpy()
+
+    run_bytes = None
+    if "serve_bytes" in loaded.signatures:
+        serve_bytes = loaded.signatures["serve_bytes"]
+
+        def run_bytes(data):
+            return serve_bytes(image_bytes=tf.constant(data))["probabilities"].numpy()
+
+    predictor = Predictor(path, "saved_model", shape, names, run, run_bytes)
+    predictor._loaded = loaded  # the signatures' variables live as long as this object
+    return predictor
+
+
+def _tflite_predictor(path, class_names):
+    from ai_edge_litert.interpreter import Interpreter
+
+    interpreter = Interpreter(model_path=path)
+    signatures = interpreter.get_signature_list()
+    if SIGNATURE not in signatures or signatures[SIGNATURE]["inputs"] != [INPUT_NAME]:
+        raise ValueError(
+            f"Invalid TFLite file {path!r}: expected a '{SIGNATURE}' signature with input "
+            f"'{INPUT_NAME}', found {signatures}; export it with keras_vit.export.tflite."
+        )
+    runner = interpreter.get_signature_runner(SIGNATURE)
+    output_name = signatures[SIGNATURE]["outputs"][0]
+    details = runner.get_input_details()[INPUT_NAME]
+    shape = tuple(int(d) for d in details["shape"][1:])
+    static_batch = int(details["shape_signature"][0])
+    output_details = runner.get_output_details()[output_name]
+    names = _names(class_names, _common.labels_beside(path), int(output_details["shape"][-1]))
+
+    def run(images):
+        step = static_batch if static_batch > 0 else len(images)
+        results = []
+        for start in range(0, len(images), step):
+            chunk = images[start : start + step]
+            padded = len(chunk) < step
+            if padded:
+                chunk = np.concatenate([chunk, np.zeros((step - len(chunk),) + chunk.shape[1:], "float32")])
+            out = runner(**{INPUT_NAME: chunk})[output_name]
+            results.append(out[: len(images) - start] if padded else out)
+        outputs = np.concatenate(results).astype("float32")
+        return outputs if output_name == "probabilities" else _softmax(outputs)
+
+    return Predictor(path, "tflite", shape, names, run)
+
+
+def _softmax(logits):
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    exp = np.exp(shifted)
+    return exp / exp.sum(axis=-1, keepdims=True)

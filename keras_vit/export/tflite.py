@@ -1,0 +1,341 @@
+"""TFLite / LiteRT export: float32, float16, dynamic-range int8 and full-integer int8 files."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import warnings
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_vit.export import _common
+
+QUANTIZATIONS = ("none", "float16", "dynamic", "int8")
+DEFAULT_CALIBRATION_SAMPLES = 200
+# Ops that "int8" leaves in float by default: the LayerNorm statistics and the residual stream.
+# Per-tensor int8 LayerNorm on ViT activations (a few outlier channels set the scale) cost 6-8
+# points of top-1 agreement on the Fashion-MNIST model; with these in float, agreement was
+# >= 97% while every matmul, convolution, GELU and softmax still runs in int8.
+INT8_FLOAT_OPS = ("MEAN", "SQUARED_DIFFERENCE", "RSQRT", "ADD", "MUL")
+# The single signature of every file written here, its input and output names.
+SIGNATURE = "serving_default"
+INPUT_NAME = "images"
+
+
+@dataclasses.dataclass(frozen=True)
+class TFLiteExport:
+    """What `tflite()` wrote.
+
+    Args:
+        path: str. The .tflite file.
+        quantization: str. One of `QUANTIZATIONS`.
+        size_bytes: int. File size.
+        ops: dict. Operator name -> count, e.g. {"FULLY_CONNECTED": 13, "GELU": 2}; see
+            `tflite_ops`.
+        output_name: str. "logits" or "probabilities", the name of the signature's output.
+    """
+
+    path: str
+    quantization: str
+    size_bytes: int
+    ops: dict
+    output_name: str
+
+
+def tflite(
+    model,
+    path,
+    quantization="none",
+    *,
+    representative_data=None,
+    calibration_samples=DEFAULT_CALIBRATION_SAMPLES,
+    scaling=None,
+    class_names=None,
+    approximate_gelu=False,
+    batch_size=1,
+    float_ops=INT8_FLOAT_OPS,
+    overwrite=False,
+):
+    """Converts a model to a TFLite (LiteRT) file, optionally quantized, written atomically.
+
+    The file has one signature, `serve`, with input `images`: float32 (batch, height, width,
+    channels) pixels in [0, 255], and output `logits` or
+    `probabilities` (float32, also for int8 files). Conversion goes through Keras' LiteRT
+    export (`model.export(format="litert")`) with TFLite builtin ops only, so a file never
+    needs the Flex (TF ops) delegate.
+
+    Quantization:
+    - "none": float32 weights and compute.
+    - "float16": float16 weights, dequantized to float32 at load (GPU delegates run them in
+      half precision).
+    - "dynamic": int8 weights, activations quantized on the fly (dynamic range).
+    - "int8": int8 weights and activations, calibrated on `representative_data`, except the
+      ops named in `float_ops` (by default LayerNorm and the residual adds, see
+      `INT8_FLOAT_OPS`); `float_ops=()` gives a strict full-integer file for integer-only
+      accelerators, at a cost in accuracy. Input and output stay float32.
+
+    Args:
+        model: keras.Model. A built model with a static image size.
+        path: str. The .tflite file to write.
+        quantization: str. One of "none", "float16", "dynamic", "int8". Defaults to "none".
+        representative_data: array, tf.data.Dataset or iterable or None. Images in [0, 255],
+            (N, height, width, channels), for "int8" calibration; a dataset or iterable may
+            yield batches or (images, labels) pairs, e.g. a keras_vit data pipeline. Required
+            for "int8", ignored otherwise. Defaults to None.
+        calibration_samples: int. Images drawn from `representative_data`. Defaults to 200.
+        scaling: None, str or (mean, std). As in `keras_vit.export.saved_model`: how [0, 255]
+            pixels map to the inputs of a model without a `preprocessing` layer. Defaults to
+            None.
+        class_names: sequence of str or None. Written to `labels.txt` beside the file (an
+            existing, different `labels.txt` there is an error). Defaults to None.
+        approximate_gelu: bool. Export a copy of the model with the tanh GELU (same weights),
+            for delegates without the GELU/Erf kernels; outputs differ from the exact model by
+            about 1e-3. Defaults to False.
+        batch_size: int or None. Static batch size of the input; None makes it resizable
+            (`interpreter.resize_tensor_input`) at the cost of extra shape ops that some
+            delegates reject. Defaults to 1.
+        float_ops: sequence of str. TFLite op names that "int8" keeps in float. Defaults to
+            `INT8_FLOAT_OPS`.
+        overwrite: bool. Replace an existing file. Defaults to False.
+
+    Returns:
+        A `TFLiteExport` with the path, size and the ops the file uses.
+
+    Example:
+
+    >>> import os, tempfile, keras_vit
+    >>> model = keras_vit.ViT("tiny", num_classes=3, preprocessing="unit")
+    >>> result = tflite(model, os.path.join(tempfile.mkdtemp(), "tiny.tflite"))
+    >>> result.quantization, result.output_name, result.ops["GELU"], tflite_ops(result.path) == result.ops
+    ('none', 'logits', 2, True)
+    """
+    if quantization not in QUANTIZATIONS:
+        raise ValueError(f"Invalid quantization={quantization!r}. Expected one of {list(QUANTIZATIONS)}.")
+    shape = _common.input_spec(model, what="export to TFLite")
+    if None in shape:
+        raise ValueError(
+            f"Cannot export model {model.name!r} to TFLite: its input shape (batch, *{shape}) "
+            "has a dynamic height or width, and TFLite needs a static one. Rebuild it with a "
+            "fixed image_size= (weights can be copied with set_weights)."
+        )
+    classes = _common.num_classes(model, what="export to TFLite")
+    names = _common.check_class_names(class_names, classes)
+    mean_std = _common.resolve_scaling(model, scaling, shape[-1])
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path).endswith(".tflite"):
+        raise ValueError(f"Invalid path={path!r}. Expected a file name ending in '.tflite'.")
+    path = os.path.abspath(os.fspath(path))
+    if os.path.isdir(path):
+        raise ValueError(f"Invalid path={path!r}: it is a folder.")
+    if os.path.exists(path) and not overwrite:
+        raise FileExistsError(f"{path!r} already exists; pass overwrite=True (--overwrite) to replace it.")
+    labels_path = os.path.join(os.path.dirname(path), _common.LABELS_FILENAME)
+    if names is not None and os.path.isfile(labels_path) and _common.read_labels(labels_path) != names:
+        raise ValueError(
+            f"{labels_path!r} exists with other class names than class_names; write the file to "
+            "another folder or remove that labels file."
+        )
+    if not isinstance(calibration_samples, int) or isinstance(calibration_samples, bool) or calibration_samples < 1:
+        raise ValueError(f"Invalid calibration_samples={calibration_samples!r}. Expected an integer >= 1.")
+    if batch_size is not None and (not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1):
+        raise ValueError(f"Invalid batch_size={batch_size!r}. Expected an integer >= 1 or None.")
+    if isinstance(float_ops, str) or not all(isinstance(op, str) for op in float_ops):
+        raise ValueError(f"Invalid float_ops={float_ops!r}. Expected a sequence of TFLite op names such as 'MEAN'.")
+    calibration = None
+    if quantization == "int8":
+        if representative_data is None:
+            raise ValueError(
+                "quantization='int8' needs representative_data: images in [0, 255] shaped "
+                f"(N, {', '.join(map(str, shape))}), e.g. a slice of the training set."
+            )
+        calibration = _calibration_images(representative_data, shape, calibration_samples)
+
+    if approximate_gelu:
+        model = with_tanh_gelu(model)
+    wrapper, output_name = _export_wrapper(model, shape, mean_std)
+    input_signature = [tf.TensorSpec((batch_size,) + tuple(shape), tf.float32, name=INPUT_NAME)]
+    with _common.atomic_file(path) as tmp:
+        if quantization == "int8":
+            content = _convert_int8(wrapper, input_signature, calibration, batch_size or 1, tuple(float_ops))
+            with open(tmp, "wb") as f:
+                f.write(content)
+        else:
+            wrapper.export(
+                tmp, format="litert", input_signature=input_signature, verbose=False,
+                **_converter_kwargs(quantization),
+            )
+        ops = tflite_ops(tmp)
+    if names is not None:
+        _common.write_labels(labels_path, names)
+    return TFLiteExport(path, quantization, os.path.getsize(path), ops, output_name)
+
+
+def with_tanh_gelu(model):
+    """Returns a copy of a keras_vit model whose blocks use the tanh GELU, sharing no state but the weight values.
+
+    Example:
+
+    >>> import keras_vit
+    >>> tanh = with_tanh_gelu(keras_vit.ViT("tiny", num_classes=2))
+    >>> tanh.get_layer("encoderblock_0").approximate_gelu
+    True
+    """
+    config = model.get_config()
+    layers = config.get("layers") if isinstance(config, dict) else None
+    blocks = [layer for layer in layers or () if "approximate_gelu" in layer.get("config", {})]
+    if not blocks:
+        raise ValueError(
+            f"approximate_gelu=True needs a functional keras_vit model with TransformerBlock "
+            f"layers; model {model.name!r} has none."
+        )
+    for layer in blocks:
+        layer["config"]["approximate_gelu"] = True
+    clone = model.__class__.from_config(config)
+    clone.set_weights(model.get_weights())
+    return clone
+
+
+def tflite_ops(path):
+    """Returns {operator name: count} over every subgraph of a .tflite file.
+
+    GELU is listed as "GELU" (exact, erf form) or "GELU(approximate)" (tanh form), since some
+    delegates run only one of them; custom and Flex ops keep their custom names. The example of
+    `tflite` runs it.
+    """
+    from ai_edge_litert import schema_py_generated as schema
+
+    with open(os.fspath(path), "rb") as f:
+        buffer = bytearray(f.read())
+    model = schema.Model.GetRootAs(buffer, 0)
+    code_names = {value: name for name, value in vars(schema.BuiltinOperator).items() if not name.startswith("_")}
+    opcodes = []
+    for i in range(model.OperatorCodesLength()):
+        code = model.OperatorCodes(i)
+        # Codes above 127 live in BuiltinCode; the deprecated byte field caps at 127.
+        builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+        if builtin == schema.BuiltinOperator.CUSTOM:
+            opcodes.append((code.CustomCode() or b"CUSTOM").decode())
+        else:
+            opcodes.append(code_names.get(builtin, f"BUILTIN_{builtin}"))
+    counts = collections.Counter()
+    for g in range(model.SubgraphsLength()):
+        subgraph = model.Subgraphs(g)
+        for o in range(subgraph.OperatorsLength()):
+            op = subgraph.Operators(o)
+            name = opcodes[op.OpcodeIndex()]
+            if name == "GELU" and op.BuiltinOptionsType() == schema.BuiltinOptions.GeluOptions:
+                options = schema.GeluOptions()
+                table = op.BuiltinOptions()
+                options.Init(table.Bytes, table.Pos)
+                if options.Approximate():
+                    name = "GELU(approximate)"
+            counts[name] += 1
+    return dict(sorted(counts.items()))
+
+
+def _export_wrapper(model, shape, mean_std):
+    """A functional model: [0, 255] pixels -> (scaling) -> model -> float32 named output."""
+    output_name = "probabilities" if _common.outputs_probabilities(model) else "logits"
+    inputs = keras.Input(shape=shape, name=INPUT_NAME, dtype="float32")
+    x = inputs
+    if mean_std is not None:
+        mean, std = mean_std
+        x = keras.layers.Normalization(
+            mean=mean.tolist(), variance=(std * std).tolist(), dtype="float32", name="export_scaling"
+        )(x)
+    y = model(x, training=False)
+    y = keras.layers.Activation("linear", dtype="float32", name=output_name)(y)
+    return keras.Model(inputs, {output_name: y}, name=f"{model.name}_tflite"), output_name
+
+
+def _converter_kwargs(quantization):
+    builtins = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    if quantization == "none":
+        return {"target_spec": {"supported_ops": builtins}}
+    if quantization == "float16":
+        return {
+            "optimizations": [tf.lite.Optimize.DEFAULT],
+            "target_spec": {"supported_ops": builtins, "supported_types": [tf.float16]},
+        }
+    return {"optimizations": [tf.lite.Optimize.DEFAULT], "target_spec": {"supported_ops": builtins}}
+
+
+def _convert_int8(wrapper, input_signature, calibration, batch_size, float_ops):
+    """Calibrated int8 conversion, keeping `float_ops` in float; returns the flatbuffer bytes."""
+    import tempfile
+
+    def representative_dataset():
+        for start in range(0, len(calibration) - batch_size + 1, batch_size):
+            yield [np.stack(calibration[start : start + batch_size])]
+
+    with tempfile.TemporaryDirectory(prefix="keras_vit_int8_") as saved:
+        archive = keras.export.ExportArchive()
+        archive.track(wrapper)
+        archive.add_endpoint(
+            "serving_default", lambda images: wrapper(images, training=False), input_signature=input_signature
+        )
+        archive.write_out(saved, verbose=False)
+        converter = tf.lite.TFLiteConverter.from_saved_model(saved)
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        converter.representative_dataset = representative_dataset
+        if not float_ops:
+            converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+            return converter.convert()
+        # What tf.lite.experimental.QuantizationDebugger does for denylisted ops, without
+        # building its instrumented debug model (nor the deprecated tf.lite.Interpreter it runs):
+        # calibrate only, then quantize with the MLIR quantizer, skipping `float_ops`.
+        from tensorflow.lite.python import convert
+
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8, tf.lite.OpsSet.TFLITE_BUILTINS]
+        converter.experimental_mlir_quantizer = True
+        converter._experimental_calibrate_only = True
+        calibrated = converter.convert()
+        return convert.mlir_quantize(
+            calibrated,
+            disable_per_channel=False,
+            fully_quantize=False,
+            enable_numeric_verify=False,
+            denylisted_ops=list(float_ops),
+        )
+
+
+def _calibration_images(data, shape, limit):
+    """Draws up to `limit` float32 images (height, width, channels) from `data`, checking their shape."""
+    if isinstance(data, np.ndarray) or tf.is_tensor(data):
+        batches = [np.asarray(data)]
+    elif isinstance(data, (str, bytes)):
+        raise ValueError(f"Invalid representative_data={data!r}. Expected images, not a string.")
+    else:
+        try:
+            batches = iter(data)
+        except TypeError:
+            raise ValueError(
+                f"Invalid representative_data of type {type(data).__name__}: expected an array, "
+                "a tf.data.Dataset or an iterable of image batches."
+            ) from None
+    images = []
+    for batch in batches:
+        if isinstance(batch, (tuple, list)) and batch and not np.isscalar(batch[0]):
+            batch = batch[0]  # (images, labels) pairs from a training pipeline
+        batch = np.asarray(batch, dtype="float32")
+        if batch.ndim == len(shape):
+            batch = batch[None]
+        if batch.ndim != len(shape) + 1 or tuple(batch.shape[1:]) != tuple(shape):
+            raise ValueError(
+                f"Invalid representative_data: got images of shape {tuple(batch.shape)}, but the "
+                f"model takes (N, {', '.join(map(str, shape))})."
+            )
+        images.extend(batch[: limit - len(images)])
+        if len(images) >= limit:
+            break
+    if not images:
+        raise ValueError("Invalid representative_data: it yielded no images.")
+    if max(float(np.max(image)) for image in images) <= 1.0:
+        warnings.warn(
+            "representative_data lies in [0, 1], but exported models take pixels in [0, 255]; "
+            "int8 calibration ranges will be wrong if the images were already scaled.",
+            stacklevel=3,
+        )
+    return images

@@ -1,0 +1,311 @@
+"""Deployment: SavedModel (TF Serving) and TFLite/LiteRT exports of a model trained on the shipped sample."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import keras_vit
+from keras_vit import cli, export
+from keras_vit.data import fashion_mnist
+
+# Test images used for the agreement checks; the full 2,000 go through benchmarks/export_report.py.
+NUM_TEST = 1000
+
+
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory):
+    """A small ViT trained briefly on part of the shipped Fashion-MNIST sample, saved with labels.txt."""
+    (x_train, y_train), (x_test, y_test) = fashion_mnist.load_sample()
+    keras.utils.set_random_seed(0)
+    model = keras_vit.ViT(
+        patch_size=7,
+        hidden_size=32,
+        num_layers=2,
+        num_heads=2,
+        mlp_dim=64,
+        input_shape=(28, 28, 1),
+        num_classes=10,
+        preprocessing="unit",
+        name="vit_fashion_test",
+    )
+    model.compile(
+        optimizer=keras.optimizers.AdamW(3e-3),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    model.fit(x_train[..., None].astype("float32"), y_train, epochs=3, batch_size=64, verbose=0)
+    folder = tmp_path_factory.mktemp("trained")
+    model_path = str(folder / "model.keras")
+    model.save(model_path)
+    with open(folder / export.LABELS_FILENAME, "w") as f:
+        f.write("\n".join(fashion_mnist.CLASS_NAMES) + "\n")
+    x = x_test[:NUM_TEST, ..., None].astype("float32")
+    logits = np.asarray(model.predict(x, verbose=0))
+    return {
+        "model": model,
+        "path": model_path,
+        "x": x,
+        "y": y_test[:NUM_TEST],
+        "logits": logits,
+        "probabilities": np.asarray(tf.nn.softmax(logits)),
+        "x_train": x_train[:, ..., None].astype("float32"),
+    }
+
+
+@pytest.fixture(scope="session")
+def served(trained, tmp_path_factory):
+    base = str(tmp_path_factory.mktemp("serving") / "fashion")
+    path = export.saved_model(trained["model"], base, class_names=fashion_mnist.CLASS_NAMES, top_k=3)
+    return base, path
+
+
+def _png(image):
+    return tf.io.encode_png(tf.constant(np.asarray(image, "uint8"))).numpy()
+
+
+def test_saved_model_signatures_match_keras(trained, served):
+    base, path = served
+    assert path == os.path.join(os.path.abspath(base), "1")
+    assert sorted(os.listdir(base)) == ["1"], "a temporary folder was left behind"
+    loaded = tf.saved_model.load(path)
+    assert set(loaded.signatures) == {"serving_default", "serve_bytes"}
+    pixels = loaded.signatures["serving_default"]
+    for batch in (1, 7, NUM_TEST):
+        out = pixels(images=tf.constant(trained["x"][:batch]))
+        np.testing.assert_allclose(out["probabilities"].numpy(), trained["probabilities"][:batch], atol=1e-5)
+    expected = np.argsort(-trained["probabilities"][:7], axis=-1, kind="stable")[:, :3]
+    out = pixels(images=tf.constant(trained["x"][:7]))
+    np.testing.assert_array_equal(out["top_k_indices"].numpy(), expected)
+    labels = out["top_k_labels"].numpy().astype(str)
+    assert labels.tolist() == [[fashion_mnist.CLASS_NAMES[i] for i in row] for row in expected]
+    assert out["top_k_probabilities"].dtype == tf.float32
+
+    # Encoded PNG strings decode in the graph to the same pixels.
+    encoded = [_png(image) for image in trained["x"][:5]]
+    from_bytes = loaded.signatures["serve_bytes"](image_bytes=tf.constant(encoded))
+    np.testing.assert_allclose(from_bytes["probabilities"].numpy(), trained["probabilities"][:5], atol=1e-5)
+
+    # A corrupt string fails that request only.
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        loaded.signatures["serve_bytes"](image_bytes=tf.constant([encoded[0], b"not an image"]))
+    again = loaded.signatures["serve_bytes"](image_bytes=tf.constant(encoded[:1]))
+    np.testing.assert_allclose(again["probabilities"].numpy(), trained["probabilities"][:1], atol=1e-5)
+    with open(os.path.join(path, "assets.extra", "labels.txt")) as f:
+        assert f.read().splitlines() == list(fashion_mnist.CLASS_NAMES)
+
+
+def _saved_model_cli():
+    if shutil.which("saved_model_cli"):
+        return ["saved_model_cli"]
+    return [sys.executable, "-m", "tensorflow.python.tools.saved_model_cli"]
+
+
+def test_saved_model_cli_in_a_separate_process(trained, served, tmp_path):
+    _, path = served
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    shown = subprocess.run(
+        _saved_model_cli() + ["show", "--all", "--dir", path],
+        capture_output=True, text=True, timeout=300, env=env,
+    )
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    for text in ("signature_def['serving_default']", "signature_def['serve_bytes']", "images", "image_bytes",
+                 "probabilities", "top_k_indices", "top_k_labels", "DT_STRING", "(-1, 28, 28, 1)"):
+        assert text in shown.stdout, text
+    np.save(tmp_path / "images.npy", trained["x"][:16])
+    outdir = tmp_path / "out"
+    ran = subprocess.run(
+        _saved_model_cli() + ["run", "--dir", path, "--tag_set", "serve", "--signature_def", "serving_default",
+                              "--inputs", f"images={tmp_path / 'images.npy'}", "--outdir", str(outdir)],
+        capture_output=True, text=True, timeout=300, env=env,
+    )
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    np.testing.assert_allclose(np.load(outdir / "probabilities.npy"), trained["probabilities"][:16], atol=1e-5)
+
+
+def test_saved_model_versions_and_overwrite(trained, tmp_path):
+    from keras_vit.export.saved_model import _resolve_version
+
+    model, base = trained["model"], str(tmp_path / "m")
+    assert export.saved_model(model, base).endswith(os.sep + "1")
+    assert export.saved_model(model, base, version=7).endswith(os.sep + "7")
+    assert _resolve_version(base, None) == 8
+    with pytest.raises(FileExistsError, match="already exists"):
+        export.saved_model(model, base, version=7)
+    before = os.path.getmtime(os.path.join(base, "1", "saved_model.pb"))
+    export.saved_model(model, base, version=1, overwrite=True, class_names=fashion_mnist.CLASS_NAMES)
+    assert os.path.isfile(os.path.join(base, "1", "assets.extra", "labels.txt"))
+    assert os.path.getmtime(os.path.join(base, "1", "saved_model.pb")) >= before
+    assert sorted(os.listdir(base)) == ["1", "7"], "temporary or old folders were left behind"
+    with pytest.raises(ValueError, match="version=0"):
+        export.saved_model(model, base, version=0)
+
+
+def test_scaling_goes_into_the_graph_for_models_without_preprocessing(tmp_path):
+    model = keras_vit.ViT("tiny", num_classes=4, input_shape=(8, 8, 3))
+    rng = np.random.default_rng(0)
+    for weight in model.weights:
+        weight.assign(rng.normal(0, 0.2, weight.shape).astype("float32"))
+    x = rng.uniform(0, 255, (3, 8, 8, 3)).astype("float32")
+    with pytest.raises(ValueError, match="scaling="):
+        export.saved_model(model, str(tmp_path / "a"))
+    assert not os.path.exists(tmp_path / "a")
+    path = export.saved_model(model, str(tmp_path / "a"), scaling="symmetric")
+    out = tf.saved_model.load(path).signatures["serving_default"](images=tf.constant(x))["probabilities"]
+    expected = tf.nn.softmax(model(x / 127.5 - 1.0))
+    np.testing.assert_allclose(out.numpy(), expected.numpy(), atol=1e-5)
+    with_layer = keras_vit.ViT("tiny", num_classes=4, preprocessing="unit")
+    with pytest.raises(ValueError, match="already scales"):
+        export.saved_model(with_layer, str(tmp_path / "b"), scaling="unit")
+    assert not os.path.exists(tmp_path / "b")
+
+
+def test_mixed_precision_model_exports_float32_io(tmp_path):
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    model = keras_vit.ViT("tiny", num_classes=3, preprocessing="unit", classifier_activation="softmax")
+    keras.config.set_dtype_policy("float32")
+    x = np.random.default_rng(1).uniform(0, 255, (2, 32, 32, 3)).astype("float32")
+    expected = np.asarray(model(x))
+    path = export.saved_model(model, str(tmp_path / "mixed"))
+    signature = tf.saved_model.load(path).signatures["serving_default"]
+    assert signature.structured_input_signature[1]["images"].dtype == tf.float32
+    assert signature.structured_outputs["probabilities"].dtype == tf.float32
+    out = signature(images=tf.constant(x))["probabilities"].numpy()
+    # Same bfloat16 compute in both; the head is float32 and softmax already applied.
+    np.testing.assert_allclose(out, expected, atol=1e-5)
+
+
+def test_tflite_float32_matches_keras(trained, tmp_path):
+    path = str(tmp_path / "float" / "model.tflite")
+    result = export.tflite(trained["model"], path, class_names=fashion_mnist.CLASS_NAMES)
+    assert result.path == path and result.size_bytes == os.path.getsize(path)
+    assert result.output_name == "logits"
+    assert result.ops["GELU"] == 2 and "FULLY_CONNECTED" in result.ops
+    assert not any(name.startswith("Flex") for name in result.ops)
+    assert export.read_labels(str(tmp_path / "float" / "labels.txt")) == fashion_mnist.CLASS_NAMES
+    predictor = export.load_predictor(path)
+    assert predictor.class_names == fashion_mnist.CLASS_NAMES
+    np.testing.assert_allclose(predictor.predict(trained["x"][:100]), trained["probabilities"][:100], atol=1e-4)
+    from ai_edge_litert.interpreter import Interpreter
+
+    runner = Interpreter(model_path=path).get_signature_runner("serving_default")
+    logits = np.concatenate([runner(images=trained["x"][i : i + 1])["logits"] for i in range(50)])
+    np.testing.assert_allclose(logits, trained["logits"][:50], atol=1e-4)
+    with pytest.raises(FileExistsError):
+        export.tflite(trained["model"], path)
+
+
+@pytest.mark.parametrize("quantization, threshold", [("float16", 0.99), ("dynamic", 0.99), ("int8", 0.97)])
+def test_tflite_quantized_agreement(trained, tmp_path, quantization, threshold):
+    path = str(tmp_path / f"{quantization}.tflite")
+    data = tf.data.Dataset.from_tensor_slices((trained["x_train"][:400], np.zeros(400))).batch(32)
+    result = export.tflite(trained["model"], path, quantization, representative_data=data)
+    from ai_edge_litert.interpreter import Interpreter
+
+    stored = {np.dtype(t["dtype"]).name for t in Interpreter(model_path=path).get_tensor_details()}
+    assert {"float16": "float16", "dynamic": "int8", "int8": "int8"}[quantization] in stored, stored
+    if quantization == "int8":
+        assert result.ops.get("QUANTIZE", 0) >= 1
+    probabilities = export.load_predictor(path).predict(trained["x"])
+    agreement = np.mean(probabilities.argmax(-1) == trained["logits"].argmax(-1))
+    assert agreement >= threshold, f"{quantization}: top-1 agreement {agreement:.4f} < {threshold}"
+
+
+def test_tanh_gelu_file_reports_its_ops(trained, tmp_path):
+    tanh_model = export.with_tanh_gelu(trained["model"])
+    assert tanh_model is not trained["model"]
+    assert all(layer.approximate_gelu for layer in tanh_model.layers if hasattr(layer, "approximate_gelu"))
+    assert not any(layer.approximate_gelu for layer in trained["model"].layers if hasattr(layer, "approximate_gelu"))
+    result = export.tflite(trained["model"], str(tmp_path / "tanh.tflite"), approximate_gelu=True)
+    assert result.ops.get("GELU(approximate)") == 2 and "GELU" not in result.ops
+    probabilities = export.load_predictor(result.path).predict(trained["x"][:100])
+    np.testing.assert_allclose(probabilities, trained["probabilities"][:100], atol=1e-2)
+
+
+def _assert_nothing_at(path):
+    assert not os.path.exists(path), f"{path} was left behind"
+
+
+def test_bad_input_leaves_nothing_behind(trained, tmp_path):
+    model = trained["model"]
+    target = tmp_path / "out" / "model.tflite"
+    with pytest.raises(ValueError, match="quantization='int4'"):
+        export.tflite(model, str(target), "int4")
+    with pytest.raises(ValueError, match=r"representative_data: got images of shape \(8, 32, 32, 3\)"):
+        export.tflite(model, str(target), "int8", representative_data=np.zeros((8, 32, 32, 3)))
+    with pytest.raises(ValueError, match="needs representative_data"):
+        export.tflite(model, str(target), "int8")
+    _assert_nothing_at(tmp_path / "out")
+
+    dynamic = keras_vit.ViT("tiny", num_classes=2, input_shape=(None, None, 3), position_embedding="sincos2d",
+                            preprocessing="unit")
+    with pytest.raises(ValueError, match="static"):
+        export.tflite(dynamic, str(target))
+    _assert_nothing_at(tmp_path / "out")
+
+    class Unbuilt(keras.Model):
+        def call(self, x):
+            return x
+
+    with pytest.raises(ValueError, match="not built"):
+        export.tflite(Unbuilt(), str(target))
+    with pytest.raises(ValueError, match="not built"):
+        export.saved_model(Unbuilt(), str(tmp_path / "serving"))
+    _assert_nothing_at(tmp_path / "serving")
+    with pytest.raises(FileNotFoundError, match="missing.keras"):
+        export.load_predictor(str(tmp_path / "missing.keras"))
+
+    # A conversion that fails midway (the model cannot be traced) removes its temporary files.
+    class Broken(keras.layers.Layer):
+        def call(self, x):
+            raise RuntimeError("broken on purpose")
+
+        def compute_output_shape(self, shape):
+            return shape[:1] + (2,)
+
+    inputs = keras.Input((4, 4, 1))
+    broken_target = tmp_path / "broken" / "b.tflite"
+    outputs = Broken()(inputs)
+    broken = keras.Model(inputs, outputs)
+    with pytest.raises(Exception, match="broken on purpose"):
+        export.tflite(broken, str(broken_target), scaling="none")
+    _assert_nothing_at(tmp_path / "broken")
+    with pytest.raises(Exception, match="broken on purpose"):
+        export.saved_model(broken, str(tmp_path / "broken_serving"), scaling="none")
+    _assert_nothing_at(tmp_path / "broken_serving")
+
+
+def test_cli_export_and_predict_every_format(trained, tmp_path, capsys):
+    images = []
+    for i in range(2):
+        image_path = str(tmp_path / f"image{i}.png")
+        with open(image_path, "wb") as f:
+            f.write(_png(trained["x"][i]))
+        images.append(image_path)
+    serving, tflite_path = str(tmp_path / "serving"), str(tmp_path / "model.tflite")
+    assert cli.main(["export", trained["path"], "--saved-model", serving, "--tflite", tflite_path]) == 0
+    out = capsys.readouterr().out
+    assert "serve_bytes" in out and "GELU x2" in out
+    expected = [fashion_mnist.CLASS_NAMES[i] for i in trained["probabilities"][:2].argmax(-1)]
+    for model_path in (trained["path"], serving, tflite_path):
+        assert cli.main(["predict", model_path, *images, "--top-k", "2"]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[0] == images[0] and lines[3] == images[1]
+        top1 = [lines[1].split(None, 2)[2], lines[4].split(None, 2)[2]]
+        assert top1 == expected, model_path
+
+    # User mistakes: one line on stderr, exit code 2, nothing written.
+    assert cli.main(["export", trained["path"], "--saved-model", serving, "--version", "1"]) == 2
+    assert "already exists" in capsys.readouterr().err
+    assert cli.main(["export", str(tmp_path / "nope.keras"), "--tflite", str(tmp_path / "x.tflite")]) == 2
+    assert "nope.keras" in capsys.readouterr().err
+    assert cli.main(["export", trained["path"], "--tflite", str(tmp_path / "q.tflite"), "--quantization", "int3"]) == 2
+    assert "int3" in capsys.readouterr().err
+    _assert_nothing_at(tmp_path / "q.tflite")
+    assert cli.main(["predict", str(tmp_path / "nope.tflite"), images[0]]) == 2
