@@ -67,11 +67,11 @@ def check_fit_step(layer, input_shape, call_kwargs=None):
 
 
 def reduced_variant_kwargs(variant):
-    """Builder kwargs that keep a variant's widths but make it cheap: one block, 2x2 patches."""
+    """Builder kwargs that keep a variant's widths but make it cheap: one block, 2x2 tokens."""
     from keras_vit.configs import get_variant
 
     row = get_variant(variant)
-    return {"num_layers": 1, "image_size": 2 * row.patch_size, "num_classes": 5}
+    return {"num_layers": 1, "image_size": 2 * row.pixel_patch_size, "num_classes": 5}
 
 
 def check_save_load_export(model, tmp_path, inputs):
