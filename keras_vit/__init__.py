@@ -11,6 +11,8 @@ Example:
 __version__ = "0.1.0"
 
 from keras_vit import configs, layers
+from keras_vit import weights
+from keras_vit.weights import load_weights
 from keras_vit.configs import VARIANTS
 from keras_vit.layers import (
     BottleneckUnit,

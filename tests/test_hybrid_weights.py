@@ -103,3 +103,33 @@ def test_a_bad_checkpoint_names_the_keys_and_loads_nothing():
 def test_a_plain_vit_has_no_stem():
     with pytest.raises(ValueError, match="no BiT ResNet stem"):
         load_hybrid_stem(keras_vit.ViT("tiny"), {})
+
+
+@pytest.mark.parametrize("norm_layout", ["flat", "4d"])
+def test_weights_path_loads_a_hybrid_end_to_end(tmp_path, norm_layout):
+    """save_npz writes the stem under the original names; ViT(weights=path) reads it back, with or without variant."""
+    from keras_vit.weights import save_npz
+
+    source = keras_vit.ViT("R_tiny", num_classes=3, approximate_gelu=True)  # .npz checkpoints imply tanh GELU
+    rng = np.random.default_rng(5)
+    for w in source.weights:
+        w.assign(rng.normal(0, 0.2, size=w.shape).astype("float32") + (1.0 if "gamma" in w.path else 0.0))
+    path = str(tmp_path / "r_tiny.npz")
+    save_npz(source, path)
+    with np.load(path) as f:
+        arrays = {key: f[key] for key in f.files}
+    assert arrays["block1/unit1/gn_proj/scale"].shape == (128,) and "conv_root/kernel" in arrays
+    if norm_layout == "4d":
+        arrays = {k: v.reshape(1, 1, 1, -1) if "/gn" in k else v for k, v in arrays.items()}
+        np.savez(path, **{"opt/target/" + k: v for k, v in arrays.items()})
+    images = rng.normal(size=(2, 32, 32, 3)).astype("float32")
+    expected = np.asarray(source(images))
+    named = keras_vit.ViT("R_tiny", weights=path)
+    np.testing.assert_allclose(np.asarray(named(images)), expected, atol=1e-5)
+    inferred = keras_vit.ViT(weights=path)  # architecture, stem included, read from the file
+    assert inferred.get_layer("resnet").get_layer("block1_unit1").filters == 32
+    assert inferred.input_shape[1:3] in ((32, 32), (None, None))
+    np.testing.assert_allclose(np.asarray(inferred(images)), expected, atol=1e-5)
+    # A checkpoint of another stem depth is refused with the keys named, nothing half-loaded.
+    with pytest.raises(ValueError, match="block2/unit1"):
+        keras_vit.ViT("R_tiny", weights=path, backbone=BiTResNet((1, 1), width=32))

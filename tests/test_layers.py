@@ -22,6 +22,11 @@ LAYER_CASES = {
         {"patch_size": 4, "hidden_size": 16, "class_token": False, "position_embedding": "sincos2d"},
         (2, 8, 12, 1),
     ),
+    "patch_encoder_resampled_grid": (
+        PatchEncoder,
+        {"patch_size": 4, "hidden_size": 16, "grid_size": (3, 3), "interpolation": "bicubic_hf"},
+        (2, 8, 12, 3),
+    ),
     "patch_encoder_none": (
         PatchEncoder,
         {"patch_size": 2, "hidden_size": 8, "position_embedding": "none"},

@@ -7,6 +7,7 @@ import numpy as np
 from keras import ops
 
 from keras_vit._validation import check_choice, check_divisible, check_positive_int
+from keras_vit.layers.grid_resampling import INTERPOLATIONS, resample_grid
 from keras_vit.layers.patches import _check_image_shape
 
 POSITION_EMBEDDINGS = ("learned", "sincos2d", "none")
@@ -27,6 +28,13 @@ class PatchEncoder(keras.layers.Layer):
         position_embedding: str. "learned" (one row per token, class token included, N(0, 0.02)
             init), "sincos2d" (fixed 2-D sine-cosine; the class token gets zeros) or "none".
             Defaults to "learned".
+        grid_size: (int, int) or None. Patch grid (rows, cols) the learned position embedding
+            is stored for; None takes the grid of the build-time image size. Images of another
+            size (sides multiples of the patch size, e.g. a model built with a dynamic image
+            size) get the embedding resampled to their grid at call time. Defaults to None.
+        interpolation: str. How the learned embedding is resampled at call time: "bilinear"
+            (vit_jax), "bicubic" (timm) or "bicubic_hf" (Hugging Face); see
+            `keras_vit.layers.grid_resampling`. Defaults to "bicubic".
 
     Example:
 
@@ -35,17 +43,37 @@ class PatchEncoder(keras.layers.Layer):
     (2, 197, 64)
     """
 
-    def __init__(self, patch_size, hidden_size, class_token=True, position_embedding="learned", **kwargs):
+    def __init__(
+        self,
+        patch_size,
+        hidden_size,
+        class_token=True,
+        position_embedding="learned",
+        grid_size=None,
+        interpolation="bicubic",
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         check_positive_int("patch_size", patch_size)
         check_positive_int("hidden_size", hidden_size)
         check_choice("position_embedding", position_embedding, POSITION_EMBEDDINGS)
         if position_embedding == "sincos2d":
             check_divisible("hidden_size", hidden_size, "4 (sincos2d position embedding)", 4)
+        check_choice("interpolation", interpolation, INTERPOLATIONS)
+        if grid_size is not None:
+            if isinstance(grid_size, int):
+                grid_size = (grid_size, grid_size)
+            grid_size = tuple(grid_size)
+            if len(grid_size) != 2:
+                raise ValueError(f"Invalid grid_size={grid_size!r}. Expected (rows, cols).")
+            for axis_name, size in zip(("grid_size rows", "grid_size cols"), grid_size):
+                check_positive_int(axis_name, size)
         self.patch_size = patch_size
         self.hidden_size = hidden_size
         self.class_token = bool(class_token)
         self.position_embedding = position_embedding
+        self.grid_size = grid_size
+        self.interpolation = interpolation
 
     @property
     def num_prefix_tokens(self):
@@ -64,12 +92,13 @@ class PatchEncoder(keras.layers.Layer):
         if self.class_token:
             self.cls = self.add_weight(name="class_token", shape=(1, 1, d), initializer="zeros")
         if self.position_embedding == "learned":
-            if height is None or width is None:
-                raise ValueError(
-                    "A learned position embedding needs a known image size, got "
-                    f"input_shape={tuple(input_shape)}."
-                )
-            self.grid_size = (height // p, width // p)
+            if self.grid_size is None:
+                if height is None or width is None:
+                    raise ValueError(
+                        "A learned position embedding with a dynamic image size needs grid_size= "
+                        f"(the stored grid), got grid_size=None and input_shape={tuple(input_shape)}."
+                    )
+                self.grid_size = (height // p, width // p)
             num_tokens = self.grid_size[0] * self.grid_size[1] + self.num_prefix_tokens
             self.pos_embedding = self.add_weight(
                 name="position_embedding",
@@ -80,6 +109,8 @@ class PatchEncoder(keras.layers.Layer):
 
     def call(self, images):
         p, d = self.patch_size, self.hidden_size
+        # With a dynamic image size the build-time check saw None: check the actual size.
+        _check_image_shape(tuple(images.shape), p)
         x = ops.conv(images, self.kernel, strides=p, padding="valid") + self.bias
         shape = ops.shape(x)
         rows, cols = shape[1], shape[2]
@@ -88,13 +119,25 @@ class PatchEncoder(keras.layers.Layer):
             cls = ops.broadcast_to(ops.cast(self.cls, x.dtype), (ops.shape(x)[0], 1, d))
             x = ops.concatenate([cls, x], axis=1)
         if self.position_embedding == "learned":
-            x = x + ops.cast(self.pos_embedding, x.dtype)
+            x = x + ops.cast(self._position_embedding_for(images.shape[1:3], rows, cols), x.dtype)
         elif self.position_embedding == "sincos2d":
             pos = sincos2d_embedding(rows, cols, d, dtype=x.dtype)
             if self.class_token:
                 pos = ops.concatenate([ops.zeros((1, d), x.dtype), pos], axis=0)
             x = x + pos[None]
         return x
+
+    def _position_embedding_for(self, static_size, rows, cols):
+        p = self.patch_size
+        if None not in static_size and (static_size[0] // p, static_size[1] // p) == self.grid_size:
+            return self.pos_embedding
+        # Another (or a not yet known) grid: resample the patch rows, keep the class-token row.
+        table = ops.cast(self.pos_embedding, "float32")
+        prefix = table[0, : self.num_prefix_tokens]
+        grid = ops.reshape(table[0, self.num_prefix_tokens:], self.grid_size + (self.hidden_size,))
+        grid = resample_grid(grid, rows, cols, self.interpolation)
+        grid = ops.reshape(grid, (-1, self.hidden_size))
+        return ops.concatenate([prefix, grid], axis=0)[None]
 
     def compute_output_shape(self, input_shape):
         _check_image_shape(input_shape, self.patch_size)
@@ -112,6 +155,8 @@ class PatchEncoder(keras.layers.Layer):
             "hidden_size": self.hidden_size,
             "class_token": self.class_token,
             "position_embedding": self.position_embedding,
+            "grid_size": self.grid_size,
+            "interpolation": self.interpolation,
         }
 
 

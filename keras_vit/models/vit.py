@@ -14,6 +14,7 @@ from keras_vit._validation import (
 from keras_vit.layers import PatchEncoder, TokenPooling, TransformerBlock
 from keras_vit.layers.patch_encoder import POSITION_EMBEDDINGS
 from keras_vit.layers.token_pooling import POOLINGS
+from keras_vit.weights import DEFAULT_INTERPOLATION, INTERPOLATIONS, Checkpoint, load_weights
 from keras_vit.models.resnet import BiTResNet
 
 # Symbolic probe size for a backbone's true stride: a multiple of every stride in common use
@@ -34,7 +35,7 @@ def ViT(
     input_tensor=None,
     include_top=True,
     weights=None,
-    num_classes=1000,
+    num_classes=None,
     classes=None,
     pooling="token",
     representation_size=None,
@@ -46,8 +47,9 @@ def ViT(
     dropout_rate=0.0,
     attention_dropout_rate=0.0,
     drop_path_rate=0.0,
-    approximate_gelu=False,
-    layer_norm_epsilon=1e-6,
+    approximate_gelu=None,
+    layer_norm_epsilon=None,
+    interpolation=None,
     name=None,
 ):
     """Builds a Vision Transformer as a functional Keras model.
@@ -64,14 +66,22 @@ def ViT(
         num_layers: int or None. Number of transformer blocks. Defaults to the variant's.
         num_heads: int or None. Attention heads per block. Defaults to the variant's.
         mlp_dim: int or None. MLP hidden width. Defaults to the variant's.
-        image_size: int, (int, int) or None. Input height and width. Defaults to the variant's
-            (224 for the paper variants).
+        image_size: int, (int, int) or None. Input height and width; (None, None) makes the
+            size dynamic: any size whose sides are multiples of the patch size is accepted and
+            the learned position embedding is resampled to its grid at call time. Defaults to
+            the checkpoint's size with `weights=`, else the variant's (224 for the paper
+            variants).
         input_shape: tuple or None. (H, W, C); overrides `image_size`. Defaults to None (3
             channels).
         input_tensor: Keras tensor or None. Use it as the model's input. Defaults to None.
         include_top: bool. Add the classification head. Defaults to True.
-        weights: None or str. Pretrained weights to load. Defaults to None.
-        num_classes: int. Classes of the head (alias `classes`). Defaults to 1000.
+        weights: None, str or `keras_vit.weights.Checkpoint`. Pretrained weights: a `.npz`
+            (Google), safetensors (timm or Hugging Face, with its config.json) file or a Hugging
+            Face folder, format read from the content, or a name of
+            `keras_vit.weights.CHECKPOINTS`. See `keras_vit.load_weights` for head handling.
+            Defaults to None.
+        num_classes: int or None. Classes of the head (alias `classes`). Defaults to the
+            checkpoint's with `weights=`, else 1000.
         classes: int or None. Alias of `num_classes`, as in keras.applications.
         pooling: str or None. "token" (class token) or "gap" (mean of patch tokens); with
             `include_top=False`, None returns all tokens. Defaults to "token".
@@ -94,9 +104,15 @@ def ViT(
         attention_dropout_rate: float. Dropout on attention weights. Defaults to 0.
         drop_path_rate: float. Stochastic depth rate of the last block, rising linearly from 0
             in the first. Defaults to 0.
-        approximate_gelu: bool. tanh-approximate GELU, as the original checkpoints. Defaults to
-            False (exact erf GELU).
-        layer_norm_epsilon: float. Epsilon of every LayerNorm. Defaults to 1e-6.
+        approximate_gelu: bool or None. tanh-approximate GELU, as the original checkpoints.
+            None picks the checkpoint's (tanh for Google `.npz`, the config's for Hugging Face,
+            exact for timm) and exact erf GELU without weights. Defaults to None.
+        layer_norm_epsilon: float or None. Epsilon of every LayerNorm. None takes the
+            checkpoint's (Hugging Face config) or 1e-6. Defaults to None.
+        interpolation: str or None. How the learned position embedding is resampled to another
+            grid, when loading and at call time: "bilinear" (vit_jax), "bicubic" (timm) or
+            "bicubic_hf" (Hugging Face). None picks the checkpoint ecosystem's, else
+            "bicubic". Defaults to None.
         name: str or None. Model name. Defaults to "vit_<variant>" or "vit".
 
     Returns:
@@ -110,7 +126,24 @@ def ViT(
     """
     if backbone is not None and patch_size is None:
         patch_size = 1
-    arch = _resolve_architecture(variant, patch_size, hidden_size, num_layers, num_heads, mlp_dim)
+    checkpoint = None
+    if weights is not None:
+        checkpoint = weights if isinstance(weights, Checkpoint) else Checkpoint(weights)
+    found = checkpoint.architecture if checkpoint is not None else {}
+    arch = _resolve_architecture(
+        variant, patch_size, hidden_size, num_layers, num_heads, mlp_dim, found if variant is None else {}
+    )
+    if image_size is None and input_shape is None and "image_size" in found:
+        image_size = found["image_size"]
+    if num_classes is None and classes is None:
+        num_classes = found.get("num_classes") or 1000
+    if approximate_gelu is None:
+        approximate_gelu = found.get("approximate_gelu", False)
+    if layer_norm_epsilon is None:
+        layer_norm_epsilon = found.get("layer_norm_epsilon", 1e-6)
+    if interpolation is None:
+        interpolation = DEFAULT_INTERPOLATION[checkpoint.layout] if checkpoint is not None else "bicubic"
+    check_choice("interpolation", interpolation, INTERPOLATIONS)
     num_classes = _resolve_num_classes(num_classes, classes, include_top)
     check_choice("position_embedding", position_embedding, POSITION_EMBEDDINGS)
     check_choice("pooling", pooling, POOLINGS + (None,))
@@ -138,11 +171,21 @@ def ViT(
         backbone = BiTResNet(arch["stem"], arch["stem_width"], channels=inputs.shape[-1], name="resnet")
     if backbone is not None:
         x = _apply_backbone(backbone, x, arch["patch_size"])
+    grid_size = None
+    if None in tuple(x.shape[1:3]):
+        # A dynamic image size: store the embedding for the checkpoint's (or the default) grid.
+        side = arch["image_size"]
+        if backbone is not None:
+            side = backbone.compute_output_shape((1, side, side, inputs.shape[-1]))[1]
+        side //= arch["patch_size"]
+        grid_size = found.get("grid_size") or (side, side)
     encoder = PatchEncoder(
         arch["patch_size"],
         arch["hidden_size"],
         class_token=class_token,
         position_embedding=position_embedding,
+        grid_size=grid_size,
+        interpolation=interpolation,
         name="embedding",
     )
     x = encoder(x)
@@ -176,14 +219,12 @@ def ViT(
 
     model_inputs = keras.utils.get_source_inputs(input_tensor) if input_tensor is not None else inputs
     model = keras.Model(model_inputs, x, name=name or _default_name(variant))
-    if weights is not None:
-        raise NotImplementedError(
-            f"weights={weights!r}: loading pretrained weights is not available yet; pass weights=None."
-        )
+    if checkpoint is not None:
+        load_weights(model, checkpoint, interpolation=interpolation)
     return model
 
 
-def _resolve_architecture(variant, patch_size, hidden_size, num_layers, num_heads, mlp_dim):
+def _resolve_architecture(variant, patch_size, hidden_size, num_layers, num_heads, mlp_dim, found=None):
     explicit = {
         "patch_size": patch_size,
         "hidden_size": hidden_size,
@@ -198,13 +239,15 @@ def _resolve_architecture(variant, patch_size, hidden_size, num_layers, num_head
         arch.update({key: value for key, value in explicit.items() if value is not None})
         arch.update(stem=row.stem, stem_width=row.stem_width)
     else:
+        explicit.update({key: found[key] for key in explicit if explicit[key] is None and key in (found or {})})
         missing = [key for key, value in explicit.items() if value is None and key != "image_size"]
         if missing:
             raise ValueError(
                 f"Pass variant= (one of {sorted(configs.VARIANTS)}) or all of the architecture "
                 f"arguments; missing: {', '.join(missing)}."
             )
-        arch = dict(explicit, image_size=224, stem=None, stem_width=None)
+        arch = dict(explicit, image_size=224, stem=found.get("stem") if found else None)
+        arch["stem_width"] = found.get("stem_width", 64) if found else 64
     for key in ("patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim"):
         check_positive_int(key, arch[key])
     check_divisible("hidden_size", arch["hidden_size"], "num_heads", arch["num_heads"])

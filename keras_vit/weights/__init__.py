@@ -1,0 +1,37 @@
+"""Pretrained weights: readers for Google `.npz`, Hugging Face and timm checkpoints, `save_npz`,
+position-embedding resampling and a registry of named public checkpoints.
+
+Example:
+
+>>> import numpy as np
+>>> from keras_vit.weights import resample_position_embedding
+>>> resample_position_embedding(np.zeros((1, 1 + 4 * 4, 8)), (6, 6)).shape
+(1, 37, 8)
+"""
+
+from keras_vit.layers.grid_resampling import INTERPOLATIONS
+from keras_vit.weights.files import CheckpointError, detect_format, read_npz, read_safetensors, write_safetensors
+from keras_vit.weights.loader import DEFAULT_INTERPOLATION, Checkpoint, load_weights, save_npz
+from keras_vit.weights.mapping import Entry, MappingContext, register_layer_mapping
+from keras_vit.weights.registry import CHECKPOINTS, CheckpointSpec, fetch_checkpoint
+from keras_vit.weights.resample import resample_position_embedding
+
+__all__ = [
+    "CHECKPOINTS",
+    "Checkpoint",
+    "CheckpointError",
+    "CheckpointSpec",
+    "DEFAULT_INTERPOLATION",
+    "Entry",
+    "INTERPOLATIONS",
+    "MappingContext",
+    "detect_format",
+    "fetch_checkpoint",
+    "load_weights",
+    "read_npz",
+    "read_safetensors",
+    "register_layer_mapping",
+    "resample_position_embedding",
+    "save_npz",
+    "write_safetensors",
+]

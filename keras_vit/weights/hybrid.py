@@ -21,7 +21,11 @@ Example:
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
+
+from keras_vit.weights.mapping import Entry, register_layer_mapping
 
 STEM_LAYER = "resnet"
 _NORM_PARAMS = (("scale", "gamma"), ("bias", "beta"))
@@ -76,6 +80,66 @@ def to_model_layout(key, array, shape):
     if len(shape) == 1 and array.ndim == 4 and array.shape[:3] == (1, 1, 1):
         array = array.reshape(array.shape[-1])
     return array
+
+
+def npz_stem_architecture(tensors):
+    """Stem arguments implied by canonical `.npz` tensors: {} for a plain ViT.
+
+    Returns stem (units per stage), stem_width, channels and stem_stride (pixels per feature-map
+    cell) when the file has `conv_root/kernel`.
+    """
+    if "conv_root/kernel" not in tensors:
+        return {}
+    kernel = np.shape(tensors["conv_root/kernel"])
+    units = {}
+    for key in tensors:
+        match = re.match(r"block(\d+)/unit(\d+)/conv1/kernel$", key)
+        if match:
+            stage, unit = int(match.group(1)), int(match.group(2))
+            units[stage] = max(units.get(stage, 0), unit)
+    depths = tuple(units[s] for s in range(1, len(units) + 1) if s in units)
+    return {
+        "stem": depths,
+        "stem_width": int(kernel[-1]),
+        "channels": int(kernel[2]),
+        "stem_stride": 4 * 2 ** max(len(depths) - 1, 0),
+    }
+
+
+def _norm_to_model(array, shape):
+    return to_model_layout("", array, shape)
+
+
+def _kernel_entry(key, layer):
+    return Entry(f"{key}/kernel", layer.kernel)
+
+
+def _norm_entries(key, layer):
+    return [Entry(f"{key}/{name}", getattr(layer, attr), _norm_to_model) for name, attr in _NORM_PARAMS]
+
+
+# The generic loader and save_npz walk the nested "resnet" model and ask these for its layers.
+@register_layer_mapping("npz", "conv_root")
+def _npz_conv_root(layer, context):
+    return [_kernel_entry("conv_root", layer)]
+
+
+@register_layer_mapping("npz", "gn_root")
+def _npz_gn_root(layer, context):
+    return _norm_entries("gn_root", layer)
+
+
+@register_layer_mapping("npz", "BottleneckUnit")
+def _npz_unit(layer, context):
+    prefix = layer.name.replace("_unit", "/unit")
+    entries = []
+    for i in (1, 2, 3):
+        entries.append(_kernel_entry(f"{prefix}/conv{i}", getattr(layer, f"conv{i}")))
+        entries.extend(_norm_entries(f"{prefix}/gn{i}", getattr(layer, f"gn{i}")))
+    if layer.conv_proj is not None:
+        entries.append(_kernel_entry(f"{prefix}/conv_proj", layer.conv_proj))
+        entries.extend(_norm_entries(f"{prefix}/gn_proj", layer.gn_proj))
+    return entries
 
 
 def load_hybrid_stem(model, arrays):

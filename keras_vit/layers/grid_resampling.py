@@ -1,0 +1,97 @@
+"""Resampling of a 2-D grid of embeddings (a position embedding) to another grid size.
+
+Each method is separable: the grid is multiplied on each axis by a (new, old) interpolation
+matrix built from the kernel and the coordinate convention of the reference implementation it
+reproduces. Built from Keras ops, so it runs at call time with a dynamic output size (under
+XLA and in an exported graph) and at load time on NumPy arrays alike.
+
+- "bilinear": vit_jax (`scipy.ndimage.zoom(order=1)`): corners aligned, the new sample i sits
+  at old coordinate i * (old - 1) / (new - 1).
+- "bicubic": timm `resample_abs_pos_embed` (`torch.nn.functional.interpolate(mode="bicubic",
+  antialias=True)`): half-pixel centres, Keys cubic with a = -0.5 (as PIL), each row of weights
+  normalised over the taps inside the grid; when shrinking, the kernel widens by old / new.
+- "bicubic_hf": Hugging Face transformers `ViTEmbeddings.interpolate_pos_encoding`
+  (`interpolate(mode="bicubic", align_corners=False)`, no antialias): half-pixel centres,
+  Keys cubic with a = -0.75, taps beyond the border clamped to the edge row.
+"""
+
+from __future__ import annotations
+
+from keras import ops
+
+from keras_vit._validation import check_choice
+
+INTERPOLATIONS = ("bilinear", "bicubic", "bicubic_hf")
+
+
+def _keys_cubic(x, a):
+    x = ops.abs(x)
+    near = ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0
+    far = ((a * x - 5.0 * a) * x + 8.0 * a) * x - 4.0 * a
+    return ops.where(x <= 1.0, near, ops.where(x < 2.0, far, ops.zeros_like(x)))
+
+
+def interpolation_matrix(old_size, new_size, method="bicubic", dtype="float32"):
+    """Matrix (new_size, old_size) that resamples a 1-D signal of `old_size` samples.
+
+    Args:
+        old_size: int. Number of input samples (static).
+        new_size: int or scalar tensor. Number of output samples (may be dynamic).
+        method: str. One of "bilinear", "bicubic", "bicubic_hf" (see the module docstring).
+            Defaults to "bicubic".
+        dtype: str. Dtype of the computation and of the result. Defaults to "float32".
+
+    Example:
+
+    >>> import numpy as np
+    >>> np.asarray(interpolation_matrix(2, 3, "bilinear")).tolist()
+    [[1.0, 0.0], [0.5, 0.5], [0.0, 1.0]]
+    """
+    check_choice("interpolation", method, INTERPOLATIONS)
+    old = ops.cast(old_size, dtype)
+    new = ops.cast(new_size, dtype)
+    dst = ops.arange(new_size, dtype=dtype)
+    src_index = ops.arange(old_size, dtype=dtype)
+    if method == "bilinear":
+        # scipy.ndimage.zoom: step (old - 1) / (new - 1), and 1 when the output has one sample.
+        step = ops.where(new > 1.0, (old - 1.0) / ops.maximum(new - 1.0, 1.0), ops.ones_like(new))
+        src = dst * step
+        return ops.maximum(1.0 - ops.abs(src[:, None] - src_index[None, :]), 0.0)
+    scale = old / new
+    if method == "bicubic":
+        support = ops.maximum(scale, 1.0)
+        centre = (dst + 0.5) * scale
+        weights = _keys_cubic((src_index[None, :] + 0.5 - centre[:, None]) / support, -0.5)
+        return weights / ops.sum(weights, axis=1, keepdims=True)
+    src = (dst + 0.5) * scale - 0.5
+    base = ops.floor(src)
+    frac = src - base
+    matrix = 0.0
+    for tap in (-1, 0, 1, 2):
+        index = ops.cast(ops.clip(base + tap, 0.0, old - 1.0), "int32")
+        weight = _keys_cubic(frac - tap, -0.75)
+        matrix = matrix + ops.one_hot(index, old_size, dtype=dtype) * weight[:, None]
+    return matrix
+
+
+def resample_grid(grid, new_rows, new_cols, method="bicubic"):
+    """Resamples a grid (rows, cols, D) to (new_rows, new_cols, D).
+
+    Args:
+        grid: tensor or array (rows, cols, D) with static rows and cols.
+        new_rows: int or scalar tensor. Rows of the result.
+        new_cols: int or scalar tensor. Columns of the result.
+        method: str. One of "bilinear", "bicubic", "bicubic_hf". Defaults to "bicubic".
+
+    Example:
+
+    >>> import numpy as np
+    >>> tuple(resample_grid(np.zeros((2, 3, 4), "float32"), 4, 5).shape)
+    (4, 5, 4)
+    """
+    grid = ops.convert_to_tensor(grid)
+    rows, cols = grid.shape[0], grid.shape[1]
+    row_matrix = interpolation_matrix(rows, new_rows, method, dtype=grid.dtype)
+    col_matrix = interpolation_matrix(cols, new_cols, method, dtype=grid.dtype)
+    grid = ops.einsum("ai,ijd->ajd", row_matrix, grid)
+    return ops.einsum("bj,ajd->abd", col_matrix, grid)

@@ -1,0 +1,161 @@
+"""Reading checkpoint files into {key: NumPy array}: `.npz` and safetensors, told apart by content.
+
+The safetensors reader is a small NumPy one (8-byte little-endian header length, a JSON header
+of {name: {dtype, shape, data_offsets}}, then the raw bytes), so loading needs neither torch nor
+the safetensors package. bfloat16 tensors are widened to float32.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import zipfile
+
+import numpy as np
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be read or does not fit the model."""
+
+
+_ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
+_SAFETENSORS_DTYPES = {
+    "F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4", "I16": "<i2",
+    "I8": "i1", "U8": "u1", "BOOL": "?",
+}
+
+
+def detect_format(path):
+    """Returns "npz", "safetensors" or "hf_directory" from the file's content, not its suffix.
+
+    Args:
+        path: str. A file, or a directory saved by Hugging Face `save_pretrained`.
+
+    Example:
+
+    >>> import numpy as np, os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "weights.bin")
+    >>> np.savez(path, cls=np.zeros((1, 1, 8), "float32"))
+    >>> detect_format(path + ".npz")
+    'npz'
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        if os.path.isfile(os.path.join(path, "model.safetensors")):
+            return "hf_directory"
+        raise CheckpointError(
+            f"Directory {path!r} holds no model.safetensors; expected a Hugging Face save_pretrained folder."
+        )
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"Checkpoint file not found: {path!r}.")
+    with open(path, "rb") as f:
+        head = f.read(9)
+    if head[:4] in _ZIP_MAGICS:
+        return "npz"
+    if len(head) == 9 and head[8:9] == b"{":
+        return "safetensors"
+    raise CheckpointError(
+        f"Cannot tell the format of {path!r}: it is neither an .npz (zip) file nor a safetensors "
+        f"file (first bytes {head!r})."
+    )
+
+
+def read_npz(path):
+    """Reads every array of an `.npz` file (no pickles) into a dict.
+
+    Example:
+
+    >>> import numpy as np, os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "w.npz")
+    >>> np.savez(path, **{"head/bias": np.zeros(3, "float32")})
+    >>> {k: v.shape for k, v in read_npz(path).items()}
+    {'head/bias': (3,)}
+    """
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {key: data[key] for key in data.files}
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as error:
+        raise CheckpointError(f"Cannot read .npz checkpoint {path!r} (truncated or corrupt?): {error}") from error
+
+
+def read_safetensors(path):
+    """Reads every tensor of a safetensors file into a dict of NumPy arrays.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "w.safetensors")
+    >>> write_safetensors(path, {"cls_token": np.ones((1, 1, 4), "float32")})
+    >>> read_safetensors(path)["cls_token"].shape
+    (1, 1, 4)
+    """
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        raw = f.read(8)
+        if len(raw) < 8:
+            raise CheckpointError(f"Safetensors file {path!r} is truncated: {size} bytes.")
+        (header_size,) = struct.unpack("<Q", raw)
+        if header_size > size - 8:
+            raise CheckpointError(
+                f"Safetensors file {path!r} is truncated or corrupt: header of {header_size} bytes "
+                f"in a file of {size} bytes."
+            )
+        try:
+            header = json.loads(f.read(header_size))
+        except ValueError as error:
+            raise CheckpointError(f"Safetensors file {path!r} has a corrupt header: {error}") from error
+        data = np.fromfile(f, dtype=np.uint8)
+    tensors = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        start, end = info["data_offsets"]
+        if end > data.size:
+            raise CheckpointError(
+                f"Safetensors file {path!r} is truncated: tensor {name!r} ends at byte {end} of the "
+                f"data, which has {data.size} bytes."
+            )
+        chunk = data[start:end]
+        dtype = info["dtype"]
+        if dtype == "BF16":
+            array = (chunk.view("<u2").astype(np.uint32) << 16).view(np.float32)
+        elif dtype in _SAFETENSORS_DTYPES:
+            array = chunk.view(_SAFETENSORS_DTYPES[dtype])
+        else:
+            raise CheckpointError(f"Tensor {name!r} in {path!r} has unsupported dtype {dtype!r}.")
+        tensors[name] = array.reshape(info["shape"])
+    return tensors
+
+
+def write_safetensors(path, tensors, metadata=None):
+    """Writes {name: array} as a safetensors file (through a temporary file, then a rename)."""
+    header, offset, chunks = {}, 0, []
+    names = {np.dtype(v): k for k, v in _SAFETENSORS_DTYPES.items()}
+    for name in sorted(tensors):
+        array = np.ascontiguousarray(tensors[name])
+        array = array.astype(array.dtype.newbyteorder("<"))
+        code = names.get(array.dtype)
+        if code is None:
+            raise ValueError(f"Cannot write tensor {name!r} of dtype {array.dtype} as safetensors.")
+        raw = array.tobytes()
+        header[name] = {"dtype": code, "shape": list(array.shape), "data_offsets": [offset, offset + len(raw)]}
+        offset += len(raw)
+        chunks.append(raw)
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    encoded = json.dumps(header, separators=(",", ":")).encode()
+    encoded += b" " * (-len(encoded) % 8)
+    _atomic_write(path, [struct.pack("<Q", len(encoded)), encoded] + chunks)
+
+
+def _atomic_write(path, chunks):
+    temp = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(temp, "wb") as f:
+            for chunk in chunks:
+                f.write(chunk)
+        os.replace(temp, path)
+    finally:
+        if os.path.exists(temp):
+            os.remove(temp)

@@ -1,0 +1,176 @@
+"""`load_weights` (any supported checkpoint into a keras_vit model) and `save_npz` (back out)."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import numpy as np
+
+from keras_vit._validation import check_choice
+from keras_vit.layers.grid_resampling import INTERPOLATIONS
+from keras_vit.weights import formats  # noqa: F401  (registers the built-in layer mappings)
+from keras_vit.weights.files import detect_format
+from keras_vit.weights.formats import read_checkpoint_tensors
+from keras_vit.weights.mapping import MappingContext, apply_entries, build_entries
+from keras_vit.weights.registry import CHECKPOINTS, fetch_checkpoint
+
+logger = logging.getLogger("keras_vit.weights")
+
+# How each layout's own code resamples position embeddings: what its users would get.
+DEFAULT_INTERPOLATION = {"npz": "bilinear", "timm": "bicubic", "hf": "bicubic_hf"}
+_TOP_KEYS = {
+    "npz": (("head/kernel", "head/bias"), ("pre_logits/kernel", "pre_logits/bias")),
+    "hf": (("classifier.weight", "classifier.bias"), ("pooler.dense.weight", "pooler.dense.bias")),
+    "timm": (("head.weight", "head.bias"), ("pre_logits.fc.weight", "pre_logits.fc.bias")),
+}
+
+
+class Checkpoint:
+    """A checkpoint read into memory: its layout, tensors and the architecture they imply.
+
+    Args:
+        path: str. A `.npz` or safetensors file (format from content), a Hugging Face
+            `save_pretrained` folder, or a name of `keras_vit.weights.CHECKPOINTS`.
+        cache_dir: str or None. Keras cache root for named checkpoints. Defaults to None.
+
+    Attributes:
+        layout: "npz", "hf" or "timm". tensors: canonical key -> array. names: canonical key ->
+        key as in the file. architecture: dict of builder arguments (patch_size, hidden_size,
+        num_layers, num_heads, mlp_dim, image_size, grid_size, num_classes,
+        representation_size, class_token, approximate_gelu, layer_norm_epsilon, ...).
+    """
+
+    def __init__(self, path, cache_dir=None):
+        path = os.fspath(path)
+        if not os.path.exists(path) and path in CHECKPOINTS:
+            path = fetch_checkpoint(path, cache_dir=cache_dir)
+        self.path = path
+        fmt = detect_format(path)
+        (self.layout, self.tensors, self.names, self.source_prefix_tokens,
+         self.architecture) = read_checkpoint_tensors(path, fmt)
+
+    def __repr__(self):
+        return f"Checkpoint({self.path!r}, layout={self.layout!r}, {len(self.tensors)} tensors)"
+
+
+def load_weights(model, weights, *, skip_mismatch=False, interpolation=None, cache_dir=None):
+    """Loads a checkpoint into an existing keras_vit model, checking every key and shape.
+
+    The head is loaded only when its size matches the model's; otherwise everything else is
+    loaded, the model's (zero-initialised) head is kept and one log line says so. The
+    checkpoint's pre-logits layer is loaded only into a model built with
+    `representation_size`; a model without a head (`include_top=False`) gets the backbone. The
+    learned position embedding is resampled when the grids differ. Nothing is assigned unless
+    everything fits (or `skip_mismatch=True`).
+
+    Args:
+        model: keras.Model. A keras_vit model (layer names are the weight schema).
+        weights: str or Checkpoint. File path (`.npz`, safetensors, HF folder; format read
+            from the content), a name of `keras_vit.weights.CHECKPOINTS`, or a `Checkpoint`.
+        skip_mismatch: bool. Load what fits and log the rest instead of raising. Defaults to
+            False.
+        interpolation: str or None. Position-embedding resampling: "bilinear", "bicubic" or
+            "bicubic_hf"; None uses the checkpoint ecosystem's own (npz bilinear, timm bicubic,
+            HF bicubic_hf). Defaults to None.
+        cache_dir: str or None. Keras cache root for named checkpoints. Defaults to None.
+
+    Returns:
+        The list of checkpoint keys that were loaded.
+
+    Example:
+
+    >>> import os, tempfile, keras_vit
+    >>> model = keras_vit.ViT("tiny", num_classes=10)
+    >>> path = os.path.join(tempfile.mkdtemp(), "tiny.npz")
+    >>> save_npz(model, path)
+    >>> len(load_weights(keras_vit.ViT("tiny", num_classes=10, approximate_gelu=True), path))
+    40
+    """
+    checkpoint = weights if isinstance(weights, Checkpoint) else Checkpoint(weights, cache_dir)
+    layout = checkpoint.layout
+    if interpolation is None:
+        interpolation = DEFAULT_INTERPOLATION[layout]
+    check_choice("interpolation", interpolation, INTERPOLATIONS)
+    arch = checkpoint.architecture
+    context = MappingContext(
+        layout, checkpoint.tensors, interpolation, arch.get("grid_size"),
+        source_prefix_tokens=checkpoint.source_prefix_tokens, log=logger.info,
+    )
+    entries = build_entries(model, context)
+    layer_names = {layer.name for layer in model.layers}
+    head_keys, pre_logits_keys = _TOP_KEYS[layout]
+    ignored = []
+    if "head" not in layer_names:
+        ignored += head_keys
+    elif arch["num_classes"] is not None and model.get_layer("head").units != arch["num_classes"]:
+        ignored += head_keys
+        entries = [entry for entry in entries if entry.key not in head_keys]
+        logger.warning(
+            f"The checkpoint's head has {arch['num_classes']} classes and the model's "
+            f"{model.get_layer('head').units}: loaded everything but the head, which keeps its "
+            "initial (zero) weights."
+        )
+    if "pre_logits" not in layer_names:
+        ignored += pre_logits_keys
+        if arch["representation_size"] is not None and "head" in layer_names:
+            logger.info(
+                "Leaving out the checkpoint's pre_logits layer (pass "
+                f"representation_size={arch['representation_size']} to keep it)."
+            )
+    _check_activation_and_epsilon(model, arch)
+    return apply_entries(
+        entries, checkpoint.tensors, names=checkpoint.names, ignored=ignored,
+        skip_mismatch=skip_mismatch, log=logger.warning,
+    )
+
+
+def _check_activation_and_epsilon(model, arch):
+    blocks = [layer for layer in model.layers if type(layer).__name__ == "TransformerBlock"]
+    if not blocks:
+        return
+    block = blocks[0]
+    if block.approximate_gelu != arch["approximate_gelu"]:
+        logger.warning(
+            f"The checkpoint was trained with {'tanh-approximate' if arch['approximate_gelu'] else 'exact'} "
+            f"GELU but the model uses approximate_gelu={block.approximate_gelu}: outputs will differ slightly."
+        )
+    if not np.isclose(block.layer_norm_epsilon, arch["layer_norm_epsilon"], rtol=1e-3, atol=0):
+        logger.warning(
+            f"The checkpoint's LayerNorm epsilon is {arch['layer_norm_epsilon']:g} but the model's is "
+            f"{block.layer_norm_epsilon:g}."
+        )
+
+
+def save_npz(model, path):
+    """Writes a keras_vit model's weights as an original ViT `.npz` (pre-Linen names).
+
+    The file is written to a temporary name and renamed, so a failure leaves nothing behind.
+    Layers with a registered "npz" mapping (see `register_layer_mapping`) are included.
+
+    Args:
+        model: keras.Model. A keras_vit model.
+        path: str. Destination file.
+
+    Example:
+
+    >>> import os, tempfile, keras_vit
+    >>> path = os.path.join(tempfile.mkdtemp(), "tiny.npz")
+    >>> save_npz(keras_vit.ViT("tiny", num_classes=10), path)
+    >>> os.path.getsize(path) > 0
+    True
+    """
+    context = MappingContext("npz", {}, "bilinear")
+    arrays = {}
+    for entry in build_entries(model, context):
+        arrays[entry.key] = np.asarray(entry.from_model(np.asarray(entry.variable.numpy())))
+    path = os.fspath(path)
+    temp = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(temp, "wb") as f:
+            np.savez(f, **arrays)
+        os.replace(temp, path)
+    finally:
+        if os.path.exists(temp):
+            os.remove(temp)
+

@@ -1,0 +1,175 @@
+"""Explicit key mappings: checkpoint key -> model variable, with the transform between them.
+
+A mapping is a list of `Entry`s built by walking the model's named layers. For each layer that
+holds weights, the function registered for (format, layer) returns the entries of that layer;
+`register_layer_mapping` is how new layers (a hybrid ResNet stem, ...) join every reader
+without touching it. Applying a mapping checks every key and shape first and assigns only when
+all of them fit, so a failed load never leaves a half-loaded model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import keras
+import numpy as np
+
+from keras_vit.weights.files import CheckpointError
+
+MAX_LISTED = 20
+
+
+def _identity(array, shape):
+    return array
+
+
+@dataclasses.dataclass
+class Entry:
+    """One checkpoint tensor (or a slice of one) feeding one model variable.
+
+    Args:
+        key: str. The checkpoint key in the format's canonical naming.
+        variable: keras.Variable. The model variable it fills.
+        to_model: callable (array, variable_shape) -> array. Checkpoint layout to model layout.
+            Defaults to the identity.
+        from_model: callable (array) -> array. Model layout back to the checkpoint layout, for
+            writers. Defaults to the identity.
+    """
+
+    key: str
+    variable: object
+    to_model: Callable = _identity
+    from_model: Callable = lambda array: array
+
+
+# (format, layer class name or layer name) -> fn(layer, context) -> list[Entry]
+_LAYER_MAPPINGS: dict[tuple[str, str], Callable] = {}
+
+
+def register_layer_mapping(fmt, layer_key, fn=None):
+    """Registers how the layers matched by `layer_key` map to keys of checkpoint format `fmt`.
+
+    Args:
+        fmt: str. "npz", "hf" or "timm".
+        layer_key: str. A layer name (matched first, e.g. "head") or a layer class name (e.g.
+            "TransformerBlock").
+        fn: callable (layer, context) -> list of `Entry`. `context` is a `MappingContext`. When
+            omitted, returns a decorator.
+
+    Example:
+
+    >>> @register_layer_mapping("npz", "my_extra_layer")
+    ... def _extra(layer, context):
+    ...     return [Entry("extra/kernel", layer.kernel)]
+    """
+    if fn is None:
+        return lambda f: register_layer_mapping(fmt, layer_key, f)
+    _LAYER_MAPPINGS[(fmt, layer_key)] = fn
+    return fn
+
+
+@dataclasses.dataclass
+class MappingContext:
+    """What a layer mapping may need besides the layer: the checkpoint and loading options."""
+
+    fmt: str
+    tensors: dict
+    interpolation: str
+    source_grid: tuple | None = None
+    source_prefix_tokens: int = 1
+    log: Callable = print
+
+
+def build_entries(model, context):
+    """Walks the model's layers (outermost first) and collects every layer's entries."""
+    entries = []
+    for layer in _layers_with_weights(model):
+        fn = _LAYER_MAPPINGS.get((context.fmt, layer.name)) or _LAYER_MAPPINGS.get(
+            (context.fmt, type(layer).__name__)
+        )
+        if fn is None:
+            raise CheckpointError(
+                f"No {context.fmt!r} key mapping for layer {layer.name!r} ({type(layer).__name__}); "
+                "add one with keras_vit.weights.register_layer_mapping."
+            )
+        entries.extend(fn(layer, context))
+    return entries
+
+
+def _layers_with_weights(model):
+    for layer in model.layers:
+        if not layer.weights:
+            continue
+        if isinstance(layer, keras.Model):
+            # A nested model (e.g. a stem passed in through input_tensor) is walked through.
+            yield from _layers_with_weights(layer)
+        else:
+            yield layer
+
+
+def apply_entries(entries, tensors, *, names=None, ignored=(), skip_mismatch=False, log=print):
+    """Checks every entry against `tensors`, then assigns them all; returns the loaded keys.
+
+    Args:
+        entries: list of `Entry`.
+        tensors: dict key -> array, in the canonical naming of the entries.
+        names: dict canonical key -> key as written in the file, for messages. Defaults to None.
+        ignored: iterable of str. Checkpoint keys deliberately left out (e.g. a head of another
+            size). Defaults to ().
+        skip_mismatch: bool. Load what fits and log what does not instead of raising.
+            Defaults to False.
+        log: callable. Where the one-line notes go. Defaults to print.
+    """
+    names = names or {}
+    shown = lambda key: names.get(key, key)  # noqa: E731
+    ignored = set(ignored)
+    used = {entry.key for entry in entries}
+    missing = sorted({entry.key for entry in entries if entry.key not in tensors})
+    unexpected = sorted(key for key in tensors if key not in used and key not in ignored)
+    mismatched, ready = [], []
+    for entry in entries:
+        if entry.key not in tensors:
+            continue
+        shape = tuple(entry.variable.shape)
+        found = np.asarray(tensors[entry.key])
+        try:
+            value = np.asarray(entry.to_model(found, shape))
+        except (ValueError, IndexError, CheckpointError) as error:
+            value, detail = None, f" ({error})"
+        else:
+            detail = ""
+        if value is None or tuple(value.shape) != shape:
+            expected = _checkpoint_shape(entry, shape)
+            mismatched.append(f"{shown(entry.key)}: expected {expected}, found {tuple(found.shape)}{detail}")
+            continue
+        ready.append((entry, value))
+    problems = []
+    if missing:
+        problems.append(_listing("missing keys", [shown(k) for k in missing]))
+    if unexpected:
+        problems.append(_listing("unexpected keys", [shown(k) for k in unexpected]))
+    if mismatched:
+        problems.append(_listing("shape mismatches (key: expected, found)", mismatched))
+    if problems and not skip_mismatch:
+        raise CheckpointError(
+            "The checkpoint does not fit the model:\n" + "\n".join(problems)
+            + "\nPass skip_mismatch=True to load only the tensors that fit."
+        )
+    if problems:
+        log("Skipped what does not fit: " + "; ".join(p.replace("\n", " ") for p in problems))
+    for entry, value in ready:
+        entry.variable.assign(value.astype(entry.variable.dtype, copy=False))
+    return [entry.key for entry, _ in ready]
+
+
+def _checkpoint_shape(entry, shape):
+    try:
+        return tuple(np.asarray(entry.from_model(np.zeros(shape, "float32"))).shape)
+    except ValueError:
+        return shape
+
+
+def _listing(title, items):
+    more = f"\n  ... and {len(items) - MAX_LISTED} more" if len(items) > MAX_LISTED else ""
+    return f"{len(items)} {title}:\n  " + "\n  ".join(items[:MAX_LISTED]) + more

@@ -1,0 +1,79 @@
+"""Position-embedding resampling to another patch grid, the class-token rows kept apart."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from keras_vit._validation import check_choice
+from keras_vit.layers.grid_resampling import INTERPOLATIONS, resample_grid
+
+
+def resample_position_embedding(
+    pos_embedding, new_grid, old_grid=None, num_prefix_tokens=1, interpolation="bilinear"
+):
+    """Resamples a learned position embedding (1, prefix + rows*cols, D) to another grid.
+
+    The first `num_prefix_tokens` rows (the class token's) are kept as they are; the patch rows
+    are reshaped to the (rows, cols) grid, resampled to `new_grid` and flattened row by row.
+    Computed in float64, returned in the input's dtype.
+
+    Args:
+        pos_embedding: array (1, T, D) or (T, D).
+        new_grid: int or (int, int). Target grid (rows, cols).
+        old_grid: int, (int, int) or None. Grid of `pos_embedding`; None assumes a square one.
+            Defaults to None.
+        num_prefix_tokens: int. Leading rows that belong to no patch (1 for a class token).
+            Defaults to 1.
+        interpolation: str. "bilinear" (vit_jax: scipy.ndimage.zoom order 1, corners aligned),
+            "bicubic" (timm: antialiased bicubic, half-pixel centres) or "bicubic_hf" (Hugging
+            Face interpolate_pos_encoding: torch bicubic, align_corners=False). Defaults to
+            "bilinear".
+
+    Returns:
+        NumPy array (1, num_prefix_tokens + new_rows * new_cols, D).
+
+    Example:
+
+    >>> pos = np.zeros((1, 1 + 14 * 14, 8), "float32")
+    >>> resample_position_embedding(pos, (24, 24)).shape
+    (1, 577, 8)
+    """
+    check_choice("interpolation", interpolation, INTERPOLATIONS)
+    pos = np.asarray(pos_embedding)
+    if pos.ndim == 2:
+        pos = pos[None]
+    if pos.ndim != 3 or pos.shape[0] != 1:
+        raise ValueError(f"Invalid pos_embedding of shape {pos.shape}. Expected (1, tokens, width).")
+    new_grid = _pair("new_grid", new_grid)
+    patches = pos.shape[1] - num_prefix_tokens
+    if old_grid is None:
+        side = math.isqrt(max(patches, 0))
+        if side * side != patches:
+            raise ValueError(
+                f"pos_embedding has {patches} patch rows (after {num_prefix_tokens} prefix rows), not a "
+                "square grid: pass old_grid=(rows, cols)."
+            )
+        old_grid = (side, side)
+    old_grid = _pair("old_grid", old_grid)
+    if old_grid[0] * old_grid[1] != patches:
+        raise ValueError(
+            f"old_grid={old_grid} has {old_grid[0] * old_grid[1]} cells but pos_embedding has {patches} "
+            f"patch rows (after {num_prefix_tokens} prefix rows)."
+        )
+    if old_grid == new_grid:
+        return pos
+    grid = pos[0, num_prefix_tokens:].reshape(old_grid + (pos.shape[-1],)).astype("float64")
+    grid = np.asarray(resample_grid(grid, new_grid[0], new_grid[1], interpolation))
+    grid = grid.reshape(1, new_grid[0] * new_grid[1], pos.shape[-1]).astype(pos.dtype)
+    return np.concatenate([pos[:, :num_prefix_tokens], grid], axis=1)
+
+
+def _pair(name, value):
+    if isinstance(value, (int, np.integer)):
+        value = (int(value), int(value))
+    value = tuple(int(v) for v in value)
+    if len(value) != 2 or min(value) < 1:
+        raise ValueError(f"Invalid {name}={value!r}. Expected a positive int or (rows, cols).")
+    return value
