@@ -14,8 +14,22 @@ from keras_vit import configs, layers
 from keras_vit import weights
 from keras_vit.weights import load_weights
 from keras_vit.configs import VARIANTS
-from keras_vit.layers import DropPath, PatchEncoder, Patches, TokenPooling, TransformerBlock
+from keras_vit.layers import (
+    BottleneckUnit,
+    DropPath,
+    PatchEncoder,
+    Patches,
+    StandardizedConv2D,
+    TokenPooling,
+    TransformerBlock,
+)
 from keras_vit.models import (
+    BiTResNet,
+    R26_ViT_B32,
+    R26_ViT_S32,
+    R50_ViT_B16,
+    R50_ViT_L32,
+    R_ViT_Ti16,
     ViT,
     ViT_B8,
     ViT_B16,

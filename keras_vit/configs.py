@@ -28,6 +28,10 @@ class ViTConfig:
         num_layers: int. Number of transformer blocks.
         image_size: int. Default input side in pixels. Defaults to 224.
         description: str. One line for listings. Defaults to "".
+        stem: tuple of int or None. Hybrids only: units per stage of the BiT ResNet stem that
+            feeds the transformer (`keras_vit.models.resnet.BiTResNet`); () is the root alone.
+            None (plain ViT) patches the pixels. Defaults to None.
+        stem_width: int. Root width of the ResNet stem. Defaults to 64.
     """
 
     patch_size: int
@@ -37,6 +41,20 @@ class ViTConfig:
     num_layers: int
     image_size: int = 224
     description: str = ""
+    stem: tuple[int, ...] | None = None
+    stem_width: int = 64
+
+    @property
+    def stem_stride(self) -> int:
+        """Pixels per feature-map cell of the stem: 4 for the ResNet root, x2 per stage after the first."""
+        if self.stem is None:
+            return 1
+        return 4 * 2 ** max(len(self.stem) - 1, 0)
+
+    @property
+    def pixel_patch_size(self) -> int:
+        """Side in pixels of the image area behind one token."""
+        return self.patch_size * self.stem_stride
 
 
 VARIANTS: dict[str, ViTConfig] = {
@@ -51,6 +69,18 @@ VARIANTS: dict[str, ViTConfig] = {
     "H14": ViTConfig(14, 1280, 5120, 16, 32, description="ViT-H/14"),
     # A few-thousand-parameter model for tests and smoke runs; not a paper variant.
     "tiny": ViTConfig(4, 32, 64, 2, 2, image_size=32, description="tiny test model"),
+    # Hybrids (paper section 3.1): the patch size counts cells of the ResNet feature map.
+    # R+Ti/16 keeps its published name although root stride 4 x patch 8 puts a token on 32x32
+    # pixels (vit_jax, timm vit_tiny_r_s16_p8).
+    "R50_B16": ViTConfig(1, 768, 3072, 12, 12, stem=(3, 4, 9), description="R50+ViT-B/16 hybrid"),
+    "R50_L32": ViTConfig(1, 1024, 4096, 16, 24, stem=(3, 4, 6, 3), description="R50+ViT-L/32 hybrid"),
+    "R26_S32": ViTConfig(1, 384, 1536, 6, 12, stem=(2, 2, 2, 2), description="R26+ViT-S/32 hybrid"),
+    "R26_B32": ViTConfig(1, 768, 3072, 12, 12, stem=(2, 2, 2, 2), description="R26+ViT-B/32 hybrid"),
+    "R_Ti16": ViTConfig(8, 192, 768, 3, 12, stem=(), description="R+ViT-Ti/16 hybrid (ResNet root only)"),
+    # A tiny hybrid for tests: one 32-wide stage, stride 4, 1x1 patches.
+    "R_tiny": ViTConfig(
+        1, 32, 64, 2, 2, image_size=32, stem=(1,), stem_width=32, description="tiny hybrid test model"
+    ),
 }
 
 # How pixel values in [0, 255] are mapped to what a model was trained on: (mean, std) per
@@ -87,14 +117,31 @@ def normalize_variant_name(name: str) -> str:
     """Maps spellings like "ViT-B/16" or "vit_b16" to the table key "B16"."""
     if not isinstance(name, str):
         raise ValueError(f"variant must be a string, got variant={name!r}.")
-    key = name.strip()
-    lowered = key.lower()
-    for prefix in ("vit-", "vit_", "vit"):
-        if lowered.startswith(prefix):
-            key = key[len(prefix):]
-            break
-    key = key.replace("/", "").replace("-", "").replace("_", "")
     for known in VARIANTS:
-        if known.lower() == key.lower():
+        if _canonical(known) == _canonical(name):
             return known
     return name
+
+
+def _canonical(name):
+    # "ViT-B/16", "vit_b16", "R50+ViT-B/16" and "R50_ViT_B16" all reduce to "b16" / "r50b16".
+    key = name.strip().lower().replace("vit", "")
+    for char in "/-_+ ":
+        key = key.replace(char, "")
+    return key
+
+
+def builder_name(variant: str) -> str:
+    """Name of the named builder of `variant`: "ViT_B16", or "R50_ViT_B16" for a hybrid.
+
+    Example:
+
+    >>> builder_name("R50+ViT-B/16")
+    'R50_ViT_B16'
+    """
+    key = normalize_variant_name(variant)
+    get_variant(key)
+    if VARIANTS[key].stem is None:
+        return f"ViT_{key}"
+    stem, _, encoder = key.partition("_")
+    return f"{stem}_ViT_{encoder}"

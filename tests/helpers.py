@@ -67,11 +67,19 @@ def check_fit_step(layer, input_shape, call_kwargs=None):
 
 
 def reduced_variant_kwargs(variant):
-    """Builder kwargs that keep a variant's widths but make it cheap: one block, 2x2 patches."""
+    """Builder kwargs that keep a variant's widths but make it cheap: one block, 2x2 tokens.
+
+    A hybrid also gets one unit per ResNet stage (same widths, strides and checkpoint names):
+    its full-depth stem is built, never exported, by the parameter-count test.
+    """
     from keras_vit.configs import get_variant
+    from keras_vit.models.resnet import BiTResNet
 
     row = get_variant(variant)
-    return {"num_layers": 1, "image_size": 2 * row.patch_size, "num_classes": 5}
+    kwargs = {"num_layers": 1, "image_size": 2 * row.pixel_patch_size, "num_classes": 5}
+    if row.stem is not None:
+        kwargs.update(backbone=BiTResNet((1,) * len(row.stem), row.stem_width), patch_size=row.patch_size)
+    return kwargs
 
 
 def check_save_load_export(model, tmp_path, inputs):

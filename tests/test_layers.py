@@ -3,7 +3,16 @@ import numpy as np
 import pytest
 
 from helpers import check_layer
-from keras_vit.layers import DropPath, PatchEncoder, Patches, TokenPooling, TransformerBlock, sincos2d_embedding
+from keras_vit.layers import (
+    BottleneckUnit,
+    DropPath,
+    PatchEncoder,
+    Patches,
+    StandardizedConv2D,
+    TokenPooling,
+    TransformerBlock,
+    sincos2d_embedding,
+)
 
 LAYER_CASES = {
     "patches": (Patches, {"patch_size": 4}, (2, 8, 12, 3)),
@@ -36,6 +45,14 @@ LAYER_CASES = {
     "token_pooling_token": (TokenPooling, {"mode": "token", "num_prefix_tokens": 1}, (2, 5, 8)),
     "token_pooling_gap": (TokenPooling, {"mode": "gap", "num_prefix_tokens": 0}, (2, 5, 8)),
     "drop_path": (DropPath, {"rate": 0.2, "seed": 3}, (4, 5, 8)),
+    "standardized_conv": (StandardizedConv2D, {"filters": 4, "kernel_size": 3, "strides": 2}, (2, 7, 6, 3)),
+    "standardized_conv_valid_bias": (
+        StandardizedConv2D,
+        {"filters": 4, "kernel_size": 2, "padding": "valid", "use_bias": True, "epsilon": 1e-3},
+        (2, 5, 5, 2),
+    ),
+    "bottleneck_unit_projection": (BottleneckUnit, {"filters": 32, "strides": 2}, (2, 6, 6, 32)),
+    "bottleneck_unit_identity": (BottleneckUnit, {"filters": 32, "epsilon": 1e-5}, (2, 4, 4, 128)),
 }
 
 
@@ -143,6 +160,11 @@ def test_drop_path_drops_whole_samples():
         (lambda: TokenPooling("max"), "pooling='max'"),
         (lambda: TokenPooling("token", num_prefix_tokens=0), "needs a class token"),
         (lambda: DropPath(1.5), "rate=1.5"),
+        (lambda: StandardizedConv2D(4, 3, padding="causal"), "padding='causal'"),
+        (lambda: StandardizedConv2D(4, 3, epsilon=-1.0), "epsilon=-1.0"),
+        (lambda: StandardizedConv2D(0, 3), "filters=0"),
+        (lambda: BottleneckUnit(48), "filters=48"),
+        (lambda: BottleneckUnit(32)(np.zeros((2, 4, 32), "float32")), "feature maps"),
     ],
 )
 def test_layer_bad_input(factory, message):

@@ -1,6 +1,12 @@
 """Functional model builders: the generic `ViT` and one thin builder per variant."""
 
+from keras_vit.models.resnet import BiTResNet
 from keras_vit.models.vit import (
+    R26_ViT_B32,
+    R26_ViT_S32,
+    R50_ViT_B16,
+    R50_ViT_L32,
+    R_ViT_Ti16,
     ViT,
     ViT_B8,
     ViT_B16,
@@ -13,4 +19,11 @@ from keras_vit.models.vit import (
     ViT_Ti16,
 )
 
-__all__ = ["ViT", "ViT_B8", "ViT_B16", "ViT_B32", "ViT_H14", "ViT_L16", "ViT_L32", "ViT_S16", "ViT_S32", "ViT_Ti16"]
+__all__ = [
+    "BiTResNet",
+    "R26_ViT_B32",
+    "R26_ViT_S32",
+    "R50_ViT_B16",
+    "R50_ViT_L32",
+    "R_ViT_Ti16",
+    "ViT", "ViT_B8", "ViT_B16", "ViT_B32", "ViT_H14", "ViT_L16", "ViT_L32", "ViT_S16", "ViT_S32", "ViT_Ti16"]

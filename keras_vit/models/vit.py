@@ -15,6 +15,11 @@ from keras_vit.layers import PatchEncoder, TokenPooling, TransformerBlock
 from keras_vit.layers.patch_encoder import POSITION_EMBEDDINGS
 from keras_vit.layers.token_pooling import POOLINGS
 from keras_vit.weights import DEFAULT_INTERPOLATION, INTERPOLATIONS, Checkpoint, load_weights
+from keras_vit.models.resnet import BiTResNet
+
+# Symbolic probe size for a backbone's true stride: a multiple of every stride in common use
+# (powers of two up to 64, x3, x5, x7), so ceil-rounded feature maps cannot hide a bad fit.
+_STRIDE_PROBE = 2**6 * 3 * 5 * 7
 
 
 def ViT(
@@ -38,6 +43,7 @@ def ViT(
     class_token=True,
     position_embedding="learned",
     preprocessing=None,
+    backbone=None,
     dropout_rate=0.0,
     attention_dropout_rate=0.0,
     drop_path_rate=0.0,
@@ -88,6 +94,12 @@ def ViT(
         preprocessing: str or None. Map [0, 255] pixels inside the model: "unit" ([0, 1]),
             "symmetric" ([-1, 1], original checkpoints) or "imagenet" (mean/std); None expects
             inputs already scaled. Defaults to None.
+        backbone: Keras model or layer or None. Maps images to one feature map (B, h, w, C)
+            whose stride divides the image size, e.g.
+            `keras.applications.ResNet50V2(include_top=False, weights=None)`; the encoder
+            then patches that map (its C channels projected to `hidden_size`), and
+            `patch_size` counts feature-map cells, defaulting to 1. Replaces a hybrid variant's
+            own ResNet stem. None uses the variant's stem, if any. Defaults to None.
         dropout_rate: float. Dropout after the embedding and inside blocks. Defaults to 0.
         attention_dropout_rate: float. Dropout on attention weights. Defaults to 0.
         drop_path_rate: float. Stochastic depth rate of the last block, rising linearly from 0
@@ -112,6 +124,8 @@ def ViT(
     >>> model.output_shape
     (None, 10)
     """
+    if backbone is not None and patch_size is None:
+        patch_size = 1
     checkpoint = None
     if weights is not None:
         checkpoint = weights if isinstance(weights, Checkpoint) else Checkpoint(weights)
@@ -149,14 +163,23 @@ def ViT(
     if representation_size is not None:
         check_positive_int("representation_size", representation_size)
 
-    inputs = _make_input(arch, image_size, input_shape, input_tensor)
+    # With a stem, patch_size counts feature-map cells: _apply_backbone checks the sizes.
+    pixel_patch = 1 if backbone is not None or arch["stem"] is not None else arch["patch_size"]
+    inputs = _make_input(arch, image_size, input_shape, input_tensor, pixel_patch)
     x = inputs
     if preprocessing is not None:
         x = _preprocessing_layer(preprocessing, inputs.shape[-1])(x)
+    if backbone is None and arch["stem"] is not None:
+        backbone = BiTResNet(arch["stem"], arch["stem_width"], channels=inputs.shape[-1], name="resnet")
+    if backbone is not None:
+        x = _apply_backbone(backbone, x, arch["patch_size"])
     grid_size = None
     if None in tuple(x.shape[1:3]):
         # A dynamic image size: store the embedding for the checkpoint's (or the default) grid.
-        side = arch["image_size"] // arch["patch_size"]
+        side = arch["image_size"]
+        if backbone is not None:
+            side = backbone.compute_output_shape((1, side, side, inputs.shape[-1]))[1]
+        side //= arch["patch_size"]
         grid_size = found.get("grid_size") or (side, side)
     encoder = PatchEncoder(
         arch["patch_size"],
@@ -216,6 +239,7 @@ def _resolve_architecture(variant, patch_size, hidden_size, num_layers, num_head
         row = configs.get_variant(variant)
         arch = {key: getattr(row, key) for key in explicit}
         arch.update({key: value for key, value in explicit.items() if value is not None})
+        arch.update(stem=row.stem, stem_width=row.stem_width)
     else:
         explicit.update({key: found[key] for key in explicit if explicit[key] is None and key in (found or {})})
         missing = [key for key, value in explicit.items() if value is None and key != "image_size"]
@@ -224,7 +248,8 @@ def _resolve_architecture(variant, patch_size, hidden_size, num_layers, num_head
                 f"Pass variant= (one of {sorted(configs.VARIANTS)}) or all of the architecture "
                 f"arguments; missing: {', '.join(missing)}."
             )
-        arch = dict(explicit, image_size=224)
+        arch = dict(explicit, image_size=224, stem=found.get("stem") if found else None)
+        arch["stem_width"] = found.get("stem_width", 64) if found else 64
     for key in ("patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim"):
         check_positive_int(key, arch[key])
     check_divisible("hidden_size", arch["hidden_size"], "num_heads", arch["num_heads"])
@@ -239,7 +264,7 @@ def _resolve_num_classes(num_classes, classes, include_top):
     return num_classes
 
 
-def _make_input(arch, image_size, input_shape, input_tensor):
+def _make_input(arch, image_size, input_shape, input_tensor, pixel_patch):
     if input_shape is None:
         size = (None, None) if image_size is None else image_size
         if isinstance(size, int) and not isinstance(size, bool):
@@ -265,10 +290,51 @@ def _make_input(arch, image_size, input_shape, input_tensor):
     for axis_name, size in (("image height", input_shape[0]), ("image width", input_shape[1])):
         if size is not None:
             check_positive_int(axis_name, size)
-            check_divisible(axis_name, size, "patch_size", arch["patch_size"])
+            check_divisible(axis_name, size, "patch_size", pixel_patch)
     if input_tensor is not None:
         return input_tensor
     return keras.Input(shape=input_shape, name="images")
+
+
+def _apply_backbone(backbone, x, patch_size):
+    """Runs `backbone` on images x and checks it returns one feature map that tiles the image."""
+    if not callable(backbone):
+        raise ValueError(f"Invalid backbone={backbone!r}. Expected a Keras model or layer mapping images to a feature map.")
+    features = backbone(x)
+    shape = getattr(features, "shape", None)
+    if shape is None or len(shape) != 4:
+        got = [tuple(f.shape) for f in features] if isinstance(features, (list, tuple)) else shape
+        raise ValueError(
+            f"Invalid backbone={getattr(backbone, 'name', backbone)!r}: it must map images to one 4-D feature "
+            f"map (batch, height, width, channels), got output shape {got}. Use include_top=False and no pooling."
+        )
+    if shape[-1] is None:
+        raise ValueError(f"backbone {backbone.name!r} returns a feature map with unknown channels: {tuple(shape)}.")
+    image = tuple(x.shape[1:3])
+    cells = tuple(shape[1:3])
+    probed = None
+    if None not in image:
+        try:
+            probed = backbone.compute_output_shape((1, image[0] * _STRIDE_PROBE, image[1] * _STRIDE_PROBE, x.shape[-1]))
+        except Exception:  # a backbone built for one fixed image size cannot be probed
+            probed = None
+    for axis, size, cell, index in (("height", image[0], cells[0], 1), ("width", image[1], cells[1], 2)):
+        if size is None or cell is None:
+            continue
+        big = probed[index] if probed is not None and len(probed) == 4 and probed[index] else None
+        stride = size * _STRIDE_PROBE / big if big else size / cell if cell else float("inf")
+        if cell == 0 or size % cell or (big and big != cell * _STRIDE_PROBE):
+            raise ValueError(
+                f"Invalid image {axis}={size} for backbone {backbone.name!r}: its feature map of {cell} cells "
+                f"does not tile the image (its stride, about {stride:.4g} pixels, must divide the image {axis}). "
+                "Pick an image size that is a multiple of the backbone's stride."
+            )
+        if cell % patch_size:
+            raise ValueError(
+                f"Invalid image {axis}={size}: the backbone's feature map has {cell} cells, not divisible by "
+                f"patch_size={patch_size}. Use an image {axis} that is a multiple of {int(stride) * patch_size}."
+            )
+    return features
 
 
 def _preprocessing_layer(preprocessing, channels):
@@ -292,6 +358,8 @@ def _default_name(variant):
 
 def _named_builder(variant):
     row = configs.VARIANTS[variant]
+    if row.stem is not None:
+        return _hybrid_builder(variant)
 
     def builder(**kwargs):
         return ViT(variant, **kwargs)
@@ -321,3 +389,37 @@ ViT_B32 = _named_builder("B32")
 ViT_L16 = _named_builder("L16")
 ViT_L32 = _named_builder("L32")
 ViT_H14 = _named_builder("H14")
+
+
+def _hybrid_builder(variant):
+    row = configs.VARIANTS[variant]
+    name = configs.builder_name(variant)
+
+    def builder(**kwargs):
+        return ViT(variant, **kwargs)
+
+    stages = f"stages {row.stem}" if row.stem else "the root alone"
+    builder.__name__ = builder.__qualname__ = name
+    builder.__doc__ = f"""Builds {row.description}: BiT ResNet stem ({stages}, output stride \
+{row.stem_stride}), then {row.patch_size}x{row.patch_size} patches of its feature map into a ViT with hidden \
+{row.hidden_size}, MLP {row.mlp_dim}, {row.num_heads} heads, {row.num_layers} layers.
+
+    The stem is the nested model "resnet" (`keras_vit.models.resnet.BiTResNet`); one token
+    covers {row.pixel_patch_size}x{row.pixel_patch_size} pixels. Takes every keyword argument of
+    `keras_vit.ViT` (num_classes, image_size, include_top, pooling, weights, backbone, ...),
+    which documents them.
+
+    Example:
+
+    >>> model = {name}(num_classes=10, num_layers=1, image_size={row.pixel_patch_size})
+    >>> model.output_shape
+    (None, 10)
+    """
+    return builder
+
+
+R50_ViT_B16 = _hybrid_builder("R50_B16")
+R50_ViT_L32 = _hybrid_builder("R50_L32")
+R26_ViT_S32 = _hybrid_builder("R26_S32")
+R26_ViT_B32 = _hybrid_builder("R26_B32")
+R_ViT_Ti16 = _hybrid_builder("R_Ti16")

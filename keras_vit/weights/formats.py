@@ -31,6 +31,7 @@ import re
 import numpy as np
 
 from keras_vit.weights.files import CheckpointError, read_npz, read_safetensors
+from keras_vit.weights.hybrid import npz_stem_architecture
 from keras_vit.weights.mapping import Entry, register_layer_mapping
 from keras_vit.weights.resample import resample_position_embedding
 
@@ -195,6 +196,7 @@ def npz_architecture(tensors, source_prefix):
         "approximate_gelu": True,
         "layer_norm_epsilon": 1e-6,
     }
+    arch.update(npz_stem_architecture(tensors))
     return _with_top(arch, tensors, "head/bias", "pre_logits/bias", "Transformer/posembed_input/pos_embedding", source_prefix)
 
 
@@ -389,7 +391,8 @@ def _with_top(arch, tensors, head_bias, pre_logits_bias, posemb_key, source_pref
         arch["position_embedding"] = "none"
     arch["grid_size"] = grid
     if grid is not None:
-        arch["image_size"] = (grid[0] * arch["patch_size"], grid[1] * arch["patch_size"])
+        pixels = arch["patch_size"] * arch.get("stem_stride", 1)  # a hybrid's stem shrinks the image first
+        arch["image_size"] = (grid[0] * pixels, grid[1] * pixels)
     return arch
 
 
