@@ -158,10 +158,27 @@ def _resolve_image_size(config, source):
 
 
 class ResumableCSVLogger(keras.callbacks.CSVLogger):
-    """CSVLogger (append) that, on resume, drops rows of epochs that will be trained again."""
+    """CSVLogger (append) that, on resume, drops rows of epochs the backup does not hold.
+
+    It reads the epoch from the backup pointer itself, so it can run before the backup
+    callback: each epoch's row is written before the backup commits that epoch, and a crash in
+    between only repeats a row that this trimming removes.
+
+    Args:
+        filename: str. Path of the CSV file.
+        backup_dir: str. Folder of the `AtomicBackupAndRestore` backup.
+    """
+
+    def __init__(self, filename, backup_dir):
+        super().__init__(filename, append=True)
+        self.backup_dir = backup_dir
 
     def on_train_begin(self, logs=None):
-        initial_epoch = getattr(self.model, "_initial_epoch", None) or 0
+        pointer = os.path.join(self.backup_dir, callbacks_lib.AtomicBackupAndRestore.POINTER)
+        initial_epoch = 0
+        if os.path.exists(pointer):
+            with open(pointer) as f:
+                initial_epoch = json.load(f)["epoch"]
         if os.path.exists(self.filename):
             with open(self.filename, newline="") as f:
                 rows = list(csv.reader(f))
@@ -175,9 +192,10 @@ class ResumableCSVLogger(keras.callbacks.CSVLogger):
 
 
 def make_callbacks(run_dir, resume=True):
-    """Crash backup, last-model checkpoint, TensorBoard and CSV history in `run_dir`.
+    """CSV history, last-model checkpoint, TensorBoard and the crash backup in `run_dir`.
 
-    The backup callback comes first so it restores the epoch before the CSV logger trims.
+    The backup comes last: it is the commit point of an epoch, after everything else of that
+    epoch is on disk.
     """
     if run_dir is None:
         return []
@@ -186,14 +204,14 @@ def make_callbacks(run_dir, resume=True):
         shutil.rmtree(run_dir)
     os.makedirs(run_dir, exist_ok=True)
     callbacks = [
-        callbacks_lib.AtomicBackupAndRestore(backup_dir),
+        ResumableCSVLogger(os.path.join(run_dir, "history.csv"), backup_dir),
         callbacks_lib.AtomicModelCheckpoint(os.path.join(run_dir, "checkpoints", "last.keras")),
-        ResumableCSVLogger(os.path.join(run_dir, "history.csv"), append=True),
     ]
     if importlib.util.find_spec("tensorboard") is not None:
         callbacks.append(keras.callbacks.TensorBoard(os.path.join(run_dir, "tensorboard")))
     else:  # a dependency of keras_vit, but installs made with --no-deps may lack it
         warnings.warn("tensorboard is not installed: no TensorBoard logs (pip install tensorboard).", stacklevel=2)
+    callbacks.append(callbacks_lib.AtomicBackupAndRestore(backup_dir))
     return callbacks
 
 
