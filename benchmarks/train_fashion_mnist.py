@@ -80,7 +80,7 @@ def main(argv=None):
     parser.add_argument("--batch-size", type=int)
     parser.add_argument("--precision", choices=("auto", "float32", "mixed_bfloat16", "mixed_float16"))
     parser.add_argument("--jit-compile", choices=("auto", "on", "off"))
-    parser.add_argument("--augment", choices=("none", "light", "medium", "strong"))
+    parser.add_argument("--augment", choices=("none", "flip", "light", "medium", "strong"))
     for flag in ("patch-size", "hidden-size", "num-layers", "num-heads", "mlp-dim"):
         parser.add_argument(f"--{flag}", type=int)
     parser.add_argument("--pooling", choices=("token", "gap"), default="token")

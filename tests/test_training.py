@@ -79,3 +79,4 @@ def test_time_budget_stops_and_fits_the_cosine():
     history = model.fit(x, y, batch_size=4, epochs=5, callbacks=[budget], verbose=0)
     assert len(history.epoch) == 1 and budget.steps_done == 1 and budget.epochs_done == 0
     assert float(schedule.total_steps.value) == 1.0  # no whole epoch fits any more
+    assert schedule.get_config()["total_steps"] == 1.0

@@ -39,6 +39,7 @@ def test_mirrored_strategy_over_two_logical_cpus(tmp_path):
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
         import keras
     """) + TRAIN_TINY + textwrap.dedent("""
+        import numpy as np
         try:
             run("mirrored", 33)
             error = None
@@ -51,7 +52,7 @@ def test_mirrored_strategy_over_two_logical_cpus(tmp_path):
         print(json.dumps({"error": error, "replicas": result["settings"]["replicas"],
                           "copies": len(replicas), "same": all(np.array_equal(replicas[0], r) for r in replicas),
                           "accuracy": result["test_accuracy"], "epochs": result["epochs_done"]}))
-    """).replace("import keras\n", "import keras\nimport numpy as np\n")
+    """)
     proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "run")], capture_output=True, text=True,
                           timeout=TIMEOUT, env=_env(), cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -9,6 +9,7 @@ RandAugment magnitudes m are given on the 0..30 scale of timm/AugReg and mapped 
 | preset | crop scale | flip | RandAugment | MixUp / CutMix | RandomErasing |
 |---|---|---|---|---|---|
 | none | - | - | - | - | - |
+| flip | - | yes | - | - | - |
 | light | 0.35..1 | yes | - | - | - |
 | medium | 0.35..1 | yes | 2 ops, m 10 | mixup 0.2 | - |
 | strong | 0.08..1 | yes | 2 ops, m 9 | mixup 0.8 or cutmix 1.0 (DeiT) | p 0.25 |
@@ -54,6 +55,7 @@ class AugmentConfig:
 
 PRESETS: dict[str, AugmentConfig] = {
     "none": AugmentConfig(),
+    "flip": AugmentConfig(flip=True),
     "light": AugmentConfig(crop_scale=(0.35, 1.0), flip=True),
     "medium": AugmentConfig(
         crop_scale=(0.35, 1.0), flip=True, randaugment_ops=2, randaugment_magnitude=10, mixup_alpha=0.2

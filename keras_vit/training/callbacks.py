@@ -92,10 +92,10 @@ def save_model_atomic(model, filepath) -> None:
 class TimeBudget(keras.callbacks.Callback):
     """Stops training when a wall-clock budget is spent, and fits the cosine schedule to it.
 
-    After each epoch it estimates from the measured speed how many steps fit in the remaining
-    budget and, when the optimizer's schedule has a `total_steps` variable
-    (`keras_vit.training.recipes.WarmupCosine`), sets it so the learning rate reaches its end
-    exactly when the budget does. Training stops at the first batch past the budget.
+    After each epoch it estimates from the last epoch's speed how many whole epochs fit in the
+    remaining budget and, for a `keras_vit.training.recipes.WarmupCosine` schedule, shortens the
+    cosine so the learning rate reaches its end when the budget does. Training stops at the
+    first batch past the budget.
 
     Args:
         seconds: float. The training budget (compilation included).
@@ -133,11 +133,10 @@ class TimeBudget(keras.callbacks.Callback):
             self.epochs_done += 1
         epoch_seconds = now - self.epoch_start
         remaining = self.seconds - self.elapsed
-        total = getattr(self.schedule, "total_steps", None)
         # Plan whole epochs only, so the last epoch is not cut and the cosine ends on time.
         more_epochs = int(max(remaining, 0.0) / max(epoch_seconds, 1e-9))
-        if total is not None:
-            total.assign(float(self.steps_done + more_epochs * self.steps_per_epoch))
+        if hasattr(self.schedule, "set_total_steps"):
+            self.schedule.set_total_steps(self.steps_done + more_epochs * self.steps_per_epoch)
         if more_epochs == 0:
             self.model.stop_training = True
 

@@ -27,6 +27,7 @@ import time
 import warnings
 
 import keras
+import tensorflow as tf
 
 from keras_vit import configs
 from keras_vit.data.pipeline import make_pipeline
@@ -224,11 +225,12 @@ def train(config: TrainConfig) -> dict:
         paths of the saved artefacts.
     """
     recipe = recipes.get_recipe(config.recipe)
+    # First: MultiWorkerMirroredStrategy must be created before anything initialises TF's runtime.
+    strategy = distribute.get_strategy(config.strategy)
     precision = distribute.resolve_precision(config.precision)
     jit_compile = config.jit_compile
     if jit_compile is None:
         jit_compile = distribute.default_jit_compile(precision=precision)
-    strategy = distribute.get_strategy(config.strategy)
     batch_size = distribute.global_batch_size(config.batch_size or recipe.batch_size, strategy)
     augment = config.augment or recipe.augment
     keras.utils.set_random_seed(config.seed)
@@ -265,7 +267,14 @@ def train(config: TrainConfig) -> dict:
             callbacks.append(budget)
         start = time.perf_counter()
         callbacks.extend(config.callbacks)
-        history = model.fit(train_ds, epochs=config.epochs, callbacks=callbacks, verbose=config.verbose, shuffle=False)
+        if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+            # Keras 3.15's pre-fit symbolic build reduces a distributed batch with
+            # strategy.reduce, which fails under MultiWorkerMirroredStrategy. Without a stored
+            # strategy Keras builds at trace time and takes the strategy of the enclosing scope.
+            model._distribute_strategy = None
+            _patch_multi_worker_logs(model)
+        with strategy.scope():
+            history = model.fit(train_ds, epochs=config.epochs, callbacks=callbacks, verbose=config.verbose, shuffle=False)
         train_seconds = time.perf_counter() - start
         backups = [c for c in callbacks if isinstance(c, callbacks_lib.AtomicBackupAndRestore)]
         initial_epoch = getattr(backups[0], "restored_epoch", 0) if backups else 0
@@ -297,7 +306,8 @@ def train(config: TrainConfig) -> dict:
         if config.test_split:
             test_source = _limit(load_source(config.dataset, config.test_split, config.data_dir, config.on_corrupt, config.download), config.max_test_examples)
             test_ds = make_pipeline(test_source, image_size=image_size, channels=config.channels, scaling=None, batch_size=batch_size)
-            scores = model.evaluate(test_ds, return_dict=True, verbose=0)
+            with strategy.scope():
+                scores = model.evaluate(test_ds, return_dict=True, verbose=0)
             result["test_accuracy"] = float(scores["accuracy"])
             result["test_loss"] = float(scores["loss"])
         if config.output_dir:
@@ -306,6 +316,20 @@ def train(config: TrainConfig) -> dict:
         return result
     finally:
         keras.config.set_dtype_policy(previous_policy)
+
+
+def _patch_multi_worker_logs(model):
+    """Works around Keras 3.15 reducing scalar step logs with `strategy.reduce(..., axis=0)`
+    under MultiWorkerMirroredStrategy: inside replicas the logs are returned with shape (1,)."""
+    get_metrics_result = model.get_metrics_result
+
+    def reshaped_metrics_result():
+        logs = get_metrics_result()
+        if tf.distribute.in_cross_replica_context():
+            return logs
+        return {k: tf.reshape(v, (1,)) if len(getattr(v, "shape", (0,))) == 0 else v for k, v in logs.items()}
+
+    model.get_metrics_result = reshaped_metrics_result
 
 
 def save_final_artifacts(model, class_names, output_dir, name, result) -> dict:
