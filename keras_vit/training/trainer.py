@@ -283,7 +283,8 @@ def train(config: TrainConfig) -> dict:
             epochs_done = initial_epoch + budget.epochs_done
         else:
             epochs_done = initial_epoch + epochs_run
-        images_per_second = steps_per_epoch * batch_size * max(epochs_run, 1) / train_seconds
+        steps_run = budget.steps_done if budget is not None else steps_per_epoch * epochs_run
+        images_per_second = steps_run * batch_size / train_seconds
 
         result = {
             "test_accuracy": None,
