@@ -237,7 +237,7 @@ def _add_export(subparsers):
         help="int8 with every op in int8, LayerNorm and residual adds too (integer-only accelerators; less accurate)",
     )
     parser.add_argument("--approximate-gelu", action="store_true", help="TFLite with the tanh GELU (same weights)")
-    parser.add_argument("--labels", metavar="FILE", help="class names, one per line (default: labels.txt beside the model)")
+    parser.add_argument("--labels", metavar="FILE", help="class names, one per line (default: <model>.labels.txt or labels.txt beside the model)")
     parser.add_argument(
         "--scaling", help="pixel scaling for a model without preprocessing: unit, symmetric, imagenet or none"
     )
@@ -347,7 +347,7 @@ def _add_predict(subparsers):
     parser.add_argument("model", help=".keras file, SavedModel folder (or TF Serving base folder) or .tflite file")
     parser.add_argument("images", nargs="+", metavar="IMAGE", help="JPEG/PNG/BMP/GIF files")
     parser.add_argument("--top-k", type=int, default=5, help="classes to print per image (default: 5)")
-    parser.add_argument("--labels", metavar="FILE", help="class names, one per line (default: stored or labels.txt beside the model)")
+    parser.add_argument("--labels", metavar="FILE", help="class names, one per line (default: stored, or <model>.labels.txt / labels.txt beside the model)")
     parser.add_argument("--scaling", help="pixel scaling for a .keras model without preprocessing")
     parser.set_defaults(func=_run_predict)
 
@@ -427,6 +427,12 @@ def _add_train(subparsers) -> None:
     out.add_argument("--output-dir", default="saved_models", help="where the trained model is saved")
     out.add_argument("--name", default="vit", help="file name stem of the saved model")
     out.add_argument("--quiet", action="store_true", help="no progress bar")
+    out.add_argument(
+        "--no-export",
+        dest="export",
+        action="store_false",
+        help="skip the SavedModel (<output-dir>/<name>/<version>) and <name>.tflite exports",
+    )
     parser.set_defaults(func=_run_train)
 
 
@@ -474,9 +480,21 @@ def _write_train_artifacts(result, args) -> int:
     from keras_vit.training.trainer import save_final_artifacts
 
     paths = save_final_artifacts(result["model"], result["class_names"], args.output_dir, args.name, result)
+    if args.export:
+        paths.update(_export_trained(result["model"], result["class_names"], args.output_dir, args.name))
     for kind, path in paths.items():
         print(f"Saved {kind}: {path}")
     return 0
+
+
+def _export_trained(model, class_names, output_dir, name):
+    """Deployable copies of a trained model: the TF Serving layout and a float32 TFLite file."""
+    from keras_vit import export
+
+    # The model carries its scaling layer, so both exports take raw [0, 255] pixels.
+    saved = export.saved_model(model, os.path.join(output_dir, name), class_names=class_names)
+    lite = export.tflite(model, os.path.join(output_dir, f"{name}.tflite"), class_names=class_names, overwrite=True)
+    return {"SavedModel (TF Serving)": saved, "TFLite (float32)": lite.path}
 
 
 def _add_evaluate(subparsers) -> None:

@@ -23,6 +23,12 @@ def test_train_then_evaluate_tiny(tmp_path, capsys):
     assert "Test accuracy:" in out and "for 1 epochs" in out
     labels = (out_dir / "m.labels.txt").read_text().splitlines()
     assert len(labels) == 10 and labels[0] == "T-shirt/top"
+    # The deployable exports come with the run, and find the class names on their own.
+    assert (out_dir / "m" / "1" / "saved_model.pb").is_file()
+    from keras_vit import export
+
+    predictor = export.load_predictor(str(out_dir / "m.tflite"))
+    assert predictor.class_names == tuple(labels)
     assert cli.main(["evaluate", str(out_dir / "m.keras"), "--max-examples", "128"]) == 0
     assert "accuracy" in capsys.readouterr().out
 

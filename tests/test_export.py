@@ -188,7 +188,7 @@ def test_tflite_float32_matches_keras(trained, tmp_path):
     assert result.output_name == "logits"
     assert result.ops["GELU"] == 2 and "FULLY_CONNECTED" in result.ops
     assert not any(name.startswith("Flex") for name in result.ops)
-    assert export.read_labels(str(tmp_path / "float" / "labels.txt")) == fashion_mnist.CLASS_NAMES
+    assert export.read_labels(str(tmp_path / "float" / "model.labels.txt")) == fashion_mnist.CLASS_NAMES
     predictor = export.load_predictor(path)
     assert predictor.class_names == fashion_mnist.CLASS_NAMES
     np.testing.assert_allclose(predictor.predict(trained["x"][:100]), trained["probabilities"][:100], atol=1e-4)

@@ -1,7 +1,7 @@
 """Deployment: SavedModel for TF Serving, TFLite/LiteRT files (float and quantized), prediction.
 
 Every exported artifact takes float32 NHWC pixels in [0, 255]. Class names come from
-`class_names=` or from a `labels.txt` (one name per line) beside the model file.
+`class_names=` or from `<model>.labels.txt` or `labels.txt` (one name per line) beside the model file.
 
 Example:
 

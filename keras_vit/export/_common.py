@@ -147,11 +147,21 @@ def read_labels(path):
 
 
 def labels_beside(model_path):
-    """Class names from the `labels.txt` in the folder of `model_path` (or inside it), or None."""
+    """Class names stored beside `model_path`, or None.
+
+    Looks for `<stem>.labels.txt` (what `keras-vit train` writes next to `<stem>.keras`), then
+    `labels.txt` in the model's folder (or inside a SavedModel folder).
+    """
     model_path = os.fspath(model_path)
-    folder = model_path if os.path.isdir(model_path) else os.path.dirname(os.path.abspath(model_path))
-    candidate = os.path.join(folder, LABELS_FILENAME)
-    return read_labels(candidate) if os.path.isfile(candidate) else None
+    if os.path.isdir(model_path):
+        candidates = [os.path.join(model_path, LABELS_FILENAME)]
+    else:
+        stem = os.path.splitext(os.path.abspath(model_path))[0]
+        candidates = [stem + ".labels.txt", os.path.join(os.path.dirname(stem), LABELS_FILENAME)]
+    for candidate in candidates:
+        if os.path.isfile(candidate):
+            return read_labels(candidate)
+    return None
 
 
 def write_labels(path, class_names):

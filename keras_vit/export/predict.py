@@ -74,7 +74,7 @@ def load_predictor(path, *, class_names=None, scaling=None):
     """Opens a `.keras` model, a SavedModel folder (or a TF Serving base folder) or a `.tflite` file.
 
     Class names come from `class_names`, else from the labels the export stored (SavedModel
-    `assets.extra/labels.txt`), else from a `labels.txt` beside (or inside) `path`.
+    `assets.extra/labels.txt`), else from `<stem>.labels.txt` or `labels.txt` beside (or inside) `path`.
 
     Args:
         path: str. The model file or folder. A folder holding numbered versions opens the

@@ -89,8 +89,8 @@ def tflite(
         scaling: None, str or (mean, std). As in `keras_vit.export.saved_model`: how [0, 255]
             pixels map to the inputs of a model without a `preprocessing` layer. Defaults to
             None.
-        class_names: sequence of str or None. Written to `labels.txt` beside the file (an
-            existing, different `labels.txt` there is an error). Defaults to None.
+        class_names: sequence of str or None. Written to `<stem>.labels.txt` beside the file,
+            where `load_predictor` finds it. Defaults to None.
         approximate_gelu: bool. Export a copy of the model with the tanh GELU (same weights),
             for delegates without the GELU/Erf kernels; outputs differ from the exact model by
             about 1e-3. Defaults to False.
@@ -131,12 +131,8 @@ def tflite(
         raise ValueError(f"Invalid path={path!r}: it is a folder.")
     if os.path.exists(path) and not overwrite:
         raise FileExistsError(f"{path!r} already exists; pass overwrite=True (--overwrite) to replace it.")
-    labels_path = os.path.join(os.path.dirname(path), _common.LABELS_FILENAME)
-    if names is not None and os.path.isfile(labels_path) and _common.read_labels(labels_path) != names:
-        raise ValueError(
-            f"{labels_path!r} exists with other class names than class_names; write the file to "
-            "another folder or remove that labels file."
-        )
+    # One labels file per model file, so several models can share a folder.
+    labels_path = os.path.splitext(path)[0] + ".labels.txt"
     if not isinstance(calibration_samples, int) or isinstance(calibration_samples, bool) or calibration_samples < 1:
         raise ValueError(f"Invalid calibration_samples={calibration_samples!r}. Expected an integer >= 1.")
     if batch_size is not None and (not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1):
