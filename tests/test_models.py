@@ -100,7 +100,9 @@ def _learnable_data(n, size, channels=3, seed=0):
 @pytest.mark.parametrize(
     "policy, variant",
     [(policy, "tiny") for policy in ("float32", "mixed_bfloat16", "mixed_float16")]
-    + [("float32", "R_tiny"), ("mixed_float16", "R_tiny")],
+    # The hybrid stem's mixed precision is covered by the layer contract and save/load tests;
+    # one XLA learning run of the hybrid keeps the suite within its CI budget.
+    + [("float32", "R_tiny")],
 )
 def test_tiny_vit_learns_with_xla(policy, variant):
     keras.config.set_dtype_policy(policy)
