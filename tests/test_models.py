@@ -95,13 +95,11 @@ def _learnable_data(n, size, channels=3, seed=0):
     return images, labels
 
 
-# The tiny hybrid skips mixed_bfloat16 here to save an XLA compile: its bfloat16 stem is covered
-# by test_mixed_precision_model_saves_and_loads and the layers' own mixed-precision fit steps.
+# The tiny hybrid learns under float32 only, to save XLA compiles: its mixed-precision stem is
+# covered by test_mixed_precision_model_saves_and_loads and the layers' own mixed-precision fit steps.
 @pytest.mark.parametrize(
     "policy, variant",
     [(policy, "tiny") for policy in ("float32", "mixed_bfloat16", "mixed_float16")]
-    # The hybrid stem's mixed precision is covered by the layer contract and save/load tests;
-    # one XLA learning run of the hybrid keeps the suite within its CI budget.
     + [("float32", "R_tiny")],
 )
 def test_tiny_vit_learns_with_xla(policy, variant):
