@@ -18,7 +18,7 @@ def test_sigkill_then_same_command_resumes(tmp_path):
         sys.executable, "-m", "keras_vit.cli", "train", "--variant", "tiny", "--image-size", "28",
         "--epochs", str(EPOCHS), "--batch-size", "64", "--max-train-examples", "2048",
         "--max-test-examples", "200", "--jit-compile", "off", "--run-dir", str(run_dir),
-        "--output-dir", str(out_dir), "--quiet",
+        "--output-dir", str(out_dir), "--quiet", "--no-export",
     ]
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
