@@ -19,7 +19,7 @@ Command:
 Expected runtime: about 3 minutes on a 2-core CPU (building the two 100M-parameter models
 takes about 30 s; training the small ones 2 epochs on the 8,000-image sample the rest);
 smoke: about 20 s.
-It prints e.g. `R50+ViT-B/16: 98,659,112 parameters, 14x14 tokens of 1024 channels -> 768`,
+It prints e.g. `R50+ViT-B/16: 97,897,802 parameters (10 classes; 98,659,112 with 1000), 14x14 tokens of 1024 channels -> 768`,
 `ResNet50V2+ViT-B/16: ... parameters, 7x7 tokens of 2048 channels -> 768`, then per small
 model `<name>: test accuracy 0.xx, reloaded: same predictions`.
 """
