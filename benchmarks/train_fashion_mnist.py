@@ -1,0 +1,174 @@
+"""Benchmark: train a ViT on the full Fashion-MNIST (60k) within a wall-clock budget.
+
+Reports test accuracy (10k test images), steady-state training images/s, epochs done, wall time
+and every setting, and writes them to a JSON file. Not a test: figures go to
+benchmarks/RESULTS.md with the command, machine, date and load.
+
+    python benchmarks/train_fashion_mnist.py --data ../shared/data/fashion-mnist --budget-minutes 10
+    python benchmarks/train_fashion_mnist.py --data ../shared/data/fashion-mnist --budget-minutes 10 --recipe anchor
+
+--recipe vit (default): keras_vit's default small model (patch 7, D 128, 6 layers) with the
+"compact" recipe. --recipe anchor: the keras.io ViT example configuration (patch 4, 6 layers,
+D 128, 4 heads, MLP 256, AdamW 1e-3, weight decay 1e-4, constant lr, batch 256, no
+augmentation, XLA float32) rebuilt with keras_vit, the same set-up keras-hub reached 85.0% with.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import keras  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from keras_vit.training.trainer import DEFAULT_MODEL, TrainConfig, train  # noqa: E402
+
+SETUPS = {
+    "vit": {"model": dict(DEFAULT_MODEL), "recipe": "compact", "batch_size": None, "augment": None},
+    "anchor": {
+        "model": {"patch_size": 4, "hidden_size": 128, "num_layers": 6, "num_heads": 4, "mlp_dim": 256},
+        "recipe": "anchor", "batch_size": 256, "augment": "none", "precision": "float32", "jit_compile": True,
+    },
+}
+
+
+class EpochTimer(keras.callbacks.Callback):
+    """Records each epoch's wall time, to report steady-state speed without compilation."""
+
+    def __init__(self):
+        super().__init__()
+        self.durations = []
+        self.steps = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.start = time.perf_counter()
+        self.steps.append(0)
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.steps[-1] += 1
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.durations.append(time.perf_counter() - self.start)
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", required=True, help="folder with the four Fashion-MNIST IDX .gz files")
+    parser.add_argument("--budget-minutes", type=float, default=10.0, help="wall-clock training budget")
+    parser.add_argument("--recipe", choices=tuple(SETUPS), default="vit", help="set-up to benchmark")
+    parser.add_argument("--epochs", type=int, default=None,
+                        help="planned epochs (the cosine is fitted to the budget after each epoch)")
+    parser.add_argument("--batch-size", type=int)
+    parser.add_argument("--precision", choices=("auto", "float32", "mixed_bfloat16", "mixed_float16"))
+    parser.add_argument("--jit-compile", choices=("auto", "on", "off"))
+    parser.add_argument("--augment", choices=("none", "flip", "light", "medium", "strong"))
+    for flag in ("patch-size", "hidden-size", "num-layers", "num-heads", "mlp-dim"):
+        parser.add_argument(f"--{flag}", type=int)
+    parser.add_argument("--pooling", choices=("token", "gap"), default="token")
+    parser.add_argument("--max-train-examples", type=int, help="for short speed probes")
+    parser.add_argument("--max-test-examples", type=int)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output", help="JSON result file (default: benchmarks/results/<recipe>-<time>.json)")
+    parser.add_argument("--verbose", type=int, default=2)
+    args = parser.parse_args(argv)
+
+    setup = SETUPS[args.recipe]
+    model = dict(setup["model"])
+    for key in ("patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim"):
+        if getattr(args, key) is not None:
+            model[key] = getattr(args, key)
+    jit = args.jit_compile or {True: "on", False: "off", None: "auto"}[setup.get("jit_compile")]
+    timer = EpochTimer()
+    budget = args.budget_minutes * 60
+    config = TrainConfig(
+        dataset=args.data,
+        model_overrides=model,
+        pooling=args.pooling,
+        image_size=28,
+        channels=1,
+        recipe=setup["recipe"],
+        augment=args.augment or setup["augment"],
+        epochs=args.epochs or 100,
+        batch_size=args.batch_size or setup["batch_size"],
+        precision=args.precision or setup.get("precision", "auto"),
+        jit_compile={"auto": None, "on": True, "off": False}[jit],
+        run_dir=None,
+        output_dir=None,
+        seed=args.seed,
+        budget_seconds=budget,
+        max_train_examples=args.max_train_examples,
+        max_test_examples=args.max_test_examples,
+        verbose=args.verbose,
+        callbacks=[timer],
+    )
+    load_before = loadavg()
+    wall_start = time.perf_counter()
+    result = train(config)
+    wall = time.perf_counter() - wall_start
+    settings = result["settings"]
+    # Steady state: epochs after the first (which includes tracing and XLA compilation).
+    steady_time = sum(timer.durations[1:]) or sum(timer.durations)
+    steady_steps = sum(timer.steps[1:]) if len(timer.durations) > 1 else sum(timer.steps)
+    report = {
+        "benchmark": "train_fashion_mnist",
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
+        "setup": args.recipe,
+        "test_accuracy": result["test_accuracy"],
+        "test_loss": result["test_loss"],
+        "epochs_done": result["epochs_done"],
+        "train_seconds": result["train_seconds"],
+        "budget_seconds": budget,
+        "wall_seconds_total": round(wall, 1),
+        "epoch_seconds": [round(d, 1) for d in timer.durations],
+        "steps_per_epoch_done": timer.steps,
+        "steady_images_per_second": round(steady_steps * settings["batch_size"] / steady_time, 1),
+        "overall_images_per_second": result["images_per_second"],
+        "model": model,
+        "pooling": args.pooling,
+        "settings": settings,
+        "load_before": load_before,
+        "load_after": loadavg(),
+        "machine": {"cpu": cpu_name(), "cores": os.cpu_count(), "tensorflow": tf.__version__, "keras": keras.__version__},
+    }
+    output = args.output or os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "results",
+        f"{args.recipe}-{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}.json",
+    )
+    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+    with open(output + ".tmp", "w") as f:
+        json.dump(report, f, indent=2)
+    os.replace(output + ".tmp", output)
+    print(json.dumps(report, indent=2))
+    print(f"RESULT {args.recipe}: test accuracy {result['test_accuracy']:.4f}, {result['epochs_done']} epochs, "
+          f"{report['steady_images_per_second']:.0f} img/s steady, train {result['train_seconds']:.0f} s, "
+          f"load {load_before} -> {report['load_after']}; written to {output}")
+    return report
+
+
+if __name__ == "__main__":
+    main()

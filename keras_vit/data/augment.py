@@ -1,0 +1,205 @@
+"""Augmentation presets for the input pipeline (never inside the exported model).
+
+The presets follow the AugReg levels (Steiner et al. 2021) and the DeiT recipe, built from
+Keras 3 layers (RandAugment, MixUp, CutMix, RandomErasing) plus a random resized crop and a
+horizontal flip written with tf.image, because Keras 3 has no random resized crop layer.
+RandAugment magnitudes m are given on the 0..30 scale of timm/AugReg and mapped to Keras'
+`factor = m / 30`.
+
+| preset | crop scale | flip | RandAugment | MixUp / CutMix | RandomErasing |
+|---|---|---|---|---|---|
+| none | - | - | - | - | - |
+| flip | - | yes | - | - | - |
+| light | 0.35..1 | yes | - | - | - |
+| medium | 0.35..1 | yes | 2 ops, m 10 | mixup 0.2 | - |
+| strong | 0.08..1 | yes | 2 ops, m 9 | mixup 0.8 or cutmix 1.0 (DeiT) | p 0.25 |
+
+Example:
+
+>>> get_preset("medium").mixup_alpha
+0.2
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import keras
+import tensorflow as tf
+
+
+@dataclasses.dataclass(frozen=True)
+class AugmentConfig:
+    """One augmentation preset.
+
+    Args:
+        crop_scale: (float, float) or None. Area range of the random resized crop; None for no
+            crop. Defaults to None.
+        flip: bool. Random horizontal flip. Defaults to False.
+        randaugment_ops: int. RandAugment operations per image; 0 for none. Defaults to 0.
+        randaugment_magnitude: float. RandAugment magnitude on the 0..30 scale. Defaults to 0.
+        mixup_alpha: float. MixUp Beta parameter; 0 for none. Defaults to 0.
+        cutmix_alpha: float. CutMix Beta parameter; 0 for none. With MixUp too, each batch
+            gets one of the two at random (DeiT). Defaults to 0.
+        erasing_probability: float. Probability of RandomErasing per image. Defaults to 0.
+    """
+
+    crop_scale: tuple | None = None
+    flip: bool = False
+    randaugment_ops: int = 0
+    randaugment_magnitude: float = 0.0
+    mixup_alpha: float = 0.0
+    cutmix_alpha: float = 0.0
+    erasing_probability: float = 0.0
+
+
+PRESETS: dict[str, AugmentConfig] = {
+    "none": AugmentConfig(),
+    "flip": AugmentConfig(flip=True),
+    "light": AugmentConfig(crop_scale=(0.35, 1.0), flip=True),
+    "medium": AugmentConfig(
+        crop_scale=(0.35, 1.0), flip=True, randaugment_ops=2, randaugment_magnitude=10, mixup_alpha=0.2
+    ),
+    "strong": AugmentConfig(
+        crop_scale=(0.08, 1.0),
+        flip=True,
+        randaugment_ops=2,
+        randaugment_magnitude=9,
+        mixup_alpha=0.8,
+        cutmix_alpha=1.0,
+        erasing_probability=0.25,
+    ),
+}
+
+
+def get_preset(name: str) -> AugmentConfig:
+    """Returns the preset called `name` (one of none, light, medium, strong)."""
+    if name not in PRESETS:
+        raise ValueError(f"Unknown augmentation preset: augment={name!r}. Expected one of {list(PRESETS)}.")
+    return PRESETS[name]
+
+
+def random_resized_crop(image, size, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), seed=None):
+    """Crops a random area fraction `scale` with aspect `ratio` of one image and resizes it to `size`.
+
+    Args:
+        image: tensor (H, W, C). Float pixels.
+        size: (int, int). Output height and width.
+        scale: (float, float). Range of the crop's area fraction. Defaults to (0.08, 1.0).
+        ratio: (float, float). Range of the crop's aspect ratio. Defaults to (3/4, 4/3).
+        seed: int or None. Op-level seed. Defaults to None.
+
+    Example:
+
+    >>> tuple(random_resized_crop(tf.zeros((28, 28, 1)), (32, 32)).shape)
+    (32, 32, 1)
+    """
+    begin, crop_size, _ = tf.image.sample_distorted_bounding_box(
+        tf.shape(image),
+        bounding_boxes=tf.constant([0.0, 0.0, 1.0, 1.0], shape=(1, 1, 4)),
+        min_object_covered=0.0,
+        aspect_ratio_range=ratio,
+        area_range=scale,
+        max_attempts=10,
+        use_image_if_no_bounding_boxes=True,
+        seed=seed,
+    )
+    crop = tf.slice(image, begin, crop_size)
+    crop.set_shape((None, None, image.shape[-1]))  # tf.slice with a tensor size loses it
+    return tf.image.resize(crop, size)
+
+
+class Augmenter:
+    """Applies a preset (or user layers) to images in [0, 255] and one-hot labels.
+
+    `per_example` runs before batching (crop, flip, RandAugment); `per_batch` after (MixUp,
+    CutMix, RandomErasing and any user-passed layer such as a keras-cv one).
+
+    Args:
+        augment: str, keras.layers.Layer, list of layers, or None. A preset name or layers to
+            apply to each batch. Defaults to "none".
+        image_size: (int, int). Output size of the random resized crop.
+        seed: int or None. Seed of the random layers. Defaults to None.
+    """
+
+    def __init__(self, augment="none", image_size=(224, 224), seed=None):
+        self.image_size = tuple(image_size)
+        self.seed = seed
+        if augment is None:
+            augment = "none"
+        if isinstance(augment, str):
+            self.config = get_preset(augment)
+            self.user_layers = []
+        else:
+            layers = list(augment) if isinstance(augment, (list, tuple)) else [augment]
+            for layer in layers:
+                if not callable(layer):
+                    raise ValueError(f"Invalid augment={augment!r}: expected a preset name or Keras layers.")
+            self.config = PRESETS["none"]
+            self.user_layers = layers
+        config = self.config
+        self.randaugment = None
+        if config.randaugment_ops:
+            self.randaugment = keras.layers.RandAugment(
+                value_range=(0, 255),
+                num_ops=config.randaugment_ops,
+                factor=config.randaugment_magnitude / 30.0,
+                seed=seed,
+            )
+        self.mixup = keras.layers.MixUp(alpha=config.mixup_alpha, seed=seed) if config.mixup_alpha else None
+        self.cutmix = keras.layers.CutMix(factor=config.cutmix_alpha, seed=seed) if config.cutmix_alpha else None
+        self.erasing = None
+        if config.erasing_probability:
+            self.erasing = keras.layers.RandomErasing(
+                factor=config.erasing_probability, value_range=(0, 255), seed=seed
+            )
+
+    @property
+    def resizes(self) -> bool:
+        """Whether `per_example` already brings images to `image_size`."""
+        return self.config.crop_scale is not None
+
+    def per_example(self, image):
+        """Crop, flip and RandAugment one float image (H, W, C) in [0, 255]."""
+        config = self.config
+        if config.crop_scale is not None:
+            image = random_resized_crop(image, self.image_size, scale=config.crop_scale, seed=self.seed)
+        if config.flip:
+            image = tf.image.random_flip_left_right(image, seed=self.seed)
+        if self.randaugment is not None:
+            channels = image.shape[-1]
+            if channels == 1:  # RandAugment's colour ops want RGB
+                image = tf.image.grayscale_to_rgb(image)
+            image = self.randaugment(image)
+            if channels == 1:
+                image = tf.image.rgb_to_grayscale(image)
+        return image
+
+    def per_batch(self, images, labels):
+        """MixUp/CutMix, RandomErasing and user layers on a batch; labels are one-hot floats."""
+        if self.mixup is not None and self.cutmix is not None:
+            images, labels = tf.cond(
+                tf.random.uniform(()) < 0.5,
+                lambda: _call_with_labels(self.mixup, images, labels),
+                lambda: _call_with_labels(self.cutmix, images, labels),
+            )
+        elif self.mixup is not None:
+            images, labels = _call_with_labels(self.mixup, images, labels)
+        elif self.cutmix is not None:
+            images, labels = _call_with_labels(self.cutmix, images, labels)
+        if self.erasing is not None:
+            images = self.erasing(images)
+        for layer in self.user_layers:
+            images, labels = _call_with_labels(layer, images, labels)
+        return images, labels
+
+
+def _call_with_labels(layer, images, labels):
+    """Calls an image layer on {"images", "labels"} (Keras 3 and keras-cv style), else on images."""
+    try:
+        outputs = layer({"images": images, "labels": labels})
+    except (TypeError, ValueError, KeyError, AttributeError):
+        return layer(images), labels
+    if isinstance(outputs, dict):
+        return outputs["images"], tf.cast(outputs.get("labels", labels), labels.dtype)
+    return outputs, labels

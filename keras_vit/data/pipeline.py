@@ -1,0 +1,135 @@
+"""The tf.data input pipeline: decode -> channels -> resize/crop -> augment -> batch -> scale.
+
+Scaling is explicit and matches the weights (`keras_vit.configs.SCALINGS`): "symmetric" ([-1, 1])
+for the original Google checkpoints, "imagenet" (mean/std) for DeiT-style ones, "unit" ([0, 1])
+for models trained from scratch. Labels come out one-hot (float32) so MixUp/CutMix and label
+smoothing work the same way for every source.
+
+Example:
+
+>>> import numpy as np
+>>> from keras_vit.data.sources import from_arrays
+>>> source = from_arrays(np.zeros((10, 28, 28), "uint8"), np.arange(10) % 2)
+>>> ds = make_pipeline(source, image_size=32, channels=3, batch_size=4, training=True, augment="light", seed=0)
+>>> images, labels = next(iter(ds))
+>>> tuple(images.shape), images.dtype.name, tuple(labels.shape)
+((4, 32, 32, 3), 'float32', (4, 2))
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from keras_vit import configs
+from keras_vit._validation import check_choice, check_positive_int
+from keras_vit.data.augment import Augmenter
+
+
+def make_pipeline(
+    source,
+    *,
+    image_size,
+    channels: int = 3,
+    scaling: str = "unit",
+    batch_size: int = 32,
+    training: bool = False,
+    augment="none",
+    num_classes=None,
+    shuffle_buffer: int = 10_000,
+    seed=None,
+    deterministic=None,
+    drop_remainder=None,
+    crop_fraction=None,
+    cache: bool = False,
+    repeat: bool = False,
+):
+    """Builds a batched, prefetched tf.data pipeline of (images, one-hot labels) from a `Source`.
+
+    Args:
+        source: `keras_vit.data.sources.Source`. The images and labels.
+        image_size: int or (int, int). Model input height and width.
+        channels: int. 1 or 3; grayscale is repeated to RGB (and RGB averaged to gray) as the
+            model needs. Defaults to 3.
+        scaling: str or None. A key of `keras_vit.configs.SCALINGS`: "unit", "symmetric" or
+            "imagenet"; None keeps raw [0, 255] pixels (for models with `preprocessing=`
+            inside). Defaults to "unit".
+        batch_size: int. Global batch size. Defaults to 32.
+        training: bool. Shuffle and augment. Defaults to False.
+        augment: str, layer, list of layers or None. Preset name (none, light, medium,
+            strong) or Keras augmentation layers (keras-cv's too); used when `training`.
+            Defaults to "none".
+        num_classes: int or None. Width of the one-hot labels. Defaults to the source's.
+        shuffle_buffer: int. Shuffle buffer size. Defaults to 10000.
+        seed: int or None. Seed of shuffling and augmentation. Defaults to None.
+        deterministic: bool or None. Keep element order fixed under parallel maps (slower).
+            Defaults to `not training`.
+        drop_remainder: bool or None. Drop the last partial batch so every batch has the same
+            shape (XLA, TPU). Defaults to `training`.
+        crop_fraction: float or None. For evaluation, resize to image_size / crop_fraction then
+            center-crop (e.g. 0.875); None resizes straight to image_size. Defaults to None.
+        cache: bool. Cache decoded images in memory before augmentation. Defaults to False.
+        repeat: bool. Repeat forever (then give steps_per_epoch to fit). Defaults to False.
+    """
+    if isinstance(image_size, int):
+        image_size = (image_size, image_size)
+    image_size = tuple(int(s) for s in image_size)
+    check_choice("channels", channels, (1, 3))
+    check_choice("scaling", scaling, tuple(configs.SCALINGS) + (None,))
+    check_positive_int("batch_size", batch_size)
+    num_classes = num_classes or source.num_classes
+    drop_remainder = training if drop_remainder is None else drop_remainder
+    augmenter = Augmenter(augment if training else "none", image_size, seed=seed)
+    mean, std = (tf.constant(v, tf.float32) for v in configs.SCALINGS.get(scaling, ((0.0,), (1.0,))))
+
+    def to_float(image, label):
+        image = tf.cast(image, tf.float32)
+        have = image.shape[-1]
+        if have == 1 and channels == 3:
+            image = tf.image.grayscale_to_rgb(image)
+        elif have == 3 and channels == 1:
+            image = tf.image.rgb_to_grayscale(image)
+        elif have not in (1, 3):
+            image = image[..., :channels]
+        return image, label
+
+    def per_example(image, label):
+        if augmenter.resizes:
+            image = augmenter.per_example(image)
+        else:
+            image = _resize(image, image_size, None if training else crop_fraction)
+            image = augmenter.per_example(image)
+        image.set_shape(image_size + (channels,))
+        return image, tf.one_hot(label, num_classes, dtype=tf.float32)
+
+    def per_batch(images, labels):
+        if training:
+            images, labels = augmenter.per_batch(images, labels)
+        return (images - mean) / std, labels
+
+    options = tf.data.Options()
+    options.deterministic = (not training) if deterministic is None else deterministic
+    # In-memory sources have no files to shard: multi-worker training splits by element.
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    dataset = source.dataset.with_options(options).map(to_float, num_parallel_calls=tf.data.AUTOTUNE)
+    if cache:
+        dataset = dataset.cache()
+    if training:
+        dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    if repeat:
+        dataset = dataset.repeat()
+    dataset = dataset.map(per_example, num_parallel_calls=tf.data.AUTOTUNE)
+    dataset = dataset.batch(batch_size, drop_remainder=drop_remainder, num_parallel_calls=tf.data.AUTOTUNE)
+    dataset = dataset.map(per_batch, num_parallel_calls=tf.data.AUTOTUNE)
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def _resize(image, size, crop_fraction):
+    if crop_fraction:
+        outer = (round(size[0] / crop_fraction), round(size[1] / crop_fraction))
+        image = tf.image.resize(image, outer)
+        top, left = (outer[0] - size[0]) // 2, (outer[1] - size[1]) // 2
+        return image[top: top + size[0], left: left + size[1]]
+    static = image.shape[:2]
+    if tuple(static) == size:
+        return image
+    return tf.image.resize(image, size)

@@ -1,0 +1,144 @@
+"""Callbacks that make runs survive a crash and respect a time budget.
+
+Keras' BackupAndRestore writes the weights and then the epoch number to two fixed files, so a
+process killed in between (or during the weights write) leaves a backup that is torn or claims
+the wrong epoch. `AtomicBackupAndRestore` writes each backup to a new file, then commits it with
+one atomic rename of a small JSON pointer: a backup is either the old one or the new one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import keras
+
+
+def atomic_write_json(path, data) -> None:
+    """Writes `data` as JSON to `path` through a temporary file and an atomic rename."""
+    tmp_path = f"{path}.tmp-{os.getpid()}"
+    with open(tmp_path, "w") as f:
+        json.dump(data, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp_path, path)
+
+
+class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
+    """BackupAndRestore whose backups are committed atomically (weights and optimizer state).
+
+    Args:
+        backup_dir: str. Folder of the backup.
+        delete_checkpoint: bool. Delete the backup when training ends normally. Defaults to
+            True.
+    """
+
+    POINTER = "backup.json"
+
+    def __init__(self, backup_dir, delete_checkpoint=True):
+        super().__init__(backup_dir, save_freq="epoch", delete_checkpoint=delete_checkpoint)
+        self._pointer_path = os.path.join(backup_dir, self.POINTER)
+
+    def _load_model(self):
+        if not os.path.exists(self._pointer_path):
+            return
+        with open(self._pointer_path) as f:
+            state = json.load(f)
+        if self.model.optimizer is not None and not self.model.optimizer.built:
+            self.model.optimizer.build(self.model.trainable_variables)
+        self.model.load_weights(os.path.join(self.backup_dir, state["weights"]))
+        self.model._initial_epoch = state["epoch"]  # how BackupAndRestore resumes fit()
+        self.restored_epoch = state["epoch"]
+
+    def _save_model(self):
+        os.makedirs(self.backup_dir, exist_ok=True)
+        name = f"epoch-{self._current_epoch:05d}.weights.h5"
+        self.model.save_weights(os.path.join(self.backup_dir, name), overwrite=True)
+        atomic_write_json(self._pointer_path, {"epoch": self._current_epoch, "weights": name})
+        for old in os.listdir(self.backup_dir):
+            if old.endswith(".weights.h5") and old != name:
+                os.remove(os.path.join(self.backup_dir, old))
+
+
+class AtomicModelCheckpoint(keras.callbacks.Callback):
+    """Saves the whole model (.keras) after every epoch through a temporary file and a rename.
+
+    Args:
+        filepath: str. Path of the .keras file.
+    """
+
+    def __init__(self, filepath):
+        super().__init__()
+        self.filepath = filepath
+
+    def on_epoch_end(self, epoch, logs=None):
+        save_model_atomic(self.model, self.filepath)
+
+
+def save_model_atomic(model, filepath) -> None:
+    """`model.save(filepath)` that never leaves a half-written file at `filepath`."""
+    directory = os.path.dirname(os.path.abspath(filepath))
+    os.makedirs(directory, exist_ok=True)
+    tmp_path = os.path.join(directory, f".tmp-{os.getpid()}-{os.path.basename(filepath)}")
+    try:
+        model.save(tmp_path)
+        os.replace(tmp_path, filepath)
+    finally:
+        if os.path.exists(tmp_path):
+            os.remove(tmp_path)
+
+
+class TimeBudget(keras.callbacks.Callback):
+    """Stops training when a wall-clock budget is spent, and fits the cosine schedule to it.
+
+    After each epoch it estimates from the last epoch's speed how many whole epochs fit in the
+    remaining budget and, for a `keras_vit.training.recipes.WarmupCosine` schedule, shortens the
+    cosine so the learning rate reaches its end when the budget does. Training stops at the
+    first batch past the budget.
+
+    Args:
+        seconds: float. The training budget (compilation included).
+        steps_per_epoch: int. Steps in one epoch.
+        schedule: `WarmupCosine` or None. The schedule to fit to the budget. Defaults to None.
+    """
+
+    def __init__(self, seconds, steps_per_epoch, schedule=None):
+        super().__init__()
+        self.seconds = float(seconds)
+        self.steps_per_epoch = int(steps_per_epoch)
+        self.schedule = schedule
+        self.epochs_done = 0
+        self.steps_done = 0
+        self.elapsed = 0.0
+
+    def on_train_begin(self, logs=None):
+        self.start = time.perf_counter()
+        self.epoch_start = self.start
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch_start = time.perf_counter()
+        self.epoch_steps = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.steps_done += 1
+        self.epoch_steps += 1
+        if time.perf_counter() - self.start >= self.seconds:
+            self.model.stop_training = True
+
+    def on_epoch_end(self, epoch, logs=None):
+        now = time.perf_counter()
+        self.elapsed = now - self.start
+        if self.epoch_steps >= self.steps_per_epoch:
+            self.epochs_done += 1
+        epoch_seconds = now - self.epoch_start
+        remaining = self.seconds - self.elapsed
+        # Plan whole epochs only, so the last epoch is not cut and the cosine ends on time.
+        more_epochs = int(max(remaining, 0.0) / max(epoch_seconds, 1e-9))
+        if hasattr(self.schedule, "set_total_steps"):
+            self.schedule.set_total_steps(self.steps_done + more_epochs * self.steps_per_epoch)
+        if more_epochs == 0:
+            self.model.stop_training = True
+
+    def on_train_end(self, logs=None):
+        self.elapsed = time.perf_counter() - self.start

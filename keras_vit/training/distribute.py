@@ -1,0 +1,110 @@
+"""tf.distribute strategies by name, the global batch size rule, and hardware defaults.
+
+The batch size given to keras_vit is always the global batch: Keras splits each batch over the
+replicas of the strategy, so it must divide evenly. The learning rate follows the global batch
+(linear scaling, `Recipe.learning_rate_for`).
+
+Defaults for precision and XLA, chosen by measurement (see benchmarks/RESULTS.md):
+
+- GPU/TPU: mixed precision (bfloat16 where supported, else float16 with loss scaling) and
+  `jit_compile=True`.
+- CPU: float32 with XLA. On the project's AVX-512-BF16 CPU, oneDNN's bfloat16 matrix products
+  are about 2x float32 outside XLA, but for whole ViT training steps float32 under XLA was the
+  fastest set-up measured, and XLA's bfloat16 was slower than its float32.
+
+Example:
+
+>>> strategy = get_strategy("default")
+>>> global_batch_size(64, strategy)
+64
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
+PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
+
+
+def get_strategy(name: str = "default", devices=None):
+    """Returns the tf.distribute strategy called `name`.
+
+    Args:
+        name: str. "default" (no distribution), "mirrored" (all local GPUs, or the given
+            devices), "multi_worker" (MultiWorkerMirroredStrategy; the cluster comes from the
+            TF_CONFIG environment variable) or "tpu". Defaults to "default".
+        devices: list of str or None. Devices for "mirrored". Defaults to all local GPUs, or
+            all logical CPU devices when there is no GPU.
+    """
+    if name not in STRATEGIES:
+        raise ValueError(f"Unknown strategy={name!r}. Expected one of {list(STRATEGIES)}.")
+    if name == "default":
+        return tf.distribute.get_strategy()
+    if name == "mirrored":
+        if devices is None and not tf.config.list_logical_devices("GPU"):
+            devices = [d.name for d in tf.config.list_logical_devices("CPU")]
+        return tf.distribute.MirroredStrategy(devices=devices)
+    if name == "multi_worker":
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    try:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver()
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+    except (ValueError, tf.errors.NotFoundError) as error:
+        raise ValueError(f"strategy='tpu' was asked for but no TPU was found: {error}") from error
+    return tf.distribute.TPUStrategy(resolver)
+
+
+def global_batch_size(batch_size: int, strategy) -> int:
+    """Checks that the global `batch_size` splits evenly over the strategy's replicas and returns it."""
+    replicas = strategy.num_replicas_in_sync
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+        raise ValueError(f"Invalid batch_size={batch_size!r}. Expected an integer >= 1.")
+    if batch_size % replicas:
+        raise ValueError(
+            f"Invalid batch_size={batch_size}: the global batch must be divisible by the "
+            f"{replicas} replicas of the distribution strategy (e.g. {replicas * max(batch_size // replicas, 1)})."
+        )
+    return batch_size
+
+
+def accelerator() -> str:
+    """Returns "tpu", "gpu" or "cpu": the kind of device training will run on."""
+    if tf.config.list_logical_devices("TPU"):
+        return "tpu"
+    if tf.config.list_physical_devices("GPU"):
+        return "gpu"
+    return "cpu"
+
+
+def default_precision(device: str | None = None) -> str:
+    """The dtype policy measured fastest for `device` (default: the one found)."""
+    device = device or accelerator()
+    if device == "tpu":
+        return "mixed_bfloat16"
+    if device == "gpu":
+        major = tf.config.experimental.get_device_details(tf.config.list_physical_devices("GPU")[0]).get(
+            "compute_capability", (0, 0)
+        )[0]
+        return "mixed_bfloat16" if major >= 8 else "mixed_float16"
+    return "float32"
+
+
+def default_jit_compile(device: str | None = None, precision: str = "float32") -> bool:
+    """Whether to compile the train step with XLA for `device` and `precision`.
+
+    On CPU, XLA is used for float32 only: under XLA bfloat16 matrix products are slower than
+    float32 on CPU, while oneDNN outside XLA runs them fast.
+    """
+    device = device or accelerator()
+    if device == "cpu":
+        return precision == "float32"
+    return True
+
+
+def resolve_precision(precision: str = "auto") -> str:
+    """Maps "auto" to `default_precision()` and checks the name."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"Invalid precision={precision!r}. Expected one of {list(PRECISIONS)}.")
+    return default_precision() if precision == "auto" else precision

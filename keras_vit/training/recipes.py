@@ -1,0 +1,217 @@
+"""Training recipes: optimizer, learning-rate schedule, loss and regularisation in one named row.
+
+- "deit": from scratch, DeiT-like (Touvron et al. 2021): AdamW lr 5e-4 x batch/512, weight
+  decay 0.05 on kernels only (not biases, norms, position embedding, class token), linear
+  warmup then cosine decay, label smoothing 0.1, gradient-norm clipping, stochastic depth 0.1,
+  strong augmentation.
+- "finetune": the paper's fine-tuning (vit_jax): SGD momentum 0.9, lr 0.03 x batch/512, 500
+  warmup steps then cosine, global gradient-norm clip 1.0, no weight decay, light augmentation.
+  Use it with a zero-initialised head (the builder's default) and, at a higher resolution than
+  pre-training, resampled position embeddings (weights loading does that).
+- "compact": from scratch on small images and short compute budgets (the Fashion-MNIST
+  benchmark): the DeiT recipe with a larger learning rate, a one-epoch warmup, and only flips
+  for augmentation, since a run of a few epochs underfits rather than overfits.
+- "anchor": the keras.io ViT example recipe (AdamW 1e-3, weight decay 1e-4 on every variable,
+  constant learning rate, no smoothing, clipping or stochastic depth), kept to measure the
+  other recipes against.
+
+Example:
+
+>>> recipe = get_recipe("deit")
+>>> recipe.learning_rate_for(1024)
+0.001
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import keras
+
+from keras_vit._validation import check_positive_int
+
+# Variables that weight decay must not shrink: biases, LayerNorm scale/offset, the position
+# embedding and the class token (DeiT, timm's no_weight_decay, AugReg "kernels only").
+NO_DECAY_NAMES = ("bias", "gamma", "beta", "position_embedding", "class_token")
+
+
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    """One training recipe.
+
+    Args:
+        name: str. Key in `RECIPES`.
+        optimizer: str. "adamw" or "sgd".
+        learning_rate: float. Peak learning rate at `reference_batch_size`.
+        reference_batch_size: int. Batch size the learning rate is given for; it scales
+            linearly with the global batch size. Defaults to 512.
+        weight_decay: float. Decoupled weight decay. Defaults to 0.
+        decay_all: bool. Apply weight decay to every variable (keras.io style) instead of
+            kernels only. Defaults to False.
+        warmup_epochs: float. Linear warmup length in epochs. Defaults to 0.
+        warmup_steps: int. Linear warmup length in steps, added to `warmup_epochs`.
+            Defaults to 0. Warmup is capped at a fifth of training.
+        schedule: str. "cosine" or "constant". Defaults to "cosine".
+        min_learning_rate_ratio: float. Final / peak learning rate of the cosine. Defaults to 0.
+        label_smoothing: float. Defaults to 0.
+        clip_norm: float or None. Global gradient-norm clip. Defaults to None.
+        drop_path_rate: float. Stochastic depth of the last block. Defaults to 0.
+        augment: str. Default augmentation preset. Defaults to "none".
+        batch_size: int. Default global batch size. Defaults to 256.
+        beta_2: float. AdamW's second-moment decay. Defaults to 0.999.
+        momentum: float. SGD momentum. Defaults to 0.9.
+    """
+
+    name: str
+    optimizer: str
+    learning_rate: float
+    reference_batch_size: int = 512
+    weight_decay: float = 0.0
+    decay_all: bool = False
+    warmup_epochs: float = 0.0
+    warmup_steps: int = 0
+    schedule: str = "cosine"
+    min_learning_rate_ratio: float = 0.0
+    label_smoothing: float = 0.0
+    clip_norm: float | None = None
+    drop_path_rate: float = 0.0
+    augment: str = "none"
+    batch_size: int = 256
+    beta_2: float = 0.999
+    momentum: float = 0.9
+
+    def learning_rate_for(self, batch_size: int) -> float:
+        """Peak learning rate for a global batch of `batch_size` (linear scaling rule)."""
+        return self.learning_rate * batch_size / self.reference_batch_size
+
+
+RECIPES: dict[str, Recipe] = {
+    "deit": Recipe(
+        "deit", "adamw", 5e-4, 512, weight_decay=0.05, warmup_epochs=5, min_learning_rate_ratio=0.01,
+        label_smoothing=0.1, clip_norm=1.0, drop_path_rate=0.1, augment="strong",
+    ),
+    "finetune": Recipe(
+        "finetune", "sgd", 0.03, 512, warmup_steps=500, clip_norm=1.0, augment="light", batch_size=512,
+    ),
+    "compact": Recipe(
+        "compact", "adamw", 2e-3, 512, weight_decay=0.05, warmup_epochs=1, min_learning_rate_ratio=0.01,
+        label_smoothing=0.1, clip_norm=1.0, drop_path_rate=0.0, augment="flip", batch_size=256,
+        beta_2=0.99,
+    ),
+    "anchor": Recipe(
+        "anchor", "adamw", 1e-3, 256, weight_decay=1e-4, decay_all=True, schedule="constant",
+        augment="none", batch_size=256,
+    ),
+}
+
+
+def get_recipe(name: str) -> Recipe:
+    """Returns the recipe called `name` (a key of `RECIPES`)."""
+    if name not in RECIPES:
+        raise ValueError(f"Unknown recipe={name!r}. Expected one of {list(RECIPES)}.")
+    return RECIPES[name]
+
+
+@keras.saving.register_keras_serializable(package="keras_vit")
+class WarmupCosine(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warmup from 0 to `peak` over `warmup_steps`, then cosine decay to `peak * min_ratio`.
+
+    `total_steps` lives in a variable so a time-budgeted run can shorten the cosine once it
+    has measured its speed (see `keras_vit.training.callbacks.TimeBudget`).
+
+    Args:
+        peak: float. Peak learning rate.
+        total_steps: int. Steps of the whole schedule, warmup included.
+        warmup_steps: int. Warmup steps. Defaults to 0.
+        min_ratio: float. Final / peak learning rate. Defaults to 0.
+
+    Example:
+
+    >>> schedule = WarmupCosine(1.0, total_steps=10, warmup_steps=2)
+    >>> [round(float(schedule(s)), 3) for s in (0, 1, 2, 6, 10)]
+    [0.0, 0.5, 1.0, 0.5, 0.0]
+    """
+
+    def __init__(self, peak, total_steps, warmup_steps=0, min_ratio=0.0):
+        self.peak = float(peak)
+        self.warmup_steps = int(warmup_steps)
+        self.min_ratio = float(min_ratio)
+        self.total_steps = keras.Variable(float(total_steps), trainable=False, name="total_steps")
+        self._total_steps = float(total_steps)  # for get_config: distributed variables resist reads
+
+    def set_total_steps(self, total_steps):
+        """Changes the schedule's length (warmup unchanged)."""
+        self._total_steps = float(total_steps)
+        self.total_steps.assign(self._total_steps)
+
+    def __call__(self, step):
+        step = keras.ops.cast(step, "float32")
+        warmup = float(max(self.warmup_steps, 1))
+        total = keras.ops.maximum(self.total_steps.value, warmup + 1.0)
+        progress = keras.ops.clip((step - self.warmup_steps) / (total - self.warmup_steps), 0.0, 1.0)
+        cosine = self.min_ratio + (1.0 - self.min_ratio) * 0.5 * (1.0 + keras.ops.cos(math.pi * progress))
+        warm = step / warmup
+        return self.peak * keras.ops.where(step < self.warmup_steps, warm, cosine)
+
+    def get_config(self):
+        return {
+            "peak": self.peak,
+            "total_steps": self._total_steps,
+            "warmup_steps": self.warmup_steps,
+            "min_ratio": self.min_ratio,
+        }
+
+
+def make_schedule(recipe: Recipe, batch_size: int, steps_per_epoch: int, epochs: int):
+    """Returns the learning-rate schedule of `recipe` for this batch size and run length."""
+    check_positive_int("steps_per_epoch", steps_per_epoch)
+    check_positive_int("epochs", epochs)
+    peak = recipe.learning_rate_for(batch_size)
+    if recipe.schedule == "constant":
+        return peak
+    total = steps_per_epoch * epochs
+    warmup = int(recipe.warmup_epochs * steps_per_epoch) + recipe.warmup_steps
+    warmup = min(warmup, total // 5)
+    return WarmupCosine(peak, total, warmup, recipe.min_learning_rate_ratio)
+
+
+def no_decay_variables(model) -> list:
+    """The model's variables excluded from weight decay: biases, norms, position embedding, class token.
+
+    Example:
+
+    >>> import keras_vit
+    >>> model = keras_vit.ViT("tiny", num_classes=3)
+    >>> sorted({v.path.split("/")[-1] for v in no_decay_variables(model)})
+    ['beta', 'bias', 'class_token', 'gamma', 'position_embedding']
+    """
+    return [v for v in model.trainable_variables if v.path.split("/")[-1] in NO_DECAY_NAMES]
+
+
+def make_optimizer(recipe: Recipe, model, learning_rate):
+    """Builds the optimizer of `recipe` for `model`, with weight-decay exclusions and clipping.
+
+    Call it inside the distribution strategy's scope, before `model.compile`.
+
+    Args:
+        recipe: `Recipe`.
+        model: keras.Model. Its variables decide the weight-decay exclusions.
+        learning_rate: float or schedule, usually from `make_schedule`.
+    """
+    schedule = learning_rate
+    if recipe.optimizer == "sgd":
+        return keras.optimizers.SGD(schedule, momentum=recipe.momentum, global_clipnorm=recipe.clip_norm)
+    if recipe.optimizer != "adamw":
+        raise ValueError(f"Invalid optimizer={recipe.optimizer!r} in recipe {recipe.name!r}. Expected 'adamw' or 'sgd'.")
+    optimizer = keras.optimizers.AdamW(
+        schedule, weight_decay=recipe.weight_decay, beta_2=recipe.beta_2, global_clipnorm=recipe.clip_norm
+    )
+    if not recipe.decay_all:
+        optimizer.exclude_from_weight_decay(var_list=no_decay_variables(model))
+    return optimizer
+
+
+def make_loss(recipe: Recipe):
+    """Cross-entropy on one-hot (possibly mixed) labels with the recipe's label smoothing."""
+    return keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=recipe.label_smoothing)

@@ -1,0 +1,56 @@
+"""`keras-vit train` and `keras-vit evaluate`: a tiny end-to-end run and one-line errors for bad input."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from keras_vit import cli
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_train_then_evaluate_tiny(tmp_path, capsys):
+    out_dir = tmp_path / "saved"
+    code = cli.main([
+        "train", "--variant", "tiny", "--image-size", "28", "--epochs", "1", "--batch-size", "64",
+        "--max-train-examples", "256", "--max-test-examples", "128", "--jit-compile", "off",
+        "--run-dir", str(tmp_path / "run"), "--output-dir", str(out_dir), "--name", "m", "--quiet",
+    ])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "Test accuracy:" in out and "for 1 epochs" in out
+    labels = (out_dir / "m.labels.txt").read_text().splitlines()
+    assert len(labels) == 10 and labels[0] == "T-shirt/top"
+    assert cli.main(["evaluate", str(out_dir / "m.keras"), "--max-examples", "128"]) == 0
+    assert "accuracy" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["train", "--variant", "X99"], "variant='X99'"),
+        (["train", "--dataset", "no_such_dataset_xyz"], "dataset='no_such_dataset_xyz'"),
+        (["train", "--epochs", "0"], "--epochs=0"),
+        (["train", "--dataset", "{empty}"], "no class sub-folders"),
+        (["train", "--dataset", "./missing/folder"], "not found"),
+        (["evaluate", "missing.keras"], "model='missing.keras'"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(argv, message, tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    argv = [a.replace("{empty}", str(tmp_path / "empty")) for a in argv]
+    assert cli.main(argv + (["--run-dir", str(tmp_path / "run")] if argv[0] == "train" else [])) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err and "Traceback" not in err
+
+
+def test_bad_input_subprocess_has_no_traceback():
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    result = subprocess.run([sys.executable, "-m", "keras_vit.cli", "train", "--variant", "nope"],
+                            capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr and "keras-vit train: error: " in result.stderr
+    assert "--help" not in result.stdout

@@ -1,0 +1,82 @@
+"""Recipes (weight-decay exclusions, schedules), batch-size rules and the time budget."""
+
+import keras
+import numpy as np
+import pytest
+
+import keras_vit
+from keras_vit.training import callbacks, distribute, recipes
+
+NO_DECAY_SUFFIXES = ("/bias", "/gamma", "/beta", "/position_embedding", "/class_token")
+
+
+def _decayed_paths(recipe_name):
+    """Paths of the variables one optimizer step with zero gradients shrinks (pure weight decay)."""
+    model = keras_vit.ViT("tiny", num_classes=3)
+    for variable in model.trainable_variables:
+        variable.assign(np.ones(variable.shape, variable.dtype))
+    optimizer = recipes.make_optimizer(recipes.get_recipe(recipe_name), model, 1.0)
+    variables = model.trainable_variables
+    optimizer.apply([np.zeros(v.shape, "float32") for v in variables], variables)
+    return {v.path for v in variables if float(np.min(keras.ops.convert_to_numpy(v))) < 1.0}, {v.path for v in variables}
+
+
+def test_deit_weight_decay_excludes_biases_norms_position_embedding_class_token():
+    decayed, every = _decayed_paths("deit")
+    expected = {p for p in every if not p.endswith(NO_DECAY_SUFFIXES)}
+    assert decayed == expected
+    assert "embedding/kernel" in decayed and "head/kernel" in decayed
+    assert "encoderblock_0/attention/query/kernel" in decayed
+    for kept in ("embedding/position_embedding", "embedding/class_token", "encoder_norm/gamma",
+                 "encoderblock_1/mlp_dense_0/bias", "encoderblock_0/attention/query/bias"):
+        assert kept in every and kept not in decayed
+
+
+def test_anchor_recipe_decays_every_variable():
+    decayed, every = _decayed_paths("anchor")
+    assert decayed == every
+
+
+def test_recipes_and_schedule():
+    assert recipes.get_recipe("deit").learning_rate_for(256) == pytest.approx(2.5e-4)
+    with pytest.raises(ValueError, match="recipe='adam'"):
+        recipes.get_recipe("adam")
+    schedule = recipes.make_schedule(recipes.get_recipe("deit"), 512, steps_per_epoch=10, epochs=100)
+    assert schedule.warmup_steps == 50 and float(schedule(50)) == pytest.approx(5e-4)
+    assert float(schedule(1000)) == pytest.approx(5e-6)  # min ratio 0.01
+    restored = keras.optimizers.schedules.deserialize(keras.optimizers.schedules.serialize(schedule))
+    assert float(restored(500)) == pytest.approx(float(schedule(500)))
+    finetune = recipes.make_optimizer(recipes.get_recipe("finetune"), None, schedule)
+    assert isinstance(finetune, keras.optimizers.SGD) and finetune.global_clipnorm == 1.0
+
+
+def test_batch_size_must_divide_over_replicas():
+    class TwoReplicas:
+        num_replicas_in_sync = 2
+
+    assert distribute.global_batch_size(64, TwoReplicas()) == 64
+    with pytest.raises(ValueError, match="batch_size=33.*divisible by the 2 replicas"):
+        distribute.global_batch_size(33, TwoReplicas())
+    with pytest.raises(ValueError, match="strategy='horovod'"):
+        distribute.get_strategy("horovod")
+    with pytest.raises(ValueError, match="precision='float8'"):
+        distribute.resolve_precision("float8")
+
+
+def test_cpu_defaults():
+    assert distribute.default_precision("cpu") == "float32"
+    assert distribute.default_jit_compile("cpu", "float32") is True
+    assert distribute.default_jit_compile("cpu", "mixed_bfloat16") is False
+    assert distribute.default_precision("tpu") == "mixed_bfloat16"
+
+
+def test_time_budget_stops_and_fits_the_cosine():
+    model = keras_vit.ViT("tiny", image_size=8, num_classes=2, num_layers=1)
+    schedule = recipes.WarmupCosine(1e-3, total_steps=1000, warmup_steps=0)
+    model.compile(optimizer=keras.optimizers.AdamW(schedule), loss="mse", jit_compile=False)
+    budget = callbacks.TimeBudget(0.0, steps_per_epoch=4, schedule=schedule)
+    x, y = np.zeros((16, 8, 8, 3), "float32"), np.zeros((16, 2), "float32")
+    history = model.fit(x, y, batch_size=4, epochs=5, callbacks=[budget], verbose=0)
+    assert len(history.epoch) == 1 and budget.steps_done == 1 and budget.epochs_done == 0
+    assert float(schedule.total_steps.value) == 1.0  # no whole epoch fits any more
+    assert schedule.get_config()["total_steps"] == 1.0
