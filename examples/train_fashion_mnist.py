@@ -91,7 +91,7 @@ def main(argv=None):
     )
 
     # 4. Train, evaluate, save, reload.
-    model.fit(train_data, epochs=args.epochs, verbose=2)
+    model.fit(train_data, epochs=args.epochs, shuffle=False, verbose=2)  # the pipeline shuffles
     _, accuracy = model.evaluate(test_data, verbose=0)
     print(f"test accuracy: {accuracy:.4f}")
     path = os.path.join(out, "fashion_vit.keras")
