@@ -14,7 +14,8 @@ that matter when going distributed:
   place in it, e.g. for worker 0 of 2:
       TF_CONFIG='{"cluster": {"worker": ["host0:12345", "host1:12345"]}, "task": {"type": "worker", "index": 0}}'
   The strategy must be created before TensorFlow starts its runtime (train() does it first).
-  Worker 0 is the chief: it writes the model; every worker must see the same data set.
+  Every worker must see the same data set and run the same steps; worker 0 is the chief (its
+  model is the one to keep; here each worker saves into its own folder, worker0/, worker1/).
   `--local-workers 2` starts such a cluster of processes on this machine to try it.
 - "tpu" (TPUStrategy) connects to the TPU of a Cloud TPU VM or Colab.
 Crash safety comes with it: the run directory keeps a BackupAndRestore backup, so a killed
