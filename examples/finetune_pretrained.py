@@ -140,6 +140,7 @@ def main(argv=None):
         loss=make_loss(recipe),  # cross-entropy on the pipeline's one-hot labels
         metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")],
         jit_compile={"auto": "auto", "true": True, "false": False}[args.jit_compile],
+        run_eagerly=args.smoke,  # tracing the training graph costs more than 8 tiny steps
     )
 
     # The schedule counts optimizer steps, so train for exactly args.steps of them; "epochs" of

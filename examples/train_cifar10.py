@@ -101,6 +101,7 @@ def main(argv=None):
             loss=make_loss(recipe),
             metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")],
             jit_compile=False if args.smoke else default_jit_compile(precision=precision),
+            run_eagerly=args.smoke,  # tracing costs more than the two smoke steps
         )
         model.fit(train_data, epochs=args.epochs, shuffle=False, verbose=2)  # the pipeline shuffles
         _, accuracy = model.evaluate(test_data, verbose=0)

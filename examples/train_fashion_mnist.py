@@ -88,6 +88,7 @@ def main(argv=None):
         # float32 (examples/mixed_precision_xla.py measures it). Compiling would cost more than
         # the single smoke step, so smoke runs without.
         jit_compile=not args.smoke,
+        run_eagerly=args.smoke,  # so would tracing the training graph
     )
 
     # 4. Train, evaluate, save, reload.
