@@ -19,7 +19,7 @@ What it shows, step by step, with nothing to download (it runs anywhere keras_vi
 
 Command:
     python examples/train_fashion_mnist.py                 # 10 epochs
-    python examples/train_fashion_mnist.py --epochs 30     # about 88-89% test accuracy
+    python examples/train_fashion_mnist.py --epochs 30 --out saved_models
     python examples/train_fashion_mnist.py --smoke         # tiny model, 64 images, offline
 
 Expected runtime: about 4-5 minutes on a 2-core CPU for 10 epochs (about 20 s per epoch under
