@@ -9,6 +9,21 @@ import pytest
 
 EXAMPLES = sorted(pathlib.Path(__file__).resolve().parents[1].joinpath("examples").glob("*.py"))
 
+# The result line each example's header promises (an example not listed must print something).
+PROMISED = {
+    "distributed_training.py": ["over 2 replica(s)", "test accuracy:", "saved "],
+    "export_tf_serving.py": ["exported ", "serve_bytes and serving_default agree: True"],
+    "finetune_pretrained.py": ["8x8 grid -> 12x12 grid", "test accuracy:", "same predictions"],
+    "hybrid_vit.py": ["r_tiny_hybrid: test accuracy", "mobilenetv2_hybrid: test accuracy", "same predictions"],
+    "mixed_precision_xla.py": ["fastest: "],
+    "serving_client.py": [":predict: 3 images", ".png: "],
+    "tflite_inference.py": ["none ", "int8 ", "agreement with Keras", "int8 interpreter: "],
+    "train_cifar10.py": ["test accuracy:", "same predictions"],
+    "train_fashion_mnist.py": ["test accuracy:", "same predictions"],
+    "visualize_attention.py": ["rollout.png", "position_embedding_similarity.png",
+                               "mean_attention_distance.png", "patch_embedding_filters.png"],
+}
+
 
 def test_every_example_has_a_header():
     assert EXAMPLES, "examples/ has no scripts"
@@ -21,6 +36,7 @@ def test_every_example_has_a_header():
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_example_smoke_run(path, tmp_path):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
+    before = sorted(os.listdir(path.parent))
     result = subprocess.run(
         [sys.executable, str(path), "--smoke"],
         cwd=tmp_path,
@@ -31,3 +47,7 @@ def test_example_smoke_run(path, tmp_path):
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     assert result.stdout.strip(), f"{path.name} printed nothing"
+    for promised in PROMISED.get(path.name, []):
+        assert promised in result.stdout, f"{path.name} did not print {promised!r}:\n{result.stdout[-2000:]}"
+    # Outputs go to temporary folders or under the working directory, never into the repository.
+    assert sorted(os.listdir(path.parent)) == before, f"{path.name} wrote into examples/"
