@@ -61,7 +61,7 @@ def tflite(
 ):
     """Converts a model to a TFLite (LiteRT) file, optionally quantized, written atomically.
 
-    The file has one signature, `serve`, with input `images`: float32 (batch, height, width,
+    The file has one signature, `serving_default`, with input `images`: float32 (batch, height, width,
     channels) pixels in [0, 255], and output `logits` or
     `probabilities` (float32, also for int8 files). Conversion goes through Keras' LiteRT
     export (`model.export(format="litert")`) with TFLite builtin ops only, so a file never
