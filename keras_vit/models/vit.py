@@ -358,26 +358,45 @@ def _default_name(variant):
 
 def _named_builder(variant):
     row = configs.VARIANTS[variant]
-    if row.stem is not None:
-        return _hybrid_builder(variant)
+    name = configs.builder_name(variant)
 
     def builder(**kwargs):
         return ViT(variant, **kwargs)
 
-    builder.__name__ = builder.__qualname__ = f"ViT_{variant}"
-    builder.__doc__ = f"""Builds {row.description}: patch {row.patch_size}, hidden {row.hidden_size}, \
-MLP {row.mlp_dim}, {row.num_heads} heads, {row.num_layers} layers.
+    builder.__name__ = builder.__qualname__ = name
+    builder.__doc__ = _builder_doc(name, row)
+    return builder
 
+
+def _builder_doc(name, row):
+    """The docstring of a named builder, written from its table row."""
+    encoder = f"hidden {row.hidden_size}, MLP {row.mlp_dim}, {row.num_heads} heads, {row.num_layers} layers"
+    if row.stem is None:
+        summary = f"Builds {row.description}: patch {row.patch_size}, {encoder}."
+        details = ""
+        example_size = 2 * row.patch_size
+    else:
+        stages = f"stages {row.stem}" if row.stem else "the root alone"
+        summary = (
+            f"Builds {row.description}: BiT ResNet stem ({stages}, output stride {row.stem_stride}), then "
+            f"{row.patch_size}x{row.patch_size} patches of its feature map into a ViT with {encoder}."
+        )
+        details = (
+            '\n    The stem is the nested model "resnet" (`keras_vit.models.resnet.BiTResNet`); one token\n'
+            f"    covers {row.pixel_patch_size}x{row.pixel_patch_size} pixels.\n"
+        )
+        example_size = row.pixel_patch_size
+    return f"""{summary}
+{details}
     Takes every keyword argument of `keras_vit.ViT` (num_classes, image_size, include_top,
-    pooling, weights, ...), which documents them.
+    pooling, weights, backbone, ...), which documents them.
 
     Example:
 
-    >>> model = ViT_{variant}(num_classes=10, num_layers=1, image_size={2 * row.patch_size})
+    >>> model = {name}(num_classes=10, num_layers=1, image_size={example_size})
     >>> model.output_shape
     (None, 10)
     """
-    return builder
 
 
 ViT_Ti16 = _named_builder("Ti16")
@@ -391,35 +410,8 @@ ViT_L32 = _named_builder("L32")
 ViT_H14 = _named_builder("H14")
 
 
-def _hybrid_builder(variant):
-    row = configs.VARIANTS[variant]
-    name = configs.builder_name(variant)
-
-    def builder(**kwargs):
-        return ViT(variant, **kwargs)
-
-    stages = f"stages {row.stem}" if row.stem else "the root alone"
-    builder.__name__ = builder.__qualname__ = name
-    builder.__doc__ = f"""Builds {row.description}: BiT ResNet stem ({stages}, output stride \
-{row.stem_stride}), then {row.patch_size}x{row.patch_size} patches of its feature map into a ViT with hidden \
-{row.hidden_size}, MLP {row.mlp_dim}, {row.num_heads} heads, {row.num_layers} layers.
-
-    The stem is the nested model "resnet" (`keras_vit.models.resnet.BiTResNet`); one token
-    covers {row.pixel_patch_size}x{row.pixel_patch_size} pixels. Takes every keyword argument of
-    `keras_vit.ViT` (num_classes, image_size, include_top, pooling, weights, backbone, ...),
-    which documents them.
-
-    Example:
-
-    >>> model = {name}(num_classes=10, num_layers=1, image_size={row.pixel_patch_size})
-    >>> model.output_shape
-    (None, 10)
-    """
-    return builder
-
-
-R50_ViT_B16 = _hybrid_builder("R50_B16")
-R50_ViT_L32 = _hybrid_builder("R50_L32")
-R26_ViT_S32 = _hybrid_builder("R26_S32")
-R26_ViT_B32 = _hybrid_builder("R26_B32")
-R_ViT_Ti16 = _hybrid_builder("R_Ti16")
+R50_ViT_B16 = _named_builder("R50_B16")
+R50_ViT_L32 = _named_builder("R50_L32")
+R26_ViT_S32 = _named_builder("R26_S32")
+R26_ViT_B32 = _named_builder("R26_B32")
+R_ViT_Ti16 = _named_builder("R_Ti16")
