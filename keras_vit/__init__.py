@@ -17,6 +17,7 @@ from keras_vit.configs import VARIANTS
 from keras_vit.layers import (
     BottleneckUnit,
     DropPath,
+    MultiHeadSelfAttention,
     PatchEncoder,
     Patches,
     StandardizedConv2D,

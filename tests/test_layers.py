@@ -6,6 +6,7 @@ from helpers import check_layer
 from keras_vit.layers import (
     BottleneckUnit,
     DropPath,
+    MultiHeadSelfAttention,
     PatchEncoder,
     Patches,
     StandardizedConv2D,
@@ -42,6 +43,7 @@ LAYER_CASES = {
         {"hidden_size": 16, "num_heads": 4, "mlp_dim": 24, "approximate_gelu": True, "attention_dropout_rate": 0.1},
         (2, 5, 16),
     ),
+    "self_attention": (MultiHeadSelfAttention, {"hidden_size": 16, "num_heads": 4, "dropout_rate": 0.1}, (2, 5, 16)),
     "token_pooling_token": (TokenPooling, {"mode": "token", "num_prefix_tokens": 1}, (2, 5, 8)),
     "token_pooling_gap": (TokenPooling, {"mode": "gap", "num_prefix_tokens": 0}, (2, 5, 8)),
     "drop_path": (DropPath, {"rate": 0.2, "seed": 3}, (4, 5, 8)),
@@ -74,6 +76,25 @@ def test_transformer_block_attention_scores_contract():
     assert tuple(scores.shape) == (None, 2, 5, 5)
     y, scores = block(np.random.rand(3, 5, 8).astype("float32"), return_attention_scores=True)
     np.testing.assert_allclose(np.sum(scores, axis=-1), 1.0, atol=1e-5)
+
+
+def test_self_attention_equals_keras_multi_head_attention():
+    # Same kernel shapes and maths as keras.layers.MultiHeadAttention, only computed faster.
+    x = np.random.default_rng(1).normal(size=(3, 7, 16)).astype("float32")
+    reference = keras.layers.MultiHeadAttention(num_heads=4, key_dim=4)
+    expected, expected_scores = reference(x, x, return_attention_scores=True)
+    layer = MultiHeadSelfAttention(16, 4)
+    layer.build(x.shape)
+    dense = {"query": reference._query_dense, "key": reference._key_dense, "value": reference._value_dense,
+             "output": reference._output_dense}
+    for name, (kernel, bias) in layer.projections().items():
+        kernel.assign(dense[name].kernel)
+        bias.assign(np.random.default_rng(len(name)).normal(size=bias.shape))
+        dense[name].bias.assign(bias)
+    expected, expected_scores = reference(x, x, return_attention_scores=True)
+    y, scores = layer(x, return_attention_scores=True)
+    np.testing.assert_allclose(np.asarray(y), np.asarray(expected), atol=1e-5)
+    np.testing.assert_allclose(np.asarray(scores), np.asarray(expected_scores), atol=1e-6)
 
 
 def test_patches_order_matches_reshape_by_hand():
@@ -126,11 +147,11 @@ def test_transformer_block_matches_numpy_reference():
         return (v - mu) / np.sqrt(v.var(-1, keepdims=True) + 1e-6) * g + b
 
     h = ln(x, get["norm1/gamma"], get["norm1/beta"])
-    q, k, v = (np.einsum("btd,dhk->bhtk", h, get[f"attention/{n}/kernel"]) + get[f"attention/{n}/bias"].transpose(0, 1)[None, :, None] for n in ("query", "key", "value"))
+    q, k, v = (np.einsum("btd,dhk->bhtk", h, get[f"attention/{n}_kernel"]) + get[f"attention/{n}_bias"].transpose(0, 1)[None, :, None] for n in ("query", "key", "value"))
     logits = q @ k.transpose(0, 1, 3, 2) / np.sqrt(4)
     a = np.exp(logits - logits.max(-1, keepdims=True))
     a /= a.sum(-1, keepdims=True)
-    o = np.einsum("bhtk,hkd->btd", a @ v, get["attention/attention_output/kernel"]) + get["attention/attention_output/bias"]
+    o = np.einsum("bhtk,hkd->btd", a @ v, get["attention/output_kernel"]) + get["attention/output_bias"]
     x1 = x + o
     m = ln(x1, get["norm2/gamma"], get["norm2/beta"]) @ get["mlp_dense_0/kernel"] + get["mlp_dense_0/bias"]
     m = 0.5 * m * (1 + np.tanh(np.sqrt(2 / np.pi) * (m + 0.044715 * m**3)))
@@ -155,6 +176,8 @@ def test_drop_path_drops_whole_samples():
         (lambda: PatchEncoder(4, 16, position_embedding="rope"), "position_embedding='rope'"),
         (lambda: PatchEncoder(4, 6, position_embedding="sincos2d"), "hidden_size=6"),
         (lambda: TransformerBlock(10, 3, 16), "hidden_size=10"),
+        (lambda: MultiHeadSelfAttention(8, 2, dropout_rate=1.5), "dropout_rate=1.5"),
+        (lambda: MultiHeadSelfAttention(8, 2)(np.zeros((1, 3, 6), "float32")), "input_shape=(1, 3, 6)"),
         (lambda: TransformerBlock(8, 2, 16, dropout_rate=1.0), "dropout_rate=1.0"),
         (lambda: TransformerBlock(8, 2, 16, drop_path_rate=-0.1), "drop_path_rate=-0.1"),
         (lambda: TokenPooling("max"), "pooling='max'"),

@@ -68,9 +68,9 @@ def spec_npz(model, linen=False, stacked=False, prefix="", posemb_class_row=True
             f"{names[3]}/Dense_0/kernel": b.mlp_dense_0.kernel, f"{names[3]}/Dense_0/bias": b.mlp_dense_0.bias,
             f"{names[3]}/Dense_1/kernel": b.mlp_dense_1.kernel, f"{names[3]}/Dense_1/bias": b.mlp_dense_1.bias,
         }
-        for part, dense in (("query", mha._query_dense), ("key", mha._key_dense), ("value", mha._value_dense),
-                            ("out", mha._output_dense)):
-            d[f"{names[1]}/{part}/kernel"], d[f"{names[1]}/{part}/bias"] = dense.kernel, dense.bias
+        for part, (kernel, bias) in mha.projections().items():
+            part = "out" if part == "output" else part
+            d[f"{names[1]}/{part}/kernel"], d[f"{names[1]}/{part}/bias"] = kernel, bias
         blocks.append({k: v.numpy() for k, v in d.items()})
         i += 1
     if stacked:
@@ -231,11 +231,11 @@ def _timm_state_dict(model):
         sd[p + "norm1.weight"], sd[p + "norm1.bias"] = b.norm1.gamma.numpy(), b.norm1.beta.numpy()
         sd[p + "norm2.weight"], sd[p + "norm2.bias"] = b.norm2.gamma.numpy(), b.norm2.beta.numpy()
         sd[p + "attn.qkv.weight"] = np.concatenate(
-            [x.kernel.numpy().reshape(d, d).T for x in (m._query_dense, m._key_dense, m._value_dense)])
+            [m.projections()[x][0].numpy().reshape(d, d).T for x in ("query", "key", "value")])
         sd[p + "attn.qkv.bias"] = np.concatenate(
-            [x.bias.numpy().reshape(d) for x in (m._query_dense, m._key_dense, m._value_dense)])
-        sd[p + "attn.proj.weight"] = m._output_dense.kernel.numpy().reshape(d, d).T
-        sd[p + "attn.proj.bias"] = m._output_dense.bias.numpy()
+            [m.projections()[x][1].numpy().reshape(d) for x in ("query", "key", "value")])
+        sd[p + "attn.proj.weight"] = m.output_kernel.numpy().reshape(d, d).T
+        sd[p + "attn.proj.bias"] = m.output_bias.numpy()
         sd[p + "mlp.fc1.weight"], sd[p + "mlp.fc1.bias"] = b.mlp_dense_0.kernel.numpy().T, b.mlp_dense_0.bias.numpy()
         sd[p + "mlp.fc2.weight"], sd[p + "mlp.fc2.bias"] = b.mlp_dense_1.kernel.numpy().T, b.mlp_dense_1.bias.numpy()
     return sd

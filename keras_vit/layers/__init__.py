@@ -4,6 +4,7 @@ from keras_vit.layers.bottleneck_unit import BottleneckUnit
 from keras_vit.layers.drop_path import DropPath
 from keras_vit.layers.patch_encoder import PatchEncoder, sincos2d_embedding
 from keras_vit.layers.patches import Patches
+from keras_vit.layers.self_attention import MultiHeadSelfAttention
 from keras_vit.layers.standardized_conv import StandardizedConv2D
 from keras_vit.layers.token_pooling import TokenPooling
 from keras_vit.layers.transformer_block import TransformerBlock
@@ -11,6 +12,7 @@ from keras_vit.layers.transformer_block import TransformerBlock
 __all__ = [
     "BottleneckUnit",
     "DropPath",
+    "MultiHeadSelfAttention",
     "PatchEncoder",
     "Patches",
     "StandardizedConv2D",

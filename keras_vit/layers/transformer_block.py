@@ -7,6 +7,7 @@ from keras import ops
 
 from keras_vit._validation import check_divisible, check_positive_int, check_rate
 from keras_vit.layers.drop_path import DropPath
+from keras_vit.layers.self_attention import MultiHeadSelfAttention
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
@@ -70,12 +71,8 @@ class TransformerBlock(keras.layers.Layer):
         self.norm1 = keras.layers.LayerNormalization(
             epsilon=layer_norm_epsilon, dtype=policy, name="norm1"
         )
-        self.attention = keras.layers.MultiHeadAttention(
-            num_heads=num_heads,
-            key_dim=hidden_size // num_heads,
-            dropout=attention_dropout_rate,
-            dtype=policy,
-            name="attention",
+        self.attention = MultiHeadSelfAttention(
+            hidden_size, num_heads, attention_dropout_rate, dtype=policy, name="attention"
         )
         self.attention_dropout = keras.layers.Dropout(dropout_rate, dtype=policy, name="attention_output_dropout")
         self.norm2 = keras.layers.LayerNormalization(
@@ -93,7 +90,7 @@ class TransformerBlock(keras.layers.Layer):
                 f"input_shape={tuple(input_shape)}."
             )
         self.norm1.build(input_shape)
-        self.attention.build(input_shape, input_shape)
+        self.attention.build(input_shape)
         self.norm2.build(input_shape)
         self.mlp_dense_0.build(input_shape)
         self.mlp_dense_1.build(tuple(input_shape[:-1]) + (self.mlp_dim,))
@@ -102,9 +99,9 @@ class TransformerBlock(keras.layers.Layer):
     def call(self, inputs, training=None, return_attention_scores=False):
         x = self.norm1(inputs)
         if return_attention_scores:
-            x, scores = self.attention(x, x, return_attention_scores=True, training=training)
+            x, scores = self.attention(x, return_attention_scores=True, training=training)
         else:
-            x = self.attention(x, x, training=training)
+            x = self.attention(x, training=training)
         x = self.attention_dropout(x, training=training)
         x = inputs + self.drop_path(x, training=training)
 

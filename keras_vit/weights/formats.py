@@ -80,13 +80,10 @@ def _torch_linear(array, shape):
 
 
 def _attention(layer):
-    mha = layer.attention
-    return {
-        "query": mha._query_dense,
-        "key": mha._key_dense,
-        "value": mha._value_dense,
-        "out": mha._output_dense,
-    }
+    """{"query"|"key"|"value"|"out": (kernel, bias)} of a TransformerBlock's attention."""
+    parts = layer.attention.projections()
+    parts["out"] = parts.pop("output")
+    return parts
 
 
 def _block_index(layer):
@@ -116,9 +113,9 @@ def _npz_block(layer, context):
     entries = []
     for norm, name in ((layer.norm1, "LayerNorm_0"), (layer.norm2, "LayerNorm_2")):
         entries += [Entry(prefix + name + "/scale", norm.gamma), Entry(prefix + name + "/bias", norm.beta)]
-    for part, dense in _attention(layer).items():
+    for part, (kernel, bias) in _attention(layer).items():
         key = prefix + "MultiHeadDotProductAttention_1/" + part
-        entries += [Entry(key + "/kernel", dense.kernel), Entry(key + "/bias", dense.bias)]
+        entries += [Entry(key + "/kernel", kernel), Entry(key + "/bias", bias)]
     for i, dense in enumerate((layer.mlp_dense_0, layer.mlp_dense_1)):
         key = prefix + f"MlpBlock_3/Dense_{i}"
         entries += [Entry(key + "/kernel", dense.kernel), Entry(key + "/bias", dense.bias)]
@@ -229,10 +226,10 @@ def _hf_block(layer, context):
     entries = []
     for norm, name in ((layer.norm1, "layernorm_before"), (layer.norm2, "layernorm_after")):
         entries += [Entry(prefix + name + ".weight", norm.gamma), Entry(prefix + name + ".bias", norm.beta)]
-    for part, dense in parts.items():
+    for part, (kernel, bias) in parts.items():
         entries += [
-            Entry(prefix + keys[part] + ".weight", dense.kernel, _torch_linear),
-            Entry(prefix + keys[part] + ".bias", dense.bias, _reshape_to),
+            Entry(prefix + keys[part] + ".weight", kernel, _torch_linear),
+            Entry(prefix + keys[part] + ".bias", bias, _reshape_to),
         ]
     for dense, name in ((layer.mlp_dense_0, "intermediate.dense"), (layer.mlp_dense_1, "output.dense")):
         entries += [Entry(prefix + name + ".weight", dense.kernel, _torch_linear), Entry(prefix + name + ".bias", dense.bias)]
@@ -325,12 +322,12 @@ def _timm_block(layer, context):
     for index, part in enumerate(("query", "key", "value")):
         weight, bias = _qkv_part(index)
         entries += [
-            Entry(prefix + "attn.qkv.weight", parts[part].kernel, weight),
-            Entry(prefix + "attn.qkv.bias", parts[part].bias, bias),
+            Entry(prefix + "attn.qkv.weight", parts[part][0], weight),
+            Entry(prefix + "attn.qkv.bias", parts[part][1], bias),
         ]
     entries += [
-        Entry(prefix + "attn.proj.weight", parts["out"].kernel, _torch_linear),
-        Entry(prefix + "attn.proj.bias", parts["out"].bias),
+        Entry(prefix + "attn.proj.weight", parts["out"][0], _torch_linear),
+        Entry(prefix + "attn.proj.bias", parts["out"][1]),
     ]
     for dense, name in ((layer.mlp_dense_0, "mlp.fc1"), (layer.mlp_dense_1, "mlp.fc2")):
         entries += [Entry(prefix + name + ".weight", dense.kernel, _torch_linear), Entry(prefix + name + ".bias", dense.bias)]
