@@ -55,6 +55,9 @@ class TrainConfig:
         on_corrupt: str. "skip" or "error" for corrupt image files. Defaults to "skip".
         variant: str or None. A `configs.VARIANTS` name; None for `DEFAULT_MODEL`.
         model_overrides: dict. patch_size/hidden_size/num_layers/num_heads/mlp_dim overrides.
+        backbone: Keras model or layer, callable or None. A stem for a hybrid ViT (see
+            `keras_vit.ViT(backbone=)`); a callable without arguments is called inside the
+            distribution strategy's scope to build it. Defaults to None.
         pooling: str. "token" or "gap". Defaults to "token".
         image_size: int or None. Defaults to the data's size with the default model, else the
             variant's.
@@ -90,6 +93,7 @@ class TrainConfig:
     on_corrupt: str = "skip"
     variant: str | None = None
     model_overrides: dict = dataclasses.field(default_factory=dict)
+    backbone: object = None
     pooling: str = "token"
     image_size: int | None = None
     channels: int = 3
@@ -124,9 +128,13 @@ def build_model(config: TrainConfig, num_classes: int, image_size: int, drop_pat
     overrides = {k: v for k, v in config.model_overrides.items() if v is not None}
     arch = {} if config.variant is not None else dict(DEFAULT_MODEL)
     arch.update(overrides)
+    backbone = config.backbone
+    if callable(backbone) and not isinstance(backbone, keras.layers.Layer):
+        backbone = backbone()
     return ViT(
         config.variant,
         **arch,
+        backbone=backbone,
         input_shape=(image_size, image_size, config.channels),
         num_classes=num_classes,
         pooling=config.pooling,
