@@ -74,7 +74,8 @@ def read_idx_dataset(directory):
     >>> import tempfile
     >>> folder = tempfile.mkdtemp()
     >>> def write_idx(name, array):  # IDX: magic 2048 + ndim, each dimension, then the bytes
-    ...     header = (2048 + array.ndim).to_bytes(4, "big") + b"".join(d.to_bytes(4, "big") for d in array.shape)
+    ...     dims = b"".join(d.to_bytes(4, "big") for d in array.shape)
+    ...     header = (2048 + array.ndim).to_bytes(4, "big") + dims
     ...     with gzip.open(os.path.join(folder, name), "wb") as f:
     ...         _ = f.write(header + array.astype("uint8").tobytes())
     >>> for prefix, n in (("train", 3), ("t10k", 2)):

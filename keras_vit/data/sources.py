@@ -102,7 +102,8 @@ def from_tfds(name: str, split: str = "train", data_dir=None, download: bool = F
     >>> from_tfds("mnist", data_dir=tempfile.mkdtemp())  # not prepared there, and download=False
     Traceback (most recent call last):
     ...
-    FileNotFoundError: dataset='mnist' is not prepared in data_dir=...; pass download=True (--download) or point data_dir at prepared data.
+    FileNotFoundError: dataset='mnist' is not prepared in data_dir=...; pass download=True
+    (--download) or point data_dir at prepared data.
     """
     import tensorflow_datasets as tfds
 
@@ -149,7 +150,8 @@ def from_folder(directory, on_corrupt: str = "skip", channels: int = 3) -> Sourc
     >>> root = tempfile.mkdtemp()
     >>> for name in ("cat", "dog"):
     ...     os.makedirs(os.path.join(root, name))
-    ...     tf.io.write_file(os.path.join(root, name, "1.png"), tf.io.encode_png(tf.zeros((5, 6, 3), tf.uint8)))
+    ...     png = tf.io.encode_png(tf.zeros((5, 6, 3), tf.uint8))
+    ...     tf.io.write_file(os.path.join(root, name, "1.png"), png)
     >>> with open(os.path.join(root, "dog", "2.jpg"), "wb") as f:
     ...     _ = f.write(b"not an image")
     >>> source = from_folder(root, channels=1)

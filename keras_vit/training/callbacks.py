@@ -53,7 +53,8 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
     >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     >>> model.compile("sgd", "mse")
     >>> x, y = np.zeros((4, 2)), np.zeros((4, 1))
-    >>> _ = model.fit(x, y, epochs=2, verbose=0, callbacks=[AtomicBackupAndRestore(backup_dir, delete_checkpoint=False)])
+    >>> backup = AtomicBackupAndRestore(backup_dir, delete_checkpoint=False)
+    >>> _ = model.fit(x, y, epochs=2, verbose=0, callbacks=[backup])
     >>> sorted(os.listdir(backup_dir))  # the pointer names the weights of the last finished epoch
     ['backup.json', 'epoch-00002.weights.h5']
     >>> history = model.fit(x, y, epochs=3, verbose=0, callbacks=[AtomicBackupAndRestore(backup_dir)])
@@ -163,7 +164,8 @@ class TimeBudget(keras.callbacks.Callback):
     >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     >>> model.compile(keras.optimizers.SGD(schedule), "mse")
     >>> budget = TimeBudget(seconds=0.0, steps_per_epoch=4, schedule=schedule)  # spent at once
-    >>> history = model.fit(np.zeros((8, 2)), np.zeros((8, 1)), batch_size=2, epochs=5, verbose=0, callbacks=[budget])
+    >>> x, y = np.zeros((8, 2)), np.zeros((8, 1))
+    >>> history = model.fit(x, y, batch_size=2, epochs=5, verbose=0, callbacks=[budget])
     >>> len(history.epoch), budget.steps_done, budget.epochs_done, schedule.get_config()["total_steps"]
     (1, 1, 0, 1.0)
     """

@@ -81,7 +81,8 @@ def global_batch_size(batch_size: int, strategy) -> int:
     >>> global_batch_size(100, eight_replicas)
     Traceback (most recent call last):
     ...
-    ValueError: Invalid batch_size=100: the global batch must be divisible by the 8 replicas of the distribution strategy (e.g. 96).
+    ValueError: Invalid batch_size=100: the global batch must be divisible by the 8 replicas of
+    the distribution strategy (e.g. 96).
     """
     replicas = strategy.num_replicas_in_sync
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
@@ -145,8 +146,10 @@ def default_jit_compile(device: str | None = None, precision: str = "float32") -
 
     Example:
 
-    >>> default_jit_compile("cpu"), default_jit_compile("cpu", "mixed_bfloat16"), default_jit_compile("gpu", "mixed_float16")
-    (True, False, True)
+    >>> default_jit_compile("cpu"), default_jit_compile("cpu", "mixed_bfloat16")
+    (True, False)
+    >>> default_jit_compile("gpu", "mixed_float16")
+    True
     """
     device = device or accelerator()
     if device == "cpu":

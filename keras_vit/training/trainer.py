@@ -368,7 +368,8 @@ def save_final_artifacts(model, class_names, output_dir, name, result) -> dict:
 
     >>> import tempfile
     >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(2)])
-    >>> paths = save_final_artifacts(model, ["cat", "dog"], tempfile.mkdtemp(), "pets", {"test_accuracy": 0.5})
+    >>> result = {"test_accuracy": 0.5}
+    >>> paths = save_final_artifacts(model, ["cat", "dog"], tempfile.mkdtemp(), "pets", result)
     >>> sorted(os.path.basename(p) for p in paths.values())
     ['pets.json', 'pets.keras', 'pets.labels.txt']
     >>> open(paths["labels"]).read().split(), json.load(open(paths["summary"]))["test_accuracy"]
