@@ -42,6 +42,11 @@ class AugmentConfig:
         cutmix_alpha: float. CutMix Beta parameter; 0 for none. With MixUp too, each batch
             gets one of the two at random (DeiT). Defaults to 0.
         erasing_probability: float. Probability of RandomErasing per image. Defaults to 0.
+
+    Example:
+
+    >>> AugmentConfig(flip=True) == PRESETS["flip"], PRESETS["strong"].erasing_probability
+    (True, 0.25)
     """
 
     crop_scale: tuple | None = None

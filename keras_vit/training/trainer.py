@@ -115,7 +115,24 @@ class TrainConfig:
 
 
 def build_model(config: TrainConfig, num_classes: int, image_size: int, drop_path_rate: float = 0.0):
-    """Builds the ViT of `config` for `num_classes` and `image_size`, with scaling inside the model."""
+    """Builds the ViT of `config` for `num_classes` and `image_size`, with scaling inside the model.
+
+    Args:
+        config: `TrainConfig`. Its variant (or `DEFAULT_MODEL`), model_overrides, pooling,
+            channels and scaling.
+        num_classes: int. Width of the head.
+        image_size: int. Input height and width.
+        drop_path_rate: float. Stochastic depth of the last block. Defaults to 0.
+
+    Example:
+
+    >>> config = TrainConfig(variant="tiny", model_overrides={"num_layers": 1}, channels=1)
+    >>> model = build_model(config, num_classes=10, image_size=28)
+    >>> model.input_shape, model.output_shape, model.layers[1].name
+    ((None, 28, 28, 1), (None, 10), 'preprocessing')
+    >>> sum(layer.name.startswith("encoderblock_") for layer in model.layers)
+    1
+    """
     from keras_vit.models import ViT
 
     unknown = set(config.model_overrides) - set(MODEL_KEYS)
@@ -197,6 +214,20 @@ def make_callbacks(run_dir, resume=True):
 
     The backup comes last: it is the commit point of an epoch, after everything else of that
     epoch is on disk.
+
+    Args:
+        run_dir: str or None. The run folder; None gives no callbacks.
+        resume: bool. Keep what `run_dir` holds, to resume from its backup; False deletes the
+            folder first. Defaults to True.
+
+    Example:
+
+    >>> import tempfile
+    >>> callbacks = make_callbacks(os.path.join(tempfile.mkdtemp(), "run"))
+    >>> [type(callback).__name__ for callback in callbacks]
+    ['ResumableCSVLogger', 'AtomicModelCheckpoint', 'TensorBoard', 'AtomicBackupAndRestore']
+    >>> make_callbacks(None)
+    []
     """
     if run_dir is None:
         return []
