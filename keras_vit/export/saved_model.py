@@ -115,8 +115,9 @@ def saved_model(
 def decode_images(image_bytes, height, width, channels):
     """Decodes a (batch,) string tensor of encoded images to float32 pixels in [0, 255].
 
-    The result has shape (batch, height, width, channels). JPEG, PNG, BMP and GIF (first frame) are accepted; images of another size are resized
-    (bilinear, antialiased). This is what the `serve_bytes` signature runs.
+    The result has shape (batch, height, width, channels). JPEG, PNG, BMP and GIF (first
+    frame) are accepted; images of another size are resized (bilinear, antialiased). This is
+    what the `serve_bytes` signature runs.
 
     Args:
         image_bytes: tf.Tensor. Encoded image files, dtype string, shape (batch,).
