@@ -16,7 +16,14 @@ import numpy as np
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """Returns the argument parser of `keras-vit`."""
+    """Returns the argument parser of `keras-vit`.
+
+    Example:
+
+    >>> args = build_parser().parse_args(["train", "--epochs", "1"])
+    >>> args.command, args.epochs, args.dataset, args.recipe
+    ('train', 1, 'sample', 'compact')
+    """
     from keras_vit import __version__
 
     parser = argparse.ArgumentParser(
@@ -531,7 +538,16 @@ _COMMANDS = [_add_train, _add_evaluate, _add_export, _add_predict, _add_inspect]
 
 
 def main(argv=None) -> int:
-    """Runs `keras-vit` with `argv` (default: sys.argv[1:]) and returns the exit code."""
+    """Runs `keras-vit` with `argv` (default: sys.argv[1:]) and returns the exit code.
+
+    Args:
+        argv: list of str or None. The arguments after the program name. Defaults to None.
+
+    Example (a user mistake prints one line on stderr and gives exit code 2):
+
+    >>> main(["evaluate", "no-such-model.keras"])
+    2
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

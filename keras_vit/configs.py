@@ -32,6 +32,15 @@ class ViTConfig:
             feeds the transformer (`keras_vit.models.resnet.BiTResNet`); () is the root alone.
             None (plain ViT) patches the pixels. Defaults to None.
         stem_width: int. Root width of the ResNet stem. Defaults to 64.
+
+    Example:
+
+    >>> config = ViTConfig(8, hidden_size=64, mlp_dim=128, num_heads=4, num_layers=2, image_size=32)
+    >>> config.pixel_patch_size, (config.image_size // config.pixel_patch_size) ** 2
+    (8, 16)
+    >>> hybrid = VARIANTS["R50_B16"]  # 1x1 patches of the stride-16 ResNet feature map
+    >>> hybrid.patch_size, hybrid.stem_stride, hybrid.pixel_patch_size
+    (1, 16, 16)
     """
 
     patch_size: int
@@ -114,7 +123,16 @@ def get_variant(name: str) -> ViTConfig:
 
 
 def normalize_variant_name(name: str) -> str:
-    """Maps spellings like "ViT-B/16" or "vit_b16" to the table key "B16"."""
+    """Maps spellings like "ViT-B/16" or "vit_b16" to the table key "B16".
+
+    Args:
+        name: str. A variant name in any common spelling; unknown names come back unchanged.
+
+    Example:
+
+    >>> [normalize_variant_name(name) for name in ("ViT-B/16", "vit_b16", "R50+ViT-B/16", "mine")]
+    ['B16', 'B16', 'R50_B16', 'mine']
+    """
     if not isinstance(name, str):
         raise ValueError(f"variant must be a string, got variant={name!r}.")
     for known in VARIANTS:

@@ -42,6 +42,11 @@ class AugmentConfig:
         cutmix_alpha: float. CutMix Beta parameter; 0 for none. With MixUp too, each batch
             gets one of the two at random (DeiT). Defaults to 0.
         erasing_probability: float. Probability of RandomErasing per image. Defaults to 0.
+
+    Example:
+
+    >>> AugmentConfig(flip=True) == PRESETS["flip"], PRESETS["strong"].erasing_probability
+    (True, 0.25)
     """
 
     crop_scale: tuple | None = None
@@ -73,7 +78,17 @@ PRESETS: dict[str, AugmentConfig] = {
 
 
 def get_preset(name: str) -> AugmentConfig:
-    """Returns the preset called `name` (one of none, light, medium, strong)."""
+    """Returns the preset called `name`: a key of `PRESETS` (none, flip, light, medium, strong).
+
+    Args:
+        name: str. The preset's name.
+
+    Example:
+
+    >>> preset = get_preset("light")
+    >>> preset.crop_scale, preset.flip, preset.mixup_alpha
+    ((0.35, 1.0), True, 0.0)
+    """
     if name not in PRESETS:
         raise ValueError(f"Unknown augmentation preset: augment={name!r}. Expected one of {list(PRESETS)}.")
     return PRESETS[name]
@@ -120,6 +135,15 @@ class Augmenter:
             apply to each batch. Defaults to "none".
         image_size: (int, int). Output size of the random resized crop.
         seed: int or None. Seed of the random layers. Defaults to None.
+
+    Example:
+
+    >>> augmenter = Augmenter("medium", image_size=(16, 16), seed=0)
+    >>> augmenter.resizes, tuple(augmenter.per_example(tf.zeros((28, 28, 1))).shape)
+    (True, (16, 16, 1))
+    >>> images, labels = augmenter.per_batch(tf.zeros((4, 16, 16, 1)), tf.one_hot([0, 1, 0, 1], 2))
+    >>> tuple(images.shape), [round(float(total), 4) for total in tf.reduce_sum(labels, axis=1)]
+    ((4, 16, 16, 1), [1.0, 1.0, 1.0, 1.0])
     """
 
     def __init__(self, augment="none", image_size=(224, 224), seed=None):

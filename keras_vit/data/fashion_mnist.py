@@ -43,7 +43,17 @@ _FILES = {
 
 
 def load_sample():
-    """Returns the shipped sample as ((x_train, y_train), (x_test, y_test)), uint8 images (N, 28, 28)."""
+    """Returns the shipped sample as ((x_train, y_train), (x_test, y_test)), uint8 images (N, 28, 28).
+
+    Labels are uint8 class indices into `CLASS_NAMES`; each class has 800 training and 200 test
+    images.
+
+    Example:
+
+    >>> (x_train, y_train), (x_test, y_test) = load_sample()
+    >>> y_test.shape, np.bincount(y_train).tolist() == [800] * 10
+    ((2000,), True)
+    """
     with np.load(SAMPLE_PATH, allow_pickle=False) as data:
         return (data["x_train"], data["y_train"]), (data["x_test"], data["y_test"])
 
@@ -58,6 +68,22 @@ def read_idx_dataset(directory):
 
     Returns:
         ((x_train, y_train), (x_test, y_test)) as uint8 arrays.
+
+    Example:
+
+    >>> import tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> def write_idx(name, array):  # IDX: magic 2048 + ndim, each dimension, then the bytes
+    ...     dims = b"".join(d.to_bytes(4, "big") for d in array.shape)
+    ...     header = (2048 + array.ndim).to_bytes(4, "big") + dims
+    ...     with gzip.open(os.path.join(folder, name), "wb") as f:
+    ...         _ = f.write(header + array.astype("uint8").tobytes())
+    >>> for prefix, n in (("train", 3), ("t10k", 2)):
+    ...     write_idx(f"{prefix}-images-idx3-ubyte.gz", np.zeros((n, 28, 28)))
+    ...     write_idx(f"{prefix}-labels-idx1-ubyte.gz", np.arange(n))
+    >>> (x_train, y_train), (x_test, y_test) = read_idx_dataset(folder)
+    >>> x_train.shape, y_test.tolist()
+    ((3, 28, 28), [0, 1])
     """
     if not os.path.isdir(directory):
         raise FileNotFoundError(f"Fashion-MNIST folder not found: directory={directory!r}.")

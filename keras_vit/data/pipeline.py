@@ -69,6 +69,17 @@ def make_pipeline(
             center-crop (e.g. 0.875); None resizes straight to image_size. Defaults to None.
         cache: bool. Cache decoded images in memory before augmentation. Defaults to False.
         repeat: bool. Repeat forever (then give steps_per_epoch to fit). Defaults to False.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_vit.data.sources import from_arrays
+    >>> source = from_arrays(np.full((3, 8, 8, 3), 255, "uint8"), [0, 1, 2])
+    >>> batches = list(make_pipeline(source, image_size=4, scaling="symmetric", batch_size=2))
+    >>> [tuple(images.shape) for images, _ in batches], float(batches[0][0].numpy().min())
+    ([(2, 4, 4, 3), (1, 4, 4, 3)], 1.0)
+    >>> batches[0][1].numpy().tolist()
+    [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]
     """
     if isinstance(image_size, int):
         image_size = (image_size, image_size)

@@ -32,6 +32,13 @@ class Source:
         class_names: tuple of str. Name of each label index.
         num_examples: int or None. Number of examples when known.
         skipped: int. Files left out because they could not be decoded. Defaults to 0.
+
+    Example:
+
+    >>> ds = tf.data.Dataset.from_tensor_slices((tf.zeros((2, 4, 4, 3), tf.uint8), tf.constant([0, 1])))
+    >>> source = Source(ds, ("cat", "dog"), num_examples=2)
+    >>> source.num_classes, source.skipped
+    (2, 0)
     """
 
     dataset: tf.data.Dataset
@@ -52,6 +59,12 @@ def from_arrays(images, labels, class_names=None) -> Source:
         images: array. uint8 pixels in [0, 255]; a 3-D array is read as grayscale.
         labels: array. Integer class indices.
         class_names: sequence of str or None. Defaults to "0", "1", ... up to the largest label.
+
+    Example:
+
+    >>> source = from_arrays(np.zeros((3, 4, 4), "uint8"), [0, 2, 1])
+    >>> source.class_names, source.num_examples, tuple(source.dataset.element_spec[0].shape)
+    (('0', '1', '2'), 3, (4, 4, 1))
     """
     images = np.asarray(images)
     labels = np.asarray(labels).reshape(-1)
@@ -78,6 +91,19 @@ def from_tfds(name: str, split: str = "train", data_dir=None, download: bool = F
         data_dir: str or None. Where tfds keeps prepared data. Defaults to tfds' own default.
         download: bool. Let tfds download and prepare data it does not find. Defaults to False,
             so nothing is fetched unless asked for.
+
+    Example:
+
+    >>> import tempfile, tensorflow_datasets as tfds
+    >>> with tfds.testing.mock_data(num_examples=4):  # random stand-in data, nothing downloaded
+    ...     source = from_tfds("mnist", split="train")
+    >>> source.num_classes, tuple(next(iter(source.dataset))[0].shape)
+    (10, (28, 28, 1))
+    >>> from_tfds("mnist", data_dir=tempfile.mkdtemp())  # not prepared there, and download=False
+    Traceback (most recent call last):
+    ...
+    FileNotFoundError: dataset='mnist' is not prepared in data_dir=...; pass download=True
+    (--download) or point data_dir at prepared data.
     """
     import tensorflow_datasets as tfds
 
@@ -117,6 +143,22 @@ def from_folder(directory, on_corrupt: str = "skip", channels: int = 3) -> Sourc
         directory: str. Folder whose sub-folders (sorted by name) are the classes.
         on_corrupt: str. "skip" or "error". Defaults to "skip".
         channels: int. 1 or 3 channels to decode to. Defaults to 3.
+
+    Example:
+
+    >>> import tempfile
+    >>> root = tempfile.mkdtemp()
+    >>> for name in ("cat", "dog"):
+    ...     os.makedirs(os.path.join(root, name))
+    ...     png = tf.io.encode_png(tf.zeros((5, 6, 3), tf.uint8))
+    ...     tf.io.write_file(os.path.join(root, name, "1.png"), png)
+    >>> with open(os.path.join(root, "dog", "2.jpg"), "wb") as f:
+    ...     _ = f.write(b"not an image")
+    >>> source = from_folder(root, channels=1)
+    >>> source.class_names, source.num_examples, source.skipped
+    (('cat', 'dog'), 2, 1)
+    >>> [(tuple(image.shape), int(label)) for image, label in source.dataset]
+    [((5, 6, 1), 0), ((5, 6, 1), 1)]
     """
     if on_corrupt not in ON_CORRUPT:
         raise ValueError(f"Invalid on_corrupt={on_corrupt!r}. Expected one of {ON_CORRUPT}.")

@@ -134,7 +134,22 @@ def check_class_names(class_names, classes):
 
 
 def read_labels(path):
-    """Reads class names from a text file, one name per line (blank trailing lines ignored)."""
+    """Reads class names from a text file, one name per line (blank trailing lines ignored).
+
+    Args:
+        path: str. The labels file, UTF-8.
+
+    Returns:
+        A tuple of str.
+
+    Example:
+
+    >>> path = os.path.join(tempfile.mkdtemp(), "labels.txt")
+    >>> with open(path, "w") as f:
+    ...     _ = f.write("T-shirt/top\\nankle boot\\n\\n")
+    >>> read_labels(path)
+    ('T-shirt/top', 'ankle boot')
+    """
     if not os.path.isfile(path):
         raise FileNotFoundError(f"Labels file not found: {path!r}.")
     with open(path, encoding="utf-8") as f:
@@ -151,6 +166,22 @@ def labels_beside(model_path):
 
     Looks for `<stem>.labels.txt` (what `keras-vit train` writes next to `<stem>.keras`), then
     `labels.txt` in the model's folder (or inside a SavedModel folder).
+
+    Args:
+        model_path: str. A model file (it need not exist) or a SavedModel folder.
+
+    Returns:
+        A tuple of str, or None when no labels file is found.
+
+    Example:
+
+    >>> folder = tempfile.mkdtemp()
+    >>> labels_beside(os.path.join(folder, "vit.tflite")) is None
+    True
+    >>> with open(os.path.join(folder, "vit.labels.txt"), "w") as f:
+    ...     _ = f.write("cat\\ndog\\n")
+    >>> labels_beside(os.path.join(folder, "vit.tflite"))
+    ('cat', 'dog')
     """
     model_path = os.fspath(model_path)
     if os.path.isdir(model_path):

@@ -17,6 +17,26 @@ class Predictor:
 
     Use `load_predictor(path)` to make one. Attributes: `path`, `kind` ("keras", "saved_model"
     or "tflite"), `image_shape` (height, width, channels) and `class_names` (tuple or None).
+
+    Args:
+        path: str. The model file or folder, for messages.
+        kind: str. "keras", "saved_model" or "tflite".
+        image_shape: (int, int, int). Height, width and channels the model takes.
+        class_names: tuple of str or None. Name of each class.
+        run_pixels: callable. Float32 images (N, height, width, channels) in [0, 255] ->
+            probabilities (N, classes).
+        run_bytes: callable or None. List of encoded image files -> probabilities; None decodes
+            and resizes them here. Defaults to None.
+
+    Example (around a stand-in function; `load_predictor` wraps real models the same way):
+
+    >>> constant = lambda images: np.tile([[0.2, 0.7, 0.1]], (len(images), 1))
+    >>> predictor = Predictor("m.keras", "keras", (4, 4, 1), ("cat", "dog", "fox"), constant)
+    >>> probabilities = predictor.predict(np.zeros((2, 4, 4)))  # grayscale may omit channels
+    >>> probabilities.shape, probabilities.dtype.name
+    ((2, 3), 'float32')
+    >>> [[(i, name, round(p, 2)) for i, name, p in best] for best in predictor.top_k(probabilities[:1], k=2)]
+    [[(1, 'dog', 0.7), (0, 'cat', 0.2)]]
     """
 
     def __init__(self, path, kind, image_shape, class_names, run_pixels, run_bytes=None):

@@ -113,7 +113,25 @@ def saved_model(
 
 
 def decode_images(image_bytes, height, width, channels):
-    """Decodes a (batch,) string tensor of encoded images to float32 (batch, height, width, channels) in [0, 255]."""
+    """Decodes a (batch,) string tensor of encoded images to float32 pixels in [0, 255].
+
+    The result has shape (batch, height, width, channels). JPEG, PNG, BMP and GIF (first
+    frame) are accepted; images of another size are resized (bilinear, antialiased). This is
+    what the `serve_bytes` signature runs.
+
+    Args:
+        image_bytes: tf.Tensor. Encoded image files, dtype string, shape (batch,).
+        height: int. Output height.
+        width: int. Output width.
+        channels: int. 1 or 3 channels to decode to.
+
+    Example:
+
+    >>> white = tf.io.encode_png(tf.fill((4, 6, 3), tf.constant(255, tf.uint8)))
+    >>> images = decode_images(tf.stack([white, white]), 8, 8, 1)
+    >>> tuple(images.shape), images.dtype.name, round(float(tf.reduce_min(images)), 3)
+    ((2, 8, 8, 1), 'float32', 255.0)
+    """
 
     def decode_one(data):
         image = tf.io.decode_image(data, channels=channels, dtype=tf.uint8, expand_animations=False)

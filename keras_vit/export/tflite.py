@@ -36,6 +36,16 @@ class TFLiteExport:
         ops: dict. Operator name -> count, e.g. {"FULLY_CONNECTED": 13, "GELU": 2}; see
             `tflite_ops`.
         output_name: str. "logits" or "probabilities", the name of the signature's output.
+
+    Example (`tflite`'s example makes a real one):
+
+    >>> result = TFLiteExport("vit.tflite", "dynamic", 52_000, {"FULLY_CONNECTED": 13}, "logits")
+    >>> result.quantization, result.size_bytes
+    ('dynamic', 52000)
+    >>> result.size_bytes = 0
+    Traceback (most recent call last):
+    ...
+    dataclasses.FrozenInstanceError: cannot assign to field 'size_bytes'
     """
 
     path: str
@@ -198,7 +208,24 @@ def tflite_ops(path):
 
     GELU is listed as "GELU" (exact, erf form) or "GELU(approximate)" (tanh form), since some
     delegates run only one of them; custom and Flex ops keep their custom names. The example of
-    `tflite` runs it.
+    `tflite` runs it on a model.
+
+    Args:
+        path: str. The .tflite file.
+
+    Example:
+
+    >>> import tempfile
+    >>> @tf.function(input_signature=[tf.TensorSpec((1, 4), tf.float32)] * 2)
+    ... def function(x, y):
+    ...     return keras.ops.gelu(x, approximate=False) + keras.ops.gelu(y, approximate=True)
+    >>> converter = tf.lite.TFLiteConverter.from_concrete_functions(
+    ...     [function.get_concrete_function()], function)
+    >>> path = os.path.join(tempfile.mkdtemp(), "gelu.tflite")
+    >>> with open(path, "wb") as f:
+    ...     _ = f.write(converter.convert())
+    >>> tflite_ops(path)
+    {'ADD': 1, 'GELU': 1, 'GELU(approximate)': 1}
     """
     from ai_edge_litert import schema_py_generated as schema
 

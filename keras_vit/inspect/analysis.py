@@ -220,8 +220,25 @@ def position_embeddings(model):
     Learned embeddings are read from the PatchEncoder (class-token row dropped); sincos2d ones
     are computed for its grid.
 
+    Args:
+        model: keras.Model. A keras_vit model with a "learned" or "sincos2d" position embedding.
+
+    Returns:
+        A float32 array (rows, cols, D).
+
     Raises:
         ValueError: the model has no position embedding, or no known grid.
+
+    Example:
+
+    >>> import keras_vit
+    >>> model = keras_vit.ViT("tiny", num_classes=3)
+    >>> table = position_embeddings(model)
+    >>> stored = keras.ops.convert_to_numpy(model.get_layer("embedding").pos_embedding)
+    >>> table.shape, stored.shape  # the stored table starts with the class token's row
+    ((8, 8, 32), (1, 65, 32))
+    >>> bool(np.array_equal(table[0, 1], stored[0, 2]))
+    True
     """
     encoder = patch_encoder(model)
     grid = getattr(encoder, "grid_size", None)

@@ -56,8 +56,20 @@ def transformer_blocks(model):
 def patch_encoder(model):
     """Returns the model's PatchEncoder (the layer named `embedding` in keras_vit models).
 
+    Nested models (a hybrid's stem, a model wrapped in another) are searched too.
+
+    Args:
+        model: keras.Model. A Vision Transformer.
+
     Raises:
         ValueError: the model has no PatchEncoder, or more than one.
+
+    Example:
+
+    >>> import keras_vit
+    >>> encoder = patch_encoder(keras_vit.ViT("tiny", num_classes=3))
+    >>> encoder.name, encoder.grid_size, encoder.hidden_size
+    ('embedding', (8, 8), 32)
     """
     encoders = [layer for layer in iter_layers(model) if isinstance(layer, PatchEncoder)]
     if len(encoders) != 1:

@@ -80,6 +80,17 @@ def plot_attention_rollout(images, maps, path, titles=None, alpha=0.5, max_cols=
 
     Returns:
         `path`.
+
+    Example:
+
+    >>> import tempfile
+    >>> from matplotlib.image import imread
+    >>> path = os.path.join(tempfile.mkdtemp(), "rollout.png")
+    >>> images, maps = np.zeros((2, 8, 8, 1)), np.ones((2, 8, 8))
+    >>> path == plot_attention_rollout(images, maps, path, titles=["a", "b"])
+    True
+    >>> imread(path).shape  # two columns of an image above its overlay, 100 pixels per inch
+    (400, 400, 4)
     """
     images, maps = np.asarray(images), np.asarray(maps)
     if images.shape[0] != maps.shape[0] or images.shape[1:3] != maps.shape[1:3]:
@@ -121,6 +132,16 @@ def plot_mean_attention_distance(distances, path, image_size=None, uniform=None)
 
     Returns:
         `path`.
+
+    Example:
+
+    >>> import tempfile
+    >>> from matplotlib.image import imread
+    >>> distances = np.array([[4.0, 9.0], [10.0, 12.0]])  # 2 layers, 2 heads
+    >>> path = os.path.join(tempfile.mkdtemp(), "distance.png")
+    >>> path = plot_mean_attention_distance(distances, path, image_size=32, uniform=11.0)
+    >>> imread(path).shape
+    (320, 400, 4)
     """
     distances = np.asarray(distances)
     if distances.ndim != 2:
@@ -152,6 +173,15 @@ def plot_position_embedding_similarity(similarity, path):
 
     Returns:
         `path`.
+
+    Example:
+
+    >>> import tempfile
+    >>> from matplotlib.image import imread
+    >>> similarity = np.eye(4).reshape(2, 2, 2, 2)  # each patch similar to itself only
+    >>> path = plot_position_embedding_similarity(similarity, os.path.join(tempfile.mkdtemp(), "s.png"))
+    >>> imread(path).shape
+    (210, 290, 4)
     """
     similarity = np.asarray(similarity)
     if similarity.ndim != 4:
@@ -189,6 +219,16 @@ def plot_patch_embedding_filters(filters, path, max_cols=7):
 
     Returns:
         `path`.
+
+    Example:
+
+    >>> import tempfile
+    >>> from matplotlib.image import imread
+    >>> filters = np.random.default_rng(0).normal(size=(9, 4, 4, 3))
+    >>> path = os.path.join(tempfile.mkdtemp(), "filters.png")
+    >>> path = plot_patch_embedding_filters(filters, path, max_cols=5)
+    >>> imread(path).shape  # 2 rows of 5 tiles, an inch each
+    (250, 520, 4)
     """
     filters = np.asarray(filters)
     if filters.ndim != 4:

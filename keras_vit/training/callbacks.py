@@ -16,7 +16,20 @@ import keras
 
 
 def atomic_write_json(path, data) -> None:
-    """Writes `data` as JSON to `path` through a temporary file and an atomic rename."""
+    """Writes `data` as JSON to `path` through a temporary file and an atomic rename.
+
+    Args:
+        path: str. Destination file; a reader sees either its old or its new content.
+        data: JSON-serialisable object.
+
+    Example:
+
+    >>> import tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> atomic_write_json(os.path.join(folder, "state.json"), {"epoch": 3})
+    >>> os.listdir(folder), json.load(open(os.path.join(folder, "state.json")))
+    (['state.json'], {'epoch': 3})
+    """
     tmp_path = f"{path}.tmp-{os.getpid()}"
     with open(tmp_path, "w") as f:
         json.dump(data, f)
@@ -32,6 +45,21 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
         backup_dir: str. Folder of the backup.
         delete_checkpoint: bool. Delete the backup when training ends normally. Defaults to
             True.
+
+    Example:
+
+    >>> import tempfile, numpy as np
+    >>> backup_dir = os.path.join(tempfile.mkdtemp(), "backup")
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile("sgd", "mse")
+    >>> x, y = np.zeros((4, 2)), np.zeros((4, 1))
+    >>> backup = AtomicBackupAndRestore(backup_dir, delete_checkpoint=False)
+    >>> _ = model.fit(x, y, epochs=2, verbose=0, callbacks=[backup])
+    >>> sorted(os.listdir(backup_dir))  # the pointer names the weights of the last finished epoch
+    ['backup.json', 'epoch-00002.weights.h5']
+    >>> history = model.fit(x, y, epochs=3, verbose=0, callbacks=[AtomicBackupAndRestore(backup_dir)])
+    >>> history.epoch, os.path.exists(backup_dir)  # resumed after the 2 backed-up epochs, then cleaned up
+    ([2], False)
     """
 
     POINTER = "backup.json"
@@ -66,6 +94,16 @@ class AtomicModelCheckpoint(keras.callbacks.Callback):
 
     Args:
         filepath: str. Path of the .keras file.
+
+    Example:
+
+    >>> import tempfile, numpy as np
+    >>> path = os.path.join(tempfile.mkdtemp(), "checkpoints", "last.keras")
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile("sgd", "mse")
+    >>> _ = model.fit(np.zeros((4, 2)), np.zeros((4, 1)), verbose=0, callbacks=[AtomicModelCheckpoint(path)])
+    >>> os.listdir(os.path.dirname(path)), keras.saving.load_model(path).count_params()
+    (['last.keras'], 3)
     """
 
     def __init__(self, filepath):
@@ -77,7 +115,23 @@ class AtomicModelCheckpoint(keras.callbacks.Callback):
 
 
 def save_model_atomic(model, filepath) -> None:
-    """`model.save(filepath)` that never leaves a half-written file at `filepath`."""
+    """`model.save(filepath)` that never leaves a half-written file at `filepath`.
+
+    The model is saved to a temporary file in the same folder (created if missing), then
+    renamed over `filepath`; on failure the temporary file is removed.
+
+    Args:
+        model: keras.Model. The model to save.
+        filepath: str. Destination, a `.keras` file.
+
+    Example:
+
+    >>> import tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "models", "m.keras")
+    >>> save_model_atomic(keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)]), path)
+    >>> os.listdir(os.path.dirname(path))
+    ['m.keras']
+    """
     directory = os.path.dirname(os.path.abspath(filepath))
     os.makedirs(directory, exist_ok=True)
     tmp_path = os.path.join(directory, f".tmp-{os.getpid()}-{os.path.basename(filepath)}")
@@ -101,6 +155,19 @@ class TimeBudget(keras.callbacks.Callback):
         seconds: float. The training budget (compilation included).
         steps_per_epoch: int. Steps in one epoch.
         schedule: `WarmupCosine` or None. The schedule to fit to the budget. Defaults to None.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_vit.training.recipes import WarmupCosine
+    >>> schedule = WarmupCosine(0.1, total_steps=20)
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile(keras.optimizers.SGD(schedule), "mse")
+    >>> budget = TimeBudget(seconds=0.0, steps_per_epoch=4, schedule=schedule)  # spent at once
+    >>> x, y = np.zeros((8, 2)), np.zeros((8, 1))
+    >>> history = model.fit(x, y, batch_size=2, epochs=5, verbose=0, callbacks=[budget])
+    >>> len(history.epoch), budget.steps_done, budget.epochs_done, schedule.get_config()["total_steps"]
+    (1, 1, 0, 1.0)
     """
 
     def __init__(self, seconds, steps_per_epoch, schedule=None):

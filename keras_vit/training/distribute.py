@@ -36,6 +36,15 @@ def get_strategy(name: str = "default", devices=None):
             TF_CONFIG environment variable) or "tpu". Defaults to "default".
         devices: list of str or None. Devices for "mirrored". Defaults to all local GPUs, or
             all logical CPU devices when there is no GPU.
+
+    Example:
+
+    >>> get_strategy("default").num_replicas_in_sync
+    1
+    >>> get_strategy("gpus")
+    Traceback (most recent call last):
+    ...
+    ValueError: Unknown strategy='gpus'. Expected one of ['default', 'mirrored', 'multi_worker', 'tpu'].
     """
     if name not in STRATEGIES:
         raise ValueError(f"Unknown strategy={name!r}. Expected one of {list(STRATEGIES)}.")
@@ -57,7 +66,24 @@ def get_strategy(name: str = "default", devices=None):
 
 
 def global_batch_size(batch_size: int, strategy) -> int:
-    """Checks that the global `batch_size` splits evenly over the strategy's replicas and returns it."""
+    """Checks that the global `batch_size` splits evenly over the strategy's replicas and returns it.
+
+    Args:
+        batch_size: int. The global batch size.
+        strategy: tf.distribute.Strategy. Anything with `num_replicas_in_sync`.
+
+    Example:
+
+    >>> from types import SimpleNamespace
+    >>> eight_replicas = SimpleNamespace(num_replicas_in_sync=8)
+    >>> global_batch_size(128, eight_replicas)
+    128
+    >>> global_batch_size(100, eight_replicas)
+    Traceback (most recent call last):
+    ...
+    ValueError: Invalid batch_size=100: the global batch must be divisible by the 8 replicas of
+    the distribution strategy (e.g. 96).
+    """
     replicas = strategy.num_replicas_in_sync
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
         raise ValueError(f"Invalid batch_size={batch_size!r}. Expected an integer >= 1.")
@@ -70,7 +96,13 @@ def global_batch_size(batch_size: int, strategy) -> int:
 
 
 def accelerator() -> str:
-    """Returns "tpu", "gpu" or "cpu": the kind of device training will run on."""
+    """Returns "tpu", "gpu" or "cpu": the kind of device training will run on.
+
+    Example:
+
+    >>> accelerator() in ("tpu", "gpu", "cpu")
+    True
+    """
     if tf.config.list_logical_devices("TPU"):
         return "tpu"
     if tf.config.list_physical_devices("GPU"):
@@ -79,7 +111,18 @@ def accelerator() -> str:
 
 
 def default_precision(device: str | None = None) -> str:
-    """The dtype policy measured fastest for `device` (default: the one found)."""
+    """The dtype policy measured fastest for `device` (default: the one found).
+
+    Args:
+        device: str or None. "cpu", "gpu" or "tpu"; None uses `accelerator()`. For "gpu" the
+            first visible GPU's compute capability decides (bfloat16 from Ampere on).
+            Defaults to None.
+
+    Example:
+
+    >>> default_precision("cpu"), default_precision("tpu")
+    ('float32', 'mixed_bfloat16')
+    """
     device = device or accelerator()
     if device == "tpu":
         return "mixed_bfloat16"
@@ -96,6 +139,17 @@ def default_jit_compile(device: str | None = None, precision: str = "float32") -
 
     On CPU, XLA is used for float32 only: under XLA bfloat16 matrix products are slower than
     float32 on CPU, while oneDNN outside XLA runs them fast.
+
+    Args:
+        device: str or None. "cpu", "gpu" or "tpu"; None uses `accelerator()`. Defaults to None.
+        precision: str. The dtype policy of the run. Defaults to "float32".
+
+    Example:
+
+    >>> default_jit_compile("cpu"), default_jit_compile("cpu", "mixed_bfloat16")
+    (True, False)
+    >>> default_jit_compile("gpu", "mixed_float16")
+    True
     """
     device = device or accelerator()
     if device == "cpu":
@@ -104,7 +158,16 @@ def default_jit_compile(device: str | None = None, precision: str = "float32") -
 
 
 def resolve_precision(precision: str = "auto") -> str:
-    """Maps "auto" to `default_precision()` and checks the name."""
+    """Maps "auto" to `default_precision()` and checks the name.
+
+    Args:
+        precision: str. "auto" or one of `PRECISIONS`. Defaults to "auto".
+
+    Example:
+
+    >>> resolve_precision("mixed_float16"), resolve_precision() in PRECISIONS
+    ('mixed_float16', True)
+    """
     if precision not in PRECISIONS:
         raise ValueError(f"Invalid precision={precision!r}. Expected one of {list(PRECISIONS)}.")
     return default_precision() if precision == "auto" else precision

@@ -61,6 +61,14 @@ class Recipe:
         batch_size: int. Default global batch size. Defaults to 256.
         beta_2: float. AdamW's second-moment decay. Defaults to 0.999.
         momentum: float. SGD momentum. Defaults to 0.9.
+
+    Example:
+
+    >>> recipe = Recipe("mine", "sgd", 0.1, reference_batch_size=256)
+    >>> recipe.learning_rate_for(512), recipe.schedule
+    (0.2, 'cosine')
+    >>> dataclasses.replace(get_recipe("deit"), label_smoothing=0.0).weight_decay
+    0.05
     """
 
     name: str
@@ -107,7 +115,17 @@ RECIPES: dict[str, Recipe] = {
 
 
 def get_recipe(name: str) -> Recipe:
-    """Returns the recipe called `name` (a key of `RECIPES`)."""
+    """Returns the recipe called `name` (a key of `RECIPES`).
+
+    Args:
+        name: str. "deit", "finetune", "compact" or "anchor".
+
+    Example:
+
+    >>> recipe = get_recipe("finetune")
+    >>> recipe.optimizer, recipe.learning_rate, recipe.warmup_steps
+    ('sgd', 0.03, 500)
+    """
     if name not in RECIPES:
         raise ValueError(f"Unknown recipe={name!r}. Expected one of {list(RECIPES)}.")
     return RECIPES[name]
@@ -164,7 +182,28 @@ class WarmupCosine(keras.optimizers.schedules.LearningRateSchedule):
 
 
 def make_schedule(recipe: Recipe, batch_size: int, steps_per_epoch: int, epochs: int):
-    """Returns the learning-rate schedule of `recipe` for this batch size and run length."""
+    """Returns the learning-rate schedule of `recipe` for this batch size and run length.
+
+    The peak follows the global batch size (`Recipe.learning_rate_for`); warmup is capped at a
+    fifth of the run. A "constant" recipe gives a float.
+
+    Args:
+        recipe: `Recipe`.
+        batch_size: int. Global batch size.
+        steps_per_epoch: int. Optimizer steps in one epoch.
+        epochs: int. Length of the run.
+
+    Returns:
+        A `WarmupCosine`, or a float for a constant schedule.
+
+    Example:
+
+    >>> schedule = make_schedule(get_recipe("deit"), batch_size=1024, steps_per_epoch=10, epochs=100)
+    >>> schedule.warmup_steps, [round(float(schedule(s)), 6) for s in (0, 25, 50, 1000)]
+    (50, [0.0, 0.0005, 0.001, 1e-05])
+    >>> make_schedule(get_recipe("anchor"), batch_size=512, steps_per_epoch=10, epochs=1)
+    0.002
+    """
     check_positive_int("steps_per_epoch", steps_per_epoch)
     check_positive_int("epochs", epochs)
     peak = recipe.learning_rate_for(batch_size)
@@ -198,6 +237,16 @@ def make_optimizer(recipe: Recipe, model, learning_rate):
         recipe: `Recipe`.
         model: keras.Model. Its variables decide the weight-decay exclusions.
         learning_rate: float or schedule, usually from `make_schedule`.
+
+    Example:
+
+    >>> import keras_vit
+    >>> model = keras_vit.ViT("tiny", num_classes=3)
+    >>> optimizer = make_optimizer(get_recipe("deit"), model, 1e-3)
+    >>> type(optimizer).__name__, optimizer.weight_decay, optimizer.global_clipnorm
+    ('AdamW', 0.05, 1.0)
+    >>> type(make_optimizer(get_recipe("finetune"), model, 0.01)).__name__
+    'SGD'
     """
     schedule = learning_rate
     if recipe.optimizer == "sgd":
@@ -213,5 +262,19 @@ def make_optimizer(recipe: Recipe, model, learning_rate):
 
 
 def make_loss(recipe: Recipe):
-    """Cross-entropy on one-hot (possibly mixed) labels with the recipe's label smoothing."""
+    """Cross-entropy on one-hot (possibly mixed) labels with the recipe's label smoothing.
+
+    The model outputs logits (`from_logits=True`).
+
+    Args:
+        recipe: `Recipe`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> loss = make_loss(get_recipe("deit"))
+    >>> confident = np.array([[9.0, -9.0], [-9.0, 9.0]])
+    >>> loss.label_smoothing, round(float(loss(np.eye(2), confident)), 4)  # smoothing penalises certainty
+    (0.1, 0.9)
+    """
     return keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=recipe.label_smoothing)

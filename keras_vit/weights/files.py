@@ -16,7 +16,22 @@ import numpy as np
 
 
 class CheckpointError(ValueError):
-    """A checkpoint that cannot be read or does not fit the model."""
+    """A checkpoint that cannot be read or does not fit the model.
+
+    A subclass of ValueError, so `except ValueError` catches it too.
+
+    Example:
+
+    >>> import tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "broken.safetensors")
+    >>> with open(path, "wb") as f:
+    ...     _ = f.write(b"abc")
+    >>> try:
+    ...     read_safetensors(path)
+    ... except ValueError as error:
+    ...     print(type(error).__name__, "-", str(error).split(": ")[-1])
+    CheckpointError - 3 bytes.
+    """
 
 
 _ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
@@ -129,7 +144,22 @@ def read_safetensors(path):
 
 
 def write_safetensors(path, tensors, metadata=None):
-    """Writes {name: array} as a safetensors file (through a temporary file, then a rename)."""
+    """Writes {name: array} as a safetensors file (through a temporary file, then a rename).
+
+    Args:
+        path: str. Destination file.
+        tensors: dict of str -> array. Float, integer or bool NumPy arrays, stored little-endian.
+        metadata: dict or None. Written as str -> str in the header's `__metadata__`.
+            Defaults to None.
+
+    Example:
+
+    >>> import tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "w.safetensors")
+    >>> write_safetensors(path, {"pos_embed": np.zeros((1, 5, 8), "float16")}, {"format": "pt"})
+    >>> detect_format(path), read_safetensors(path)["pos_embed"].dtype.name
+    ('safetensors', 'float16')
+    """
     header, offset, chunks = {}, 0, []
     names = {np.dtype(v): k for k, v in _SAFETENSORS_DTYPES.items()}
     for name in sorted(tensors):

@@ -39,6 +39,17 @@ class Checkpoint:
         key as in the file. architecture: dict of builder arguments (patch_size, hidden_size,
         num_layers, num_heads, mlp_dim, image_size, grid_size, num_classes,
         representation_size, class_token, approximate_gelu, layer_norm_epsilon, ...).
+
+    Example:
+
+    >>> import tempfile, keras_vit
+    >>> path = os.path.join(tempfile.mkdtemp(), "tiny.npz")
+    >>> save_npz(keras_vit.ViT("tiny", num_classes=10), path)
+    >>> checkpoint = Checkpoint(path)
+    >>> checkpoint.layout, len(checkpoint.tensors), checkpoint.architecture["grid_size"]
+    ('npz', 40, (8, 8))
+    >>> {k: checkpoint.architecture[k] for k in ("patch_size", "hidden_size", "num_classes")}
+    {'patch_size': 4, 'hidden_size': 32, 'num_classes': 10}
     """
 
     def __init__(self, path, cache_dir=None):

@@ -35,6 +35,13 @@ class Entry:
             Defaults to the identity.
         from_model: callable (array) -> array. Model layout back to the checkpoint layout, for
             writers. Defaults to the identity.
+
+    Example:
+
+    >>> variable = keras.Variable(np.zeros((2, 3)))  # a kernel stored transposed in the file
+    >>> entry = Entry("fc.weight", variable, to_model=lambda a, shape: a.T, from_model=lambda a: a.T)
+    >>> entry.to_model(np.ones((3, 2)), (2, 3)).shape, entry.from_model(np.ones((2, 3))).shape
+    ((2, 3), (3, 2))
     """
 
     key: str
@@ -71,7 +78,30 @@ def register_layer_mapping(fmt, layer_key, fn=None):
 
 @dataclasses.dataclass
 class MappingContext:
-    """What a layer mapping may need besides the layer: the checkpoint and loading options."""
+    """What a layer mapping may need besides the layer: the checkpoint and loading options.
+
+    Args:
+        fmt: str. Checkpoint layout: "npz", "hf" or "timm".
+        tensors: dict. Canonical key -> array of the checkpoint; {} when writing one.
+        interpolation: str. How the position embedding is resampled: "bilinear", "bicubic"
+            or "bicubic_hf".
+        source_grid: (int, int) or None. Patch grid of the checkpoint's position embedding.
+            Defaults to None.
+        source_prefix_tokens: int. Class/extra tokens before the patch tokens in the
+            checkpoint. Defaults to 1.
+        log: callable. Where one-line notes go. Defaults to print.
+
+    Example:
+
+    >>> import keras_vit
+    >>> from keras_vit.weights.mapping import build_entries
+    >>> context = MappingContext("timm", tensors={}, interpolation="bicubic")
+    >>> entries = build_entries(keras_vit.ViT("tiny", num_classes=10), context)
+    >>> len(entries), [entry.key for entry in entries[:3]]
+    (40, ['patch_embed.proj.weight', 'patch_embed.proj.bias', 'cls_token'])
+    >>> entries[0].from_model(entries[0].variable.numpy()).shape  # HWIO kernel back to PyTorch's OIHW
+    (32, 3, 4, 4)
+    """
 
     fmt: str
     tensors: dict

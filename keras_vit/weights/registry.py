@@ -28,6 +28,14 @@ class CheckpointSpec:
         num_classes: int. Size of its head.
         representation_size: int or None. Width of its pre-logits layer, if any.
         description: str. One line for listings. Defaults to "".
+
+    Example:
+
+    >>> spec = CHECKPOINTS["ViT-B_16-i21k"]
+    >>> spec.variant, spec.image_size, spec.num_classes, spec.representation_size
+    ('B16', 224, 21843, 768)
+    >>> spec.url.startswith("https://storage.googleapis.com/vit_models/")
+    True
     """
 
     url: str
