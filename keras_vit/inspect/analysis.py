@@ -239,9 +239,18 @@ def position_embeddings(model):
     ((8, 8, 32), (1, 65, 32))
     >>> bool(np.array_equal(table[0, 1], stored[0, 2]))
     True
+    >>> position_embeddings(keras_vit.ViT("tiny", num_classes=3, position_embedding="sincos2d")).shape
+    (8, 8, 32)
     """
     encoder = patch_encoder(model)
     grid = getattr(encoder, "grid_size", None)
+    if grid is None:  # sincos2d encoders keep no grid: read it off the input they were built for
+        try:
+            height, width = encoder.input.shape[1:3]
+        except (AttributeError, ValueError):
+            height = width = None
+        if height is not None and width is not None:
+            grid = (height // encoder.patch_size, width // encoder.patch_size)
     if encoder.position_embedding == "learned":
         table = keras.ops.convert_to_numpy(encoder.pos_embedding)[0, encoder.num_prefix_tokens:]
     elif encoder.position_embedding == "sincos2d" and grid is not None:
