@@ -127,9 +127,10 @@ def default_precision(device: str | None = None) -> str:
     if device == "tpu":
         return "mixed_bfloat16"
     if device == "gpu":
-        major = tf.config.experimental.get_device_details(tf.config.list_physical_devices("GPU")[0]).get(
-            "compute_capability", (0, 0)
-        )[0]
+        gpus = tf.config.list_physical_devices("GPU")
+        if not gpus:
+            raise ValueError("Invalid device='gpu': TensorFlow sees no GPU on this machine. Expected 'cpu' or None.")
+        major = tf.config.experimental.get_device_details(gpus[0]).get("compute_capability", (0, 0))[0]
         return "mixed_bfloat16" if major >= 8 else "mixed_float16"
     return "float32"
 
