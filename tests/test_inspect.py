@@ -178,7 +178,7 @@ def test_attention_model_shares_weights_and_matches_the_blocks(tiny_vit):
     np.testing.assert_allclose(maps[0], keras.ops.convert_to_numpy(first), atol=1e-5)
     np.testing.assert_allclose(maps[1], keras.ops.convert_to_numpy(second), atol=1e-5)
     # The weights are shared, not copied: changing the model changes what the probe sees.
-    kernel = tiny_vit.get_layer("encoderblock_1").attention.query_kernel
+    kernel = tiny_vit.get_layer("encoderblock_1").attention.query.kernel
     kernel.assign(kernel * 3.0)
     assert not np.allclose(vit_inspect.attention_maps(probe, images)[1], maps[1], atol=1e-4)
     assert vit_inspect.rollout_maps(tiny_vit, images).shape == (2, 16, 16)

@@ -147,11 +147,11 @@ def test_transformer_block_matches_numpy_reference():
         return (v - mu) / np.sqrt(v.var(-1, keepdims=True) + 1e-6) * g + b
 
     h = ln(x, get["norm1/gamma"], get["norm1/beta"])
-    q, k, v = (np.einsum("btd,dhk->bhtk", h, get[f"attention/{n}_kernel"]) + get[f"attention/{n}_bias"].transpose(0, 1)[None, :, None] for n in ("query", "key", "value"))
+    q, k, v = (np.einsum("btd,dhk->bhtk", h, get[f"attention/{n}/kernel"]) + get[f"attention/{n}/bias"].transpose(0, 1)[None, :, None] for n in ("query", "key", "value"))
     logits = q @ k.transpose(0, 1, 3, 2) / np.sqrt(4)
     a = np.exp(logits - logits.max(-1, keepdims=True))
     a /= a.sum(-1, keepdims=True)
-    o = np.einsum("bhtk,hkd->btd", a @ v, get["attention/output_kernel"]) + get["attention/output_bias"]
+    o = np.einsum("bhtk,hkd->btd", a @ v, get["attention/attention_output/kernel"]) + get["attention/attention_output/bias"]
     x1 = x + o
     m = ln(x1, get["norm2/gamma"], get["norm2/beta"]) @ get["mlp_dense_0/kernel"] + get["mlp_dense_0/bias"]
     m = 0.5 * m * (1 + np.tanh(np.sqrt(2 / np.pi) * (m + 0.044715 * m**3)))

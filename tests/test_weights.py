@@ -234,8 +234,8 @@ def _timm_state_dict(model):
             [m.projections()[x][0].numpy().reshape(d, d).T for x in ("query", "key", "value")])
         sd[p + "attn.qkv.bias"] = np.concatenate(
             [m.projections()[x][1].numpy().reshape(d) for x in ("query", "key", "value")])
-        sd[p + "attn.proj.weight"] = m.output_kernel.numpy().reshape(d, d).T
-        sd[p + "attn.proj.bias"] = m.output_bias.numpy()
+        sd[p + "attn.proj.weight"] = m.attention_output.kernel.numpy().reshape(d, d).T
+        sd[p + "attn.proj.bias"] = m.attention_output.bias.numpy()
         sd[p + "mlp.fc1.weight"], sd[p + "mlp.fc1.bias"] = b.mlp_dense_0.kernel.numpy().T, b.mlp_dense_0.bias.numpy()
         sd[p + "mlp.fc2.weight"], sd[p + "mlp.fc2.bias"] = b.mlp_dense_1.kernel.numpy().T, b.mlp_dense_1.bias.numpy()
     return sd
