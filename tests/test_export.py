@@ -142,6 +142,10 @@ def test_saved_model_versions_and_overwrite(trained, tmp_path):
     export.saved_model(model, base, version=1, overwrite=True, class_names=fashion_mnist.CLASS_NAMES)
     assert os.path.isfile(os.path.join(base, "1", "assets.extra", "labels.txt"))
     assert os.path.getmtime(os.path.join(base, "1", "saved_model.pb")) >= before
+    # Not owner-only like tempfile's folders: a model server running as another user reads it.
+    mask = os.umask(0)
+    os.umask(mask)
+    assert os.stat(os.path.join(base, "7")).st_mode & 0o777 == 0o777 & ~mask
     assert sorted(os.listdir(base)) == ["1", "7"], "temporary or old folders were left behind"
     with pytest.raises(ValueError, match="version=0"):
         export.saved_model(model, base, version=0)
@@ -185,6 +189,9 @@ def test_tflite_float32_matches_keras(trained, tmp_path):
     path = str(tmp_path / "float" / "model.tflite")
     result = export.tflite(trained["model"], path, class_names=fashion_mnist.CLASS_NAMES)
     assert result.path == path and result.size_bytes == os.path.getsize(path)
+    mask = os.umask(0)
+    os.umask(mask)
+    assert os.stat(path).st_mode & 0o777 == 0o666 & ~mask  # readable beyond its owner, like a plain file
     assert result.output_name == "logits"
     assert result.ops["GELU"] == 2 and "FULLY_CONNECTED" in result.ops
     assert not any(name.startswith("Flex") for name in result.ops)

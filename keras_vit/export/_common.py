@@ -200,6 +200,17 @@ def write_labels(path, class_names):
         f.write("".join(name + "\n" for name in class_names))
 
 
+def _umask_permissions(path, directory):
+    """Gives a temporary file or folder the permissions a plain open()/mkdir() would have.
+
+    tempfile creates them owner-only (0600/0700); a model server running as another user
+    must be able to read the export.
+    """
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(path, (0o777 if directory else 0o666) & ~mask)
+
+
 @contextlib.contextmanager
 def atomic_directory(final_path, *, overwrite=False):
     """Yields a temporary folder beside `final_path` that is renamed to it when the block succeeds.
@@ -213,6 +224,7 @@ def atomic_directory(final_path, *, overwrite=False):
     tmp = tempfile.mkdtemp(prefix=f".tmp-{os.path.basename(final_path)}-", dir=parent)
     try:
         yield tmp
+        _umask_permissions(tmp, directory=True)
         if os.path.exists(final_path):
             if not overwrite:
                 raise FileExistsError(f"{final_path!r} appeared while exporting; not overwriting it.")
@@ -240,6 +252,7 @@ def atomic_file(final_path):
     os.close(fd)
     try:
         yield tmp
+        _umask_permissions(tmp, directory=False)
         os.replace(tmp, final_path)
     except BaseException:
         if os.path.exists(tmp):
