@@ -9,7 +9,7 @@ from keras import ops
 
 from keras_vit._validation import check_divisible, check_positive_int, check_rate
 
-PROJECTIONS = ("query", "key", "value", "output")
+PROJECTIONS = ("query", "key", "value")
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
@@ -57,7 +57,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         # EinsumDense layers named as keras.layers.MultiHeadAttention's hold the variables
         # (paths .../query/kernel ...: the weight schema, and the weight-decay rules read the
         # last path part); call() uses their kernels in fused products, not their einsums.
-        for name in PROJECTIONS[:3]:
+        for name in PROJECTIONS:
             dense = keras.layers.EinsumDense(
                 "abc,cde->abde", (None, heads, width), bias_axes="de", dtype=self.dtype_policy, name=name)
             dense.build(input_shape)
@@ -79,7 +79,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         batch, tokens = ops.shape(inputs)[0], ops.shape(inputs)[1]
         # One (B*T, D) x (D, 3D) product: 2-D matrix products keep the weight gradients one
         # large product each, instead of one small product per sample.
-        parts = [getattr(self, name) for name in PROJECTIONS[:3]]
+        parts = [getattr(self, name) for name in PROJECTIONS]
         kernel = ops.concatenate([ops.reshape(part.kernel, (dim, dim)) for part in parts], axis=1)
         bias = ops.concatenate([ops.reshape(part.bias, (dim,)) for part in parts], axis=0)
         qkv = ops.matmul(ops.reshape(inputs, (-1, dim)), kernel) + bias

@@ -120,12 +120,8 @@ class TransformerBlock(keras.layers.Layer):
         return input_shape
 
     def compute_output_spec(self, inputs, training=None, return_attention_scores=False):
-        outputs = keras.KerasTensor(inputs.shape, dtype=self.compute_dtype)
-        if not return_attention_scores:
-            return outputs
-        batch, tokens = inputs.shape[0], inputs.shape[1]
-        scores = keras.KerasTensor((batch, self.num_heads, tokens, tokens), dtype=self.compute_dtype)
-        return outputs, scores
+        # Residual blocks keep the token shape: the block returns what its attention returns.
+        return self.attention.compute_output_spec(inputs, return_attention_scores=return_attention_scores)
 
     def get_config(self):
         return {
