@@ -80,3 +80,24 @@ def test_time_budget_stops_and_fits_the_cosine():
     assert len(history.epoch) == 1 and budget.steps_done == 1 and budget.epochs_done == 0
     assert float(schedule.total_steps.value) == 1.0  # no whole epoch fits any more
     assert schedule.get_config()["total_steps"] == 1.0
+
+
+def test_time_budget_plans_steps_to_use_the_whole_budget(monkeypatch):
+    """A fake clock at 1 s per step: 10 s of budget are 10 steps, the last epoch partial."""
+    clock = {"now": 0.0}
+    monkeypatch.setattr(callbacks.time, "perf_counter", lambda: clock["now"])
+
+    class Tick(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            clock["now"] += 1.0
+
+    model = keras_vit.ViT("tiny", image_size=8, num_classes=2, num_layers=1)
+    schedule = recipes.WarmupCosine(1e-3, total_steps=1000, warmup_steps=0)
+    model.compile(optimizer=keras.optimizers.AdamW(schedule), loss="mse", jit_compile=False)
+    budget = callbacks.TimeBudget(10.0, steps_per_epoch=4, schedule=schedule)
+    x, y = np.zeros((16, 8, 8, 3), "float32"), np.zeros((16, 2), "float32")
+    # Tick runs before the budget sees the batch, so the budget reads the advanced clock.
+    history = model.fit(x, y, batch_size=4, epochs=5, callbacks=[Tick(), budget], verbose=0)
+    assert budget.steps_done == 10 and budget.epochs_done == 2 and len(history.epoch) == 3
+    assert budget.planned_steps == 10 and schedule.get_config()["total_steps"] == 10.0
+    assert int(model.optimizer.iterations.numpy()) == 10

@@ -146,10 +146,11 @@ def save_model_atomic(model, filepath) -> None:
 class TimeBudget(keras.callbacks.Callback):
     """Stops training when a wall-clock budget is spent, and fits the cosine schedule to it.
 
-    After each epoch it estimates from the last epoch's speed how many whole epochs fit in the
-    remaining budget and, for a `keras_vit.training.recipes.WarmupCosine` schedule, shortens the
-    cosine so the learning rate reaches its end when the budget does. Training stops at the
-    first batch past the budget.
+    After each epoch it measures the time per step of that epoch, plans how many more steps fit
+    in the remaining budget (the last epoch may be partial, so no budget is left unused) and,
+    for a `keras_vit.training.recipes.WarmupCosine` schedule, shortens the cosine so the
+    learning rate reaches its end at the last planned step. Training stops at the last planned
+    step, or at the first batch past the budget, whichever comes first.
 
     Args:
         seconds: float. The training budget (compilation included).
@@ -177,6 +178,7 @@ class TimeBudget(keras.callbacks.Callback):
         self.schedule = schedule
         self.epochs_done = 0
         self.steps_done = 0
+        self.planned_steps = None
         self.elapsed = 0.0
 
     def on_train_begin(self, logs=None):
@@ -190,7 +192,8 @@ class TimeBudget(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         self.steps_done += 1
         self.epoch_steps += 1
-        if time.perf_counter() - self.start >= self.seconds:
+        out_of_time = time.perf_counter() - self.start >= self.seconds
+        if out_of_time or (self.planned_steps is not None and self.steps_done >= self.planned_steps):
             self.model.stop_training = True
 
     def on_epoch_end(self, epoch, logs=None):
@@ -198,13 +201,15 @@ class TimeBudget(keras.callbacks.Callback):
         self.elapsed = now - self.start
         if self.epoch_steps >= self.steps_per_epoch:
             self.epochs_done += 1
-        epoch_seconds = now - self.epoch_start
-        remaining = self.seconds - self.elapsed
-        # Plan whole epochs only, so the last epoch is not cut and the cosine ends on time.
-        more_epochs = int(max(remaining, 0.0) / max(epoch_seconds, 1e-9))
+        # The latest epoch's pace, not the average: the first epoch includes compilation.
+        step_seconds = (now - self.epoch_start) / max(self.epoch_steps, 1)
+        more_steps = int(max(self.seconds - self.elapsed, 0.0) / max(step_seconds, 1e-9))
+        if self.model.stop_training:
+            more_steps = 0
+        self.planned_steps = self.steps_done + more_steps
         if hasattr(self.schedule, "set_total_steps"):
-            self.schedule.set_total_steps(self.steps_done + more_epochs * self.steps_per_epoch)
-        if more_epochs == 0:
+            self.schedule.set_total_steps(self.planned_steps)
+        if more_steps == 0:
             self.model.stop_training = True
 
     def on_train_end(self, logs=None):
