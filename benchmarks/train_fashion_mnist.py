@@ -104,6 +104,7 @@ def main(argv=None):
     parser.add_argument("--epochs", type=int, default=None,
                         help="planned epochs (the cosine is fitted to the budget after each epoch)")
     parser.add_argument("--batch-size", type=int)
+    parser.add_argument("--image-size", type=int, help="input size (default: the set-up's, 28 or 32)")
     parser.add_argument("--precision", choices=("auto", "float32", "mixed_bfloat16", "mixed_float16"))
     parser.add_argument("--jit-compile", choices=("auto", "on", "off"))
     parser.add_argument("--augment", choices=("none", "flip", "light", "medium", "strong"))
@@ -130,7 +131,7 @@ def main(argv=None):
         model_overrides=model,
         backbone=setup.get("backbone"),
         pooling=args.pooling,
-        image_size=setup.get("image_size", 28),
+        image_size=args.image_size or setup.get("image_size", 28),
         channels=1,
         recipe=setup["recipe"],
         augment=args.augment or setup["augment"],
@@ -171,6 +172,7 @@ def main(argv=None):
         "steady_images_per_second": round(steady_steps * settings["batch_size"] / steady_time, 1),
         "overall_images_per_second": result["images_per_second"],
         "model": model,
+        "image_size": config.image_size,
         "pooling": args.pooling,
         "settings": settings,
         "load_before": load_before,

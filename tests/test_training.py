@@ -67,6 +67,7 @@ def test_cpu_defaults():
     assert distribute.default_precision("cpu") == "float32"
     assert distribute.default_jit_compile("cpu", "float32") is True
     assert distribute.default_jit_compile("cpu", "mixed_bfloat16") is False
+    assert distribute.default_jit_compile("cpu", "float32", distribute.get_strategy("default")) is True
     assert distribute.default_precision("tpu") == "mixed_bfloat16"
 
 

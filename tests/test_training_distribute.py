@@ -16,9 +16,10 @@ TIMEOUT = 240
 TRAIN_TINY = """
 from keras_vit.training.trainer import TrainConfig, train
 
-def run(strategy, batch_size, run_dir=None):
+def run(strategy, batch_size, run_dir=None, jit_compile=None):
+    # jit_compile=None: the automatic choice must be one that runs (XLA has no CPU collectives).
     config = TrainConfig(variant="tiny", image_size=28, epochs=2, batch_size=batch_size, strategy=strategy,
-                         max_train_examples=256, max_test_examples=64, jit_compile=False, run_dir=run_dir,
+                         max_train_examples=256, max_test_examples=64, jit_compile=jit_compile, run_dir=run_dir,
                          output_dir=None, verbose=0, seed=1)
     return train(config)
 """
@@ -45,11 +46,16 @@ def test_mirrored_strategy_over_two_logical_cpus(tmp_path):
             error = None
         except ValueError as e:
             error = str(e)
+        try:
+            run("mirrored", 32, jit_compile=True)
+            jit_error = None
+        except ValueError as e:
+            jit_error = str(e)
         result = run("mirrored", 32, sys.argv[1])
         model = result["model"]
         kernel = model.get_layer("head").kernel.value
         replicas = [v.numpy() for v in model.distribute_strategy.experimental_local_results(kernel)]
-        print(json.dumps({"error": error, "replicas": result["settings"]["replicas"],
+        print(json.dumps({"error": error, "jit_error": jit_error, "jit": result["settings"]["jit_compile"], "replicas": result["settings"]["replicas"],
                           "copies": len(replicas), "same": all(np.array_equal(replicas[0], r) for r in replicas),
                           "accuracy": result["test_accuracy"], "epochs": result["epochs_done"]}))
     """)
@@ -59,6 +65,8 @@ def test_mirrored_strategy_over_two_logical_cpus(tmp_path):
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["replicas"] == 2 and out["copies"] == 2 and out["same"]
     assert "batch_size=33" in out["error"] and "divisible by the 2 replicas" in out["error"]
+    assert "jit_compile=True cannot be used with MirroredStrategy over 2 CPU replicas" in out["jit_error"]
+    assert out["jit"] is False
     assert out["epochs"] == 2 and 0.0 <= out["accuracy"] <= 1.0
     assert (tmp_path / "run" / "history.csv").read_text().count("\n") == 3
 
@@ -80,7 +88,8 @@ def test_multi_worker_mirrored_two_processes_identical_weights(tmp_path):
         result = run("multi_worker", 32)
         weights = result["model"].get_weights()
         np.savez(sys.argv[1], *weights)
-        print("replicas", result["settings"]["replicas"], "epochs", result["epochs_done"])
+        print("replicas", result["settings"]["replicas"], "epochs", result["epochs_done"],
+              "xla", result["settings"]["jit_compile"])
     """)
     workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
     procs = []
@@ -102,7 +111,7 @@ def test_multi_worker_mirrored_two_processes_identical_weights(tmp_path):
                 proc.wait()
     for proc, (stdout, stderr) in zip(procs, outputs):
         assert proc.returncode == 0, stderr[-3000:]
-        assert "replicas 2 epochs 2" in stdout
+        assert "replicas 2 epochs 2 xla False" in stdout
     first, second = (np.load(tmp_path / f"worker{i}.npz") for i in range(2))
     assert len(first.files) == len(second.files) > 10
     for key in first.files:

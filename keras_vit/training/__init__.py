@@ -2,6 +2,7 @@
 
 from keras_vit.training.callbacks import AtomicBackupAndRestore, AtomicModelCheckpoint, TimeBudget, save_model_atomic
 from keras_vit.training.distribute import (
+    check_jit_compile,
     default_jit_compile,
     default_precision,
     get_strategy,

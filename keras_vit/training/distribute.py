@@ -135,15 +135,18 @@ def default_precision(device: str | None = None) -> str:
     return "float32"
 
 
-def default_jit_compile(device: str | None = None, precision: str = "float32") -> bool:
-    """Whether to compile the train step with XLA for `device` and `precision`.
+def default_jit_compile(device: str | None = None, precision: str = "float32", strategy=None) -> bool:
+    """Whether to compile the train step with XLA for `device`, `precision` and `strategy`.
 
     On CPU, XLA is used for float32 only: under XLA bfloat16 matrix products are slower than
-    float32 on CPU, while oneDNN outside XLA runs them fast.
+    float32 on CPU, while oneDNN outside XLA runs them fast. Nor is it used on CPU when the
+    strategy all-reduces gradients (several replicas, or several workers): XLA cannot compile
+    collectives for CPU devices (see `check_jit_compile`).
 
     Args:
         device: str or None. "cpu", "gpu" or "tpu"; None uses `accelerator()`. Defaults to None.
         precision: str. The dtype policy of the run. Defaults to "float32".
+        strategy: tf.distribute.Strategy or None. The strategy of the run. Defaults to None.
 
     Example:
 
@@ -154,8 +157,45 @@ def default_jit_compile(device: str | None = None, precision: str = "float32") -
     """
     device = device or accelerator()
     if device == "cpu":
-        return precision == "float32"
+        return precision == "float32" and not _uses_collectives(strategy)
     return True
+
+
+def _uses_collectives(strategy) -> bool:
+    return strategy is not None and (
+        strategy.num_replicas_in_sync > 1 or isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+    )
+
+
+def check_jit_compile(jit_compile, strategy, device: str | None = None) -> None:
+    """Raises ValueError for `jit_compile=True` with a strategy that XLA cannot compile on CPU.
+
+    TensorFlow's XLA has no CPU implementation of the collectives (all-reduce) that
+    MirroredStrategy over several CPU devices and MultiWorkerMirroredStrategy put in the train
+    step: the step fails at its first call ("Collectives are not yet implemented for CPU devices
+    when compiling with XLA", or a variable "located in device CPU:1" read from CPU:0).
+
+    Args:
+        jit_compile: bool or None. The requested setting (None: automatic, always accepted).
+        strategy: tf.distribute.Strategy. The strategy of the run.
+        device: str or None. "cpu", "gpu" or "tpu"; None uses `accelerator()`. Defaults to None.
+
+    Example:
+
+    >>> check_jit_compile(True, get_strategy("default"), "cpu")  # one replica: fine
+    >>> class TwoReplicas:  # stands in for MirroredStrategy over two logical CPU devices
+    ...     num_replicas_in_sync = 2
+    >>> check_jit_compile(True, TwoReplicas(), "cpu")
+    Traceback (most recent call last):
+    ...
+    ValueError: jit_compile=True cannot be used with TwoReplicas over 2 CPU replicas: ...
+    """
+    if jit_compile is True and (device or accelerator()) == "cpu" and _uses_collectives(strategy):
+        raise ValueError(
+            f"jit_compile=True cannot be used with {type(strategy).__name__} over "
+            f"{strategy.num_replicas_in_sync} CPU replicas: XLA cannot compile the gradient "
+            "all-reduce for CPU devices. Expected jit_compile=False or None (automatic)."
+        )
 
 
 def resolve_precision(precision: str = "auto") -> str:

@@ -283,8 +283,9 @@ def train(config: TrainConfig) -> dict:
     strategy = distribute.get_strategy(config.strategy)
     precision = distribute.resolve_precision(config.precision)
     jit_compile = config.jit_compile
+    distribute.check_jit_compile(jit_compile, strategy)
     if jit_compile is None:
-        jit_compile = distribute.default_jit_compile(precision=precision)
+        jit_compile = distribute.default_jit_compile(precision=precision, strategy=strategy)
     batch_size = distribute.global_batch_size(config.batch_size or recipe.batch_size, strategy)
     augment = config.augment or recipe.augment
     keras.utils.set_random_seed(config.seed)
