@@ -2,7 +2,7 @@
 
 Each job adds a function `_add_<job>(subparsers)` that registers its sub-parser and sets
 `func=<handler>`, and lists it in `_COMMANDS`. Handlers take the parsed arguments and return an
-exit code. User mistakes (ValueError, FileNotFoundError) print one clear line and exit 2 without
+exit code. User mistakes (ValueError, FileNotFoundError) and a failed download (ConnectionError) print one clear line and exit 2 without
 a traceback; set KERAS_VIT_DEBUG=1 to see the traceback.
 """
 
@@ -555,7 +555,7 @@ def main(argv=None) -> int:
         return 0
     try:
         return args.func(args) or 0
-    except (ValueError, FileNotFoundError) as error:
+    except (ValueError, FileNotFoundError, ConnectionError) as error:
         if os.environ.get("KERAS_VIT_DEBUG"):
             raise
         print(f"keras-vit {args.command}: error: {error}", file=sys.stderr)

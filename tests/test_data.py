@@ -141,3 +141,19 @@ def test_load_source_sample_and_folder_splits(tmp_path):
     assert sources.load_source(str(tmp_path), "train").num_examples == 6
     with pytest.raises(FileNotFoundError):
         sources.load_source(str(tmp_path / "nope"), "train")
+
+
+def test_tfds_download_path_is_importable_and_its_failure_is_clear(tmp_path, monkeypatch):
+    """`download=True` reaches tfds' preparation code (which needs importlib_resources, an
+    undeclared tfds dependency) and a failed download becomes one clear ConnectionError."""
+    tfds = pytest.importorskip("tensorflow_datasets")
+    requests = pytest.importorskip("requests")
+    assert tfds.builder("mnist", data_dir=str(tmp_path)).code_path.name == "mnist.py"
+
+    def no_network(self, *args, **kwargs):
+        raise requests.exceptions.ConnectionError("Failed to resolve 'storage.googleapis.com'")
+
+    monkeypatch.setattr(tfds.core.DatasetBuilder, "download_and_prepare", no_network)
+    with pytest.raises(ConnectionError, match=r"Could not download dataset='mnist': ConnectionError: Failed to resolve"):
+        sources.from_tfds("mnist", data_dir=str(tmp_path), download=True)
+    assert not any(tmp_path.iterdir())

@@ -112,7 +112,13 @@ def from_tfds(name: str, split: str = "train", data_dir=None, download: bool = F
     except tfds.core.registered.DatasetNotFoundError as error:
         raise ValueError(f"Unknown dataset={name!r}: not a tensorflow-datasets name nor a folder.") from error
     if download:
-        builder.download_and_prepare()
+        try:
+            builder.download_and_prepare()
+        except OSError as error:  # requests' ConnectionError and socket errors are OSErrors
+            raise ConnectionError(
+                f"Could not download dataset={name!r}: {type(error).__name__}: {str(error)[:300]}. "
+                "Expected a network connection; or prepare the data where there is one and pass its data_dir."
+            ) from error
     try:
         dataset = builder.as_dataset(split=split, as_supervised=True, shuffle_files=False)
     except AssertionError as error:  # tfds asserts when the data was never prepared
