@@ -33,14 +33,17 @@ import tensorflow as tf  # noqa: E402
 
 from keras_vit.training.trainer import DEFAULT_MODEL, TrainConfig, train  # noqa: E402
 
-def conv_stem(filters=(32, 64, 128)):
+def conv_stem(filters=(32, 64, 128), strides=(2, 2, 2)):
     """Early-convolution stem (Xiao et al. 2021, "Early convolutions help transformers see
-    better"): 3x3 stride-2 convolutions with BatchNorm and ReLU, fed to the transformer as 1x1
-    patches through keras_vit's `backbone=` argument. 32 px in -> a 4x4 grid of 16 tokens."""
+    better"): 3x3 convolutions with BatchNorm and ReLU, fed to the transformer as 1x1 patches
+    through keras_vit's `backbone=` argument. Three stride-2 convolutions turn 28 or 32 px
+    into a 4x4 grid of 16 tokens."""
+    if len(filters) != len(strides):
+        raise ValueError(f"Expected as many stem filters as strides, got filters={filters}, strides={strides}.")
     inputs = keras.Input((None, None, 1), name="images")
     x = inputs
-    for i, width in enumerate(filters):
-        x = keras.layers.Conv2D(width, 3, strides=2, padding="same", use_bias=False, name=f"stem_conv{i}")(x)
+    for i, (width, stride) in enumerate(zip(filters, strides)):
+        x = keras.layers.Conv2D(width, 3, strides=stride, padding="same", use_bias=False, name=f"stem_conv{i}")(x)
         x = keras.layers.BatchNormalization(name=f"stem_bn{i}")(x)
         x = keras.layers.ReLU(name=f"stem_relu{i}")(x)
     return keras.Model(inputs, x, name="conv_stem")
@@ -110,6 +113,8 @@ def main(argv=None):
     parser.add_argument("--augment", choices=("none", "flip", "light", "medium", "strong"))
     for flag in ("patch-size", "hidden-size", "num-layers", "num-heads", "mlp-dim"):
         parser.add_argument(f"--{flag}", type=int)
+    parser.add_argument("--stem-filters", help="hybrid stem widths, e.g. 32,64,128 (default)")
+    parser.add_argument("--stem-strides", help="hybrid stem strides, e.g. 2,2,2 (default)")
     parser.add_argument("--pooling", choices=("token", "gap"), default="token")
     parser.add_argument("--max-train-examples", type=int, help="for short speed probes")
     parser.add_argument("--max-test-examples", type=int)
@@ -124,12 +129,22 @@ def main(argv=None):
         if getattr(args, key) is not None:
             model[key] = getattr(args, key)
     jit = args.jit_compile or {True: "on", False: "off", None: "auto"}[setup.get("jit_compile")]
+    backbone = setup.get("backbone")
+    stem = {"filters": [32, 64, 128], "strides": [2, 2, 2]} if backbone is conv_stem else None
+    if args.stem_filters or args.stem_strides:
+        if backbone is None:
+            parser.error("--stem-filters/--stem-strides apply to --recipe hybrid only")
+        stem = {
+            "filters": [int(v) for v in (args.stem_filters or "32,64,128").split(",")],
+            "strides": [int(v) for v in (args.stem_strides or "2,2,2").split(",")],
+        }
+        backbone = lambda: conv_stem(**stem)  # noqa: E731  (built inside the strategy scope)
     timer = EpochTimer()
     budget = args.budget_minutes * 60
     config = TrainConfig(
         dataset=args.data,
         model_overrides=model,
-        backbone=setup.get("backbone"),
+        backbone=backbone,
         pooling=args.pooling,
         image_size=args.image_size or setup.get("image_size", 28),
         channels=1,
@@ -173,6 +188,7 @@ def main(argv=None):
         "overall_images_per_second": result["images_per_second"],
         "model": model,
         "image_size": config.image_size,
+        "stem": stem,
         "pooling": args.pooling,
         "settings": settings,
         "load_before": load_before,

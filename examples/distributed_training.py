@@ -18,6 +18,10 @@ that matter when going distributed:
   model is the one to keep; here each worker saves into its own folder, worker0/, worker1/).
   `--local-workers 2` starts such a cluster of processes on this machine to try it.
 - "tpu" (TPUStrategy) connects to the TPU of a Cloud TPU VM or Colab.
+- XLA: on GPUs and TPUs the train step is compiled (`jit_compile=True`) as usual, but TensorFlow's
+  XLA cannot compile the gradient all-reduce for CPU devices, so on CPU-only machines "mirrored"
+  over several logical CPUs and "multi_worker" train without XLA (the automatic choice), and
+  `jit_compile=True` there is a clear ValueError rather than a crash in the first step.
 Crash safety comes with it: the run directory keeps a BackupAndRestore backup, so a killed
 worker restarted with the same command resumes from the last finished epoch.
 
@@ -30,7 +34,10 @@ Command:
 
 Expected runtime: about 3 minutes for 3 epochs on the Fashion-MNIST sample on a 2-core CPU
 (replicas on logical CPU devices share the same cores, so they show the mechanics, not a
-speed-up); smoke: about 15 s.
+speed-up; measured in a fresh venv on 2026-11-21: `--strategy mirrored --cpu-devices 2` 172 s,
+test accuracy 0.752, xla=False); `--local-workers 2` about 5 minutes (two processes on the
+same two cores, 81-106 s per epoch: measured 326 s, test accuracy 0.749, xla=False); smoke:
+about 15 s.
 It prints the strategy and its number of replicas, the per-replica batch, one line per epoch,
 then `test accuracy: ...` and where the model was saved.
 """
