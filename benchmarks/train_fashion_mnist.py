@@ -88,6 +88,29 @@ def loadavg():
         return " ".join(f.read().split()[:3])
 
 
+def cpu_jiffies():
+    """(busy, steal, total) CPU time from /proc/stat, or None where there is none."""
+    try:
+        with open("/proc/stat") as f:
+            values = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = values[3] + values[4]  # idle + iowait
+    steal = values[7] if len(values) > 7 else 0
+    total = sum(values[:8])
+    return total - idle - steal, steal, total
+
+
+def cpu_share(before, after):
+    """Shares of the machine's CPU time between two `cpu_jiffies()` readings: used by this and
+    other processes, and stolen by the hypervisor (a virtual machine's host running other guests:
+    it slows a run down without showing in the load average)."""
+    if before is None or after is None or after[2] <= before[2]:
+        return None
+    total = after[2] - before[2]
+    return {"busy": round((after[0] - before[0]) / total, 3), "steal": round((after[1] - before[1]) / total, 3)}
+
+
 def cpu_name():
     try:
         with open("/proc/cpuinfo") as f:
@@ -164,6 +187,7 @@ def main(argv=None):
         callbacks=[timer],
     )
     load_before = loadavg()
+    jiffies_before = cpu_jiffies()
     wall_start = time.perf_counter()
     result = train(config)
     wall = time.perf_counter() - wall_start
@@ -193,6 +217,7 @@ def main(argv=None):
         "settings": settings,
         "load_before": load_before,
         "load_after": loadavg(),
+        "cpu_share": cpu_share(jiffies_before, cpu_jiffies()),
         "machine": {"cpu": cpu_name(), "cores": os.cpu_count(), "tensorflow": tf.__version__, "keras": keras.__version__},
     }
     output = args.output or os.path.join(
@@ -206,7 +231,7 @@ def main(argv=None):
     print(json.dumps(report, indent=2))
     print(f"RESULT {args.recipe}: test accuracy {result['test_accuracy']:.4f}, {result['epochs_done']} epochs, "
           f"{report['steady_images_per_second']:.0f} img/s steady, train {result['train_seconds']:.0f} s, "
-          f"load {load_before} -> {report['load_after']}; written to {output}")
+          f"load {load_before} -> {report['load_after']}, CPU share {report['cpu_share']}; written to {output}")
     return report
 
 
