@@ -3,13 +3,16 @@
 Used for the README's precision/XLA table and the attention speed-up in RESULTS.md. Command
 (one set-up per process, run back to back):
 
-    python benchmarks/train_step_speed.py POLICY JIT PATCH HIDDEN LAYERS BATCH [STEPS]
+    python benchmarks/train_step_speed.py POLICY JIT PATCH HIDDEN LAYERS BATCH [STEPS [IMPL]]
     e.g. python benchmarks/train_step_speed.py float32 1 7 128 6 256
+         python benchmarks/train_step_speed.py float32 1 4 128 6 256 40 keras_hub
 
 POLICY is a Keras dtype policy, JIT 1/0 for jit_compile. Random data from an in-memory
 tf.data pipeline; three warm-up steps (tracing, compilation), then STEPS (default 40) timed
 steps, each timed alone: the median step gives images/s (single steps on a shared 2-core
-machine vary by +-20%, the median is stable to a few percent).
+machine vary by +-20%, the median is stable to a few percent). IMPL "keras_hub" times
+keras-hub's `ViTBackbone` (same sizes, class token, a 10-class Dense head) instead of
+keras_vit, for a same-machine comparison (needs `pip install keras-hub`).
 """
 
 import os
@@ -42,9 +45,22 @@ def main(argv):
     policy, jit = argv[0], argv[1] == "1"
     patch, hidden, layers, batch = (int(a) for a in argv[2:6])
     steps = int(argv[6]) if len(argv) > 6 else 40
+    impl = argv[7] if len(argv) > 7 else "keras_vit"
     keras.config.set_dtype_policy(policy)
-    model = keras_vit.ViT(patch_size=patch, hidden_size=hidden, num_layers=layers, num_heads=4, mlp_dim=2 * hidden,
-                          input_shape=(28, 28, 1), num_classes=10)
+    if impl == "keras_hub":
+        import keras_hub
+
+        backbone = keras_hub.models.ViTBackbone(
+            image_shape=(28, 28, 1), patch_size=patch, num_layers=layers, num_heads=4, hidden_dim=hidden,
+            mlp_dim=2 * hidden,
+        )
+        logits = keras.layers.Dense(10, dtype="float32")(backbone.output[:, 0])
+        model = keras.Model(backbone.input, logits)
+    elif impl == "keras_vit":
+        model = keras_vit.ViT(patch_size=patch, hidden_size=hidden, num_layers=layers, num_heads=4,
+                              mlp_dim=2 * hidden, input_shape=(28, 28, 1), num_classes=10)
+    else:
+        raise SystemExit(f"Unknown IMPL={impl!r}: expected keras_vit or keras_hub.")
     model.compile(optimizer=keras.optimizers.AdamW(1e-3),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=jit)
     rng = np.random.default_rng(0)
@@ -54,7 +70,7 @@ def main(argv):
     timer = StepTimer()
     model.fit(data, steps_per_epoch=steps + 3, epochs=1, verbose=0, callbacks=[timer])
     times = np.array(timer.times[3:])
-    print(f"{policy} jit={jit} patch={patch} D={hidden} L={layers} B={batch}: "
+    print(f"{impl} {policy} jit={jit} patch={patch} D={hidden} L={layers} B={batch}: "
           f"{batch / np.median(times):.0f} img/s (median of {len(times)} steps, {np.median(times) * 1e3:.0f} ms/step; "
           f"mean {batch / times.mean():.0f} img/s), params={model.count_params()}")
 

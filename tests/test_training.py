@@ -102,3 +102,38 @@ def test_time_budget_plans_steps_to_use_the_whole_budget(monkeypatch):
     assert budget.steps_done == 10 and budget.epochs_done == 2 and len(history.epoch) == 3
     assert budget.planned_steps == 10 and schedule.get_config()["total_steps"] == 10.0
     assert int(model.optimizer.iterations.numpy()) == 10
+
+
+def test_time_budget_replans_when_the_pace_changes(monkeypatch):
+    """2 s per step in the first epoch (compilation), then 1 s: the plan made after epoch 1
+    (3 more steps) is revised during epoch 2, so all 14 s are used: 4 + 6 steps."""
+    clock = {"now": 0.0}
+    monkeypatch.setattr(callbacks.time, "perf_counter", lambda: clock["now"])
+
+    class Tick(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            clock["now"] += 2.0 if budget.steps_done < 4 else 1.0
+
+    model = keras_vit.ViT("tiny", image_size=8, num_classes=2, num_layers=1)
+    schedule = recipes.WarmupCosine(1e-3, total_steps=1000, warmup_steps=0)
+    model.compile(optimizer=keras.optimizers.AdamW(schedule), loss="mse", jit_compile=False)
+    budget = callbacks.TimeBudget(14.0, steps_per_epoch=4, schedule=schedule)
+    x, y = np.zeros((16, 8, 8, 3), "float32"), np.zeros((16, 2), "float32")
+    model.fit(x, y, batch_size=4, epochs=5, callbacks=[Tick(), budget], verbose=0)
+    assert budget.steps_done == 10 and schedule.get_config()["total_steps"] == 10.0
+
+
+def test_time_budget_without_a_schedule_runs_until_the_time_is_spent(monkeypatch):
+    clock = {"now": 0.0}
+    monkeypatch.setattr(callbacks.time, "perf_counter", lambda: clock["now"])
+
+    class Tick(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            clock["now"] += 2.0 if budget.steps_done < 4 else 1.0
+
+    model = keras_vit.ViT("tiny", image_size=8, num_classes=2, num_layers=1)
+    model.compile(optimizer="sgd", loss="mse", jit_compile=False)
+    budget = callbacks.TimeBudget(14.0, steps_per_epoch=4)
+    x, y = np.zeros((16, 8, 8, 3), "float32"), np.zeros((16, 2), "float32")
+    model.fit(x, y, batch_size=4, epochs=5, callbacks=[Tick(), budget], verbose=0)
+    assert budget.steps_done == 10 and budget.epochs_done == 2

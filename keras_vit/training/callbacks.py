@@ -146,11 +146,13 @@ def save_model_atomic(model, filepath) -> None:
 class TimeBudget(keras.callbacks.Callback):
     """Stops training when a wall-clock budget is spent, and fits the cosine schedule to it.
 
-    After each epoch it measures the time per step of that epoch, plans how many more steps fit
-    in the remaining budget (the last epoch may be partial, so no budget is left unused) and,
-    for a `keras_vit.training.recipes.WarmupCosine` schedule, shortens the cosine so the
-    learning rate reaches its end at the last planned step. Training stops at the last planned
-    step, or at the first batch past the budget, whichever comes first.
+    It plans, from the pace of the current epoch, how many more steps fit in the remaining
+    budget: after each epoch, and after the first epoch also every tenth of an epoch (the pace
+    of a shared machine changes). For a `keras_vit.training.recipes.WarmupCosine` schedule it
+    shortens the cosine so the learning rate reaches its end at the last planned step, and
+    training stops there (the last epoch may be partial, so no budget is left unused). Without
+    such a schedule training simply runs until the budget is spent. Either way it stops at the
+    first batch past the budget.
 
     Args:
         seconds: float. The training budget (compilation included).
@@ -180,6 +182,8 @@ class TimeBudget(keras.callbacks.Callback):
         self.steps_done = 0
         self.planned_steps = None
         self.elapsed = 0.0
+        self._fits_schedule = hasattr(schedule, "set_total_steps")
+        self._replan_every = max(self.steps_per_epoch // 10, 1)
 
     def on_train_begin(self, logs=None):
         self.start = time.perf_counter()
@@ -192,25 +196,36 @@ class TimeBudget(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         self.steps_done += 1
         self.epoch_steps += 1
-        out_of_time = time.perf_counter() - self.start >= self.seconds
-        if out_of_time or (self.planned_steps is not None and self.steps_done >= self.planned_steps):
+        now = time.perf_counter()
+        if now - self.start >= self.seconds:
             self.model.stop_training = True
+        elif self._fits_schedule and self.planned_steps is not None and self.steps_done >= self.planned_steps:
+            self.model.stop_training = True
+        elif self.steps_done > self.steps_per_epoch and self.epoch_steps % self._replan_every == 0:
+            self._plan(now)
 
     def on_epoch_end(self, epoch, logs=None):
         now = time.perf_counter()
         self.elapsed = now - self.start
         if self.epoch_steps >= self.steps_per_epoch:
             self.epochs_done += 1
-        # The latest epoch's pace, not the average: the first epoch includes compilation.
-        step_seconds = (now - self.epoch_start) / max(self.epoch_steps, 1)
-        more_steps = int(max(self.seconds - self.elapsed, 0.0) / max(step_seconds, 1e-9))
-        if self.model.stop_training:
-            more_steps = 0
-        self.planned_steps = self.steps_done + more_steps
-        if hasattr(self.schedule, "set_total_steps"):
-            self.schedule.set_total_steps(self.planned_steps)
-        if more_steps == 0:
+        more_steps = self._plan(now)
+        if more_steps == 0 or self.model.stop_training:
+            self._set_plan(self.steps_done)
             self.model.stop_training = True
+
+    def _plan(self, now):
+        """Plans the steps that fit in the remaining budget at this epoch's pace; returns how many."""
+        # The current epoch's pace, not the average: the first epoch includes compilation.
+        step_seconds = (now - self.epoch_start) / max(self.epoch_steps, 1)
+        more_steps = int(max(self.seconds - (now - self.start), 0.0) / max(step_seconds, 1e-9))
+        self._set_plan(self.steps_done + more_steps)
+        return more_steps
+
+    def _set_plan(self, steps):
+        self.planned_steps = steps
+        if self._fits_schedule:
+            self.schedule.set_total_steps(steps)
 
     def on_train_end(self, logs=None):
         self.elapsed = time.perf_counter() - self.start
