@@ -9,8 +9,8 @@ benchmarks/RESULTS.md with the command, machine, date and load.
     python benchmarks/train_fashion_mnist.py --data ../shared/data/fashion-mnist --budget-minutes 10 --recipe hybrid
 
 --recipe vit (default): keras_vit's default small model (patch 7, D 128, 6 layers) with the
-"compact" recipe. --recipe hybrid: the same encoder behind a three-convolution stem (a hybrid
-ViT through `backbone=`), images resized to 32 px. --recipe anchor: the keras.io ViT example configuration (patch 4, 6 layers,
+"compact" recipe. --recipe hybrid: a 4-block encoder of the same width behind a
+three-convolution stem (a hybrid ViT through `backbone=`), images resized to 32 px. --recipe anchor: the keras.io ViT example configuration (patch 4, 6 layers,
 D 128, 4 heads, MLP 256, AdamW 1e-3, weight decay 1e-4, constant lr, batch 256, no
 augmentation, XLA float32) rebuilt with keras_vit, the same set-up keras-hub reached 85.0% with.
 """
@@ -51,10 +51,11 @@ def conv_stem(filters=(32, 64, 128), strides=(2, 2, 2)):
 
 SETUPS = {
     "vit": {"model": dict(DEFAULT_MODEL), "recipe": "compact", "batch_size": None, "augment": None},
-    # A hybrid ViT: the same encoder (D 128, 6 layers, 16 + 1 tokens) behind a small conv stem;
-    # images resized 28 -> 32 px so that three stride-2 convolutions tile them.
+    # A hybrid ViT: the default encoder's width (D 128, 16 + 1 tokens) but 4 blocks, behind a
+    # small conv stem; images resized 28 -> 32 px so that three stride-2 convolutions tile them.
+    # 4 blocks learned as much per epoch as 6 here and run faster (RESULTS.md, 2026-11-21).
     "hybrid": {
-        "model": {"patch_size": 1, "hidden_size": 128, "num_layers": 6, "num_heads": 4, "mlp_dim": 256},
+        "model": {"patch_size": 1, "hidden_size": 128, "num_layers": 4, "num_heads": 4, "mlp_dim": 256},
         "recipe": "compact", "batch_size": None, "augment": None, "image_size": 32, "backbone": conv_stem,
     },
     "anchor": {
