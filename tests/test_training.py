@@ -83,22 +83,29 @@ def test_time_budget_stops_and_fits_the_cosine():
     assert schedule.get_config()["total_steps"] == 1.0
 
 
-def test_time_budget_plans_steps_to_use_the_whole_budget(monkeypatch):
-    """A fake clock at 1 s per step: 10 s of budget are 10 steps, the last epoch partial."""
+def _fit_on_a_fake_clock(monkeypatch, seconds, schedule, first_epoch_pace, pace):
+    """Fits a tiny model (4 steps per epoch) with a TimeBudget on a clock that advances
+    `first_epoch_pace` seconds per step during the first epoch and `pace` after it."""
     clock = {"now": 0.0}
     monkeypatch.setattr(callbacks.time, "perf_counter", lambda: clock["now"])
+    budget = callbacks.TimeBudget(seconds, steps_per_epoch=4, schedule=schedule)
 
-    class Tick(keras.callbacks.Callback):
+    class Tick(keras.callbacks.Callback):  # listed first, so the budget reads the advanced clock
         def on_train_batch_end(self, batch, logs=None):
-            clock["now"] += 1.0
+            clock["now"] += first_epoch_pace if budget.steps_done < 4 else pace
 
     model = keras_vit.ViT("tiny", image_size=8, num_classes=2, num_layers=1)
-    schedule = recipes.WarmupCosine(1e-3, total_steps=1000, warmup_steps=0)
-    model.compile(optimizer=keras.optimizers.AdamW(schedule), loss="mse", jit_compile=False)
-    budget = callbacks.TimeBudget(10.0, steps_per_epoch=4, schedule=schedule)
+    optimizer = keras.optimizers.AdamW(schedule) if schedule is not None else "sgd"
+    model.compile(optimizer=optimizer, loss="mse", jit_compile=False)
     x, y = np.zeros((16, 8, 8, 3), "float32"), np.zeros((16, 2), "float32")
-    # Tick runs before the budget sees the batch, so the budget reads the advanced clock.
     history = model.fit(x, y, batch_size=4, epochs=5, callbacks=[Tick(), budget], verbose=0)
+    return budget, history, model
+
+
+def test_time_budget_plans_steps_to_use_the_whole_budget(monkeypatch):
+    """1 s per step: 10 s of budget are 10 steps, the last epoch partial."""
+    schedule = recipes.WarmupCosine(1e-3, total_steps=1000, warmup_steps=0)
+    budget, history, model = _fit_on_a_fake_clock(monkeypatch, 10.0, schedule, 1.0, 1.0)
     assert budget.steps_done == 10 and budget.epochs_done == 2 and len(history.epoch) == 3
     assert budget.planned_steps == 10 and schedule.get_config()["total_steps"] == 10.0
     assert int(model.optimizer.iterations.numpy()) == 10
@@ -107,33 +114,11 @@ def test_time_budget_plans_steps_to_use_the_whole_budget(monkeypatch):
 def test_time_budget_replans_when_the_pace_changes(monkeypatch):
     """2 s per step in the first epoch (compilation), then 1 s: the plan made after epoch 1
     (3 more steps) is revised during epoch 2, so all 14 s are used: 4 + 6 steps."""
-    clock = {"now": 0.0}
-    monkeypatch.setattr(callbacks.time, "perf_counter", lambda: clock["now"])
-
-    class Tick(keras.callbacks.Callback):
-        def on_train_batch_end(self, batch, logs=None):
-            clock["now"] += 2.0 if budget.steps_done < 4 else 1.0
-
-    model = keras_vit.ViT("tiny", image_size=8, num_classes=2, num_layers=1)
     schedule = recipes.WarmupCosine(1e-3, total_steps=1000, warmup_steps=0)
-    model.compile(optimizer=keras.optimizers.AdamW(schedule), loss="mse", jit_compile=False)
-    budget = callbacks.TimeBudget(14.0, steps_per_epoch=4, schedule=schedule)
-    x, y = np.zeros((16, 8, 8, 3), "float32"), np.zeros((16, 2), "float32")
-    model.fit(x, y, batch_size=4, epochs=5, callbacks=[Tick(), budget], verbose=0)
+    budget, _, _ = _fit_on_a_fake_clock(monkeypatch, 14.0, schedule, 2.0, 1.0)
     assert budget.steps_done == 10 and schedule.get_config()["total_steps"] == 10.0
 
 
 def test_time_budget_without_a_schedule_runs_until_the_time_is_spent(monkeypatch):
-    clock = {"now": 0.0}
-    monkeypatch.setattr(callbacks.time, "perf_counter", lambda: clock["now"])
-
-    class Tick(keras.callbacks.Callback):
-        def on_train_batch_end(self, batch, logs=None):
-            clock["now"] += 2.0 if budget.steps_done < 4 else 1.0
-
-    model = keras_vit.ViT("tiny", image_size=8, num_classes=2, num_layers=1)
-    model.compile(optimizer="sgd", loss="mse", jit_compile=False)
-    budget = callbacks.TimeBudget(14.0, steps_per_epoch=4)
-    x, y = np.zeros((16, 8, 8, 3), "float32"), np.zeros((16, 2), "float32")
-    model.fit(x, y, batch_size=4, epochs=5, callbacks=[Tick(), budget], verbose=0)
+    budget, _, _ = _fit_on_a_fake_clock(monkeypatch, 14.0, None, 2.0, 1.0)
     assert budget.steps_done == 10 and budget.epochs_done == 2
