@@ -83,9 +83,10 @@ def test_time_budget_stops_and_fits_the_cosine():
     assert schedule.get_config()["total_steps"] == 1.0
 
 
-def _fit_on_a_fake_clock(monkeypatch, seconds, schedule, first_epoch_pace, pace):
+def _fit_on_a_fake_clock(monkeypatch, seconds, schedule, first_epoch_pace, pace, resumed_at=0):
     """Fits a tiny model (4 steps per epoch) with a TimeBudget on a clock that advances
-    `first_epoch_pace` seconds per step during the first epoch and `pace` after it."""
+    `first_epoch_pace` seconds per step during the first epoch and `pace` after it; the
+    optimizer starts at step `resumed_at`, as after a restore from a backup."""
     clock = {"now": 0.0}
     monkeypatch.setattr(callbacks.time, "perf_counter", lambda: clock["now"])
     budget = callbacks.TimeBudget(seconds, steps_per_epoch=4, schedule=schedule)
@@ -97,6 +98,7 @@ def _fit_on_a_fake_clock(monkeypatch, seconds, schedule, first_epoch_pace, pace)
     model = keras_vit.ViT("tiny", image_size=8, num_classes=2, num_layers=1)
     optimizer = keras.optimizers.AdamW(schedule) if schedule is not None else "sgd"
     model.compile(optimizer=optimizer, loss="mse", jit_compile=False)
+    model.optimizer.iterations.assign(resumed_at)
     x, y = np.zeros((16, 8, 8, 3), "float32"), np.zeros((16, 2), "float32")
     history = model.fit(x, y, batch_size=4, epochs=5, callbacks=[Tick(), budget], verbose=0)
     return budget, history, model
@@ -122,3 +124,11 @@ def test_time_budget_replans_when_the_pace_changes(monkeypatch):
 def test_time_budget_without_a_schedule_runs_until_the_time_is_spent(monkeypatch):
     budget, _, _ = _fit_on_a_fake_clock(monkeypatch, 14.0, None, 2.0, 1.0)
     assert budget.steps_done == 10 and budget.epochs_done == 2
+
+
+def test_time_budget_fits_the_cosine_of_a_resumed_run(monkeypatch):
+    """The schedule counts optimizer steps: a run resumed at step 100 ends its cosine at 110."""
+    schedule = recipes.WarmupCosine(1e-3, total_steps=1000, warmup_steps=0)
+    budget, _, model = _fit_on_a_fake_clock(monkeypatch, 10.0, schedule, 1.0, 1.0, resumed_at=100)
+    assert budget.steps_done == 10 and int(model.optimizer.iterations.numpy()) == 110
+    assert schedule.get_config()["total_steps"] == 110.0

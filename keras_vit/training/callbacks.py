@@ -188,6 +188,9 @@ class TimeBudget(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         self.start = time.perf_counter()
         self.epoch_start = self.start
+        # The schedule counts optimizer steps, which a run resumed from a backup starts past 0.
+        iterations = getattr(getattr(self.model, "optimizer", None), "iterations", None)
+        self._step_offset = int(keras.ops.convert_to_numpy(iterations)) if iterations is not None else 0
 
     def on_epoch_begin(self, epoch, logs=None):
         self.epoch_start = time.perf_counter()
@@ -225,7 +228,7 @@ class TimeBudget(keras.callbacks.Callback):
     def _set_plan(self, steps):
         self.planned_steps = steps
         if self._fits_schedule:
-            self.schedule.set_total_steps(steps)
+            self.schedule.set_total_steps(self._step_offset + steps)
 
     def on_train_end(self, logs=None):
         self.elapsed = time.perf_counter() - self.start
