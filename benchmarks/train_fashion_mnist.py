@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import os
 import platform
@@ -33,7 +34,10 @@ import tensorflow as tf  # noqa: E402
 
 from keras_vit.training.trainer import DEFAULT_MODEL, TrainConfig, train  # noqa: E402
 
-def conv_stem(filters=(32, 64, 128), strides=(2, 2, 2)):
+STEM = {"filters": (32, 64, 128), "strides": (2, 2, 2)}
+
+
+def conv_stem(filters=STEM["filters"], strides=STEM["strides"]):
     """Early-convolution stem (Xiao et al. 2021, "Early convolutions help transformers see
     better"): 3x3 convolutions with BatchNorm and ReLU, fed to the transformer as 1x1 patches
     through keras_vit's `backbone=` argument. Three stride-2 convolutions turn 28 or 32 px
@@ -153,16 +157,15 @@ def main(argv=None):
         if getattr(args, key) is not None:
             model[key] = getattr(args, key)
     jit = args.jit_compile or {True: "on", False: "off", None: "auto"}[setup.get("jit_compile")]
-    backbone = setup.get("backbone")
-    stem = {"filters": [32, 64, 128], "strides": [2, 2, 2]} if backbone is conv_stem else None
-    if args.stem_filters or args.stem_strides:
-        if backbone is None:
-            parser.error("--stem-filters/--stem-strides apply to --recipe hybrid only")
+    backbone, stem = setup.get("backbone"), None
+    if (args.stem_filters or args.stem_strides) and backbone is None:
+        parser.error("--stem-filters/--stem-strides apply to --recipe hybrid only")
+    if backbone is not None:
         stem = {
-            "filters": [int(v) for v in (args.stem_filters or "32,64,128").split(",")],
-            "strides": [int(v) for v in (args.stem_strides or "2,2,2").split(",")],
+            key: tuple(int(v) for v in flag.split(",")) if flag else STEM[key]
+            for key, flag in (("filters", args.stem_filters), ("strides", args.stem_strides))
         }
-        backbone = lambda: conv_stem(**stem)  # noqa: E731  (built inside the strategy scope)
+        backbone = functools.partial(conv_stem, **stem)  # built inside the strategy scope
     timer = EpochTimer()
     budget = args.budget_minutes * 60
     config = TrainConfig(
