@@ -1,0 +1,65 @@
+"""The Fashion-MNIST benchmark script runs end to end on a few real images and records what it did.
+
+Its figures belong to benchmarks/RESULTS.md, not to tests: this only checks that the script,
+its set-ups and flags still work, on 128 training images of the shipped sample in IDX files.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+import os
+import pathlib
+
+import pytest
+
+from keras_vit.data.fashion_mnist import load_sample
+
+SCRIPT = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "train_fashion_mnist.py"
+
+
+@pytest.fixture(scope="module")
+def script():
+    spec = importlib.util.spec_from_file_location("train_fashion_mnist_benchmark", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def idx_folder(tmp_path_factory):
+    """The first images of the shipped sample, written as the four official IDX .gz files."""
+    folder = tmp_path_factory.mktemp("fashion-mnist")
+    (x_train, y_train), (x_test, y_test) = load_sample()
+    arrays = {"train": (x_train[:128], y_train[:128]), "t10k": (x_test[:64], y_test[:64])}
+    for prefix, (images, labels) in arrays.items():
+        for kind, array in (("images-idx3", images), ("labels-idx1", labels)):
+            dims = b"".join(d.to_bytes(4, "big") for d in array.shape)
+            with gzip.open(folder / f"{prefix}-{kind}-ubyte.gz", "wb") as f:
+                f.write((2048 + array.ndim).to_bytes(4, "big") + dims + array.astype("uint8").tobytes())
+    return str(folder)
+
+
+def test_hybrid_set_up_with_translation_writes_its_result(script, idx_folder, tmp_path):
+    output = tmp_path / "result.json"
+    report = script.main([
+        "--data", idx_folder, "--recipe", "hybrid", "--epochs", "2", "--batch-size", "32",
+        "--budget-minutes", "5", "--jit-compile", "off", "--num-layers", "1", "--translate", "0.1",
+        "--output", str(output), "--verbose", "0",
+    ])
+    saved = json.loads(output.read_text())
+    assert saved == json.loads(json.dumps(report))
+    assert not os.path.exists(str(output) + ".tmp")
+    assert 0.0 <= saved["test_accuracy"] <= 1.0
+    assert saved["epochs_done"] == 2 and saved["steps_per_epoch_done"] == [4, 4]
+    assert saved["model"]["num_layers"] == 1 and saved["translate"] == 0.1
+    assert "RandomTranslation" in saved["settings"]["augment"]
+    assert saved["stem"] == {"filters": [32, 64, 128], "strides": [2, 2, 2]}
+
+
+def test_translate_and_a_preset_together_are_refused(script, idx_folder, capsys):
+    with pytest.raises(SystemExit) as error:
+        script.main(["--data", idx_folder, "--augment", "flip", "--translate", "0.1"])
+    assert error.value.code == 2
+    assert "--translate replaces the preset" in capsys.readouterr().err
