@@ -12,26 +12,14 @@ Prints GFLOP/s for float32 and bfloat16, each with and without XLA (best of thre
 
 import argparse
 import os
+import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import tensorflow as tf  # noqa: E402
-
-
-def cpu_flags():
-    """(model name, the bfloat16 instruction flags present) from /proc/cpuinfo, where there is one."""
-    name, flags = "unknown", set()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    name = line.split(":", 1)[1].strip()
-                elif line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return name, sorted(flags & {"avx512_bf16", "amx_bf16", "amx_tile"})
+from machine import cpu_info  # noqa: E402
 
 
 def gflops(size, dtype, jit_compile, repeats):
@@ -58,7 +46,7 @@ def main(argv=None):
     parser.add_argument("--size", type=int, default=3072)
     parser.add_argument("--repeats", type=int, default=10)
     args = parser.parse_args(argv)
-    name, bf16 = cpu_flags()
+    name, bf16 = cpu_info()
     print(f"CPU: {name}, {os.cpu_count()} cores, native bfloat16: {', '.join(bf16) or 'none'}")
     for dtype in ("float32", "bfloat16"):
         for jit in (False, True):

@@ -27,17 +27,18 @@ import datetime
 import functools
 import json
 import os
-import platform
 import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [os.path.dirname(HERE), HERE]  # keras_vit from this checkout, and machine.py
 
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from keras_vit.training.trainer import DEFAULT_MODEL, TrainConfig, train  # noqa: E402
+from machine import cpu_info, cpu_jiffies, cpu_share, loadavg  # noqa: E402
 
 STEM = {"filters": (32, 64, 128), "strides": (2, 2, 2)}
 
@@ -92,45 +93,6 @@ class EpochTimer(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         self.durations.append(time.perf_counter() - self.start)
-
-
-def loadavg():
-    with open("/proc/loadavg") as f:
-        return " ".join(f.read().split()[:3])
-
-
-def cpu_jiffies():
-    """(busy, steal, total) CPU time from /proc/stat, or None where there is none."""
-    try:
-        with open("/proc/stat") as f:
-            values = [int(v) for v in f.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    idle = values[3] + values[4]  # idle + iowait
-    steal = values[7] if len(values) > 7 else 0
-    total = sum(values[:8])
-    return total - idle - steal, steal, total
-
-
-def cpu_share(before, after):
-    """Shares of the machine's CPU time between two `cpu_jiffies()` readings: used by this and
-    other processes, and stolen by the hypervisor (a virtual machine's host running other guests:
-    it slows a run down without showing in the load average)."""
-    if before is None or after is None or after[2] <= before[2]:
-        return None
-    total = after[2] - before[2]
-    return {"busy": round((after[0] - before[0]) / total, 3), "steal": round((after[1] - before[1]) / total, 3)}
-
-
-def cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def main(argv=None):
@@ -241,10 +203,10 @@ def main(argv=None):
         "load_before": load_before,
         "load_after": loadavg(),
         "cpu_share": cpu_share(jiffies_before, cpu_jiffies()),
-        "machine": {"cpu": cpu_name(), "cores": os.cpu_count(), "tensorflow": tf.__version__, "keras": keras.__version__},
+        "machine": {"cpu": cpu_info()[0], "cores": os.cpu_count(), "tensorflow": tf.__version__, "keras": keras.__version__},
     }
     output = args.output or os.path.join(
-        os.path.dirname(os.path.abspath(__file__)), "results",
+        HERE, "results",
         f"{args.recipe}-{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}.json",
     )
     os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)

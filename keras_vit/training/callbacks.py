@@ -212,9 +212,9 @@ class TimeBudget(keras.callbacks.Callback):
         self.elapsed = now - self.start
         if self.epoch_steps >= self.steps_per_epoch:
             self.epochs_done += 1
-        more_steps = self._plan(now)
-        if more_steps == 0 or self.model.stop_training:
+        if self.model.stop_training:
             self._set_plan(self.steps_done)
+        elif self._plan(now) == 0:
             self.model.stop_training = True
 
     def _plan(self, now):
