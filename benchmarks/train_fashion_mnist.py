@@ -141,6 +141,8 @@ def main(argv=None):
     if args.translate is not None:
         if args.augment:
             parser.error("--translate replaces the preset: give --augment or --translate, not both")
+        if not 0.0 < args.translate < 1.0:
+            parser.error(f"--translate {args.translate}: expected a fraction of the image between 0 and 1, e.g. 0.1")
         # Keras layers passed as `augment=` run on each batch in the input pipeline.
         augment = [
             keras.layers.RandomFlip("horizontal", seed=args.seed),

@@ -58,8 +58,12 @@ def test_hybrid_set_up_with_translation_writes_its_result(script, idx_folder, tm
     assert saved["stem"] == {"filters": [32, 64, 128], "strides": [2, 2, 2]}
 
 
-def test_translate_and_a_preset_together_are_refused(script, idx_folder, capsys):
+@pytest.mark.parametrize("flags, message", [
+    (["--augment", "flip", "--translate", "0.1"], "--translate replaces the preset"),
+    (["--translate", "1.5"], "--translate 1.5: expected a fraction of the image between 0 and 1"),
+])
+def test_bad_translate_flags_are_refused(script, idx_folder, capsys, flags, message):
     with pytest.raises(SystemExit) as error:
-        script.main(["--data", idx_folder, "--augment", "flip", "--translate", "0.1"])
+        script.main(["--data", idx_folder, "--recipe", "hybrid", *flags])
     assert error.value.code == 2
-    assert "--translate replaces the preset" in capsys.readouterr().err
+    assert message in capsys.readouterr().err
