@@ -60,6 +60,7 @@ def main():
         input_shape=(28, 28, 1),
         num_classes=10,
         preprocessing="unit",
+        classifier_activation=None,  # logits, as the loss below expects
         name="vit_fashion_mnist",
     )
     initial_similarity = vit_inspect.position_embedding_similarity(model)

@@ -55,7 +55,8 @@ def main(argv=None):
         parser.add_argument(f"--{flag}", type=int, default=default)
     args = parser.parse_args(argv)
     model = keras_vit.ViT(patch_size=args.patch, hidden_size=args.hidden, num_layers=args.layers, num_heads=4,
-                          mlp_dim=2 * args.hidden, input_shape=(28, 28, 1), num_classes=10)
+                          mlp_dim=2 * args.hidden, input_shape=(28, 28, 1), num_classes=10,
+                          classifier_activation=None)  # logits, as the loss below expects
     model.compile(optimizer=keras.optimizers.AdamW(1e-3),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=True)
     rng = np.random.default_rng(0)

@@ -50,7 +50,7 @@ def train_small_model(smoke):
     )
     model.compile(
         optimizer=keras.optimizers.AdamW(1e-3, weight_decay=0.05),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        loss="sparse_categorical_crossentropy",  # the head returns probabilities (softmax)
         metrics=["accuracy"],
         jit_compile=not smoke,  # XLA pays off over an epoch, not over two smoke steps
         run_eagerly=smoke,  # so does tracing the training graph

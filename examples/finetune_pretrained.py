@@ -137,7 +137,7 @@ def main(argv=None):
     optimizer = make_optimizer(recipe, model, schedule)
     model.compile(
         optimizer=optimizer,
-        loss=make_loss(recipe),  # cross-entropy on the pipeline's one-hot labels
+        loss=make_loss(recipe, model),  # cross-entropy on the pipeline's one-hot labels
         metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")],
         jit_compile={"auto": "auto", "true": True, "false": False}[args.jit_compile],
         run_eagerly=args.smoke,  # tracing the training graph costs more than 8 tiny steps

@@ -74,7 +74,7 @@ def train_and_reload(name, model, data, args, out, jit_compile=True):
     )
     model.compile(
         optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.05, global_clipnorm=1.0),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        loss="sparse_categorical_crossentropy",  # the head returns probabilities (softmax)
         metrics=["accuracy"],
         jit_compile=jit_compile and not args.smoke,
         # Tracing the training graph of a CNN stem costs 10 s or more on a CPU; for the few

@@ -51,7 +51,7 @@ def images_per_second(policy, jit_compile, args):
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
     model.compile(
         optimizer=optimizer,
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        loss="sparse_categorical_crossentropy",  # the head returns probabilities (softmax)
         jit_compile=jit_compile,
     )
     rng = np.random.default_rng(0)

@@ -52,7 +52,7 @@ def train_small_model(x_train, y_train, smoke):
     )
     model.compile(
         optimizer=keras.optimizers.AdamW(1e-3, weight_decay=0.05),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        loss="sparse_categorical_crossentropy",  # the head returns probabilities (softmax)
         metrics=["accuracy"],
         jit_compile=not smoke,
         run_eagerly=smoke,  # tracing the training graph costs more than two smoke steps
@@ -67,13 +67,14 @@ def classify_with_interpreter(path, images, class_names):
 
     interpreter = Interpreter(model_path=path)
     # keras_vit files have one signature, serving_default, with input "images" (float32
-    # [0, 255] pixels, batch 1 by default) and output "logits" (or "probabilities").
+    # [0, 255] pixels, batch 1 by default) and output "probabilities" ("logits" for a model
+    # built with classifier_activation=None).
     runner = interpreter.get_signature_runner("serving_default")
     output_name = interpreter.get_signature_list()["serving_default"]["outputs"][0]
     labels = []
     for image in images:
-        logits = runner(images=image[None].astype("float32"))[output_name][0]
-        labels.append(class_names[int(np.argmax(logits))])
+        scores = runner(images=image[None].astype("float32"))[output_name][0]
+        labels.append(class_names[int(np.argmax(scores))])
     return labels
 
 

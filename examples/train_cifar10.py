@@ -98,7 +98,7 @@ def main(argv=None):
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)  # float16 gradients underflow
         model.compile(
             optimizer=optimizer,
-            loss=make_loss(recipe),
+            loss=make_loss(recipe, model),
             metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")],
             jit_compile=False if args.smoke else default_jit_compile(precision=precision),
             run_eagerly=args.smoke,  # tracing costs more than the two smoke steps

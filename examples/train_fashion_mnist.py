@@ -85,7 +85,7 @@ def main(argv=None):
     schedule = make_schedule(recipe, args.batch_size, steps_per_epoch, args.epochs)
     model.compile(
         optimizer=make_optimizer(recipe, model, schedule),
-        loss=make_loss(recipe),
+        loss=make_loss(recipe, model),
         metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")],
         # XLA fuses each training step: on this project's CPU it is the fastest set-up for
         # float32 (examples/mixed_precision_xla.py measures it). Compiling would cost more than

@@ -6,12 +6,19 @@ Example:
 >>> model = keras_vit.ViT("tiny", num_classes=10)
 >>> model.output_shape
 (None, 10)
+>>> keras_vit.training.get_recipe("deit").optimizer  # subpackages come with the import
+'adamw'
 """
 
 __version__ = "0.1.0"
 
 from keras_vit import configs, layers
 from keras_vit import weights
+# Every subpackage, so `keras_vit.training.train(...)` works after a bare `import keras_vit`,
+# and everything registered for serialization (e.g. the WarmupCosine learning-rate schedule of
+# a saved optimizer) is registered before `keras.saving.load_model` needs it.
+from keras_vit import data, export, inspect, models, training
+from keras_vit.applications import decode_predictions, preprocess_input
 from keras_vit.weights import load_weights
 from keras_vit.configs import VARIANTS
 from keras_vit.layers import (

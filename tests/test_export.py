@@ -34,6 +34,7 @@ def trained(tmp_path_factory):
         input_shape=(28, 28, 1),
         num_classes=10,
         preprocessing="unit",
+        classifier_activation=None,
         name="vit_fashion_test",
     )
     model.compile(

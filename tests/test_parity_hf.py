@@ -1,5 +1,6 @@
 """Parity with Hugging Face transformers' PyTorch ViT: random-initialised models saved with
-save_pretrained (safetensors + config.json), loaded into keras_vit, logits compared in float32."""
+save_pretrained (safetensors + config.json), loaded into keras_vit, logits compared in float32
+(the keras_vit models are built with classifier_activation=None to return logits)."""
 
 import numpy as np
 import pytest
@@ -50,7 +51,7 @@ def test_hf_logits_match(name, tmp_path):
     hf = _hf_model(*CONFIGS[name])
     hf.save_pretrained(tmp_path)
     assert (tmp_path / "model.safetensors").exists()
-    model = keras_vit.ViT(weights=str(tmp_path))
+    model = keras_vit.ViT(weights=str(tmp_path), classifier_activation=None)
     block = model.get_layer("encoderblock_0")
     assert block.layer_norm_epsilon == eps and block.approximate_gelu is False
     assert model.output_shape == (None, classes)
@@ -58,7 +59,7 @@ def test_hf_logits_match(name, tmp_path):
     diff = np.abs(np.asarray(model(images)) - _hf_logits(hf, images)).max()
     assert diff <= 1e-4, diff
     # The same file through its path (format from content, config.json read beside it).
-    again = keras_vit.ViT(weights=str(tmp_path / "model.safetensors"))
+    again = keras_vit.ViT(weights=str(tmp_path / "model.safetensors"), classifier_activation=None)
     np.testing.assert_array_equal(np.asarray(again(images)), np.asarray(model(images)))
 
 
@@ -69,10 +70,10 @@ def test_hf_interpolate_pos_encoding_matches_resampled_and_dynamic(new_size, tmp
     hf.save_pretrained(tmp_path)
     images = _images(new_size)
     expected = _hf_logits(hf, images, interpolate_pos_encoding=True)
-    resampled = keras_vit.ViT(weights=str(tmp_path), image_size=new_size)
+    resampled = keras_vit.ViT(weights=str(tmp_path), image_size=new_size, classifier_activation=None)
     assert resampled.get_layer("embedding").interpolation == "bicubic_hf"
     assert np.abs(np.asarray(resampled(images)) - expected).max() <= 1e-4
-    dynamic = keras_vit.ViT(weights=str(tmp_path), image_size=(None, None))
+    dynamic = keras_vit.ViT(weights=str(tmp_path), image_size=(None, None), classifier_activation=None)
     assert np.abs(np.asarray(dynamic(images)) - expected).max() <= 1e-4
     same = _images(32)
     assert np.abs(np.asarray(dynamic(same)) - _hf_logits(hf, same)).max() <= 1e-4

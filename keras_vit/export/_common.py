@@ -15,6 +15,7 @@ import tempfile
 import numpy as np
 
 from keras_vit import configs
+from keras_vit.models.head import outputs_probabilities  # noqa: F401  (read by saved_model, tflite, predict)
 
 LABELS_FILENAME = "labels.txt"
 # scaling="none": the model already consumes [0, 255] pixels as they are.
@@ -102,15 +103,6 @@ def num_classes(model, *, what="export"):
             f"got {shapes}. Build it with include_top=True."
         )
     return int(outputs[0].shape[-1])
-
-
-def outputs_probabilities(model) -> bool:
-    """True when the model's last layer already applies softmax (classifier_activation="softmax")."""
-    last = model.layers[-1]
-    activation = getattr(last, "activation", None)
-    if getattr(activation, "__name__", None) == "softmax":
-        return True
-    return type(last).__name__ == "Softmax"
 
 
 def check_class_names(class_names, classes):

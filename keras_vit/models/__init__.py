@@ -1,5 +1,6 @@
 """Functional model builders: the generic `ViT` and one thin builder per variant."""
 
+from keras_vit.models.head import head_activation, outputs_probabilities
 from keras_vit.models.resnet import BiTResNet
 from keras_vit.models.vit import (
     R26_ViT_B32,
@@ -21,6 +22,8 @@ from keras_vit.models.vit import (
 
 __all__ = [
     "BiTResNet",
+    "head_activation",
+    "outputs_probabilities",
     "R26_ViT_B32",
     "R26_ViT_S32",
     "R50_ViT_B16",

@@ -39,7 +39,7 @@ def ViT(
     classes=None,
     pooling="token",
     representation_size=None,
-    classifier_activation=None,
+    classifier_activation="softmax",
     class_token=True,
     position_embedding="learned",
     preprocessing=None,
@@ -87,8 +87,11 @@ def ViT(
             `include_top=False`, None returns all tokens. Defaults to "token".
         representation_size: int or None. Width of the pre-training head's Dense + tanh
             ("pre_logits") layer; None leaves it out. Defaults to None.
-        classifier_activation: str or None. Activation of the head: None for logits, or
-            "softmax". Defaults to None.
+        classifier_activation: str or None. Activation of the head, as in
+            keras.applications: "softmax" returns probabilities, so the plain Keras losses
+            (`loss="sparse_categorical_crossentropy"`) train it; None returns logits (then use
+            a loss with `from_logits=True`). It runs in the head's float32. Defaults to
+            "softmax".
         class_token: bool. Prepend a class token. Defaults to True.
         position_embedding: str. "learned", "sincos2d" or "none". Defaults to "learned".
         preprocessing: str or None. Map [0, 255] pixels inside the model: "unit" ([0, 1]),
@@ -389,7 +392,8 @@ def _builder_doc(name, row):
     return f"""{summary}
 {details}
     Takes every keyword argument of `keras_vit.ViT` (num_classes, image_size, include_top,
-    pooling, weights, backbone, ...), which documents them.
+    pooling, weights, backbone, ...), which documents them. The head returns probabilities
+    (`classifier_activation="softmax"`); pass `classifier_activation=None` for logits.
 
     Example:
 

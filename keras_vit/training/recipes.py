@@ -30,6 +30,7 @@ import math
 import keras
 
 from keras_vit._validation import check_positive_int
+from keras_vit.models.head import check_cross_entropy_head
 
 # Variables that weight decay must not shrink: biases, LayerNorm scale/offset, the position
 # embedding and the class token (DeiT, timm's no_weight_decay, AugReg "kernels only").
@@ -261,20 +262,26 @@ def make_optimizer(recipe: Recipe, model, learning_rate):
     return optimizer
 
 
-def make_loss(recipe: Recipe):
+def make_loss(recipe: Recipe, model):
     """Cross-entropy on one-hot (possibly mixed) labels with the recipe's label smoothing.
 
-    The model outputs logits (`from_logits=True`).
+    The loss reads the model's head: probabilities from a softmax head (the builders' default),
+    logits (`from_logits=True`) from a head built with `classifier_activation=None`. Label
+    smoothing acts on the labels, so it works with either.
 
     Args:
         recipe: `Recipe`.
+        model: keras.Model. The classifier to train; its head must be softmax or linear.
 
     Example:
 
-    >>> import numpy as np
-    >>> loss = make_loss(get_recipe("deit"))
-    >>> confident = np.array([[9.0, -9.0], [-9.0, 9.0]])
+    >>> import numpy as np, keras_vit
+    >>> loss = make_loss(get_recipe("deit"), keras_vit.ViT("tiny", num_classes=2))
+    >>> confident = np.array([[0.999, 0.001], [0.001, 0.999]])
     >>> loss.label_smoothing, round(float(loss(np.eye(2), confident)), 4)  # smoothing penalises certainty
-    (0.1, 0.9)
+    (0.1, 0.3463)
+    >>> make_loss(get_recipe("deit"), keras_vit.ViT("tiny", num_classes=2, classifier_activation=None)).get_config()["from_logits"]
+    True
     """
-    return keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=recipe.label_smoothing)
+    probabilities = check_cross_entropy_head(model)
+    return keras.losses.CategoricalCrossentropy(from_logits=not probabilities, label_smoothing=recipe.label_smoothing)

@@ -24,6 +24,7 @@ import tensorflow as tf
 from keras_vit import configs
 from keras_vit.data.pipeline import make_pipeline
 from keras_vit.data.sources import load_source
+from keras_vit.models.head import check_cross_entropy_head
 from keras_vit.training import callbacks as callbacks_lib
 from keras_vit.training import distribute, recipes
 
@@ -311,7 +312,7 @@ def train(config: TrainConfig) -> dict:
             optimizer = recipes.make_optimizer(recipe, model, schedule)
             model.compile(
                 optimizer=optimizer,
-                loss=recipes.make_loss(recipe),
+                loss=recipes.make_loss(recipe, model),
                 metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")],
                 jit_compile=jit_compile,
             )
@@ -440,7 +441,8 @@ def evaluate(model_path, dataset="sample", split="test", batch_size=256, data_di
     as models from `train` carry their scaling inside.
 
     Args:
-        model_path: str. A `.keras` model with a (batch, classes) logits output.
+        model_path: str. A `.keras` classifier whose head returns probabilities (softmax) or
+            logits (built with `classifier_activation=None`); the loss reads which.
         dataset: str. "sample", a folder or a tfds name, as for `TrainConfig.dataset`.
             Defaults to "sample".
         split: str. Defaults to "test".
@@ -474,7 +476,7 @@ def evaluate(model_path, dataset="sample", split="test", batch_size=256, data_di
         )
     ds = make_pipeline(source, image_size=(height, width), channels=channels, scaling=None, batch_size=batch_size)
     model.compile(
-        loss=keras.losses.CategoricalCrossentropy(from_logits=True),
+        loss=keras.losses.CategoricalCrossentropy(from_logits=not check_cross_entropy_head(model)),
         metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")],
     )
     scores = model.evaluate(ds, return_dict=True, verbose=0)
