@@ -5,6 +5,7 @@ import math
 import os
 import subprocess
 import sys
+import warnings
 
 import keras
 import numpy as np
@@ -85,6 +86,28 @@ def test_recipe_loss_reads_the_head(activation):
     assert all(np.isfinite(history)) and history[-1] < history[0] - 0.05, history
 
 
+def test_evaluate_reads_the_head(tmp_path):
+    """`keras-vit evaluate` (trainer.evaluate) scores a softmax and a logits model of equal weights
+    alike, with a loss told which it gets."""
+    from keras_vit.training import evaluate
+
+    scores = {}
+    for activation in ("softmax", None):
+        model = keras_vit.ViT("tiny", num_classes=10, input_shape=(28, 28, 1), preprocessing="unit",
+                              classifier_activation=activation)
+        keras.utils.set_random_seed(0)
+        model.set_weights([np.random.default_rng(i).normal(0, 0.3, w.shape) for i, w in enumerate(model.get_weights())])
+        path = str(tmp_path / f"{activation}.keras")
+        model.save(path)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            scores[activation] = evaluate(path, max_examples=32, batch_size=32)
+        # Keras warns when a loss told from_logits=True is given a softmax output.
+        assert not [w for w in caught if "from_logits" in str(w.message)], activation
+    assert scores["softmax"]["loss"] == pytest.approx(scores[None]["loss"], rel=1e-4)
+    assert scores["softmax"]["accuracy"] == scores[None]["accuracy"]
+
+
 def test_recipe_loss_refuses_other_activations():
     model = keras_vit.ViT("tiny", num_classes=3, classifier_activation="sigmoid")
     with pytest.raises(ValueError, match="classifier_activation='sigmoid'"):
@@ -95,7 +118,8 @@ def test_import_exposes_subpackages_and_registers_the_schedule(tmp_path):
     """A model compiled with the recipes' WarmupCosine loads after a bare `import keras_vit`, in a fresh process."""
     model = keras_vit.ViT("tiny", num_classes=3)
     schedule = recipes.WarmupCosine(1e-3, total_steps=100, warmup_steps=10)
-    model.compile(optimizer=keras.optimizers.AdamW(schedule), loss="sparse_categorical_crossentropy")
+    model.compile(optimizer=keras.optimizers.AdamW(schedule), loss="sparse_categorical_crossentropy", run_eagerly=True)
+    model.fit(np.zeros((2, 32, 32, 3), "float32"), np.zeros(2), verbose=0)  # a trained optimizer, as `train` saves
     path = str(tmp_path / "vit.keras")
     model.save(path)
     script = (
