@@ -120,7 +120,7 @@ def tflite(
     >>> model = keras_vit.ViT("tiny", num_classes=3, preprocessing="unit")
     >>> result = tflite(model, os.path.join(tempfile.mkdtemp(), "tiny.tflite"))
     >>> result.quantization, result.output_name, result.ops["GELU"], tflite_ops(result.path) == result.ops
-    ('none', 'logits', 2, True)
+    ('none', 'probabilities', 2, True)
     """
     if quantization not in QUANTIZATIONS:
         raise ValueError(f"Invalid quantization={quantization!r}. Expected one of {list(QUANTIZATIONS)}.")

@@ -9,6 +9,9 @@ from __future__ import annotations
 def head_activation(model):
     """The activation of the model's output layer: "softmax", None for logits, or another name.
 
+    A last layer without an `activation` attribute (other than a `Softmax` layer) counts as
+    returning logits.
+
     Args:
         model: keras.Model. A classifier, e.g. from `keras_vit.ViT`.
 
