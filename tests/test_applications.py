@@ -69,7 +69,7 @@ def test_recipe_loss_reads_the_head(activation):
     recipe = recipes.get_recipe("compact")  # label smoothing 0.1
     x, y = _learnable_batch(n=32)
     labels = np.eye(10, dtype="float32")[y]
-    model = keras_vit.ViT("tiny", num_classes=10, classifier_activation=activation)
+    model = keras_vit.ViT("tiny", num_classes=10, num_layers=1, classifier_activation=activation)
     head = model.get_layer("head")
     head.kernel.assign(np.random.default_rng(1).normal(0, 0.5, head.kernel.shape))  # not uniform
     loss = recipes.make_loss(recipe, model)
@@ -93,7 +93,7 @@ def test_evaluate_reads_the_head(tmp_path):
 
     scores = {}
     for activation in ("softmax", None):
-        model = keras_vit.ViT("tiny", num_classes=10, input_shape=(28, 28, 1), preprocessing="unit",
+        model = keras_vit.ViT("tiny", num_classes=10, num_layers=1, input_shape=(28, 28, 1), preprocessing="unit",
                               classifier_activation=activation)
         keras.utils.set_random_seed(0)
         model.set_weights([np.random.default_rng(i).normal(0, 0.3, w.shape) for i, w in enumerate(model.get_weights())])
