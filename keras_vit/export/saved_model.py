@@ -305,7 +305,8 @@ def _serving_module(model, image_shape, mean_std, k, names, *, jit_compile, max_
             if size is not None:
                 fits = tf.logical_and(fits, tf.equal(shape[axis], size))
         check = tf.debugging.Assert(
-            fits, [f"images must be float32 pixels of shape {expected} with batch >= 1; got shape", tf.shape(images)]
+            fits, [f"images must be float32 pixels of shape {expected} with batch >= 1; got shape", tf.shape(images)],
+            summarize=4,
         )
         with tf.control_dependencies([check]):
             return outputs(tf.identity(images))
