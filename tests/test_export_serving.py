@@ -263,6 +263,12 @@ def test_every_export_returns_probabilities(tmp_path, activation):
     np.testing.assert_allclose(probabilities.sum(-1), 1.0, atol=1e-5)
 
 
+def test_other_output_activations_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="activation 'sigmoid'"):
+        export.saved_model(_model(3, classifier_activation="sigmoid"), str(tmp_path / "serving"))
+    assert not os.path.exists(tmp_path / "serving")
+
+
 def test_xla_compiled_export_loads_with_the_tf1_loader(tmp_path):
     model = _model(3)
     x = np.random.default_rng(0).uniform(0, 255, (2, SIZE, SIZE, 3)).astype("float32")
@@ -274,3 +280,64 @@ def test_xla_compiled_export_loads_with_the_tf1_loader(tmp_path):
         stored.ParseFromString(f.read())
     assert any(function.attr["_XlaMustCompile"].b for function in stored.meta_graphs[0].graph_def.library.function)
     np.testing.assert_allclose(Served(path).run("serving_default", x), tf.nn.softmax(model(x)).numpy(), atol=1e-5)
+
+
+# Exports a small model to argv[1] (version argv[3]) and SIGKILLs itself inside the step named
+# argv[2] of keras_vit's export code, as a killed job or a machine losing power would.
+_KILLED_EXPORT = """
+import os, signal, sys
+import keras
+from keras_vit import export
+from keras_vit.export import _common
+base, step, version = sys.argv[1], sys.argv[2], int(sys.argv[3])
+setattr(_common, step, lambda *args, **kwargs: os.kill(os.getpid(), signal.SIGKILL))
+inputs = keras.Input((8, 8, 3))
+model = keras.Model(inputs, keras.layers.Dense(3)(keras.layers.Flatten()(inputs)))
+export.saved_model(model, base, version, class_names=["a", "b", "c"], scaling="none", overwrite=True)
+"""
+
+
+def test_a_killed_export_leaves_no_version_and_the_next_export_cleans_up(tmp_path):
+    inputs = keras.Input((8, 8, 3))
+    model = keras.Model(inputs, keras.layers.Dense(3)(keras.layers.Flatten()(inputs)))
+    base = str(tmp_path / "serving")
+    first = export.saved_model(model, base, scaling="none")
+    with open(os.path.join(first, "saved_model.pb"), "rb") as f:
+        first_graph = f.read()
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    # Killed after the SavedModel is written but before it is complete (labels) and renamed;
+    # then killed while replacing version 1 (overwrite) just before the swap.
+    for step, version in (("write_labels", 2), ("_move_into_place", 1)):
+        killed = subprocess.run([sys.executable, "-c", _KILLED_EXPORT, base, step, str(version)],
+                                capture_output=True, text=True, timeout=300, env=env)
+        assert killed.returncode == -9, (step, killed.stderr[-2000:])
+        assert [name for name in os.listdir(base) if not name.startswith(".")] == ["1"], step
+        with open(os.path.join(first, "saved_model.pb"), "rb") as f:
+            assert f.read() == first_graph, f"version 1 changed by the export killed in {step}"
+        # Each export removes what the previous killed one left; only its own remains.
+        leftovers = [name for name in os.listdir(base) if name.startswith(".")]
+        assert len(leftovers) == 1 and leftovers[0].startswith(f".tmp-{version}-"), (step, leftovers)
+    export.saved_model(model, base, scaling="none")
+    assert sorted(os.listdir(base)) == ["1", "2"], "the killed exports' temporary folders are still there"
+
+
+def test_cli_int8_export_checks_calibration_images_before_writing(exported, tmp_path, capsys):
+    served = exported(3)
+    folder = tmp_path / "calibration"
+    folder.mkdir()
+    for i in range(2):
+        (folder / f"photo{i}.jpg").write_bytes(_encode(_photo(40 + i, 50, "RGB"), "JPEG"))
+    (folder / "notes.txt").write_bytes(b"not an image")
+    serving, lite = str(tmp_path / "serving"), str(tmp_path / "model.tflite")
+    command = ["export", served["keras"], "--saved-model", serving, "--tflite", lite, "--quantization", "int8"]
+    assert cli.main(command + ["--representative-data", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "'notes.txt' is not a readable image" in err, err
+    assert cli.main(command + ["--representative-data", str(tmp_path / "missing.npy")]) == 2
+    assert "missing.npy" in capsys.readouterr().err
+    np.save(tmp_path / "wrong.npy", np.zeros((4, 28, 28, 3), "float32"))
+    assert cli.main(command + ["--representative-data", str(tmp_path / "wrong.npy")]) == 2
+    assert "(4, 28, 28, 3)" in capsys.readouterr().err
+    assert cli.main(command) == 2
+    assert "needs --representative-data" in capsys.readouterr().err
+    assert not os.path.exists(serving) and not os.path.exists(lite), "written before the checks failed"
