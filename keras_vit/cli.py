@@ -377,7 +377,7 @@ def _add_predict(subparsers):
         description="Runs a .keras model, a SavedModel folder or a .tflite file on image files.",
     )
     parser.add_argument("model", help=".keras file, SavedModel folder (or TF Serving base folder) or .tflite file")
-    parser.add_argument("images", nargs="+", metavar="IMAGE", help="JPEG/PNG/BMP/GIF files")
+    parser.add_argument("images", nargs="+", metavar="IMAGE", help="JPEG/PNG/GIF/BMP/WebP files")
     parser.add_argument("--top-k", type=int, default=5, help="classes to print per image (default: 5)")
     parser.add_argument("--labels", metavar="FILE", help="class names, one per line (default: stored, or <model>.labels.txt / labels.txt beside the model)")
     parser.add_argument("--scaling", help="pixel scaling for a .keras model without preprocessing")
