@@ -205,6 +205,16 @@ def serving_rows(args, work):
     return rows
 
 
+def vector_flags():
+    """The CPU's vector and bfloat16 instruction flags that matter for these timings."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        flags = []
+    return [flag for flag in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if flag in flags]
+
+
 def serving_table(rows):
     lines = ["| model | batch | how | median latency / batch | ratio to Keras XLA: median (min-max) | variables/ / float32 weights | load (1/5/15 min) |",
              "|---|---|---|---|---|---|---|"]
@@ -223,12 +233,13 @@ def serving_main(args, argv):
         rows = serving_rows(args, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    cpu, bf16 = cpu_info()
+    cpu, _ = cpu_info()
     command = "PYTHONPATH=$PWD python benchmarks/export_report.py " + " ".join(argv if argv is not None else sys.argv[1:])
     text = f"""{SERVING_SECTION}
 
 Command: `{command.strip()}`; {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC;
-{cpu} ({', '.join(bf16) or 'no bfloat16 flags'}), {os.cpu_count()} CPU cores, load at start {started};
+{cpu} (flags: {' '.join(vector_flags()) or 'none of avx2/avx512f/avx512_bf16/amx_bf16'}), {os.cpu_count()} CPU cores
+shared with other jobs, load at start {started};
 TensorFlow {tf.__version__}, Keras {keras.__version__}. Random weights, 1000 classes, scaling inside.
 SavedModel: `keras_vit.export.saved_model`, run as TF Serving runs it (TF1 loader, `serve` tag,
 session fed and fetched by SignatureDef tensor names). Keras: `model.predict_on_batch` after
