@@ -341,3 +341,16 @@ def test_cli_int8_export_checks_calibration_images_before_writing(exported, tmp_
     assert cli.main(command) == 2
     assert "needs --representative-data" in capsys.readouterr().err
     assert not os.path.exists(serving) and not os.path.exists(lite), "written before the checks failed"
+
+
+def test_stale_temporaries_are_removed_and_an_old_version_put_back(tmp_path):
+    dead, alive = 999_999_999, os.getpid()  # above any Linux pid_max: no such process
+    (tmp_path / f".tmp-2-{dead}-abcd_123").mkdir()
+    (tmp_path / f".old-1-{dead}-efgh_456" / "old").mkdir(parents=True)
+    (tmp_path / f".old-1-{dead}-efgh_456" / "old" / "saved_model.pb").write_bytes(b"version 1")
+    (tmp_path / f".tmp-3-{alive}-ijkl_789").mkdir()  # an export running now
+    (tmp_path / ".tmp-notes").mkdir()  # not named like ours
+    removed = _common.remove_stale_temporaries(str(tmp_path))
+    assert removed == [f".old-1-{dead}-efgh_456", f".tmp-2-{dead}-abcd_123"]
+    assert sorted(os.listdir(tmp_path)) == [f".tmp-3-{alive}-ijkl_789", ".tmp-notes", "1"]
+    assert (tmp_path / "1" / "saved_model.pb").read_bytes() == b"version 1"
