@@ -133,7 +133,8 @@ def decode_images(image_bytes, height, width, channels, *, max_pixels=MAX_PIXELS
     Bad input fails with InvalidArgumentError naming the problem and the image's index: an
     empty batch, an empty string, bytes that are not one of the formats above or do not
     decode, and an image whose header declares more than `max_pixels` pixels (refused before
-    anything is decoded or allocated).
+    anything is decoded or allocated). The limit is per frame: TensorFlow decodes every frame of
+    an animated GIF before the first one is kept.
 
     Args:
         image_bytes: tf.Tensor. Encoded image files, dtype string, shape (batch,).
