@@ -7,6 +7,13 @@ latency only.
 
     PYTHONPATH=$PWD python benchmarks/export_report.py            # both parts, ~15-30 min
     PYTHONPATH=$PWD python benchmarks/export_report.py --skip-b16  # small model only
+    PYTHONPATH=$PWD python benchmarks/export_report.py --serving   # SavedModel size and latency only
+
+--serving writes its own section: for Ti/16 and B/16 (random weights) the SavedModel's
+`variables/` bytes against the float32 weights, and `serving_default` at batch 1 and 8 run the
+way TF Serving runs it (TF1 loader, session fed by SignatureDef tensor names), with and without
+jit_compile, against `model.predict_on_batch` of the same model compiled with XLA, the three
+called in turn within each round.
 
 TFLite files run with ai_edge_litert's Interpreter (XNNPACK, --threads threads). The machine's
 `uptime` load averages are recorded next to the latencies, since other jobs share the CPU.
@@ -38,6 +45,7 @@ from keras_vit.data import fashion_mnist  # noqa: E402
 from keras_vit.export import _common  # noqa: E402
 
 SECTION = "## Export: SavedModel and TFLite"
+SERVING_SECTION = "## SavedModel serving: size and latency against Keras with XLA"
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -146,6 +154,107 @@ def b16_rows(args, work):
     return rows
 
 
+def session_runner(path):
+    """serving_default of a SavedModel as TF Serving runs it: TF1 loader, feed and fetch by name."""
+    graph = tf.Graph()
+    session = tf.compat.v1.Session(graph=graph)
+    signature = tf.compat.v1.saved_model.loader.load(session, ["serve"], path).signature_def["serving_default"]
+    run = session.make_callable(signature.outputs["probabilities"].name, [signature.inputs["images"].name])
+    return run
+
+
+def serving_rows(args, work):
+    """Size of variables/ and batch-1/8 latency ratios for each variant in args.serving_variants."""
+    rows = []
+    rng = np.random.default_rng(0)
+    for variant in args.serving_variants:
+        model = keras_vit.ViT(variant, num_classes=1000, preprocessing="symmetric")
+        for weight in model.weights:
+            weight.assign(rng.normal(0, 0.02, weight.shape).astype("float32"))
+        model.compile(jit_compile=True)
+        weight_bytes = 4 * sum(int(np.prod(weight.shape)) for weight in model.weights)
+        runners = {"Keras predict_on_batch (XLA)": model.predict_on_batch}
+        sizes = {}
+        for jit in (False, True):
+            path = export.saved_model(model, os.path.join(work, f"{variant}_serving"), jit_compile=jit)
+            sizes[jit] = _common.file_size(os.path.join(path, "variables"))
+            runners[f"SavedModel serving_default, jit_compile={jit}"] = session_runner(path)
+        print(f"{variant}: weights {weight_bytes:,} B, variables/ {sizes}", flush=True)
+        size = model.input_shape[1]
+        for batch in (1, 8):
+            x = rng.uniform(0, 255, (batch, size, size, 3)).astype("float32")
+            expected = tf.nn.softmax(model.predict_on_batch(x)).numpy()
+            for name, run in runners.items():
+                out = run(x)
+                if name.startswith("SavedModel"):
+                    np.testing.assert_allclose(out, expected, atol=2e-4)
+                run(x)  # warm-up (XLA compiles on the first call of a shape)
+            times = {name: [] for name in runners}
+            for _ in range(args.serving_rounds):
+                for name, run in runners.items():
+                    start = time.perf_counter()
+                    run(x)
+                    times[name].append(time.perf_counter() - start)
+            keras_times = times["Keras predict_on_batch (XLA)"]
+            for name, values in times.items():
+                ratios = [t / k for t, k in zip(values, keras_times)]
+                rows.append((variant, batch, name, statistics.median(values), statistics.median(ratios), min(ratios),
+                             max(ratios), sizes[name.endswith("True")] if name.startswith("SavedModel") else None,
+                             weight_bytes, load()))
+                print(rows[-1], flush=True)
+        shutil.rmtree(os.path.join(work, f"{variant}_serving"), ignore_errors=True)
+    return rows
+
+
+def vector_flags():
+    """The CPU's vector and bfloat16 instruction flags that matter for these timings."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        flags = []
+    return [flag for flag in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if flag in flags]
+
+
+def serving_table(rows):
+    lines = ["| model | batch | how | median latency / batch | ratio to Keras XLA: median (min-max) | variables/ / float32 weights | load (1/5/15 min) |",
+             "|---|---|---|---|---|---|---|"]
+    for variant, batch, name, seconds, ratio, low, high, size, weight_bytes, machine_load in rows:
+        stored = "" if size is None else f"{size / 1e6:.2f} MB / {weight_bytes / 1e6:.2f} MB = {size / weight_bytes:.3f}x"
+        lines.append(f"| {variant} | {batch} | {name} | {seconds * 1e3:.1f} ms | {ratio:.2f} ({low:.2f}-{high:.2f}) | {stored} | {machine_load} |")
+    return "\n".join(lines)
+
+
+def serving_main(args, argv):
+    from machine import cpu_info
+
+    work = tempfile.mkdtemp(prefix="export_report_serving_")
+    try:
+        started = load()
+        rows = serving_rows(args, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    cpu, _ = cpu_info()
+    command = "PYTHONPATH=$PWD python benchmarks/export_report.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    text = f"""{SERVING_SECTION}
+
+Command: `{command.strip()}`; {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC;
+{cpu} (flags: {' '.join(vector_flags()) or 'none of avx2/avx512f/avx512_bf16/amx_bf16'}), {os.cpu_count()} CPU cores
+shared with other jobs, load at start {started};
+TensorFlow {tf.__version__}, Keras {keras.__version__}. Random weights, 1000 classes, scaling inside.
+SavedModel: `keras_vit.export.saved_model`, run as TF Serving runs it (TF1 loader, `serve` tag,
+session fed and fetched by SignatureDef tensor names). Keras: `model.predict_on_batch` after
+`compile(jit_compile=True)`. Each round calls the three in turn on the same batch;
+{args.serving_rounds} rounds after a warm-up, ratio = that call's time / the Keras call's time in
+the same round.
+
+{serving_table(rows)}
+"""
+    print(text)
+    write_section(text, args.results, SERVING_SECTION)
+    print(f"wrote {args.results}")
+
+
 def table(rows, with_accuracy):
     head = "| format | size | latency / image | load (1/5/15 min) |"
     rule = "|---|---|---|---|"
@@ -163,9 +272,9 @@ def table(rows, with_accuracy):
     return "\n".join(lines)
 
 
-def write_section(text, path):
+def write_section(text, path, section=SECTION):
     old = open(path).read() if os.path.isfile(path) else "# Benchmark results\n"
-    pattern = re.compile(re.escape(SECTION) + r".*?(?=\n## |\Z)", re.S)
+    pattern = re.compile(re.escape(section) + r".*?(?=\n## |\Z)", re.S)
     new = pattern.sub(lambda _: text.rstrip("\n"), old) if pattern.search(old) else old.rstrip("\n") + "\n\n" + text
     with open(path, "w") as f:
         f.write(new.rstrip("\n") + "\n")
@@ -181,7 +290,13 @@ def main(argv=None):
     parser.add_argument("--calibration", type=int, default=200, help="int8 calibration images")
     parser.add_argument("--skip-b16", action="store_true")
     parser.add_argument("--results", default=os.path.join(HERE, "RESULTS.md"))
+    parser.add_argument("--serving", action="store_true", help="only the SavedModel size and latency section")
+    parser.add_argument("--serving-variants", nargs="+", default=["Ti16", "B16"], help="variants for --serving")
+    parser.add_argument("--serving-rounds", type=int, default=10, help="timed rounds per batch size for --serving")
     args = parser.parse_args(argv)
+    if args.serving:
+        serving_main(args, argv)
+        return
 
     work = tempfile.mkdtemp(prefix="export_report_")
     try:
@@ -213,8 +328,7 @@ ViT-B/16 (224 px, 1000 classes, random weights; size and latency only, median of
 
 {table(large, False)}
 
-Note: Keras' ExportArchive (also plain `model.export`) stores each variable twice in the
-SavedModel's variables file, so SavedModel sizes are about twice the float32 weights.
+The SavedModel stores each variable once (see "{SERVING_SECTION}").
 """
     print(text)
     write_section(text, args.results)

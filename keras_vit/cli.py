@@ -264,16 +264,22 @@ def _run_export(args):
         raise ValueError(f"Invalid --quantization {args.quantization!r}. Expected one of {list(export.QUANTIZATIONS)}.")
     if not os.path.isfile(args.model):
         raise FileNotFoundError(f"Model not found: {args.model!r}.")
+    if args.quantization != "none" and not args.tflite:
+        raise ValueError(f"--quantization {args.quantization} applies to the TFLite file; pass --tflite FILE too.")
+    if args.quantization == "int8" and not args.representative_data:
+        raise ValueError("--quantization int8 needs --representative-data.")
     class_names = export.read_labels(args.labels) if args.labels else export.labels_beside(args.model)
     model = keras.saving.load_model(args.model)
+    # Everything the exports read is checked before the first one writes anything.
+    data = _load_images(args.representative_data, model) if args.quantization == "int8" else None
     try:
-        _export(args, export, model, class_names)
+        _export(args, export, model, class_names, data)
     except FileExistsError as error:
         raise ValueError(str(error)) from None
     return 0
 
 
-def _export(args, export, model, class_names):
+def _export(args, export, model, class_names, data):
     if args.saved_model:
         path = export.saved_model(
             model,
@@ -286,11 +292,6 @@ def _export(args, export, model, class_names):
         )
         print(f"SavedModel: {path} (signatures serving_default, serve_bytes)")
     if args.tflite:
-        data = None
-        if args.quantization == "int8":
-            if not args.representative_data:
-                raise ValueError("--quantization int8 needs --representative-data.")
-            data = _load_images(args.representative_data, model)
         result = export.tflite(
             model,
             args.tflite,
@@ -312,36 +313,60 @@ def _load_images(source, model):
     """Calibration images in [0, 255] shaped like the model's input, from a file, folder or the sample."""
     import numpy as np
 
-    height, width, channels = model.inputs[0].shape[1:]
+    shape = tuple(model.inputs[0].shape[1:])
     if source == "fashion-mnist-sample":
         from keras_vit.data import fashion_mnist
 
         images = fashion_mnist.load_sample()[0][0]
     elif os.path.isdir(source):
-        import tensorflow as tf
-
-        from keras_vit.export.saved_model import decode_images
-
-        files = sorted(os.path.join(source, name) for name in os.listdir(source))
-        data = []
-        for name in files:
-            with open(name, "rb") as f:
-                data.append(f.read())
-        images = decode_images(tf.constant(data), height, width, channels).numpy()
-    elif source.endswith(".npy"):
-        images = np.load(source, allow_pickle=False)
-    elif source.endswith(".npz"):
-        with np.load(source, allow_pickle=False) as archive:
-            key = "x_train" if "x_train" in archive.files else archive.files[0]
-            images = archive[key]
+        images = _decode_folder(source, shape)
+    elif source.endswith((".npy", ".npz")):
+        if not os.path.isfile(source):
+            raise FileNotFoundError(f"Calibration data not found: --representative-data {source!r}.")
+        try:
+            images = np.load(source, allow_pickle=False)
+            if not isinstance(images, np.ndarray):  # .npz: its x_train or first array
+                with images as archive:
+                    images = archive["x_train" if "x_train" in archive.files else archive.files[0]]
+        except (OSError, ValueError, EOFError, IndexError) as error:
+            raise ValueError(f"Invalid --representative-data {source!r}: not a readable {source[-4:]} file ({error}).") from None
     else:
         raise ValueError(
             f"Invalid --representative-data {source!r}. Expected a .npy or .npz file, a folder of "
             "images or 'fashion-mnist-sample'."
         )
     images = np.asarray(images, dtype="float32")
-    if images.ndim == 3 and channels == 1:
+    if images.ndim == 3 and shape[-1] == 1:
         images = images[..., None]
+    if images.ndim != 4 or len(images) == 0 or tuple(images.shape[1:]) != shape:
+        raise ValueError(
+            f"Invalid --representative-data {source!r}: got images of shape {tuple(images.shape)}, but the model "
+            f"takes (N, {', '.join(map(str, shape))}) with N >= 1."
+        )
+    return images
+
+
+def _decode_folder(folder, shape):
+    """Every image file of a folder (hidden files skipped) decoded and resized to `shape`; refuses non-images."""
+    import tensorflow as tf
+
+    from keras_vit.export.saved_model import decode_images, error_text
+
+    names = sorted(name for name in os.listdir(folder) if not name.startswith("."))
+    if not names:
+        raise ValueError(f"Invalid --representative-data {folder!r}: the folder holds no image files.")
+    images = []
+    for name in names:
+        path = os.path.join(folder, name)
+        if not os.path.isfile(path):
+            raise ValueError(f"Invalid --representative-data {folder!r}: {name!r} is not an image file.")
+        with open(path, "rb") as f:
+            data = f.read()
+        try:
+            images.append(decode_images(tf.constant([data]), *shape).numpy()[0])
+        except tf.errors.InvalidArgumentError as error:
+            reason = error_text(error).replace("image_bytes[0] ", "it ")
+            raise ValueError(f"Invalid --representative-data {folder!r}: {name!r} is not a readable image ({reason})") from None
     return images
 
 
@@ -352,7 +377,7 @@ def _add_predict(subparsers):
         description="Runs a .keras model, a SavedModel folder or a .tflite file on image files.",
     )
     parser.add_argument("model", help=".keras file, SavedModel folder (or TF Serving base folder) or .tflite file")
-    parser.add_argument("images", nargs="+", metavar="IMAGE", help="JPEG/PNG/BMP/GIF files")
+    parser.add_argument("images", nargs="+", metavar="IMAGE", help="JPEG/PNG/GIF/BMP/WebP files")
     parser.add_argument("--top-k", type=int, default=5, help="classes to print per image (default: 5)")
     parser.add_argument("--labels", metavar="FILE", help="class names, one per line (default: stored, or <model>.labels.txt / labels.txt beside the model)")
     parser.add_argument("--scaling", help="pixel scaling for a .keras model without preprocessing")

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 import tensorflow as tf
 
 from keras_vit.export import _common
-from keras_vit.export.saved_model import decode_images
+from keras_vit.export.saved_model import decode_images, error_text
 from keras_vit.export.tflite import INPUT_NAME, SIGNATURE
 
 
@@ -60,7 +61,7 @@ class Predictor:
         return np.asarray(self._run_pixels(images), dtype="float32")
 
     def predict_files(self, paths):
-        """Returns probabilities (N, classes) for image files (JPEG, PNG, BMP, GIF), resized to the model's size.
+        """Returns probabilities (N, classes) for image files (JPEG, PNG, GIF, BMP, WebP), resized to the model's size.
 
         A SavedModel exported by `keras_vit.export.saved_model` gets the encoded bytes through
         its `serve_bytes` signature, exactly as TF Serving would.
@@ -76,7 +77,11 @@ class Predictor:
                 return np.asarray(self._run_bytes(data), dtype="float32")
             pixels = decode_images(tf.constant(data), *self.image_shape).numpy()
         except tf.errors.InvalidArgumentError as error:
-            raise ValueError(f"Cannot decode the images {list(paths)!r}: {error.message}") from None
+            reason = error_text(error)
+            found = re.match(r"image_bytes\[(\d+)\] (.*)", reason)
+            if found:
+                raise ValueError(f"Invalid image file {paths[int(found[1])]!r}: it {found[2]}") from None
+            raise ValueError(f"Cannot decode the images {list(paths)!r}: {reason}") from None
         return self.predict(pixels)
 
     def top_k(self, probabilities, k=5):

@@ -37,34 +37,27 @@ def head_activation(model):
 
 
 def outputs_probabilities(model) -> bool:
-    """True when the model's output layer applies softmax (classifier_activation="softmax").
+    """True for a softmax head, False for logits; any other activation raises ValueError.
+
+    Losses, evaluation and every export read this: probabilities and logits are the only two
+    outputs a cross-entropy or a class ranking can be computed from without guessing.
+
+    Args:
+        model: keras.Model. A classifier, e.g. from `keras_vit.ViT`.
 
     Example:
 
     >>> import keras_vit
     >>> outputs_probabilities(keras_vit.ViT("tiny", num_classes=3))
     True
-    """
-    return head_activation(model) == "softmax"
-
-
-def check_cross_entropy_head(model):
-    """Returns True for a softmax head, False for logits; raises for any other activation.
-
-    Args:
-        model: keras.Model. The classifier a cross-entropy loss will be computed on.
-
-    Example:
-
-    >>> import keras_vit
-    >>> check_cross_entropy_head(keras_vit.ViT("tiny", num_classes=3, classifier_activation=None))
+    >>> outputs_probabilities(keras_vit.ViT("tiny", num_classes=3, classifier_activation=None))
     False
     """
     activation = head_activation(model)
     if activation not in ("softmax", None):
         raise ValueError(
-            f"Cannot compute a cross-entropy on model {model.name!r}: its head has "
-            f"classifier_activation={activation!r}. Expected 'softmax' (probabilities, the default) "
-            "or None (logits)."
+            f"Model {model.name!r} has a head with activation {activation!r} "
+            f"(classifier_activation={activation!r}). Expected 'softmax' (probabilities, the "
+            "default) or None (logits)."
         )
     return activation == "softmax"

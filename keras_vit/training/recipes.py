@@ -30,7 +30,7 @@ import math
 import keras
 
 from keras_vit._validation import check_positive_int
-from keras_vit.models.head import check_cross_entropy_head
+from keras_vit.models.head import outputs_probabilities
 
 # Variables that weight decay must not shrink: biases, LayerNorm scale/offset, the position
 # embedding and the class token (DeiT, timm's no_weight_decay, AugReg "kernels only").
@@ -283,5 +283,5 @@ def make_loss(recipe: Recipe, model):
     >>> make_loss(get_recipe("deit"), keras_vit.ViT("tiny", num_classes=2, classifier_activation=None)).get_config()["from_logits"]
     True
     """
-    probabilities = check_cross_entropy_head(model)
+    probabilities = outputs_probabilities(model)
     return keras.losses.CategoricalCrossentropy(from_logits=not probabilities, label_smoothing=recipe.label_smoothing)

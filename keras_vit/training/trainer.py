@@ -24,7 +24,7 @@ import tensorflow as tf
 from keras_vit import configs
 from keras_vit.data.pipeline import make_pipeline
 from keras_vit.data.sources import load_source
-from keras_vit.models.head import check_cross_entropy_head
+from keras_vit.models.head import outputs_probabilities
 from keras_vit.training import callbacks as callbacks_lib
 from keras_vit.training import distribute, recipes
 
@@ -476,7 +476,7 @@ def evaluate(model_path, dataset="sample", split="test", batch_size=256, data_di
         )
     ds = make_pipeline(source, image_size=(height, width), channels=channels, scaling=None, batch_size=batch_size)
     model.compile(
-        loss=keras.losses.CategoricalCrossentropy(from_logits=not check_cross_entropy_head(model)),
+        loss=keras.losses.CategoricalCrossentropy(from_logits=not outputs_probabilities(model)),
         metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")],
     )
     scores = model.evaluate(ds, return_dict=True, verbose=0)
