@@ -7,9 +7,9 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from keras_vit.export import _common
+from keras_vit.export import _common, tflite_metadata
 from keras_vit.export.saved_model import decode_images
-from keras_vit.export.tflite import INPUT_NAME, SIGNATURE
+from keras_vit.export.tflite import INPUT_NAME, OUTPUT_NAME, SIGNATURE
 
 
 class Predictor:
@@ -37,6 +37,10 @@ class Predictor:
     ((2, 3), 'float32')
     >>> [[(i, name, round(p, 2)) for i, name, p in best] for best in predictor.top_k(probabilities[:1], k=2)]
     [[(1, 'dog', 0.7), (0, 'cat', 0.2)]]
+    >>> predictor.predict(np.zeros((0, 4, 4, 1)))
+    Traceback (most recent call last):
+    ...
+    ValueError: Invalid images of shape (0, 4, 4, 1): an empty batch; pass at least one image.
     """
 
     def __init__(self, path, kind, image_shape, class_names, run_pixels, run_bytes=None):
@@ -56,6 +60,10 @@ class Predictor:
             raise ValueError(
                 f"Invalid images of shape {tuple(images.shape)}: {self.path!r} takes "
                 f"(N, {', '.join(map(str, self.image_shape))})."
+            )
+        if len(images) == 0:
+            raise ValueError(
+                f"Invalid images of shape {tuple(images.shape)}: an empty batch; pass at least one image."
             )
         return np.asarray(self._run_pixels(images), dtype="float32")
 
@@ -94,7 +102,8 @@ def load_predictor(path, *, class_names=None, scaling=None):
     """Opens a `.keras` model, a SavedModel folder (or a TF Serving base folder) or a `.tflite` file.
 
     Class names come from `class_names`, else from the labels the export stored (SavedModel
-    `assets.extra/labels.txt`), else from `<stem>.labels.txt` or `labels.txt` beside (or inside) `path`.
+    `assets.extra/labels.txt`, the .tflite file's labels metadata), else from
+    `<stem>.labels.txt` or `labels.txt` beside (or inside) `path`.
 
     Args:
         path: str. The model file or folder. A folder holding numbered versions opens the
@@ -211,7 +220,9 @@ def _tflite_predictor(path, class_names):
     shape = tuple(int(d) for d in details["shape"][1:])
     static_batch = int(details["shape_signature"][0])
     output_details = runner.get_output_details()[output_name]
-    names = _names(class_names, _common.labels_beside(path), int(output_details["shape"][-1]))
+    stored = tflite_metadata.labels_in(path)
+    stored = stored if stored is not None else _common.labels_beside(path)
+    names = _names(class_names, stored, int(output_details["shape"][-1]))
 
     def run(images):
         step = static_batch if static_batch > 0 else len(images)
@@ -224,7 +235,8 @@ def _tflite_predictor(path, class_names):
             out = runner(**{INPUT_NAME: chunk})[output_name]
             results.append(out[: len(images) - start] if padded else out)
         outputs = np.concatenate(results).astype("float32")
-        return outputs if output_name == "probabilities" else _softmax(outputs)
+        # Files written before every export returned probabilities have a "logits" output.
+        return outputs if output_name == OUTPUT_NAME else _softmax(outputs)
 
     return Predictor(path, "tflite", shape, names, run)
 
