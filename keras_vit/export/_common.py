@@ -282,3 +282,8 @@ def file_size(path):
     if os.path.isfile(path):
         return os.path.getsize(path)
     return sum(os.path.getsize(os.path.join(root, name)) for root, _, names in os.walk(path) for name in names)
+
+
+# Input and output names of the graphs every export writes (TFLite signature, ONNX graph).
+INPUT_NAME = "images"
+OUTPUT_NAME = "probabilities"

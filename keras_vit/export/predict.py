@@ -1,4 +1,4 @@
-"""One way to run every artifact: a .keras model, a SavedModel folder or a .tflite file."""
+"""One way to run every artifact: a .keras model, a SavedModel folder, a .tflite or an .onnx file."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import numpy as np
 import tensorflow as tf
 
 from keras_vit.export import _common, tflite_metadata
+from keras_vit.export.onnx import LABELS_KEY as ONNX_LABELS_KEY
+from keras_vit.export.onnx import require
 from keras_vit.export.saved_model import decode_images
 from keras_vit.export.tflite import INPUT_NAME, OUTPUT_NAME, SIGNATURE
 
@@ -15,12 +17,12 @@ from keras_vit.export.tflite import INPUT_NAME, OUTPUT_NAME, SIGNATURE
 class Predictor:
     """Class probabilities from a saved model for images in [0, 255].
 
-    Use `load_predictor(path)` to make one. Attributes: `path`, `kind` ("keras", "saved_model"
-    or "tflite"), `image_shape` (height, width, channels) and `class_names` (tuple or None).
+    Use `load_predictor(path)` to make one. Attributes: `path`, `kind` ("keras", "saved_model",
+    "tflite" or "onnx"), `image_shape` (height, width, channels) and `class_names` (tuple or None).
 
     Args:
         path: str. The model file or folder, for messages.
-        kind: str. "keras", "saved_model" or "tflite".
+        kind: str. "keras", "saved_model", "tflite" or "onnx".
         image_shape: (int, int, int). Height, width and channels the model takes.
         class_names: tuple of str or None. Name of each class.
         run_pixels: callable. Float32 images (N, height, width, channels) in [0, 255] ->
@@ -99,10 +101,11 @@ class Predictor:
 
 
 def load_predictor(path, *, class_names=None, scaling=None):
-    """Opens a `.keras` model, a SavedModel folder (or a TF Serving base folder) or a `.tflite` file.
+    """Opens a `.keras` model, a SavedModel folder (or a TF Serving base folder), a `.tflite` or an `.onnx` file.
 
     Class names come from `class_names`, else from the labels the export stored (SavedModel
-    `assets.extra/labels.txt`, the .tflite file's labels metadata), else from
+    `assets.extra/labels.txt`, the .tflite file's labels metadata, the .onnx file's
+    `metadata_props`), else from
     `<stem>.labels.txt` or `labels.txt` beside (or inside) `path`.
 
     Args:
@@ -134,8 +137,10 @@ def load_predictor(path, *, class_names=None, scaling=None):
         return _keras_predictor(path, class_names, scaling)
     if path.endswith(".tflite"):
         return _tflite_predictor(path, class_names)
+    if path.endswith(".onnx"):
+        return _onnx_predictor(path, class_names)
     raise ValueError(
-        f"Invalid path={path!r}. Expected a .keras file, a .tflite file or a SavedModel folder."
+        f"Invalid path={path!r}. Expected a .keras file, a .tflite file, an .onnx file or a SavedModel folder."
     )
 
 
@@ -239,6 +244,29 @@ def _tflite_predictor(path, class_names):
         return outputs if output_name == OUTPUT_NAME else _softmax(outputs)
 
     return Predictor(path, "tflite", shape, names, run)
+
+
+def _onnx_predictor(path, class_names):
+    onnxruntime = require("onnxruntime")
+    session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+    inputs, outputs = session.get_inputs(), session.get_outputs()
+    if [i.name for i in inputs] != [INPUT_NAME] or [o.name for o in outputs] != [OUTPUT_NAME]:
+        raise ValueError(
+            f"Invalid ONNX file {path!r}: expected input '{INPUT_NAME}' and output "
+            f"'{OUTPUT_NAME}', found {[i.name for i in inputs]} and {[o.name for o in outputs]}; "
+            "export it with keras_vit.export.onnx."
+        )
+    shape = tuple(int(d) for d in inputs[0].shape[1:])
+    stored = session.get_modelmeta().custom_metadata_map.get(ONNX_LABELS_KEY)
+    stored = tuple(stored.split("\n")) if stored else _common.labels_beside(path)
+    names = _names(class_names, stored, int(outputs[0].shape[-1]))
+
+    def run(images):
+        return np.concatenate(
+            [session.run(None, {INPUT_NAME: images[i : i + 64]})[0] for i in range(0, len(images), 64)]
+        )
+
+    return Predictor(path, "onnx", shape, names, run)
 
 
 def _softmax(logits):

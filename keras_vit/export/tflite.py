@@ -22,8 +22,8 @@ DEFAULT_CALIBRATION_SAMPLES = 200
 INT8_FLOAT_OPS = ("MEAN", "SQUARED_DIFFERENCE", "RSQRT", "ADD", "MUL")
 # The single signature of every file written here, its input and output names.
 SIGNATURE = "serving_default"
-INPUT_NAME = "images"
-OUTPUT_NAME = "probabilities"
+INPUT_NAME = _common.INPUT_NAME
+OUTPUT_NAME = _common.OUTPUT_NAME
 
 
 @dataclasses.dataclass(frozen=True)
