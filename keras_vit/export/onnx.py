@@ -79,25 +79,13 @@ def onnx(model, path, *, scaling=None, class_names=None, opset=DEFAULT_OPSET, ov
     >>> session.run(None, {"images": np.zeros((5, 32, 32, 3), "float32")})[0].shape
     (5, 3)
     """
-    shape = _common.input_spec(model, what="export to ONNX")
-    if None in shape:
-        raise ValueError(
-            f"Cannot export model {model.name!r} to ONNX: its input shape (batch, *{shape}) has a "
-            "dynamic height or width. Rebuild it with a fixed image_size= (weights can be copied "
-            "with set_weights)."
-        )
+    shape = _common.static_image_shape(model, what="export to ONNX")
     classes = _common.num_classes(model, what="export to ONNX")
     names = _common.check_class_names(class_names, classes)
     mean_std = _common.resolve_scaling(model, scaling, shape[-1])
     if not isinstance(opset, int) or isinstance(opset, bool) or opset < 13:
         raise ValueError(f"Invalid opset={opset!r}. Expected an integer >= 13.")
-    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path).endswith(".onnx"):
-        raise ValueError(f"Invalid path={path!r}. Expected a file name ending in '.onnx'.")
-    path = os.path.abspath(os.fspath(path))
-    if os.path.isdir(path):
-        raise ValueError(f"Invalid path={path!r}: it is a folder.")
-    if os.path.exists(path) and not overwrite:
-        raise FileExistsError(f"{path!r} already exists; pass overwrite=True (--overwrite) to replace it.")
+    path = _common.output_file(path, ".onnx", overwrite=overwrite)
     low_precision = sorted({layer.dtype_policy.name for layer in model.layers if layer.compute_dtype != "float32"})
     if low_precision:
         raise ValueError(

@@ -131,23 +131,11 @@ def tflite(
     """
     if quantization not in QUANTIZATIONS:
         raise ValueError(f"Invalid quantization={quantization!r}. Expected one of {list(QUANTIZATIONS)}.")
-    shape = _common.input_spec(model, what="export to TFLite")
-    if None in shape:
-        raise ValueError(
-            f"Cannot export model {model.name!r} to TFLite: its input shape (batch, *{shape}) "
-            "has a dynamic height or width, and TFLite needs a static one. Rebuild it with a "
-            "fixed image_size= (weights can be copied with set_weights)."
-        )
+    shape = _common.static_image_shape(model, what="export to TFLite")
     classes = _common.num_classes(model, what="export to TFLite")
     names = _common.check_class_names(class_names, classes)
     mean_std = _common.resolve_scaling(model, scaling, shape[-1])
-    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path).endswith(".tflite"):
-        raise ValueError(f"Invalid path={path!r}. Expected a file name ending in '.tflite'.")
-    path = os.path.abspath(os.fspath(path))
-    if os.path.isdir(path):
-        raise ValueError(f"Invalid path={path!r}: it is a folder.")
-    if os.path.exists(path) and not overwrite:
-        raise FileExistsError(f"{path!r} already exists; pass overwrite=True (--overwrite) to replace it.")
+    path = _common.output_file(path, ".tflite", overwrite=overwrite)
     # One labels file per model file, so several models can share a folder.
     labels_path = os.path.splitext(path)[0] + ".labels.txt"
     if not isinstance(calibration_samples, int) or isinstance(calibration_samples, bool) or calibration_samples < 1:
