@@ -308,7 +308,10 @@ def _export(args, export, model, class_names):
         print(f"TFLite ({result.quantization}): {result.path}, {result.size_bytes:,} bytes")
         print(f"ops: {ops}")
     if args.onnx:
-        result = export.onnx(model, args.onnx, scaling=args.scaling, class_names=class_names, overwrite=args.overwrite)
+        try:
+            result = export.onnx(model, args.onnx, scaling=args.scaling, class_names=class_names, overwrite=args.overwrite)
+        except ImportError as error:  # the onnx extra is not installed: say which command installs it
+            raise ValueError(str(error)) from None
         print(f"ONNX (opset {result.opset}): {result.path}, {result.size_bytes:,} bytes")
 
 
