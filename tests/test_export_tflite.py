@@ -105,6 +105,13 @@ def test_labels_travel_inside_the_file(logits_file, tmp_path):
     assert export.load_predictor(str(copy)).class_names == NAMES
     assert export.load_predictor(str(copy), class_names=["a", "b", "c"]).class_names == ("a", "b", "c")
 
+    # Metadata that names a labels file the archive lost: a clear error, not a guess.
+    with zipfile.ZipFile(path) as files:
+        start = files.infolist()[0].header_offset  # absolute: zipfile adds the model bytes before it
+    copy.write_bytes(open(path, "rb").read()[:start])
+    with pytest.raises(ValueError, match="labels file 'labels.txt'"):
+        export.load_predictor(str(copy))
+
 
 def test_int8_export_prints_nothing_on_stdout(tmp_path, capfd):
     model = random_model()

@@ -1,7 +1,8 @@
 """Deployment: SavedModel for TF Serving, TFLite/LiteRT files (float and quantized), ONNX, prediction.
 
-Every exported artifact takes float32 NHWC pixels in [0, 255]. Class names come from
-`class_names=` or from `<model>.labels.txt` or `labels.txt` (one name per line) beside the model file.
+Every exported artifact takes float32 NHWC pixels in [0, 255] and returns probabilities. Class
+names come from `class_names=`, from the labels an export stored in the artifact, or from
+`<model>.labels.txt` or `labels.txt` (one name per line) beside the model file.
 
 Example:
 

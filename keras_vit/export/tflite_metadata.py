@@ -119,7 +119,9 @@ def labels_in(path):
     if metadata is None:
         return None
     if metadata[4:8] != FILE_IDENTIFIER:
-        raise ValueError(f"Invalid TFLite metadata: file identifier {metadata[4:8]!r}, expected {FILE_IDENTIFIER!r}.")
+        raise ValueError(
+            f"Invalid TFLite metadata in {path!r}: file identifier {metadata[4:8]!r}, expected {FILE_IDENTIFIER!r}."
+        )
     names = []
     for file in _tables(_root(metadata), [_MODEL_SUBGRAPHS, _SUBGRAPH_OUTPUTS, _TENSOR_FILES]):
         kind = file.Offset(4 + 2 * _FILE_TYPE)
@@ -127,8 +129,14 @@ def labels_in(path):
             names.append(_text(file.String(file.Offset(4 + 2 * _FILE_NAME) + file.Pos)))
     if not names:
         return None
-    with zipfile.ZipFile(path) as files:
-        text = files.read(names[0]).decode("utf-8")
+    try:
+        with zipfile.ZipFile(path) as files:
+            text = files.read(names[0]).decode("utf-8")
+    except (zipfile.BadZipFile, KeyError):
+        raise ValueError(
+            f"Invalid TFLite file {path!r}: its metadata names the labels file {names[0]!r}, but no "
+            "such file is zipped onto the model; pass class_names= or export it again."
+        ) from None
     labels = text.splitlines()
     while labels and not labels[-1].strip():
         labels.pop()
