@@ -14,6 +14,7 @@ latency only.
 way TF Serving runs it (TF1 loader, session fed by SignatureDef tensor names), with and without
 jit_compile, against `model.predict_on_batch` of the same model compiled with XLA, the three
 called in turn within each round.
+    PYTHONPATH=$PWD python benchmarks/export_report.py --ti16-only # Ti/16 TFLite vs ONNX vs Keras, ~3 min
 
 TFLite files run with ai_edge_litert's Interpreter (XNNPACK, --threads threads). The machine's
 `uptime` load averages are recorded next to the latencies, since other jobs share the CPU.
@@ -73,6 +74,15 @@ def tflite_runner(path, threads):
     return lambda image: runner(images=image)[output]
 
 
+def onnx_runner(path, threads):
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    return lambda image: session.run(None, {"images": image})[0]
+
+
 def train_small(epochs, seed):
     (x_train, y_train), (x_test, y_test) = fashion_mnist.load_sample()
     keras.utils.set_random_seed(seed)
@@ -114,13 +124,18 @@ def small_model_rows(args, work):
         run = tflite_runner(file, args.threads)
         outputs = np.concatenate([run(x_test[i : i + 1]) for i in range(len(x_test))])
         if quantization == "none":
-            error = float(np.max(np.abs(outputs - logits)))
-            print(f"TFLite float32 max |logit - Keras| = {error:.2e}", flush=True)
+            error = float(np.max(np.abs(outputs - tf.nn.softmax(logits).numpy())))
+            print(f"TFLite float32 max |probability - Keras| = {error:.2e}", flush=True)
         seconds = time_per_image(run, x_test[:1], args.runs)
         predicted = outputs.argmax(-1)
         rows.append((f"TFLite {quantization}", quantization, result.size_bytes, seconds,
                      np.mean(predicted == y_test), np.mean(predicted == reference), load()))
         print(rows[-1], result.ops, flush=True)
+    result = export.onnx(model, os.path.join(work, "small.onnx"))
+    run = onnx_runner(result.path, args.threads)
+    predicted = np.concatenate([run(x_test[i : i + 500]) for i in range(0, len(x_test), 500)]).argmax(-1)
+    rows.append(("ONNX (onnxruntime)", "float32", result.size_bytes, time_per_image(run, x_test[:1], args.runs),
+                 np.mean(predicted == y_test), np.mean(predicted == reference), load()))
     return rows
 
 
@@ -151,6 +166,10 @@ def b16_rows(args, work):
         rows.append((f"TFLite {quantization}", quantization, result.size_bytes, seconds, None, None, load()))
         print(rows[-1], flush=True)
         os.remove(file)
+    result = export.onnx(model, os.path.join(work, "b16.onnx"))
+    seconds = time_per_image(onnx_runner(result.path, args.threads), image, args.b16_runs, warmup=1)
+    rows.append(("ONNX (onnxruntime)", "float32", result.size_bytes, seconds, None, None, load()))
+    os.remove(result.path)
     return rows
 
 
@@ -253,6 +272,45 @@ the same round.
     print(text)
     write_section(text, args.results, SERVING_SECTION)
     print(f"wrote {args.results}")
+TI16_SECTION = "## Export: ViT-Ti/16 TFLite and ONNX against Keras (issue 14)"
+
+
+def ti16_section(args, work, rounds=5, calls=10):
+    """ViT-Ti/16 with random weights (head too): float32 TFLite and ONNX against Keras, side by side."""
+    keras.utils.set_random_seed(args.seed)
+    model = keras_vit.ViT("Ti/16", num_classes=1000, preprocessing="imagenet")
+    rng = np.random.default_rng(args.seed)
+    head = model.get_layer("head")
+    head.set_weights([rng.normal(0, 0.05, w.shape).astype("float32") for w in head.get_weights()])
+    x = rng.uniform(0, 255, (8, 224, 224, 3)).astype("float32")
+    logits = np.asarray(model.predict(x, verbose=0))  # the model's preprocessing layer scales [0, 255]
+    expected = tf.nn.softmax(logits).numpy()
+    files = {
+        "TFLite float32 (LiteRT, XNNPACK)": (export.tflite(model, os.path.join(work, "ti16.tflite")), tflite_runner),
+        "ONNX (onnxruntime, CPU)": (export.onnx(model, os.path.join(work, "ti16.onnx")), onnx_runner),
+    }
+    runners = {name: make(result.path, args.threads) for name, (result, make) in files.items()}
+    lines = ["| format | size | max abs error, probabilities | max abs error, log-probabilities | top-1 agreement | latency / image, median of rounds (min-max) |",
+             "|---|---|---|---|---|---|"]
+    times = {name: [] for name in runners}
+    for name, run in runners.items():
+        run(x[:1])  # warm-up
+    for _ in range(rounds):  # alternate the formats so both see the same machine load
+        for name, run in runners.items():
+            start = time.perf_counter()
+            for _ in range(calls):
+                run(x[:1])
+            times[name].append((time.perf_counter() - start) / calls)
+    for name, run in runners.items():
+        probabilities = np.concatenate([run(x[i : i + 1]) for i in range(len(x))])
+        error = float(np.abs(probabilities - expected).max())
+        log_error = float(np.abs(np.log(probabilities) - np.log(expected)).max())
+        agreement = float(np.mean(probabilities.argmax(-1) == expected.argmax(-1)))
+        t = times[name]
+        lines.append(f"| {name} | {files[name][0].size_bytes / 1e6:.2f} MB | {error:.1e} | {log_error:.1e} | "
+                     f"{agreement * 100:.0f}% | {statistics.median(t) * 1e3:.1f} ms ({min(t) * 1e3:.1f}-{max(t) * 1e3:.1f}) |")
+    ratio = [a / b for a, b in zip(*times.values())]
+    return "\n".join(lines), ratio
 
 
 def table(rows, with_accuracy):
@@ -272,6 +330,17 @@ def table(rows, with_accuracy):
     return "\n".join(lines)
 
 
+def _cpu():
+    """CPU model and its vector/bfloat16 flags, as the preamble of every timing asks."""
+    sys.path.insert(0, HERE)
+    from machine import cpu_info
+
+    with open("/proc/cpuinfo") as f:
+        flags = set(f.read().split())
+    name, bf16 = cpu_info()
+    return f"{name} (flags: {' '.join(sorted(flags & {'avx2', 'avx512f'}) + bf16) or 'no avx2'})"
+
+
 def write_section(text, path, section=SECTION):
     old = open(path).read() if os.path.isfile(path) else "# Benchmark results\n"
     pattern = re.compile(re.escape(section) + r".*?(?=\n## |\Z)", re.S)
@@ -289,6 +358,7 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=2, help="LiteRT interpreter threads")
     parser.add_argument("--calibration", type=int, default=200, help="int8 calibration images")
     parser.add_argument("--skip-b16", action="store_true")
+    parser.add_argument("--ti16-only", action="store_true", help="only the Ti/16 TFLite/ONNX/Keras comparison")
     parser.add_argument("--results", default=os.path.join(HERE, "RESULTS.md"))
     parser.add_argument("--serving", action="store_true", help="only the SavedModel size and latency section")
     parser.add_argument("--serving-variants", nargs="+", default=["Ti16", "B16"], help="variants for --serving")
@@ -299,6 +369,28 @@ def main(argv=None):
         return
 
     work = tempfile.mkdtemp(prefix="export_report_")
+    if args.ti16_only:
+        try:
+            started = load()
+            rows, ratio = ti16_section(args, work)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        text = f"""{TI16_SECTION}
+
+Command: `PYTHONPATH=$PWD python benchmarks/export_report.py --ti16-only`;
+{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; {_cpu()}, {os.cpu_count()} CPU cores shared
+with other jobs (load at start {started}); TensorFlow {tf.__version__}, Keras {keras.__version__}.
+ViT-Ti/16, 224 px, 1000 classes, random weights (head included), imagenet scaling inside both
+files; 8 random images, batch 1, {args.threads} threads. Both files output probabilities; errors
+are against softmax of the Keras float32 logits. Latency: 5 rounds of 10 calls, the formats
+alternated within each round; TFLite/ONNX time ratio per round: median {statistics.median(ratio):.2f}
+(min {min(ratio):.2f}, max {max(ratio):.2f}).
+
+{rows}
+"""
+        print(text)
+        write_section(text, args.results, TI16_SECTION)
+        return
     try:
         started = load()
         small = small_model_rows(args, work)

@@ -67,14 +67,12 @@ def classify_with_interpreter(path, images, class_names):
 
     interpreter = Interpreter(model_path=path)
     # keras_vit files have one signature, serving_default, with input "images" (float32
-    # [0, 255] pixels, batch 1 by default) and output "probabilities" ("logits" for a model
-    # built with classifier_activation=None).
+    # [0, 255] pixels, batch 1 by default) and output "probabilities".
     runner = interpreter.get_signature_runner("serving_default")
-    output_name = interpreter.get_signature_list()["serving_default"]["outputs"][0]
     labels = []
     for image in images:
-        scores = runner(images=image[None].astype("float32"))[output_name][0]
-        labels.append(class_names[int(np.argmax(scores))])
+        probabilities = runner(images=image[None].astype("float32"))["probabilities"][0]
+        labels.append(class_names[int(np.argmax(probabilities))])
     return labels
 
 

@@ -228,6 +228,7 @@ def _add_export(subparsers):
     parser.add_argument("--saved-model", metavar="DIR", help="TF Serving base folder; writes DIR/<version>/")
     parser.add_argument("--version", type=int, help="SavedModel version (default: the next integer)")
     parser.add_argument("--tflite", metavar="FILE", help="TFLite file to write (.tflite)")
+    parser.add_argument("--onnx", metavar="FILE", help="ONNX file to write (.onnx; needs pip install 'keras_vit[onnx]')")
     parser.add_argument(
         "--quantization", default="none", help="TFLite quantization: none, float16, dynamic or int8 (default: none)"
     )
@@ -258,8 +259,8 @@ def _run_export(args):
 
     from keras_vit import export
 
-    if not args.saved_model and not args.tflite:
-        raise ValueError("Nothing to export: pass --saved-model DIR and/or --tflite FILE.")
+    if not args.saved_model and not args.tflite and not args.onnx:
+        raise ValueError("Nothing to export: pass --saved-model DIR, --tflite FILE and/or --onnx FILE.")
     if args.quantization not in export.QUANTIZATIONS:
         raise ValueError(f"Invalid --quantization {args.quantization!r}. Expected one of {list(export.QUANTIZATIONS)}.")
     if not os.path.isfile(args.model):
@@ -307,6 +308,12 @@ def _export(args, export, model, class_names, data):
         ops = ", ".join(f"{name} x{count}" for name, count in result.ops.items())
         print(f"TFLite ({result.quantization}): {result.path}, {result.size_bytes:,} bytes")
         print(f"ops: {ops}")
+    if args.onnx:
+        try:
+            result = export.onnx(model, args.onnx, scaling=args.scaling, class_names=class_names, overwrite=args.overwrite)
+        except ImportError as error:  # the onnx extra is not installed: say which command installs it
+            raise ValueError(str(error)) from None
+        print(f"ONNX (opset {result.opset}): {result.path}, {result.size_bytes:,} bytes")
 
 
 def _load_images(source, model):

@@ -193,7 +193,7 @@ def test_tflite_float32_matches_keras(trained, tmp_path):
     mask = os.umask(0)
     os.umask(mask)
     assert os.stat(path).st_mode & 0o777 == 0o666 & ~mask  # readable beyond its owner, like a plain file
-    assert result.output_name == "logits"
+    assert result.output_name == "probabilities"
     assert result.ops["GELU"] == 2 and "FULLY_CONNECTED" in result.ops
     assert not any(name.startswith("Flex") for name in result.ops)
     assert export.read_labels(str(tmp_path / "float" / "model.labels.txt")) == fashion_mnist.CLASS_NAMES
@@ -203,8 +203,8 @@ def test_tflite_float32_matches_keras(trained, tmp_path):
     from ai_edge_litert.interpreter import Interpreter
 
     runner = Interpreter(model_path=path).get_signature_runner("serving_default")
-    logits = np.concatenate([runner(images=trained["x"][i : i + 1])["logits"] for i in range(50)])
-    np.testing.assert_allclose(logits, trained["logits"][:50], atol=1e-4)
+    probabilities = np.concatenate([runner(images=trained["x"][i : i + 1])["probabilities"] for i in range(50)])
+    np.testing.assert_allclose(probabilities, trained["probabilities"][:50], atol=1e-5)
     with pytest.raises(FileExistsError):
         export.tflite(trained["model"], path)
 

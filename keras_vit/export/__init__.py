@@ -1,7 +1,8 @@
-"""Deployment: SavedModel for TF Serving, TFLite/LiteRT files (float and quantized), prediction.
+"""Deployment: SavedModel for TF Serving, TFLite/LiteRT files (float and quantized), ONNX, prediction.
 
-Every exported artifact takes float32 NHWC pixels in [0, 255]. Class names come from
-`class_names=` or from `<model>.labels.txt` or `labels.txt` (one name per line) beside the model file.
+Every exported artifact takes float32 NHWC pixels in [0, 255] and returns probabilities. Class
+names come from `class_names=`, from the labels an export stored in the artifact, or from
+`<model>.labels.txt` or `labels.txt` (one name per line) beside the model file.
 
 Example:
 
@@ -11,6 +12,7 @@ Example:
 """
 
 from keras_vit.export._common import LABELS_FILENAME, labels_beside, read_labels
+from keras_vit.export.onnx import ONNXExport, onnx
 from keras_vit.export.predict import Predictor, load_predictor
 from keras_vit.export.saved_model import saved_model
 from keras_vit.export.tflite import INT8_FLOAT_OPS, QUANTIZATIONS, TFLiteExport, tflite, tflite_ops, with_tanh_gelu

@@ -341,3 +341,32 @@ def file_size(path):
     if os.path.isfile(path):
         return os.path.getsize(path)
     return sum(os.path.getsize(os.path.join(root, name)) for root, _, names in os.walk(path) for name in names)
+
+
+# Input and output names of the graphs every export writes (TFLite signature, ONNX graph).
+INPUT_NAME = "images"
+OUTPUT_NAME = "probabilities"
+
+
+def static_image_shape(model, *, what):
+    """Returns the model's (height, width, channels), all ints; raises for a dynamic image size."""
+    shape = input_spec(model, what=what)
+    if None in shape:
+        raise ValueError(
+            f"Cannot {what} model {model.name!r}: its input shape (batch, *{shape}) has a dynamic "
+            "height or width, and the file needs a static one. Rebuild it with a fixed image_size= "
+            "(weights can be copied with set_weights)."
+        )
+    return shape
+
+
+def output_file(path, suffix, *, overwrite):
+    """Returns `path` made absolute, checked to end in `suffix` and not to exist unless `overwrite`."""
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path).endswith(suffix):
+        raise ValueError(f"Invalid path={path!r}. Expected a file name ending in {suffix!r}.")
+    path = os.path.abspath(os.fspath(path))
+    if os.path.isdir(path):
+        raise ValueError(f"Invalid path={path!r}: it is a folder.")
+    if os.path.exists(path) and not overwrite:
+        raise FileExistsError(f"{path!r} already exists; pass overwrite=True (--overwrite) to replace it.")
+    return path

@@ -1,4 +1,4 @@
-"""One way to run every artifact: a .keras model, a SavedModel folder or a .tflite file."""
+"""One way to run every artifact: a .keras model, a SavedModel folder, a .tflite or an .onnx file."""
 
 from __future__ import annotations
 
@@ -8,20 +8,22 @@ import re
 import numpy as np
 import tensorflow as tf
 
-from keras_vit.export import _common
+from keras_vit.export import _common, tflite_metadata
+from keras_vit.export.onnx import LABELS_KEY as ONNX_LABELS_KEY
+from keras_vit.export.onnx import require
 from keras_vit.export.saved_model import decode_images, error_text
-from keras_vit.export.tflite import INPUT_NAME, SIGNATURE
+from keras_vit.export.tflite import INPUT_NAME, OUTPUT_NAME, SIGNATURE
 
 
 class Predictor:
     """Class probabilities from a saved model for images in [0, 255].
 
-    Use `load_predictor(path)` to make one. Attributes: `path`, `kind` ("keras", "saved_model"
-    or "tflite"), `image_shape` (height, width, channels) and `class_names` (tuple or None).
+    Use `load_predictor(path)` to make one. Attributes: `path`, `kind` ("keras", "saved_model",
+    "tflite" or "onnx"), `image_shape` (height, width, channels) and `class_names` (tuple or None).
 
     Args:
         path: str. The model file or folder, for messages.
-        kind: str. "keras", "saved_model" or "tflite".
+        kind: str. "keras", "saved_model", "tflite" or "onnx".
         image_shape: (int, int, int). Height, width and channels the model takes.
         class_names: tuple of str or None. Name of each class.
         run_pixels: callable. Float32 images (N, height, width, channels) in [0, 255] ->
@@ -38,6 +40,10 @@ class Predictor:
     ((2, 3), 'float32')
     >>> [[(i, name, round(p, 2)) for i, name, p in best] for best in predictor.top_k(probabilities[:1], k=2)]
     [[(1, 'dog', 0.7), (0, 'cat', 0.2)]]
+    >>> predictor.predict(np.zeros((0, 4, 4, 1)))
+    Traceback (most recent call last):
+    ...
+    ValueError: Invalid images of shape (0, 4, 4, 1): an empty batch; pass at least one image.
     """
 
     def __init__(self, path, kind, image_shape, class_names, run_pixels, run_bytes=None):
@@ -57,6 +63,10 @@ class Predictor:
             raise ValueError(
                 f"Invalid images of shape {tuple(images.shape)}: {self.path!r} takes "
                 f"(N, {', '.join(map(str, self.image_shape))})."
+            )
+        if len(images) == 0:
+            raise ValueError(
+                f"Invalid images of shape {tuple(images.shape)}: an empty batch; pass at least one image."
             )
         return np.asarray(self._run_pixels(images), dtype="float32")
 
@@ -96,10 +106,12 @@ class Predictor:
 
 
 def load_predictor(path, *, class_names=None, scaling=None):
-    """Opens a `.keras` model, a SavedModel folder (or a TF Serving base folder) or a `.tflite` file.
+    """Opens a `.keras` model, a SavedModel folder (or a TF Serving base folder), a `.tflite` or an `.onnx` file.
 
     Class names come from `class_names`, else from the labels the export stored (SavedModel
-    `assets.extra/labels.txt`), else from `<stem>.labels.txt` or `labels.txt` beside (or inside) `path`.
+    `assets.extra/labels.txt`, the .tflite file's labels metadata, the .onnx file's
+    `metadata_props`), else from
+    `<stem>.labels.txt` or `labels.txt` beside (or inside) `path`.
 
     Args:
         path: str. The model file or folder. A folder holding numbered versions opens the
@@ -130,8 +142,10 @@ def load_predictor(path, *, class_names=None, scaling=None):
         return _keras_predictor(path, class_names, scaling)
     if path.endswith(".tflite"):
         return _tflite_predictor(path, class_names)
+    if path.endswith(".onnx"):
+        return _onnx_predictor(path, class_names)
     raise ValueError(
-        f"Invalid path={path!r}. Expected a .keras file, a .tflite file or a SavedModel folder."
+        f"Invalid path={path!r}. Expected a .keras file, a .tflite file, an .onnx file or a SavedModel folder."
     )
 
 
@@ -216,7 +230,9 @@ def _tflite_predictor(path, class_names):
     shape = tuple(int(d) for d in details["shape"][1:])
     static_batch = int(details["shape_signature"][0])
     output_details = runner.get_output_details()[output_name]
-    names = _names(class_names, _common.labels_beside(path), int(output_details["shape"][-1]))
+    stored = tflite_metadata.labels_in(path)
+    stored = stored if stored is not None else _common.labels_beside(path)
+    names = _names(class_names, stored, int(output_details["shape"][-1]))
 
     def run(images):
         step = static_batch if static_batch > 0 else len(images)
@@ -229,9 +245,33 @@ def _tflite_predictor(path, class_names):
             out = runner(**{INPUT_NAME: chunk})[output_name]
             results.append(out[: len(images) - start] if padded else out)
         outputs = np.concatenate(results).astype("float32")
-        return outputs if output_name == "probabilities" else _softmax(outputs)
+        # Files written before every export returned probabilities have a "logits" output.
+        return outputs if output_name == OUTPUT_NAME else _softmax(outputs)
 
     return Predictor(path, "tflite", shape, names, run)
+
+
+def _onnx_predictor(path, class_names):
+    onnxruntime = require("onnxruntime")
+    session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+    inputs, outputs = session.get_inputs(), session.get_outputs()
+    if [i.name for i in inputs] != [INPUT_NAME] or [o.name for o in outputs] != [OUTPUT_NAME]:
+        raise ValueError(
+            f"Invalid ONNX file {path!r}: expected input '{INPUT_NAME}' and output "
+            f"'{OUTPUT_NAME}', found {[i.name for i in inputs]} and {[o.name for o in outputs]}; "
+            "export it with keras_vit.export.onnx."
+        )
+    shape = tuple(int(d) for d in inputs[0].shape[1:])
+    stored = session.get_modelmeta().custom_metadata_map.get(ONNX_LABELS_KEY)
+    stored = tuple(stored.split("\n")) if stored else _common.labels_beside(path)
+    names = _names(class_names, stored, int(outputs[0].shape[-1]))
+
+    def run(images):
+        return np.concatenate(
+            [session.run(None, {INPUT_NAME: images[i : i + 64]})[0] for i in range(0, len(images), 64)]
+        )
+
+    return Predictor(path, "onnx", shape, names, run)
 
 
 def _softmax(logits):

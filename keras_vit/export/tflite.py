@@ -11,7 +11,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_vit.export import _common
+from keras_vit.export import _common, tflite_metadata
 
 QUANTIZATIONS = ("none", "float16", "dynamic", "int8")
 DEFAULT_CALIBRATION_SAMPLES = 200
@@ -22,7 +22,8 @@ DEFAULT_CALIBRATION_SAMPLES = 200
 INT8_FLOAT_OPS = ("MEAN", "SQUARED_DIFFERENCE", "RSQRT", "ADD", "MUL")
 # The single signature of every file written here, its input and output names.
 SIGNATURE = "serving_default"
-INPUT_NAME = "images"
+INPUT_NAME = _common.INPUT_NAME
+OUTPUT_NAME = _common.OUTPUT_NAME
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,11 +36,11 @@ class TFLiteExport:
         size_bytes: int. File size.
         ops: dict. Operator name -> count, e.g. {"FULLY_CONNECTED": 13, "GELU": 2}; see
             `tflite_ops`.
-        output_name: str. "logits" or "probabilities", the name of the signature's output.
+        output_name: str. The name of the signature's output, always "probabilities".
 
     Example (`tflite`'s example makes a real one):
 
-    >>> result = TFLiteExport("vit.tflite", "dynamic", 52_000, {"FULLY_CONNECTED": 13}, "logits")
+    >>> result = TFLiteExport("vit.tflite", "dynamic", 52_000, {"FULLY_CONNECTED": 13}, "probabilities")
     >>> result.quantization, result.size_bytes
     ('dynamic', 52000)
     >>> result.size_bytes = 0
@@ -72,10 +73,15 @@ def tflite(
     """Converts a model to a TFLite (LiteRT) file, optionally quantized, written atomically.
 
     The file has one signature, `serving_default`, with input `images`: float32 (batch, height, width,
-    channels) pixels in [0, 255], and output `logits` or
-    `probabilities` (float32, also for int8 files). Conversion goes through Keras' LiteRT
-    export (`model.export(format="litert")`) with TFLite builtin ops only, so a file never
-    needs the Flex (TF ops) delegate.
+    channels) pixels in [0, 255], and output `probabilities`: float32 (batch, classes), also
+    for int8 files. As in every keras_vit export, softmax is applied in the graph when the
+    model's head emits logits, and not again when the head already has softmax. Conversion
+    goes through Keras' LiteRT export (`model.export(format="litert")`) with TFLite builtin
+    ops only, so a file never needs the Flex (TF ops) delegate.
+
+    The file carries TFLite model metadata (see `keras_vit.export.tflite_metadata`): an
+    image-classifier description and, when `class_names` are given, a `labels.txt`
+    associated file, read by the LiteRT metadata tools and by `load_predictor`.
 
     Quantization:
     - "none": float32 weights and compute.
@@ -99,8 +105,9 @@ def tflite(
         scaling: None, str or (mean, std). As in `keras_vit.export.saved_model`: how [0, 255]
             pixels map to the inputs of a model without a `preprocessing` layer. Defaults to
             None.
-        class_names: sequence of str or None. Written to `<stem>.labels.txt` beside the file,
-            where `load_predictor` finds it. Defaults to None.
+        class_names: sequence of str or None. Stored inside the file as its labels metadata,
+            and also written to `<stem>.labels.txt` beside it for tools that do not read
+            metadata. Defaults to None.
         approximate_gelu: bool. Export a copy of the model with the tanh GELU (same weights),
             for delegates without the GELU/Erf kernels; outputs differ from the exact model by
             about 1e-3. Defaults to False.
@@ -124,23 +131,11 @@ def tflite(
     """
     if quantization not in QUANTIZATIONS:
         raise ValueError(f"Invalid quantization={quantization!r}. Expected one of {list(QUANTIZATIONS)}.")
-    shape = _common.input_spec(model, what="export to TFLite")
-    if None in shape:
-        raise ValueError(
-            f"Cannot export model {model.name!r} to TFLite: its input shape (batch, *{shape}) "
-            "has a dynamic height or width, and TFLite needs a static one. Rebuild it with a "
-            "fixed image_size= (weights can be copied with set_weights)."
-        )
+    shape = _common.static_image_shape(model, what="export to TFLite")
     classes = _common.num_classes(model, what="export to TFLite")
     names = _common.check_class_names(class_names, classes)
     mean_std = _common.resolve_scaling(model, scaling, shape[-1])
-    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path).endswith(".tflite"):
-        raise ValueError(f"Invalid path={path!r}. Expected a file name ending in '.tflite'.")
-    path = os.path.abspath(os.fspath(path))
-    if os.path.isdir(path):
-        raise ValueError(f"Invalid path={path!r}: it is a folder.")
-    if os.path.exists(path) and not overwrite:
-        raise FileExistsError(f"{path!r} already exists; pass overwrite=True (--overwrite) to replace it.")
+    path = _common.output_file(path, ".tflite", overwrite=overwrite)
     # One labels file per model file, so several models can share a folder.
     labels_path = os.path.splitext(path)[0] + ".labels.txt"
     if not isinstance(calibration_samples, int) or isinstance(calibration_samples, bool) or calibration_samples < 1:
@@ -160,22 +155,28 @@ def tflite(
 
     if approximate_gelu:
         model = with_tanh_gelu(model)
-    wrapper, output_name = _export_wrapper(model, shape, mean_std)
+    wrapper = _export_wrapper(model, shape, mean_std)
     input_signature = [tf.TensorSpec((batch_size,) + tuple(shape), tf.float32, name=INPUT_NAME)]
     with _common.atomic_file(path) as tmp:
         if quantization == "int8":
             content = _convert_int8(wrapper, input_signature, calibration, batch_size or 1, tuple(float_ops))
-            with open(tmp, "wb") as f:
-                f.write(content)
         else:
             wrapper.export(
                 tmp, format="litert", input_signature=input_signature, verbose=False,
                 **_converter_kwargs(quantization),
             )
+            with open(tmp, "rb") as f:
+                content = f.read()
+        content = tflite_metadata.add_metadata(
+            content, name=model.name, image_shape=shape, class_names=names,
+            description=f"Image classifier ({quantization} quantization): float32 [0, 255] pixels in, probabilities out.",
+        )
+        with open(tmp, "wb") as f:
+            f.write(content)
         ops = tflite_ops(tmp)
     if names is not None:
         _common.write_labels(labels_path, names)
-    return TFLiteExport(path, quantization, os.path.getsize(path), ops, output_name)
+    return TFLiteExport(path, quantization, os.path.getsize(path), ops, OUTPUT_NAME)
 
 
 def with_tanh_gelu(model):
@@ -259,8 +260,7 @@ def tflite_ops(path):
 
 
 def _export_wrapper(model, shape, mean_std):
-    """A functional model: [0, 255] pixels -> (scaling) -> model -> float32 named output."""
-    output_name = "probabilities" if _common.outputs_probabilities(model) else "logits"
+    """A functional model: [0, 255] pixels -> (scaling) -> model -> (softmax) -> float32 probabilities."""
     inputs = keras.Input(shape=shape, name=INPUT_NAME, dtype="float32")
     x = inputs
     if mean_std is not None:
@@ -269,8 +269,9 @@ def _export_wrapper(model, shape, mean_std):
             mean=mean.tolist(), variance=(std * std).tolist(), dtype="float32", name="export_scaling"
         )(x)
     y = model(x, training=False)
-    y = keras.layers.Activation("linear", dtype="float32", name=output_name)(y)
-    return keras.Model(inputs, {output_name: y}, name=f"{model.name}_tflite"), output_name
+    activation = "linear" if _common.outputs_probabilities(model) else "softmax"
+    y = keras.layers.Activation(activation, dtype="float32", name=OUTPUT_NAME)(y)
+    return keras.Model(inputs, {OUTPUT_NAME: y}, name=f"{model.name}_tflite")
 
 
 def _converter_kwargs(quantization):
