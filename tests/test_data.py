@@ -127,7 +127,7 @@ def test_folder_empty_missing_and_unreadable(tmp_path, monkeypatch):
     def denied(path):
         raise PermissionError(13, "Permission denied", path)
 
-    monkeypatch.setattr(os, "listdir", denied)  # tests run as root, where chmod 000 does not bite
+    monkeypatch.setattr(os, "scandir", denied)  # tests run as root, where chmod 000 does not bite
     with pytest.raises(ValueError, match="not readable"):
         sources.from_folder(str(tmp_path))
 
@@ -154,6 +154,7 @@ def test_tfds_download_path_is_importable_and_its_failure_is_clear(tmp_path, mon
         raise requests.exceptions.ConnectionError("Failed to resolve 'storage.googleapis.com'")
 
     monkeypatch.setattr(tfds.core.DatasetBuilder, "download_and_prepare", no_network)
+    monkeypatch.setattr(sources, "_probe_network", lambda: None)  # past the quick check, to tfds' own download
     with pytest.raises(ConnectionError, match=r"Could not download dataset='mnist': ConnectionError: Failed to resolve"):
         sources.from_tfds("mnist", data_dir=str(tmp_path), download=True)
     assert not any(tmp_path.iterdir())
