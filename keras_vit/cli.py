@@ -416,7 +416,8 @@ def _add_train(subparsers) -> None:
     for flag in ("patch-size", "hidden-size", "num-layers", "num-heads", "mlp-dim"):
         model.add_argument(f"--{flag}", type=int, help=f"override the variant's {flag.replace('-', ' ')}")
     model.add_argument("--pooling", choices=("token", "gap"), default="token", help="class token or mean of tokens")
-    model.add_argument("--image-size", type=int, help="input side in pixels (default: the data's, or the variant's)")
+    model.add_argument("--image-size", type=int, help="input side in pixels (default: the variant's, or the images' "
+                       "own when they share one square size; needed when a folder's images differ in size)")
     model.add_argument("--channels", type=int, choices=(1, 3), default=3, help="input channels of the model")
     model.add_argument("--scaling", choices=tuple(SCALINGS), default="unit",
                        help="pixel scaling built into the model (unit [0,1], symmetric [-1,1], imagenet mean/std)")

@@ -136,12 +136,22 @@ def make_pipeline(
     else:
         dataset = source.dataset
     dataset = dataset.with_options(options)
+    steps = None
+    if training and drop_remainder and not repeat and source.num_examples and (
+        dataset.cardinality() == tf.data.UNKNOWN_CARDINALITY
+    ):
+        # Files skipped as corrupt leave the epoch's length unknown (Keras then warns that the
+        # input ran out of data): epochs of a fixed number of batches, from fresh shuffles.
+        steps = source.num_examples // batch_size
+        repeat = True
     if repeat:
         dataset = dataset.repeat()
     dataset = dataset.map(to_float, num_parallel_calls=tf.data.AUTOTUNE)
     dataset = dataset.map(per_example, num_parallel_calls=tf.data.AUTOTUNE)
     dataset = dataset.batch(batch_size, drop_remainder=drop_remainder, num_parallel_calls=tf.data.AUTOTUNE)
     dataset = dataset.map(per_batch, num_parallel_calls=tf.data.AUTOTUNE)
+    if steps is not None:
+        dataset = dataset.take(steps)
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
