@@ -212,6 +212,9 @@ def test_download_without_network_fails_fast(tmp_path, monkeypatch):
     with pytest.raises(ConnectionError, match=r"Could not download dataset='mnist': gaierror"):
         sources.from_tfds("mnist", data_dir=str(tmp_path), download=True)
     assert not calls
+    monkeypatch.setattr(tfds.core.DatasetBuilder, "is_prepared", lambda self: True)
+    with tfds.testing.mock_data(num_examples=2):  # prepared data needs no network, even with download=True
+        assert sources.from_tfds("mnist", download=True).num_classes == 10
 
 
 def test_folder_pipeline_benchmark_runs_on_a_small_folder():

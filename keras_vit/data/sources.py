@@ -214,7 +214,7 @@ def from_tfds(name: str, split: str = "train", data_dir=None, download: bool = F
         builder = tfds.builder(name, data_dir=data_dir)
     except tfds.core.registered.DatasetNotFoundError as error:
         raise ValueError(f"Unknown dataset={name!r}: not a tensorflow-datasets name nor a folder.") from error
-    if download:
+    if download and not builder.is_prepared():
         try:
             _probe_network()
             builder.download_and_prepare()
