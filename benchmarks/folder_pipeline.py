@@ -84,7 +84,8 @@ def measure_pipeline(files, batch_size=128, size=32, max_seconds=60.0):
             "files": files, "image": f"{size}x{size} JPEG", "batch_size": batch_size,
             "list_seconds": round(listed, 2), "first_batch_seconds": round(first_batch, 2),
             "first_step_seconds": round(first_step, 2), "pipeline_images_per_second": round(count / seconds),
-            "pipeline_images_timed": count, "upfront_decode_seconds": round(upfront, 2), "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+            "pipeline_images_timed": count, "upfront_decode_seconds": round(upfront, 2),
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
             "peak_rss_mb_before_listing": round(rss_after_writing / 1024), "tf": tf.__version__,
         }
     finally:

@@ -103,7 +103,7 @@ def test_header_sizes_match_decoded_sizes(fmt, tmp_path):
     image.save(path, fmt, **options)
     decoded = tf.io.decode_image(path.read_bytes(), expand_animations=False)
     assert image_headers.image_size(str(path)) == tuple(decoded.shape[:2]) == (13, 21)
-    assert image_headers.read_size(io.BytesIO(path.read_bytes()[:20])) is None or fmt != "JPEG"
+    assert image_headers.read_size(io.BytesIO(path.read_bytes()[:8])) is None  # a header cut short
 
 
 def test_image_size_is_the_folders_own_or_must_be_given(tmp_path):
