@@ -90,7 +90,7 @@ def test_corrupt_file_bodies_are_skipped_in_the_pipeline_and_counted(tmp_path):
     with pytest.raises(ValueError, match="text.jpg"):
         sources.from_folder(root, on_corrupt="error")
     os.remove(tmp_path / "c1" / "text.jpg")
-    with pytest.raises(tf.errors.InvalidArgumentError):
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Corrupt image file .*truncated.png"):
         list(sources.from_folder(root, on_corrupt="error").dataset)
 
 

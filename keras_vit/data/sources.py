@@ -324,11 +324,20 @@ def _files_source(listing, indices, channels, on_corrupt, description) -> Source
     targets = tf.constant(listing.labels[indices])
     progress = tf.Variable(tf.zeros([len(paths)], tf.int32), trainable=False) if on_corrupt == "skip" else None
 
+    def decode_or_name(data, path):
+        try:
+            return tf.io.decode_image(data, channels=channels, expand_animations=False)
+        except tf.errors.InvalidArgumentError:
+            raise ValueError(f"Corrupt image file {path.numpy().decode()!r} (on_corrupt='error').") from None
+
     def load(index):
         started = [progress.scatter_max(tf.IndexedSlices(tf.ones([1], tf.int32), index[None]))] if progress is not None else []
         with tf.control_dependencies(started):
             data = tf.io.read_file(files[index])
-        image = tf.io.decode_image(data, channels=channels, expand_animations=False)
+        if on_corrupt == "error":  # through Python, to name the file in the error (slower)
+            image = tf.py_function(decode_or_name, [data, files[index]], tf.uint8)
+        else:
+            image = tf.io.decode_image(data, channels=channels, expand_animations=False)
         image = tf.ensure_shape(image, (image_size or (None, None)) + (channels,))  # a lying header is corrupt too
         if progress is not None:
             with tf.control_dependencies([image]):
@@ -363,7 +372,8 @@ def from_folder(directory, on_corrupt: str = "skip", channels: int = 3) -> Sourc
     read for their size; decoding happens inside tf.data, while training. A file whose header
     is no image is skipped and counted (`Source.skipped`), or raises with its name, as
     `on_corrupt` says; a file that fails to decode later is skipped in the pipeline and listed
-    by `Source.corrupt_files()` (or stops the pipeline, with on_corrupt="error"). Images may
+    by `Source.corrupt_files()` (or stops the pipeline with an error naming it, with
+    on_corrupt="error", which decodes through Python and so is slower). Images may
     differ in size; the pipeline resizes them.
 
     Args:
