@@ -433,7 +433,11 @@ def _add_train(subparsers) -> None:
     data.add_argument("--data-dir", help="tensorflow-datasets data_dir")
     data.add_argument("--download", action="store_true", help="let tensorflow-datasets download missing data")
     data.add_argument("--train-split", default="train", help="split to train on")
-    data.add_argument("--test-split", default="test", help="split to report test accuracy on ('' for none)")
+    data.add_argument("--test-split", default="test", help="split to report test accuracy on ('' for none; "
+                      "a folder of class sub-folders has none)")
+    data.add_argument("--validation-split", type=float, help="share of the training split held out (chosen by "
+                      "--seed) for per-epoch validation; without it the test split validates, and a folder of "
+                      "class sub-folders holds out 0.1")
     data.add_argument("--on-corrupt", choices=("skip", "error"), default="skip",
                       help="corrupt image files in a folder: skip them (and report the count) or stop")
     data.add_argument("--max-train-examples", type=int, help="use only the first N training examples")
@@ -444,7 +448,8 @@ def _add_train(subparsers) -> None:
     for flag in ("patch-size", "hidden-size", "num-layers", "num-heads", "mlp-dim"):
         model.add_argument(f"--{flag}", type=int, help=f"override the variant's {flag.replace('-', ' ')}")
     model.add_argument("--pooling", choices=("token", "gap"), default="token", help="class token or mean of tokens")
-    model.add_argument("--image-size", type=int, help="input side in pixels (default: the data's, or the variant's)")
+    model.add_argument("--image-size", type=int, help="input side in pixels (default: the variant's, or the images' "
+                       "own when they share one square size; needed when a folder's images differ in size)")
     model.add_argument("--channels", type=int, choices=(1, 3), default=3, help="input channels of the model")
     model.add_argument("--scaling", choices=tuple(SCALINGS), default="unit",
                        help="pixel scaling built into the model (unit [0,1], symmetric [-1,1], imagenet mean/std)")
@@ -482,6 +487,7 @@ def _run_train(args) -> int:
     if args.variant is not None:
         configs.get_variant(args.variant)
         args.variant = configs.normalize_variant_name(args.variant)
+    _check_fraction("--validation-split", args.validation_split)
     for name in ("epochs", "batch_size", "image_size", "max_train_examples", "max_test_examples",
                  "patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim"):
         value = getattr(args, name)
@@ -489,7 +495,8 @@ def _run_train(args) -> int:
             raise ValueError(f"Invalid --{name.replace('_', '-')}={value}. Expected an integer >= 1.")
     config = TrainConfig(
         dataset=args.dataset, data_dir=args.data_dir, train_split=args.train_split,
-        test_split=args.test_split or None, download=args.download, on_corrupt=args.on_corrupt,
+        test_split=args.test_split or None, validation_split=args.validation_split, download=args.download,
+        on_corrupt=args.on_corrupt,
         variant=args.variant,
         model_overrides={k: getattr(args, k) for k in ("patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim")},
         pooling=args.pooling, image_size=args.image_size, channels=args.channels, scaling=args.scaling,
@@ -511,6 +518,11 @@ def _run_train(args) -> int:
     )
     if result["test_accuracy"] is not None:
         print(f"Test accuracy: {result['test_accuracy']:.4f} (loss {result['test_loss']:.4f})")
+    elif result["validation_accuracy"] is not None:
+        print(f"Validation accuracy: {result['validation_accuracy']:.4f} on {result['data']['validation']}")
+    if result["skipped_files"]:
+        skipped = result["skipped_files"]
+        print(f"Skipped {len(skipped)} corrupt image files: {', '.join(skipped[:3])}{', ...' if len(skipped) > 3 else ''}")
     return _write_train_artifacts(result, args)
 
 
@@ -545,25 +557,36 @@ def _add_evaluate(subparsers) -> None:
     )
     parser.add_argument("model", help="path of the .keras model")
     parser.add_argument("--dataset", default="sample", help="'sample', a folder, or a tensorflow-datasets name")
-    parser.add_argument("--split", default="test", help="split to evaluate")
+    parser.add_argument("--split", default="test", help="split to evaluate: train, test, validation (the held-out "
+                        "share of a folder of class sub-folders, or of --validation-split), or a tfds split")
     parser.add_argument("--data-dir", help="tensorflow-datasets data_dir")
     parser.add_argument("--download", action="store_true", help="let tensorflow-datasets download missing data")
     parser.add_argument("--on-corrupt", choices=("skip", "error"), default="skip", help="corrupt image files")
     parser.add_argument("--batch-size", type=int, default=256, help="batch size")
     parser.add_argument("--max-examples", type=int, help="evaluate only the first N examples")
+    parser.add_argument("--validation-split", type=float, help="the training run's --validation-split, for --split validation")
+    parser.add_argument("--seed", type=int, default=0, help="the training run's --seed, which chose the held-out share")
     parser.set_defaults(func=_run_evaluate)
 
 
 def _run_evaluate(args) -> int:
     from keras_vit.training.trainer import evaluate
 
-    if args.batch_size < 1:
-        raise ValueError(f"Invalid --batch-size={args.batch_size}. Expected an integer >= 1.")
+    for name in ("batch_size", "max_examples"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise ValueError(f"Invalid --{name.replace('_', '-')}={value}. Expected an integer >= 1.")
+    _check_fraction("--validation-split", args.validation_split)
     scores = evaluate(args.model, args.dataset, args.split, args.batch_size, args.data_dir, args.on_corrupt,
-                      args.download, args.max_examples)
+                      args.download, args.max_examples, args.validation_split, args.seed)
     print(f"{args.dataset}:{args.split}: accuracy {scores['accuracy']:.4f}, loss {scores['loss']:.4f} "
-          f"on {scores['num_examples']} examples")
+          f"on {scores['num_examples']} examples ({scores['data']})")
     return 0
+
+
+def _check_fraction(flag, value):
+    if value is not None and not 0 < value < 1:
+        raise ValueError(f"Invalid {flag}={value}. Expected a fraction in (0, 1), e.g. 0.1.")
 
 
 _COMMANDS = [_add_train, _add_evaluate, _add_export, _add_predict, _add_inspect]

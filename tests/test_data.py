@@ -127,7 +127,7 @@ def test_folder_empty_missing_and_unreadable(tmp_path, monkeypatch):
     def denied(path):
         raise PermissionError(13, "Permission denied", path)
 
-    monkeypatch.setattr(os, "listdir", denied)  # tests run as root, where chmod 000 does not bite
+    monkeypatch.setattr(os, "scandir", denied)  # tests run as root, where chmod 000 does not bite
     with pytest.raises(ValueError, match="not readable"):
         sources.from_folder(str(tmp_path))
 
@@ -154,6 +154,24 @@ def test_tfds_download_path_is_importable_and_its_failure_is_clear(tmp_path, mon
         raise requests.exceptions.ConnectionError("Failed to resolve 'storage.googleapis.com'")
 
     monkeypatch.setattr(tfds.core.DatasetBuilder, "download_and_prepare", no_network)
+    monkeypatch.setattr(sources, "_probe_network", lambda: None)  # past the quick check, to tfds' own download
     with pytest.raises(ConnectionError, match=r"Could not download dataset='mnist': ConnectionError: Failed to resolve"):
         sources.from_tfds("mnist", data_dir=str(tmp_path), download=True)
     assert not any(tmp_path.iterdir())
+
+
+def test_tfds_training_order_reads_files_in_a_fresh_order(monkeypatch):
+    tfds = pytest.importorskip("tensorflow_datasets")
+    calls = []
+    as_dataset = tfds.core.DatasetBuilder.as_dataset
+
+    def recording(self, *args, **kwargs):
+        calls.append(kwargs.get("shuffle_files"))
+        return as_dataset(self, *args, **kwargs)
+
+    monkeypatch.setattr(tfds.core.DatasetBuilder, "as_dataset", recording)
+    with tfds.testing.mock_data(num_examples=6):
+        source = sources.from_tfds("mnist", split="train")
+        assert len(list(source.shuffled(seed=0, buffer_size=4))) == 6
+        assert source.take(3).reorder is None and len(list(source.take(3).shuffled(seed=0))) == 3
+    assert calls == [False, True]  # the fixed order for evaluation, shuffled files for training

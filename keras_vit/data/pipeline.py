@@ -1,4 +1,4 @@
-"""The tf.data input pipeline: decode -> channels -> resize/crop -> augment -> batch -> scale.
+"""The tf.data input pipeline: shuffle -> decode -> channels -> resize/crop -> augment -> batch -> scale.
 
 Scaling is explicit and matches the weights (`keras_vit.configs.SCALINGS`): "symmetric" ([-1, 1])
 for the original Google checkpoints, "imagenet" (mean/std) for DeiT-style ones, "unit" ([0, 1])
@@ -54,12 +54,14 @@ def make_pipeline(
             "imagenet"; None keeps raw [0, 255] pixels (for models with `preprocessing=`
             inside). Defaults to "unit".
         batch_size: int. Global batch size. Defaults to 32.
-        training: bool. Shuffle and augment. Defaults to False.
+        training: bool. Shuffle (the whole set every epoch for sources with keys, see
+            `Source.shuffled`) and augment. Defaults to False.
         augment: str, layer, list of layers or None. Preset name (none, light, medium,
             strong) or Keras augmentation layers (keras-cv's too); used when `training`.
             Defaults to "none".
         num_classes: int or None. Width of the one-hot labels. Defaults to the source's.
-        shuffle_buffer: int. Shuffle buffer size. Defaults to 10000.
+        shuffle_buffer: int. Shuffle buffer of sources that cannot be listed (tfds).
+            Defaults to 10000.
         seed: int or None. Seed of shuffling and augmentation. Defaults to None.
         deterministic: bool or None. Keep element order fixed under parallel maps (slower).
             Defaults to `not training`.
@@ -67,7 +69,8 @@ def make_pipeline(
             shape (XLA, TPU). Defaults to `training`.
         crop_fraction: float or None. For evaluation, resize to image_size / crop_fraction then
             center-crop (e.g. 0.875); None resizes straight to image_size. Defaults to None.
-        cache: bool. Cache decoded images in memory before augmentation. Defaults to False.
+        cache: bool. Keep the decoded uint8 images in memory after the first pass (a whole
+            folder's worth: for small data sets only). Defaults to False.
         repeat: bool. Repeat forever (then give steps_per_epoch to fit). Defaults to False.
 
     Example:
@@ -121,16 +124,34 @@ def make_pipeline(
     options.deterministic = (not training) if deterministic is None else deterministic
     # In-memory sources have no files to shard: multi-worker training splits by element.
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    dataset = source.dataset.with_options(options).map(to_float, num_parallel_calls=tf.data.AUTOTUNE)
     if cache:
-        dataset = dataset.cache()
-    if training:
-        dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+        # The cache holds the first pass in its order, so later epochs are reshuffled from it
+        # with a buffer as large as the whole set: still a uniform order.
+        dataset = source.dataset.cache()
+        if training:
+            buffer = source.num_examples or shuffle_buffer
+            dataset = dataset.shuffle(buffer, seed=seed, reshuffle_each_iteration=True)
+    elif training:
+        dataset = source.shuffled(seed=seed, buffer_size=shuffle_buffer)
+    else:
+        dataset = source.dataset
+    dataset = dataset.with_options(options)
+    steps = None
+    if training and drop_remainder and not repeat and source.num_examples and (
+        dataset.cardinality() == tf.data.UNKNOWN_CARDINALITY
+    ):
+        # Files skipped as corrupt leave the epoch's length unknown (Keras then warns that the
+        # input ran out of data): epochs of a fixed number of batches, from fresh shuffles.
+        steps = source.num_examples // batch_size
+        repeat = True
     if repeat:
         dataset = dataset.repeat()
+    dataset = dataset.map(to_float, num_parallel_calls=tf.data.AUTOTUNE)
     dataset = dataset.map(per_example, num_parallel_calls=tf.data.AUTOTUNE)
     dataset = dataset.batch(batch_size, drop_remainder=drop_remainder, num_parallel_calls=tf.data.AUTOTUNE)
     dataset = dataset.map(per_batch, num_parallel_calls=tf.data.AUTOTUNE)
+    if steps is not None:
+        dataset = dataset.take(steps)
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 

@@ -1,7 +1,9 @@
 """Where images come from: tensorflow-datasets names, folders of class sub-folders, NumPy arrays.
 
 Every source gives a `Source`: an unbatched tf.data.Dataset of (uint8 image (H, W, C), int32
-label) plus the class names, so `pipeline.make_pipeline` treats them all alike.
+label) plus the class names, so `pipeline.make_pipeline` treats them all alike. Sources that
+can be listed (arrays, image folders) also give one cheap key per example, so training shuffles
+the whole set every epoch before anything is decoded (`Source.shuffled`).
 
 Example:
 
@@ -15,12 +17,20 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import socket
+from typing import Callable
 
 import numpy as np
 import tensorflow as tf
 
+from keras_vit._validation import check_choice
+from keras_vit.data.image_headers import image_size as header_image_size
+
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
 ON_CORRUPT = ("skip", "error")
+# A flat class folder has no test images: this fraction of it is held out, never trained on.
+FLAT_FOLDER_VALIDATION_SPLIT = 0.1
+VALIDATION = "validation"
 
 
 @dataclasses.dataclass
@@ -28,10 +38,24 @@ class Source:
     """A labelled image data set before preprocessing.
 
     Args:
-        dataset: tf.data.Dataset. Unbatched (uint8 image (H, W, C), int32 label) pairs.
+        dataset: tf.data.Dataset. Unbatched (uint8 image (H, W, C), int32 label) pairs, in a
+            fixed order.
         class_names: tuple of str. Name of each label index.
         num_examples: int or None. Number of examples when known.
-        skipped: int. Files left out because they could not be decoded. Defaults to 0.
+        skipped: int. Files left out while listing because they are no readable image.
+            Defaults to 0.
+        image_size: (int, int) or None. (height, width) shared by every image; None when they
+            differ or it is unknown. Defaults to None.
+        keys: tf.data.Dataset or None. One cheap key per example (an index), in the order of
+            `dataset`; None for sources that cannot be listed. Defaults to None.
+        decode: callable or None. Maps a dataset of keys to the dataset of examples. Defaults
+            to None.
+        reorder: callable or None. `reorder(seed)` gives the examples with their files read in a
+            fresh order every iteration (tfds' shuffle_files), for sources without keys.
+            Defaults to None.
+        files: tuple of str. The image files, one per key, for folder sources. Defaults to ().
+        corrupt: tuple of str. Files found unreadable while listing. Defaults to ().
+        description: str. Where the examples come from, for logs. Defaults to "".
 
     Example:
 
@@ -45,11 +69,80 @@ class Source:
     class_names: tuple
     num_examples: int | None = None
     skipped: int = 0
+    image_size: tuple | None = None
+    keys: tf.data.Dataset | None = None
+    decode: Callable | None = None
+    reorder: Callable | None = None
+    files: tuple = ()
+    corrupt: tuple = ()
+    description: str = ""
+    # Per file: 1 once its decoding started, 2 once it succeeded (folder sources that skip).
+    _progress: tf.Variable | None = dataclasses.field(default=None, repr=False)
 
     @property
     def num_classes(self) -> int:
         """Number of classes."""
         return len(self.class_names)
+
+    def shuffled(self, seed=None, buffer_size: int = 10_000) -> tf.data.Dataset:
+        """The examples in a fresh uniformly random order every iteration (every epoch).
+
+        Listable sources shuffle their keys over the whole set before decoding, so a
+        class-sorted folder gives batches of every class from the first step. Other sources
+        (tfds) read their files in a fresh order and shuffle within a buffer.
+
+        Args:
+            seed: int or None. Seed of the order. Defaults to None.
+            buffer_size: int. Shuffle buffer for sources without keys. Defaults to 10000.
+
+        Example:
+
+        >>> source = from_arrays(np.zeros((6, 2, 2), "uint8"), [0, 0, 0, 1, 1, 1])
+        >>> sorted(int(label) for _, label in source.shuffled(seed=1))
+        [0, 0, 0, 1, 1, 1]
+        """
+        if self.keys is not None and self.num_examples:
+            keys = self.keys.shuffle(self.num_examples, seed=seed, reshuffle_each_iteration=True)
+            return self.decode(keys)
+        dataset = self.reorder(seed) if self.reorder is not None else self.dataset
+        return dataset.shuffle(buffer_size, seed=seed, reshuffle_each_iteration=True)
+
+    def take(self, count: int | None) -> Source:
+        """The first `count` examples (all of them for None or a count past the end).
+
+        Example:
+
+        >>> source = from_arrays(np.zeros((6, 2, 2), "uint8"), [0, 1, 2, 0, 1, 2])
+        >>> small = source.take(4)
+        >>> small.num_examples, len(list(small.shuffled(seed=0)))
+        (4, 4)
+        """
+        if count is None or (self.num_examples is not None and count >= self.num_examples):
+            return self
+        return dataclasses.replace(
+            self,
+            dataset=self.dataset.take(count),
+            num_examples=count,
+            keys=None if self.keys is None else self.keys.take(count),
+            reorder=None,  # a fresh file order would take other examples every epoch
+            files=self.files[:count],
+        )
+
+    def corrupt_files(self) -> tuple:
+        """Files left out as corrupt: those found while listing, and those whose decoding
+        failed in the pipeline (complete after one full pass over the data).
+
+        Example:
+
+        >>> source = from_arrays(np.zeros((2, 2, 2), "uint8"), [0, 1])
+        >>> source.corrupt_files()
+        ()
+        """
+        if self._progress is None or not self.files:
+            return tuple(self.corrupt)
+        progress = self._progress.numpy()[: len(self.files)]
+        failed = [self.files[i] for i in np.flatnonzero(progress == 1)]
+        return tuple(self.corrupt) + tuple(failed)
 
 
 def from_arrays(images, labels, class_names=None) -> Source:
@@ -78,8 +171,17 @@ def from_arrays(images, labels, class_names=None) -> Source:
         raise ValueError("images is empty: expected at least one example.")
     if class_names is None:
         class_names = [str(i) for i in range(int(labels.max()) + 1)]
-    dataset = tf.data.Dataset.from_tensor_slices((images.astype("uint8"), labels.astype("int32")))
-    return Source(dataset, tuple(class_names), len(labels))
+    pixels = tf.constant(images.astype("uint8"))
+    targets = tf.constant(labels.astype("int32"))
+
+    def decode(keys):  # the key is the row: shuffling indices leaves the arrays in place
+        return keys.map(lambda i: (tf.gather(pixels, i), tf.gather(targets, i)), num_parallel_calls=tf.data.AUTOTUNE)
+
+    keys = tf.data.Dataset.range(len(labels))
+    return Source(
+        decode(keys), tuple(class_names), len(labels), image_size=tuple(images.shape[1:3]), keys=keys,
+        decode=decode, description=f"{len(labels):,} in-memory images",
+    )
 
 
 def from_tfds(name: str, split: str = "train", data_dir=None, download: bool = False) -> Source:
@@ -90,7 +192,8 @@ def from_tfds(name: str, split: str = "train", data_dir=None, download: bool = F
         split: str. A tfds split string, e.g. "train", "test", "train[:90%]". Defaults to "train".
         data_dir: str or None. Where tfds keeps prepared data. Defaults to tfds' own default.
         download: bool. Let tfds download and prepare data it does not find. Defaults to False,
-            so nothing is fetched unless asked for.
+            so nothing is fetched unless asked for. Without a network it fails within seconds
+            with a ConnectionError.
 
     Example:
 
@@ -111,39 +214,167 @@ def from_tfds(name: str, split: str = "train", data_dir=None, download: bool = F
         builder = tfds.builder(name, data_dir=data_dir)
     except tfds.core.registered.DatasetNotFoundError as error:
         raise ValueError(f"Unknown dataset={name!r}: not a tensorflow-datasets name nor a folder.") from error
-    if download:
+    if download and not builder.is_prepared():
         try:
+            _probe_network()
             builder.download_and_prepare()
         except OSError as error:  # requests' ConnectionError and socket errors are OSErrors
             raise ConnectionError(
                 f"Could not download dataset={name!r}: {type(error).__name__}: {str(error)[:300]}. "
                 "Expected a network connection; or prepare the data where there is one and pass its data_dir."
             ) from error
+
+    def read(shuffle_files, seed=None):
+        read_config = tfds.ReadConfig(shuffle_seed=seed) if shuffle_files else None
+        dataset = builder.as_dataset(split=split, as_supervised=True, shuffle_files=shuffle_files, read_config=read_config)
+        return dataset.map(lambda image, label: (tf.cast(image, tf.uint8), tf.cast(label, tf.int32)))
+
     try:
-        dataset = builder.as_dataset(split=split, as_supervised=True, shuffle_files=False)
+        dataset = read(shuffle_files=False)
     except AssertionError as error:  # tfds asserts when the data was never prepared
         raise FileNotFoundError(
             f"dataset={name!r} is not prepared in data_dir={data_dir!r}; pass download=True "
             "(--download) or point data_dir at prepared data."
         ) from error
     except ValueError as error:
-        raise ValueError(f"Invalid split={split!r} for dataset={name!r}: {error}") from error
-    label_feature = builder.info.features["label"]
-    class_names = tuple(label_feature.names)
+        raise ValueError(
+            f"Invalid split={split!r} for dataset={name!r}: {error}. Its splits: {', '.join(builder.info.splits)}."
+        ) from error
+    class_names = tuple(builder.info.features["label"].names)
     try:
         num_examples = builder.info.splits[split].num_examples
     except (KeyError, ValueError):
         num_examples = None
-    dataset = dataset.map(lambda image, label: (tf.cast(image, tf.uint8), tf.cast(label, tf.int32)))
-    return Source(dataset, class_names, num_examples)
+    shape = dataset.element_spec[0].shape
+    size = tuple(shape[:2]) if None not in shape[:2] else None
+    return Source(
+        dataset, class_names, num_examples, image_size=size,
+        reorder=lambda seed: read(shuffle_files=True, seed=seed), description=f"tfds {name}:{split}",
+    )
+
+
+def _probe_network(host="storage.googleapis.com", port=443, timeout=3.0):
+    """Raises OSError within `timeout` seconds when tfds' download host cannot be reached
+    (tfds itself retries for minutes), through the HTTPS proxy when one is set."""
+    from urllib.parse import urlsplit
+
+    proxy = os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy")
+    if proxy:
+        parts = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        host, port = parts.hostname, parts.port or 80
+    socket.create_connection((host, port), timeout=timeout).close()
+
+
+@dataclasses.dataclass
+class _Listing:
+    """The image files of a class folder, found without decoding them."""
+
+    directory: str
+    class_names: tuple
+    paths: list
+    labels: np.ndarray
+    sizes: list  # (height, width) per path, from the file header
+    corrupt: list
+
+
+def _visible_entries(directory):
+    """Sorted entries of `directory`, without hidden ones (.ipynb_checkpoints, .DS_Store, ...)."""
+    try:
+        return sorted((e for e in os.scandir(directory) if not e.name.startswith(".")), key=lambda e: e.name)
+    except PermissionError as error:
+        raise ValueError(f"Image folder is not readable: directory={directory!r}.") from error
+
+
+def _list_folder(directory, on_corrupt) -> _Listing:
+    check_choice("on_corrupt", on_corrupt, ON_CORRUPT)
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"Image folder not found: directory={directory!r}.")
+    class_names = tuple(e.name for e in _visible_entries(directory) if e.is_dir())
+    if not class_names:
+        raise ValueError(f"Image folder directory={directory!r} has no class sub-folders.")
+    paths, labels, sizes, corrupt = [], [], [], []
+    for index, class_name in enumerate(class_names):
+        for entry in _visible_entries(os.path.join(directory, class_name)):
+            if not entry.name.lower().endswith(IMAGE_EXTENSIONS) or not entry.is_file():
+                continue
+            size = header_image_size(entry.path)
+            if size is None:
+                if on_corrupt == "error":
+                    raise ValueError(f"Corrupt or unreadable image file {entry.path!r} (on_corrupt='error').")
+                corrupt.append(entry.path)
+                continue
+            paths.append(entry.path)
+            labels.append(index)
+            sizes.append(size)
+    if not paths and not corrupt:
+        raise ValueError(
+            f"Image folder directory={directory!r} holds no images ({', '.join(IMAGE_EXTENSIONS)})."
+        )
+    if not paths:
+        raise ValueError(f"No readable image in directory={directory!r}: {len(corrupt)} files were corrupt.")
+    return _Listing(directory, class_names, paths, np.asarray(labels, "int32"), sizes, corrupt)
+
+
+def _files_source(listing, indices, channels, on_corrupt, description) -> Source:
+    """A streaming `Source` of the files `indices` of `listing`: decoded inside tf.data."""
+    paths = [listing.paths[i] for i in indices]
+    sizes = {listing.sizes[i] for i in indices}
+    image_size = next(iter(sizes)) if len(sizes) == 1 else None
+    files = tf.constant(paths)
+    targets = tf.constant(listing.labels[indices])
+    progress = tf.Variable(tf.zeros([len(paths)], tf.int32), trainable=False) if on_corrupt == "skip" else None
+
+    def decode_or_name(data, path):
+        try:
+            return tf.io.decode_image(data, channels=channels, expand_animations=False)
+        except tf.errors.InvalidArgumentError:
+            raise ValueError(f"Corrupt image file {path.numpy().decode()!r} (on_corrupt='error').") from None
+
+    def load(index):
+        started = [progress.scatter_max(tf.IndexedSlices(tf.ones([1], tf.int32), index[None]))] if progress is not None else []
+        with tf.control_dependencies(started):
+            data = tf.io.read_file(files[index])
+        if on_corrupt == "error":  # through Python, to name the file in the error (slower)
+            image = tf.py_function(decode_or_name, [data, files[index]], tf.uint8)
+        else:
+            image = tf.io.decode_image(data, channels=channels, expand_animations=False)
+        image = tf.ensure_shape(image, (image_size or (None, None)) + (channels,))  # a lying header is corrupt too
+        if progress is not None:
+            with tf.control_dependencies([image]):
+                done = progress.scatter_max(tf.IndexedSlices(tf.fill([1], 2), index[None]))
+            with tf.control_dependencies([done]):
+                image = tf.identity(image)
+        return image, targets[index]
+
+    def decode(keys):
+        dataset = keys.map(load, num_parallel_calls=tf.data.AUTOTUNE)
+        # A file whose body is broken fails here: skipped, and found by Source.corrupt_files().
+        return dataset.ignore_errors() if on_corrupt == "skip" else dataset
+
+    keys = tf.data.Dataset.range(len(paths))
+    return Source(
+        decode(keys), listing.class_names, len(paths), skipped=len(listing.corrupt), image_size=image_size,
+        keys=keys, decode=decode, files=tuple(paths), corrupt=tuple(listing.corrupt), description=description,
+        _progress=progress,
+    )
+
+
+def _describe(listing, count):
+    sizes = set(listing.sizes)
+    shape = "x".join(map(str, next(iter(sizes)))) if len(sizes) == 1 else f"{len(sizes)} different sizes"
+    return f"{count:,} images of {len(listing.class_names)} classes in {listing.directory} ({shape})"
 
 
 def from_folder(directory, on_corrupt: str = "skip", channels: int = 3) -> Source:
-    """Reads a folder with one sub-folder of images per class as a `Source`.
+    """Reads a folder with one sub-folder of images per class as a streaming `Source`.
 
-    Every file is decoded once up front (and again, lazily, while training), so corrupt files
-    are found before training starts: they are skipped and counted (`Source.skipped`) or
-    raise, as `on_corrupt` says. Images may differ in size; the pipeline resizes them.
+    Files are listed (hidden entries such as `.ipynb_checkpoints/` left out) and their headers
+    read for their size; decoding happens inside tf.data, while training. A file whose header
+    is no image is skipped and counted (`Source.skipped`), or raises with its name, as
+    `on_corrupt` says; a file that fails to decode later is skipped in the pipeline and listed
+    by `Source.corrupt_files()` (or stops the pipeline with an error naming it, with
+    on_corrupt="error", which decodes through Python and so is slower). Images may
+    differ in size; the pipeline resizes them.
 
     Args:
         directory: str. Folder whose sub-folders (sorted by name) are the classes.
@@ -161,98 +392,206 @@ def from_folder(directory, on_corrupt: str = "skip", channels: int = 3) -> Sourc
     >>> with open(os.path.join(root, "dog", "2.jpg"), "wb") as f:
     ...     _ = f.write(b"not an image")
     >>> source = from_folder(root, channels=1)
-    >>> source.class_names, source.num_examples, source.skipped
-    (('cat', 'dog'), 2, 1)
+    >>> source.class_names, source.num_examples, source.skipped, source.image_size
+    (('cat', 'dog'), 2, 1, (5, 6))
     >>> [(tuple(image.shape), int(label)) for image, label in source.dataset]
     [((5, 6, 1), 0), ((5, 6, 1), 1)]
     """
-    if on_corrupt not in ON_CORRUPT:
-        raise ValueError(f"Invalid on_corrupt={on_corrupt!r}. Expected one of {ON_CORRUPT}.")
-    if not os.path.isdir(directory):
-        raise FileNotFoundError(f"Image folder not found: directory={directory!r}.")
-    try:
-        class_names = sorted(e.name for e in os.scandir(directory) if e.is_dir())
-    except PermissionError as error:
-        raise ValueError(f"Image folder is not readable: directory={directory!r}.") from error
-    if not class_names:
-        raise ValueError(f"Image folder directory={directory!r} has no class sub-folders.")
-    paths, labels = [], []
-    for index, class_name in enumerate(class_names):
-        class_dir = os.path.join(directory, class_name)
-        try:
-            names = sorted(os.listdir(class_dir))
-        except PermissionError as error:
-            raise ValueError(f"Class folder is not readable: {class_dir!r}.") from error
-        for file_name in names:
-            if file_name.lower().endswith(IMAGE_EXTENSIONS):
-                paths.append(os.path.join(class_dir, file_name))
-                labels.append(index)
-    if not paths:
-        raise ValueError(
-            f"Image folder directory={directory!r} holds no images ({', '.join(IMAGE_EXTENSIONS)})."
-        )
-    kept_paths, kept_labels, skipped = [], [], 0
-    for path, label in zip(paths, labels):
-        try:
-            with open(path, "rb") as f:
-                tf.io.decode_image(f.read(), channels=channels, expand_animations=False)
-        except (tf.errors.InvalidArgumentError, OSError) as error:
-            if on_corrupt == "error":
-                raise ValueError(f"Corrupt or unreadable image file {path!r}.") from error
-            skipped += 1
-            continue
-        kept_paths.append(path)
-        kept_labels.append(label)
-    if not kept_paths:
-        raise ValueError(f"No readable image in directory={directory!r}: {skipped} files were corrupt.")
+    check_choice("channels", channels, (1, 3))
+    listing = _list_folder(directory, on_corrupt)
+    indices = np.arange(len(listing.paths))
+    return _files_source(listing, indices, channels, on_corrupt, _describe(listing, len(indices)))
 
-    def decode(path, label):
-        image = tf.io.decode_image(tf.io.read_file(path), channels=channels, expand_animations=False)
-        image.set_shape((None, None, channels))
-        return image, label
 
-    dataset = tf.data.Dataset.from_tensor_slices((kept_paths, np.asarray(kept_labels, "int32")))
-    dataset = dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
-    return Source(dataset, tuple(class_names), len(kept_paths), skipped=skipped)
+def hold_out(count: int, fraction: float, seed: int = 0):
+    """Splits indices 0..count-1 into (train, validation) at random, deterministically by seed.
+
+    Args:
+        count: int. Number of examples.
+        fraction: float. Share held out for validation, in (0, 1).
+        seed: int. Seed of the split. Defaults to 0.
+
+    Example:
+
+    >>> train, validation = hold_out(10, 0.2, seed=0)
+    >>> len(train), len(validation), sorted(np.concatenate([train, validation]).tolist()) == list(range(10))
+    (8, 2, True)
+    """
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction < 1:
+        raise ValueError(f"Invalid validation_split={fraction!r}. Expected a fraction in (0, 1), e.g. 0.1.")
+    held = max(1, round(count * fraction))
+    if held >= count:
+        raise ValueError(f"validation_split={fraction} of {count} examples leaves none to train on.")
+    order = np.random.default_rng(seed).permutation(count)
+    return np.sort(order[held:]), np.sort(order[:held])
 
 
 SAMPLE_NAMES = ("sample", "fashion_mnist_sample")
 
 
-def load_source(dataset: str = "sample", split: str = "train", data_dir=None, on_corrupt="skip", download=False):
+def load_source(dataset: str = "sample", split: str = "train", data_dir=None, on_corrupt="skip", download=False,
+                validation_split=None, seed: int = 0) -> Source:
     """Resolves a data set spec of the command line to a `Source`.
+
+    Splits: the sample and the Fashion-MNIST IDX files have "train" and "test"; a folder with
+    split sub-folders (train/, test/, ...) has those; a flat class folder has "train" and
+    "validation", the latter a held-out `validation_split` (default 0.1) of its images, so
+    nothing is ever evaluated on the images trained on. With `validation_split`, "train" of
+    any source loses that held-out share to "validation".
 
     Args:
         dataset: str. "sample" (the Fashion-MNIST sample shipped in the package), a folder
             (class sub-folders, or `split` sub-folders of class sub-folders, or the four
             Fashion-MNIST IDX files), or a tensorflow-datasets name. Defaults to "sample".
-        split: str. "train", "test", or a tfds split string. Defaults to "train".
+        split: str. "train", "test", "validation", another split folder or a tfds split
+            string. Defaults to "train".
         data_dir: str or None. tfds data_dir. Defaults to None.
         on_corrupt: str. "skip" or "error" for corrupt image files. Defaults to "skip".
         download: bool. Allow tfds to download. Defaults to False.
+        validation_split: float or None. Share of "train" held out as "validation", chosen at
+            random by `seed`. Defaults to None (0.1 for a flat class folder).
+        seed: int. Seed of the held-out choice. Defaults to 0.
 
     Example:
 
     >>> load_source("sample", "test").num_examples
     2000
+    >>> load_source("sample", "validation", validation_split=0.25).num_examples
+    2000
+    >>> load_source("sample", "validaton")
+    Traceback (most recent call last):
+    ...
+    ValueError: Invalid split='validaton' for dataset='sample'. Expected one of 'test', 'train'
+    (or 'validation' with a validation_split).
     """
-    from keras_vit.data import fashion_mnist
-
+    if not isinstance(split, str) or not split:
+        raise ValueError(f"Invalid split={split!r}. Expected a split name such as 'train' or 'test'.")
+    if validation_split is not None:
+        hold_out(2, validation_split)  # checks the fraction before anything is read
     if dataset in SAMPLE_NAMES or (os.path.isdir(dataset) and _has_idx_files(dataset)):
-        if dataset in SAMPLE_NAMES:
-            train, test = fashion_mnist.load_sample()
-        else:
-            train, test = fashion_mnist.read_idx_dataset(dataset)
-        parts = {"train": train, "test": test}
-        if split not in parts:
-            raise ValueError(f"Invalid split={split!r} for dataset={dataset!r}. Expected 'train' or 'test'.")
-        return from_arrays(*parts[split], class_names=fashion_mnist.CLASS_NAMES)
+        return _arrays_split(dataset, split, validation_split, seed)
     if os.path.isdir(dataset):
-        split_dir = os.path.join(dataset, split)
-        return from_folder(split_dir if os.path.isdir(split_dir) else dataset, on_corrupt=on_corrupt)
+        return _folder_split(dataset, split, on_corrupt, validation_split, seed)
     if os.sep in dataset or dataset.startswith("."):
         raise FileNotFoundError(f"Image folder not found: dataset={dataset!r}.")
+    if validation_split is not None and split in ("train", VALIDATION):
+        split = _tfds_hold_out(dataset, split, validation_split, data_dir)
     return from_tfds(dataset, split=split, data_dir=data_dir, download=download)
+
+
+def load_splits(dataset="sample", train_split="train", test_split="test", validation_split=None, seed=0,
+                data_dir=None, on_corrupt="skip", download=False):
+    """The (train, validation, test) `Source`s of a training run; validation and test may be None.
+
+    Validation is the held-out share when there is one (given, or the default of a flat class
+    folder, which has no test split), else the test split. A folder with split sub-folders but
+    no `test_split` one refuses unless a `validation_split` is given.
+
+    Args:
+        dataset, data_dir, on_corrupt, download: as for `load_source`.
+        train_split: str. Defaults to "train".
+        test_split: str or None. None for no test. Defaults to "test".
+        validation_split: float or None. Held-out share of the training split. Defaults to None.
+        seed: int. Seed of the held-out choice. Defaults to 0.
+
+    Example:
+
+    >>> train, validation, test = load_splits("sample", validation_split=0.25)
+    >>> train.num_examples, validation.num_examples, test.num_examples
+    (6000, 2000, 2000)
+    >>> load_splits("sample")[1] is not None
+    True
+    """
+    flat = _is_flat_folder(dataset)
+    if flat and validation_split is None:
+        validation_split = FLAT_FOLDER_VALIDATION_SPLIT
+    args = dict(data_dir=data_dir, on_corrupt=on_corrupt, download=download, validation_split=validation_split, seed=seed)
+    train = load_source(dataset, train_split, **args)
+    validation = load_source(dataset, VALIDATION, **args) if validation_split else None
+    test = None
+    if test_split and not flat:
+        split_dirs = _split_dirs(dataset)
+        if not (split_dirs and test_split not in split_dirs and validation_split):
+            test = load_source(dataset, test_split, **args)
+    return train, validation if validation is not None else test, test
+
+
+def _arrays_split(dataset, split, validation_split, seed):
+    from keras_vit.data import fashion_mnist
+
+    train, test = fashion_mnist.load_sample() if dataset in SAMPLE_NAMES else fashion_mnist.read_idx_dataset(dataset)
+    parts = {"train": train, "test": test}
+    if validation_split is not None:
+        kept, held = hold_out(len(train[1]), validation_split, seed)
+        parts.update(train=(train[0][kept], train[1][kept]), validation=(train[0][held], train[1][held]))
+    _check_split(dataset, split, parts, validation_split)
+    return from_arrays(*parts[split], class_names=fashion_mnist.CLASS_NAMES)
+
+
+def _folder_split(dataset, split, on_corrupt, validation_split, seed):
+    split_dirs = _split_dirs(dataset)
+    if not split_dirs:  # a flat class folder: its "validation" is held out of it
+        validation_split = FLAT_FOLDER_VALIDATION_SPLIT if validation_split is None else validation_split
+        splits = ("train", VALIDATION)
+        root = dataset
+    else:
+        splits = split_dirs + ((VALIDATION,) if validation_split and VALIDATION not in split_dirs else ())
+        root = os.path.join(dataset, "train")
+    if split in ("train", VALIDATION) and validation_split and (split == "train" or VALIDATION not in split_dirs):
+        listing = _list_folder(root, on_corrupt)
+        kept, held = hold_out(len(listing.paths), validation_split, seed)
+        indices = kept if split == "train" else held
+        share = f"{1 - validation_split:.0%}" if split == "train" else f"held-out {validation_split:.0%}"
+        description = f"{_describe(listing, len(indices))}: {share} (seed {seed})"
+        return _files_source(listing, indices, 3, on_corrupt, description)
+    if split not in splits:
+        if split == "test" and not split_dirs:
+            raise ValueError(
+                f"Invalid split='test' for dataset={dataset!r}: a folder of class sub-folders has no test "
+                f"images; its held-out {validation_split:.0%} is split 'validation' (its splits: train, validation)."
+            )
+        hint = " Pass a validation_split (--validation-split) to hold out part of train/ instead." if split == "test" else ""
+        raise ValueError(
+            f"Invalid split={split!r} for dataset={dataset!r}: no such sub-folder. "
+            f"Expected one of {', '.join(map(repr, splits))}.{hint}"
+        )
+    return from_folder(os.path.join(dataset, split) if split_dirs else dataset, on_corrupt=on_corrupt)
+
+
+def _split_dirs(dataset):
+    """The split sub-folders of a folder laid out as train/, test/, ... (empty for a flat one)."""
+    if not os.path.isdir(dataset):
+        return ()
+    names = tuple(e.name for e in _visible_entries(dataset) if e.is_dir())
+    return names if "train" in names else ()
+
+
+def _is_flat_folder(dataset):
+    return (
+        dataset not in SAMPLE_NAMES and os.path.isdir(dataset) and not _has_idx_files(dataset)
+        and not _split_dirs(dataset)
+    )
+
+
+def _check_split(dataset, split, parts, validation_split):
+    if split not in parts:
+        extra = "" if validation_split is not None else " (or 'validation' with a validation_split)"
+        raise ValueError(
+            f"Invalid split={split!r} for dataset={dataset!r}. Expected one of {', '.join(map(repr, sorted(parts)))}{extra}."
+        )
+
+
+def _tfds_hold_out(name, split, fraction, data_dir):
+    """The tfds split strings of the kept and held-out shares of "train" (its last examples)."""
+    import tensorflow_datasets as tfds
+
+    try:
+        count = tfds.builder(name, data_dir=data_dir).info.splits["train"].num_examples
+    except Exception:  # noqa: BLE001  unknown names and unprepared data fail with their own message later
+        return split
+    kept, _ = hold_out(count, fraction)
+    cut = len(kept)
+    return f"train[:{cut}]" if split == "train" else f"train[{cut}:]"
 
 
 def _has_idx_files(directory):

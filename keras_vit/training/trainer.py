@@ -22,8 +22,9 @@ import keras
 import tensorflow as tf
 
 from keras_vit import configs
+from keras_vit._validation import check_positive_int
 from keras_vit.data.pipeline import make_pipeline
-from keras_vit.data.sources import load_source
+from keras_vit.data.sources import load_source, load_splits
 from keras_vit.models.head import outputs_probabilities
 from keras_vit.training import callbacks as callbacks_lib
 from keras_vit.training import distribute, recipes
@@ -43,7 +44,11 @@ class TrainConfig:
         dataset: str. "sample", a folder, or a tfds name. Defaults to "sample".
         data_dir: str or None. tfds data_dir. Defaults to None.
         train_split: str. Defaults to "train".
-        test_split: str or None. Split evaluated at the end; None skips it. Defaults to "test".
+        test_split: str or None. Split evaluated at the end; None skips it. A flat class folder
+            has none (its held-out validation share is reported instead). Defaults to "test".
+        validation_split: float or None. Share of the training split held out for per-epoch
+            validation, chosen by `seed`; None validates on the test split (a flat class folder
+            holds out 0.1). Defaults to None.
         download: bool. Let tfds download. Defaults to False.
         on_corrupt: str. "skip" or "error" for corrupt image files. Defaults to "skip".
         variant: str or None. A `configs.VARIANTS` name; None for `DEFAULT_MODEL`.
@@ -52,8 +57,9 @@ class TrainConfig:
             `keras_vit.ViT(backbone=)`); a callable without arguments is called inside the
             distribution strategy's scope to build it. Defaults to None.
         pooling: str. "token" or "gap". Defaults to "token".
-        image_size: int or None. Defaults to the data's size with the default model, else the
-            variant's.
+        image_size: int or None. Defaults to the images' own size when they all share one
+            square size (with the default model; a folder whose images differ needs it),
+            else the variant's.
         channels: int. Model input channels. Defaults to 3.
         scaling: str. Pixel scaling put in the model (`configs.SCALINGS`). Defaults to "unit".
         recipe: str. A `recipes.RECIPES` name. Defaults to "compact".
@@ -71,10 +77,11 @@ class TrainConfig:
         seed: int. Defaults to 0.
         budget_seconds: float or None. Wall-clock training budget. Defaults to None.
         max_train_examples: int or None. Use only the first N training examples. Defaults to None.
-        max_test_examples: int or None. Use only the first N test examples. Defaults to None.
+        max_test_examples: int or None. Use only the first N test (and validation) examples.
+            Defaults to None.
         verbose: int or str. Keras verbosity (1 = progress bar). Defaults to "auto".
-        cache: bool or None. Cache decoded data in memory; None caches sets of known size
-            under 200k examples. Defaults to None.
+        cache: bool or None. Cache decoded data in memory; None caches tfds sets of known
+            size under 200k examples (folders stream, arrays are in memory). Defaults to None.
         callbacks: list. Extra Keras callbacks. Defaults to [].
 
     Example:
@@ -90,6 +97,7 @@ class TrainConfig:
     data_dir: str | None = None
     train_split: str = "train"
     test_split: str | None = "test"
+    validation_split: float | None = None
     download: bool = False
     on_corrupt: str = "skip"
     variant: str | None = None
@@ -161,12 +169,6 @@ def build_model(config: TrainConfig, num_classes: int, image_size: int, drop_pat
     )
 
 
-def _limit(source, limit):
-    if limit is None or (source.num_examples is not None and limit >= source.num_examples):
-        return source
-    return dataclasses.replace(source, dataset=source.dataset.take(limit), num_examples=limit)
-
-
 def _count(source):
     if source.num_examples is None:
         source.num_examples = int(source.dataset.reduce(0, lambda n, _: n + 1))
@@ -174,14 +176,23 @@ def _count(source):
 
 
 def _resolve_image_size(config, source):
+    """Returns (image side, why it was chosen), for the run's header."""
     if config.image_size is not None:
-        return int(config.image_size)
-    if config.variant is None:
-        height = source.dataset.element_spec[0].shape[0]
-        if height is not None:
-            return int(height)
-        return 224
-    return configs.get_variant(config.variant).image_size
+        return int(config.image_size), "given"
+    if config.variant is not None:
+        return configs.get_variant(config.variant).image_size, f"variant {config.variant}'s"
+    size = source.image_size
+    if size is None:
+        raise ValueError(
+            f"The images of dataset={config.dataset!r} differ in size (or it is unknown): pass image_size "
+            "(--image-size N) to choose the model's input side."
+        )
+    if size[0] != size[1]:
+        raise ValueError(
+            f"The images of dataset={config.dataset!r} are {size[0]}x{size[1]}, not square: pass image_size "
+            "(--image-size N) to choose the model's input side."
+        )
+    return int(size[0]), f"the images' own ({size[0]}x{size[1]})"
 
 
 class ResumableCSVLogger(keras.callbacks.CSVLogger):
@@ -291,17 +302,28 @@ def train(config: TrainConfig) -> dict:
     augment = config.augment or recipe.augment
     keras.utils.set_random_seed(config.seed)
 
-    train_source = _limit(load_source(config.dataset, config.train_split, config.data_dir, config.on_corrupt, config.download), config.max_train_examples)
+    # Every split is found before the first step: a missing one must not cost a training run.
+    train_source, validation_source, test_source = load_splits(
+        config.dataset, config.train_split, config.test_split, config.validation_split, config.seed,
+        config.data_dir, config.on_corrupt, config.download,
+    )
+    train_source = train_source.take(config.max_train_examples)
     num_train = _count(train_source)
     if num_train < batch_size:
         raise ValueError(f"batch_size={batch_size} is larger than the {num_train} training examples.")
     steps_per_epoch = num_train // batch_size
-    image_size = _resolve_image_size(config, train_source)
-    cache = config.cache if config.cache is not None else num_train <= 200_000
+    image_size, image_size_reason = _resolve_image_size(config, train_source)
+    cache = config.cache if config.cache is not None else train_source.keys is None and num_train <= 200_000
     train_ds = make_pipeline(
         train_source, image_size=image_size, channels=config.channels, scaling=None, batch_size=batch_size,
         training=True, augment=augment, seed=config.seed, cache=cache,
     )
+    validation_ds = None
+    if validation_source is not None:
+        validation_source = validation_source.take(config.max_test_examples)
+        validation_ds = make_pipeline(
+            validation_source, image_size=image_size, channels=config.channels, scaling=None, batch_size=batch_size
+        )
 
     previous_policy = keras.config.dtype_policy()
     keras.config.set_dtype_policy(precision)
@@ -330,7 +352,8 @@ def train(config: TrainConfig) -> dict:
             model._distribute_strategy = None
             _patch_multi_worker_logs(model)
         with strategy.scope():
-            history = model.fit(train_ds, epochs=config.epochs, callbacks=callbacks, verbose=config.verbose, shuffle=False)
+            history = model.fit(train_ds, epochs=config.epochs, callbacks=callbacks, verbose=config.verbose, shuffle=False,
+                                validation_data=validation_ds)
         train_seconds = time.perf_counter() - start
         backups = [c for c in callbacks if isinstance(c, callbacks_lib.AtomicBackupAndRestore)]
         initial_epoch = getattr(backups[0], "restored_epoch", 0) if backups else 0
@@ -351,6 +374,14 @@ def train(config: TrainConfig) -> dict:
             "images_per_second": round(images_per_second, 1),
             "num_train_examples": num_train,
             "class_names": list(train_source.class_names),
+            "data": {
+                "train": train_source.description,
+                "validation": validation_source.description if validation_source is not None else None,
+                "test": test_source.description if test_source is not None else None,
+                "image_size": image_size_reason,
+            },
+            "validation_accuracy": _last(history, "val_accuracy"),
+            "skipped_files": list(train_source.corrupt_files()),
             "settings": {
                 "dataset": config.dataset, "variant": config.variant or "default",
                 "image_size": image_size, "channels": config.channels, "recipe": recipe.name,
@@ -360,8 +391,8 @@ def train(config: TrainConfig) -> dict:
                 "params": model.count_params(), "seed": config.seed,
             },
         }
-        if config.test_split:
-            test_source = _limit(load_source(config.dataset, config.test_split, config.data_dir, config.on_corrupt, config.download), config.max_test_examples)
+        if test_source is not None:
+            test_source = test_source.take(config.max_test_examples)
             test_ds = make_pipeline(test_source, image_size=image_size, channels=config.channels, scaling=None, batch_size=batch_size)
             with strategy.scope():
                 scores = model.evaluate(test_ds, return_dict=True, verbose=0)
@@ -373,6 +404,11 @@ def train(config: TrainConfig) -> dict:
         return result
     finally:
         keras.config.set_dtype_policy(previous_policy)
+
+
+def _last(history, key):
+    values = history.history.get(key)
+    return float(values[-1]) if values else None
 
 
 def _patch_multi_worker_logs(model):
@@ -434,7 +470,7 @@ def save_final_artifacts(model, class_names, output_dir, name, result) -> dict:
 
 
 def evaluate(model_path, dataset="sample", split="test", batch_size=256, data_dir=None, on_corrupt="skip",
-             download=False, max_examples=None) -> dict:
+             download=False, max_examples=None, validation_split=None, seed=0) -> dict:
     """Evaluates a saved .keras model (trained by `train`) on a data set split.
 
     The model's input shape gives the image size and channels; pixels go in raw ([0, 255]),
@@ -451,9 +487,13 @@ def evaluate(model_path, dataset="sample", split="test", batch_size=256, data_di
         on_corrupt: str. "skip" or "error" for corrupt image files. Defaults to "skip".
         download: bool. Let tfds download. Defaults to False.
         max_examples: int or None. Evaluate the first N examples only. Defaults to None.
+        validation_split: float or None. The training run's held-out share, for split
+            "validation" (a flat class folder holds out 0.1). Defaults to None.
+        seed: int. The training run's seed, which chose the held-out share. Defaults to 0.
 
     Returns:
-        dict with accuracy, loss and num_examples.
+        dict with accuracy, loss, num_examples and data (where the examples came from;
+        "training data" for split "train").
 
     Example (an untrained model: its zero head gives uniform probabilities, loss ln 10):
 
@@ -466,9 +506,11 @@ def evaluate(model_path, dataset="sample", split="test", batch_size=256, data_di
     """
     if not os.path.isfile(model_path):
         raise FileNotFoundError(f"Model file not found: model={model_path!r}.")
+    if max_examples is not None:
+        check_positive_int("max_examples", max_examples)
+    source = load_source(dataset, split, data_dir, on_corrupt, download, validation_split, seed).take(max_examples)
     model = keras.saving.load_model(model_path, compile=False)
     height, width, channels = model.input_shape[1:]
-    source = _limit(load_source(dataset, split, data_dir, on_corrupt, download), max_examples)
     num_classes = model.output_shape[-1]
     if source.num_classes != num_classes:
         raise ValueError(
@@ -480,5 +522,7 @@ def evaluate(model_path, dataset="sample", split="test", batch_size=256, data_di
         metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")],
     )
     scores = model.evaluate(ds, return_dict=True, verbose=0)
-    return {"accuracy": float(scores["accuracy"]), "loss": float(scores["loss"]), "num_examples": _count(source)}
+    data = source.description + (" (training data)" if split == "train" else "")
+    return {"accuracy": float(scores["accuracy"]), "loss": float(scores["loss"]), "num_examples": _count(source),
+            "data": data}
 
