@@ -7,14 +7,13 @@ named by `scaling=` into the exported graph.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
 import tempfile
 
 import numpy as np
 
 from keras_vit import configs
+from keras_vit._atomic import atomic_directory, atomic_file  # noqa: F401  the package's one atomic-write helper
 
 LABELS_FILENAME = "labels.txt"
 # scaling="none": the model already consumes [0, 255] pixels as they are.
@@ -198,83 +197,6 @@ def labels_beside(model_path):
 def write_labels(path, class_names):
     with open(path, "w", encoding="utf-8") as f:
         f.write("".join(name + "\n" for name in class_names))
-
-
-def _umask_permissions(path, directory):
-    """Gives a temporary file or folder the permissions a plain open()/mkdir() would have.
-
-    tempfile creates them owner-only (0600/0700); a model server running as another user
-    must be able to read the export.
-    """
-    mask = os.umask(0)
-    os.umask(mask)
-    os.chmod(path, (0o777 if directory else 0o666) & ~mask)
-
-
-@contextlib.contextmanager
-def atomic_directory(final_path, *, overwrite=False):
-    """Yields a temporary folder beside `final_path` that is renamed to it when the block succeeds.
-
-    On any error the temporary folder is removed, and so is the parent folder if this call
-    created it, so a failure leaves nothing behind.
-    """
-    final_path = os.path.abspath(os.fspath(final_path))
-    parent = os.path.dirname(final_path)
-    created_parent = _makedirs(parent)
-    tmp = tempfile.mkdtemp(prefix=f".tmp-{os.path.basename(final_path)}-", dir=parent)
-    try:
-        yield tmp
-        _umask_permissions(tmp, directory=True)
-        if os.path.exists(final_path):
-            if not overwrite:
-                raise FileExistsError(f"{final_path!r} appeared while exporting; not overwriting it.")
-            # Move the old version aside first so the swap leaves no moment without a folder.
-            trash = tempfile.mkdtemp(prefix=f".old-{os.path.basename(final_path)}-", dir=parent)
-            os.rename(final_path, os.path.join(trash, "old"))
-            os.rename(tmp, final_path)
-            shutil.rmtree(trash, ignore_errors=True)
-        else:
-            os.rename(tmp, final_path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        _remove_created(created_parent)
-        raise
-
-
-@contextlib.contextmanager
-def atomic_file(final_path):
-    """Yields a temporary path beside `final_path` that replaces it when the block succeeds."""
-    final_path = os.path.abspath(os.fspath(final_path))
-    parent = os.path.dirname(final_path)
-    created_parent = _makedirs(parent)
-    suffix = os.path.splitext(final_path)[1]
-    fd, tmp = tempfile.mkstemp(prefix=f".tmp-{os.path.basename(final_path)}-", suffix=suffix, dir=parent)
-    os.close(fd)
-    try:
-        yield tmp
-        _umask_permissions(tmp, directory=False)
-        os.replace(tmp, final_path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        _remove_created(created_parent)
-        raise
-
-
-def _makedirs(path):
-    """Creates `path` and returns the top-most folder that did not exist before (or None)."""
-    top = None
-    probe = path
-    while probe and not os.path.exists(probe):
-        top = probe
-        probe = os.path.dirname(probe)
-    os.makedirs(path, exist_ok=True)
-    return top
-
-
-def _remove_created(top):
-    if top is not None:
-        shutil.rmtree(top, ignore_errors=True)
 
 
 def file_size(path):
