@@ -217,11 +217,14 @@ class TimeBudget(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         self.start = time.perf_counter()
         self.epoch_start = self.start
-        # The schedule counts optimizer steps, which a run resumed from a backup starts past 0.
-        iterations = getattr(getattr(self.model, "optimizer", None), "iterations", None)
-        self._step_offset = int(keras.ops.convert_to_numpy(iterations)) if iterations is not None else 0
+        self._step_offset = None
 
     def on_epoch_begin(self, epoch, logs=None):
+        if self._step_offset is None:
+            # The schedule counts optimizer steps, which a run resumed from a backup starts past
+            # 0; read here, after every callback's on_train_begin (the backup restores there).
+            iterations = getattr(getattr(self.model, "optimizer", None), "iterations", None)
+            self._step_offset = int(keras.ops.convert_to_numpy(iterations)) if iterations is not None else 0
         self.epoch_start = time.perf_counter()
         self.epoch_steps = 0
 
