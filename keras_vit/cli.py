@@ -51,7 +51,8 @@ class _VersionAction(argparse.Action):
         _finish_package_import()
         from keras_vit import __version__
 
-        parser.exit(message=f"keras_vit {__version__}\n")
+        print(f"keras_vit {__version__}")
+        parser.exit()
 
 
 def _finish_package_import():
