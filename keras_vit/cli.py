@@ -403,7 +403,7 @@ def _run_predict(args):
 
 
 # Names of the library's choices, here so that parsing (and --help) needs no TensorFlow import;
-# tests/test_cli_train.py checks they equal the library's own lists.
+# tests/test_runs.py checks they equal the library's own lists.
 RECIPE_NAMES = ("deit", "finetune", "compact", "anchor")  # training.recipes.RECIPES
 AUGMENT_NAMES = ("none", "flip", "light", "medium", "strong")  # data.augment.PRESETS
 PRECISION_NAMES = ("auto", "float32", "mixed_bfloat16", "mixed_float16")  # training.distribute.PRECISIONS
