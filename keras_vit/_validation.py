@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
+
 
 def check_choice(name: str, value, choices) -> None:
     """Raises ValueError unless `value` is one of `choices`."""
@@ -29,3 +32,38 @@ def check_divisible(name: str, value: int, divisor_name: str, divisor: int) -> N
         raise ValueError(
             f"Invalid {name}={value!r}: it must be divisible by {divisor_name}={divisor}."
         )
+
+
+def check_positive_number(name: str, value) -> None:
+    """Raises ValueError unless `value` is a finite number > 0."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < float("inf"):
+        raise ValueError(f"Invalid {name}={value!r}. Expected a number > 0.")
+
+
+def check_writable_folder(name: str, path) -> None:
+    """Raises ValueError unless `path` is a folder, or can be created, and a file can be written in it.
+
+    It writes and removes a probe folder in the nearest existing folder, as permission bits
+    alone do not tell (a read-only file system, or root).
+
+    Example:
+
+    >>> import tempfile
+    >>> check_writable_folder("output_dir", os.path.join(tempfile.mkdtemp(), "new", "folder"))
+    >>> check_writable_folder("output_dir", __file__)
+    Traceback (most recent call last):
+    ...
+    ValueError: Invalid output_dir=...: it is a file. Expected a folder (existing or to be created).
+    """
+    path = os.path.abspath(os.fspath(path))
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f"Invalid {name}={path!r}: it is a file. Expected a folder (existing or to be created).")
+    existing = path
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise ValueError(f"Invalid {name}={path!r}: {existing!r} is a file, so the folder cannot be created there.")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".tmp-write-probe-", dir=existing))
+    except OSError as error:
+        raise ValueError(f"Invalid {name}={path!r}: cannot write in {existing!r} ({error.strerror}).") from None

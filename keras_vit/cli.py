@@ -1,5 +1,11 @@
 """The `keras-vit` command line: one sub-command per job (train, evaluate, export, predict, inspect).
 
+Parsing imports no TensorFlow, so `--help` answers at once: this module's top level imports only
+the standard library and numpy, and the `_add_<job>` functions import only TensorFlow-free
+modules (`keras_vit.configs`, `keras_vit._validation`); handlers import what they need. The
+console script `keras-vit` is `keras_vit_cli.main`, which parses before `keras_vit`'s
+`__init__` (which imports TensorFlow) runs; `python -m keras_vit.cli` works too, more slowly.
+
 Each job adds a function `_add_<job>(subparsers)` that registers its sub-parser and sets
 `func=<handler>`, and lists it in `_COMMANDS`. Handlers take the parsed arguments and return an
 exit code. User mistakes (ValueError, FileNotFoundError) and a failed download (ConnectionError) print one clear line and exit 2 without
@@ -16,7 +22,7 @@ import numpy as np
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """Returns the argument parser of `keras-vit`.
+    """Returns the argument parser of `keras-vit`; building it imports no TensorFlow.
 
     Example:
 
@@ -24,17 +30,36 @@ def build_parser() -> argparse.ArgumentParser:
     >>> args.command, args.epochs, args.dataset, args.recipe
     ('train', 1, 'sample', 'compact')
     """
-    from keras_vit import __version__
-
     parser = argparse.ArgumentParser(
         prog="keras-vit",
         description="Vision Transformers for Keras: train, evaluate, export and inspect.",
     )
-    parser.add_argument("--version", action="version", version=f"keras_vit {__version__}")
+    parser.add_argument("--version", action=_VersionAction)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for add_command in _COMMANDS:
         add_command(subparsers)
     return parser
+
+
+class _VersionAction(argparse.Action):
+    """--version: prints keras_vit's version, which lives in the package's __init__."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help="show the version and exit"):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        _finish_package_import()
+        from keras_vit import __version__
+
+        print(f"keras_vit {__version__}")
+        parser.exit()
+
+
+def _finish_package_import():
+    """Runs keras_vit's __init__ if the `keras_vit_cli` entry point deferred it to parse quickly."""
+    package = sys.modules["keras_vit"]
+    if package.__dict__.pop("__keras_vit_init_deferred__", False):
+        package.__spec__.loader.exec_module(package)
 
 
 def _add_inspect(subparsers):
@@ -409,11 +434,16 @@ def _run_predict(args):
 
 
 
+# Names of the library's choices, here so that parsing (and --help) needs no TensorFlow import;
+# tests/test_runs.py checks they equal the library's own lists.
+RECIPE_NAMES = ("deit", "finetune", "compact", "anchor")  # training.recipes.RECIPES
+AUGMENT_NAMES = ("none", "flip", "light", "medium", "strong")  # data.augment.PRESETS
+PRECISION_NAMES = ("auto", "float32", "mixed_bfloat16", "mixed_float16")  # training.distribute.PRECISIONS
+STRATEGY_NAMES = ("default", "mirrored", "multi_worker", "tpu")  # training.distribute.STRATEGIES
+
+
 def _add_train(subparsers) -> None:
     from keras_vit.configs import SCALINGS, VARIANTS
-    from keras_vit.data.augment import PRESETS
-    from keras_vit.training.distribute import PRECISIONS, STRATEGIES
-    from keras_vit.training.recipes import RECIPES
 
     parser = subparsers.add_parser(
         "train",
@@ -422,67 +452,74 @@ def _add_train(subparsers) -> None:
             "Train a ViT with model.fit. With no arguments: a small ViT on the Fashion-MNIST "
             "sample shipped in the package (a few minutes on a CPU), then prints the test "
             "accuracy and saves the model under saved_models/. Runs survive crashes: run the "
-            "same command again and it resumes from the last completed epoch."
+            "same command again and it resumes from the last completed epoch (or, if training "
+            "had finished, writes only the final files). A header before training says what "
+            "will run; arguments, output folders and memory are checked before the first step."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     data = parser.add_argument_group("data")
-    data.add_argument("--dataset", default="sample", help="'sample' (shipped Fashion-MNIST sample), a folder "
-                      "of class sub-folders (or of train/ and test/ sub-folders), a folder with the Fashion-MNIST "
-                      "IDX files, or a tensorflow-datasets name such as cifar10")
-    data.add_argument("--data-dir", help="tensorflow-datasets data_dir")
+    data.add_argument("--dataset", default="sample", help="'sample' (shipped Fashion-MNIST sample, the default), a "
+                      "folder of class sub-folders (or of train/ and test/ sub-folders), a folder with the "
+                      "Fashion-MNIST IDX files, or a tensorflow-datasets name such as cifar10")
+    data.add_argument("--data-dir", help="tensorflow-datasets data_dir (default: tensorflow-datasets' own)")
     data.add_argument("--download", action="store_true", help="let tensorflow-datasets download missing data")
-    data.add_argument("--train-split", default="train", help="split to train on")
-    data.add_argument("--test-split", default="test", help="split to report test accuracy on ('' for none; "
-                      "a folder of class sub-folders has none)")
+    data.add_argument("--train-split", default="train", help="split to train on (default: train)")
+    data.add_argument("--test-split", default="test", help="split to report test accuracy on, '' for none; a folder "
+                      "of class sub-folders has none (default: test)")
     data.add_argument("--validation-split", type=float, help="share of the training split held out (chosen by "
-                      "--seed) for per-epoch validation; without it the test split validates, and a folder of "
-                      "class sub-folders holds out 0.1")
+                      "--seed) for per-epoch validation (default: none, the test split validates; a folder of "
+                      "class sub-folders holds out 0.1)")
     data.add_argument("--on-corrupt", choices=("skip", "error"), default="skip",
-                      help="corrupt image files in a folder: skip them (and report the count) or stop")
-    data.add_argument("--max-train-examples", type=int, help="use only the first N training examples")
-    data.add_argument("--max-test-examples", type=int, help="use only the first N test examples")
+                      help="corrupt image files in a folder: skip them (and report the count) or stop (default: skip)")
+    data.add_argument("--max-train-examples", type=int, help="use only the first N training examples (default: all)")
+    data.add_argument("--max-test-examples", type=int, help="use only the first N test examples (default: all)")
     model = parser.add_argument_group("model")
-    model.add_argument("--variant", help=f"ViT variant, one of {', '.join(VARIANTS)}; default: a small ViT "
-                       "(patch 7, D 128, 6 layers, 4 heads, MLP 256)")
+    model.add_argument("--variant", help=f"ViT variant, one of {', '.join(VARIANTS)} (default: a small ViT: "
+                       "patch 7, D 128, 6 layers, 4 heads, MLP 256)")
     for flag in ("patch-size", "hidden-size", "num-layers", "num-heads", "mlp-dim"):
         model.add_argument(f"--{flag}", type=int, help=f"override the variant's {flag.replace('-', ' ')}")
-    model.add_argument("--pooling", choices=("token", "gap"), default="token", help="class token or mean of tokens")
+    model.add_argument("--pooling", choices=("token", "gap"), default="token",
+                       help="class token or mean of tokens (default: token)")
     model.add_argument("--image-size", type=int, help="input side in pixels (default: the variant's, or the images' "
                        "own when they share one square size; needed when a folder's images differ in size)")
-    model.add_argument("--channels", type=int, choices=(1, 3), default=3, help="input channels of the model")
+    model.add_argument("--channels", type=int, choices=(1, 3), default=3, help="input channels of the model (default: 3)")
     model.add_argument("--scaling", choices=tuple(SCALINGS), default="unit",
-                       help="pixel scaling built into the model (unit [0,1], symmetric [-1,1], imagenet mean/std)")
+                       help="pixel scaling built into the model: unit [0,1], symmetric [-1,1], imagenet mean/std "
+                       "(default: unit)")
     fit = parser.add_argument_group("training")
-    fit.add_argument("--recipe", choices=tuple(RECIPES), default="compact", help="optimizer/schedule/regularisation recipe")
-    fit.add_argument("--augment", choices=tuple(PRESETS), help="augmentation preset (default: the recipe's)")
-    fit.add_argument("--epochs", type=int, default=10, help="number of epochs")
+    fit.add_argument("--recipe", choices=RECIPE_NAMES, default="compact",
+                     help="optimizer/schedule/regularisation recipe (default: compact)")
+    fit.add_argument("--augment", choices=AUGMENT_NAMES, help="augmentation preset (default: the recipe's)")
+    fit.add_argument("--epochs", type=int, default=10, help="number of epochs (default: 10)")
     fit.add_argument("--batch-size", type=int, help="global batch size, split over replicas (default: the recipe's)")
-    fit.add_argument("--precision", choices=PRECISIONS, default="auto", help="dtype policy; auto picks by hardware")
-    fit.add_argument("--jit-compile", choices=("auto", "on", "off"), default="auto", help="XLA compilation")
-    fit.add_argument("--strategy", choices=STRATEGIES, default="default", help="tf.distribute strategy")
-    fit.add_argument("--budget-minutes", type=float, help="stop after this much training time")
-    fit.add_argument("--seed", type=int, default=0, help="random seed")
+    fit.add_argument("--precision", choices=PRECISION_NAMES, default="auto", help="dtype policy (default: auto, by hardware)")
+    fit.add_argument("--jit-compile", choices=("auto", "on", "off"), default="auto",
+                     help="XLA compilation (default: auto, by hardware and precision)")
+    fit.add_argument("--strategy", choices=STRATEGY_NAMES, default="default", help="tf.distribute strategy (default: default)")
+    fit.add_argument("--budget-minutes", type=float, help="stop after this many minutes of training, summed over "
+                     "resumed parts; > 0 (default: no budget)")
+    fit.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     out = parser.add_argument_group("output")
     out.add_argument("--run-dir", default=os.path.join("runs", "train"),
-                     help="logs (TensorBoard, history.csv) and crash backups")
+                     help="logs (TensorBoard, history.csv) and crash backups; the run touches only the files it "
+                     "wrote there (default: runs/train)")
     out.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True,
-                     help="resume from the run directory's backup after a crash")
-    out.add_argument("--output-dir", default="saved_models", help="where the trained model is saved")
-    out.add_argument("--name", default="vit", help="file name stem of the saved model")
-    out.add_argument("--quiet", action="store_true", help="no progress bar")
+                     help="resume from the run directory's backup after a crash (default); --no-resume starts anew "
+                     "and moves an existing backup and history aside")
+    out.add_argument("--output-dir", default="saved_models", help="where the trained model is saved (default: saved_models)")
+    out.add_argument("--name", default="vit", help="file name stem of the saved model (default: vit)")
+    out.add_argument("--quiet", action="store_true", help="one line per epoch instead of a progress bar")
     out.add_argument(
         "--no-export",
         dest="export",
         action="store_false",
-        help="skip the SavedModel (<output-dir>/<name>/<version>) and <name>.tflite exports",
+        help="skip the SavedModel (<output-dir>/<name>/<version>) and <name>.tflite exports (written by default)",
     )
     parser.set_defaults(func=_run_train)
 
 
 def _run_train(args) -> int:
-    from keras_vit import configs
-    from keras_vit.training.trainer import TrainConfig, train
+    from keras_vit import _validation, configs
 
     if args.variant is not None:
         configs.get_variant(args.variant)
@@ -490,9 +527,15 @@ def _run_train(args) -> int:
     _check_fraction("--validation-split", args.validation_split)
     for name in ("epochs", "batch_size", "image_size", "max_train_examples", "max_test_examples",
                  "patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim"):
-        value = getattr(args, name)
-        if value is not None and value < 1:
-            raise ValueError(f"Invalid --{name.replace('_', '-')}={value}. Expected an integer >= 1.")
+        if getattr(args, name) is not None:
+            _validation.check_positive_int(f"--{name.replace('_', '-')}", getattr(args, name))
+    if args.budget_minutes is not None:
+        _validation.check_positive_number("--budget-minutes", args.budget_minutes)
+    _validation.check_writable_folder("--run-dir", args.run_dir)
+    _validation.check_writable_folder("--output-dir", args.output_dir)
+
+    from keras_vit.training.trainer import TrainConfig, format_summary, train
+
     config = TrainConfig(
         dataset=args.dataset, data_dir=args.data_dir, train_split=args.train_split,
         test_split=args.test_split or None, validation_split=args.validation_split, download=args.download,
@@ -502,80 +545,50 @@ def _run_train(args) -> int:
         pooling=args.pooling, image_size=args.image_size, channels=args.channels, scaling=args.scaling,
         recipe=args.recipe, augment=args.augment, epochs=args.epochs, batch_size=args.batch_size,
         precision=args.precision, jit_compile={"auto": None, "on": True, "off": False}[args.jit_compile],
-        strategy=args.strategy, run_dir=args.run_dir, output_dir=None, name=args.name, resume=args.resume,
-        seed=args.seed, budget_seconds=args.budget_minutes * 60 if args.budget_minutes else None,
+        strategy=args.strategy, run_dir=args.run_dir, output_dir=args.output_dir, name=args.name,
+        export=args.export, resume=args.resume,
+        seed=args.seed, budget_seconds=args.budget_minutes * 60 if args.budget_minutes is not None else None,
         max_train_examples=args.max_train_examples, max_test_examples=args.max_test_examples,
         verbose=2 if args.quiet else 1,
     )
     result = train(config)
-    settings = result["settings"]
-    if result["initial_epoch"]:
-        print(f"Resumed from epoch {result['initial_epoch']} (backup in {args.run_dir}).")
-    print(
-        f"Trained {settings['params']:,} parameters for {result['epochs_done']} epochs in "
-        f"{result['train_seconds']:.0f} s ({result['images_per_second']:.0f} images/s, "
-        f"{settings['precision']}, XLA {'on' if settings['jit_compile'] else 'off'})."
-    )
-    if result["test_accuracy"] is not None:
-        print(f"Test accuracy: {result['test_accuracy']:.4f} (loss {result['test_loss']:.4f})")
-    elif result["validation_accuracy"] is not None:
-        print(f"Validation accuracy: {result['validation_accuracy']:.4f} on {result['data']['validation']}")
-    if result["skipped_files"]:
-        skipped = result["skipped_files"]
-        print(f"Skipped {len(skipped)} corrupt image files: {', '.join(skipped[:3])}{', ...' if len(skipped) > 3 else ''}")
-    return _write_train_artifacts(result, args)
-
-
-def _write_train_artifacts(result, args) -> int:
-    """Writes the final artefacts of `keras-vit train` (extend here: SavedModel, TFLite)."""
-    from keras_vit.training.trainer import save_final_artifacts
-
-    paths = save_final_artifacts(result["model"], result["class_names"], args.output_dir, args.name, result)
-    if args.export:
-        paths.update(_export_trained(result["model"], result["class_names"], args.output_dir, args.name))
-    for kind, path in paths.items():
+    print(format_summary(result))
+    for kind, path in result["artifacts"].items():
         print(f"Saved {kind}: {path}")
     return 0
-
-
-def _export_trained(model, class_names, output_dir, name):
-    """Deployable copies of a trained model: the TF Serving layout and a float32 TFLite file."""
-    from keras_vit import export
-
-    # The model carries its scaling layer, so both exports take raw [0, 255] pixels.
-    saved = export.saved_model(model, os.path.join(output_dir, name), class_names=class_names)
-    lite = export.tflite(model, os.path.join(output_dir, f"{name}.tflite"), class_names=class_names, overwrite=True)
-    return {"SavedModel (TF Serving)": saved, "TFLite (float32)": lite.path}
 
 
 def _add_evaluate(subparsers) -> None:
     parser = subparsers.add_parser(
         "evaluate",
         help="evaluate a saved .keras model on a data set",
-        description="Report the accuracy of a model saved by `keras-vit train` on a data set split.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="Report the accuracy and cross-entropy of a model saved by `keras-vit train` on a data set split "
+        "(the same measure as the test metrics `keras-vit train` prints).",
     )
     parser.add_argument("model", help="path of the .keras model")
-    parser.add_argument("--dataset", default="sample", help="'sample', a folder, or a tensorflow-datasets name")
+    parser.add_argument("--dataset", default="sample", help="'sample' (the default), a folder, or a tensorflow-datasets name")
     parser.add_argument("--split", default="test", help="split to evaluate: train, test, validation (the held-out "
-                        "share of a folder of class sub-folders, or of --validation-split), or a tfds split")
-    parser.add_argument("--data-dir", help="tensorflow-datasets data_dir")
+                        "share of a folder of class sub-folders, or of --validation-split), or a tfds split (default: test)")
+    parser.add_argument("--data-dir", help="tensorflow-datasets data_dir (default: tensorflow-datasets' own)")
     parser.add_argument("--download", action="store_true", help="let tensorflow-datasets download missing data")
-    parser.add_argument("--on-corrupt", choices=("skip", "error"), default="skip", help="corrupt image files")
-    parser.add_argument("--batch-size", type=int, default=256, help="batch size")
-    parser.add_argument("--max-examples", type=int, help="evaluate only the first N examples")
-    parser.add_argument("--validation-split", type=float, help="the training run's --validation-split, for --split validation")
-    parser.add_argument("--seed", type=int, default=0, help="the training run's --seed, which chose the held-out share")
+    parser.add_argument("--on-corrupt", choices=("skip", "error"), default="skip",
+                        help="corrupt image files: skip them or stop (default: skip)")
+    parser.add_argument("--batch-size", type=int, default=256, help="batch size (default: 256)")
+    parser.add_argument("--max-examples", type=int, help="evaluate only the first N examples (default: all)")
+    parser.add_argument("--validation-split", type=float,
+                        help="the training run's --validation-split, for --split validation (default: none)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="the training run's --seed, which chose the held-out share (default: 0)")
     parser.set_defaults(func=_run_evaluate)
 
 
 def _run_evaluate(args) -> int:
+    from keras_vit import _validation
     from keras_vit.training.trainer import evaluate
 
     for name in ("batch_size", "max_examples"):
-        value = getattr(args, name)
-        if value is not None and value < 1:
-            raise ValueError(f"Invalid --{name.replace('_', '-')}={value}. Expected an integer >= 1.")
+        if getattr(args, name) is not None:
+            _validation.check_positive_int(f"--{name.replace('_', '-')}", getattr(args, name))
     _check_fraction("--validation-split", args.validation_split)
     scores = evaluate(args.model, args.dataset, args.split, args.batch_size, args.data_dir, args.on_corrupt,
                       args.download, args.max_examples, args.validation_split, args.seed)
@@ -608,6 +621,7 @@ def main(argv=None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
+    _finish_package_import()
     try:
         return args.func(args) or 0
     except (ValueError, FileNotFoundError, ConnectionError) as error:
@@ -615,7 +629,6 @@ def main(argv=None) -> int:
             raise
         print(f"keras-vit {args.command}: error: {error}", file=sys.stderr)
         return 2
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -288,9 +288,10 @@ _KILLED_EXPORT = """
 import os, signal, sys
 import keras
 from keras_vit import export
+from keras_vit import _atomic
 from keras_vit.export import _common
 base, step, version = sys.argv[1], sys.argv[2], int(sys.argv[3])
-setattr(_common, step, lambda *args, **kwargs: os.kill(os.getpid(), signal.SIGKILL))
+setattr(_atomic if hasattr(_atomic, step) else _common, step, lambda *args, **kwargs: os.kill(os.getpid(), signal.SIGKILL))
 inputs = keras.Input((8, 8, 3))
 model = keras.Model(inputs, keras.layers.Dense(3)(keras.layers.Flatten()(inputs)))
 export.saved_model(model, base, version, class_names=["a", "b", "c"], scaling="none", overwrite=True)
@@ -350,7 +351,7 @@ def test_stale_temporaries_are_removed_and_an_old_version_put_back(tmp_path):
     (tmp_path / f".old-1-{dead}-efgh_456" / "old" / "saved_model.pb").write_bytes(b"version 1")
     (tmp_path / f".tmp-3-{alive}-ijkl_789").mkdir()  # an export running now
     (tmp_path / ".tmp-notes").mkdir()  # not named like ours
-    removed = _common.remove_stale_temporaries(str(tmp_path))
+    removed = _atomic.remove_stale_temporaries(str(tmp_path))
     assert removed == [f".old-1-{dead}-efgh_456", f".tmp-2-{dead}-abcd_123"]
     assert sorted(os.listdir(tmp_path)) == [f".tmp-3-{alive}-ijkl_789", ".tmp-notes", "1"]
     assert (tmp_path / "1" / "saved_model.pb").read_bytes() == b"version 1"

@@ -14,37 +14,23 @@ import time
 
 import keras
 
-
-def atomic_write_json(path, data) -> None:
-    """Writes `data` as JSON to `path` through a temporary file and an atomic rename.
-
-    Args:
-        path: str. Destination file; a reader sees either its old or its new content.
-        data: JSON-serialisable object.
-
-    Example:
-
-    >>> import tempfile
-    >>> folder = tempfile.mkdtemp()
-    >>> atomic_write_json(os.path.join(folder, "state.json"), {"epoch": 3})
-    >>> os.listdir(folder), json.load(open(os.path.join(folder, "state.json")))
-    (['state.json'], {'epoch': 3})
-    """
-    tmp_path = f"{path}.tmp-{os.getpid()}"
-    with open(tmp_path, "w") as f:
-        json.dump(data, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp_path, path)
+from keras_vit import _atomic
 
 
 class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
     """BackupAndRestore whose backups are committed atomically (weights and optimizer state).
 
+    The pointer (`backup.json`) names the weights of the last finished epoch and records the
+    optimizer steps, the training seconds summed over every process that worked on the run,
+    whether training finished, and `metadata` (the run's configuration fingerprint).
+
     Args:
         backup_dir: str. Folder of the backup.
-        delete_checkpoint: bool. Delete the backup when training ends normally. Defaults to
-            True.
+        delete_checkpoint: bool. Delete the backup's files when training ends normally.
+            Defaults to True.
+        metadata: dict or None. Extra fields stored in the pointer. Defaults to None.
+        on_write: callable or None. Called with the path of every file the backup writes (a
+            run's manifest of its files). Defaults to None.
 
     Example:
 
@@ -64,29 +50,79 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
 
     POINTER = "backup.json"
 
-    def __init__(self, backup_dir, delete_checkpoint=True):
+    def __init__(self, backup_dir, delete_checkpoint=True, metadata=None, on_write=None):
         super().__init__(backup_dir, save_freq="epoch", delete_checkpoint=delete_checkpoint)
         self._pointer_path = os.path.join(backup_dir, self.POINTER)
+        self.metadata = dict(metadata or {})
+        self.on_write = on_write
+        self.state = None  # the pointer this run restored or last committed
+        self.restored_epoch = 0
+        self._fit_start = time.perf_counter()
+        self._seconds_before = 0.0  # training time of the processes before this one
+
+    def read_state(self):
+        """The committed pointer (a dict), or None when there is no backup."""
+        if not os.path.exists(self._pointer_path):
+            return None
+        with open(self._pointer_path) as f:
+            return json.load(f)
+
+    def restore(self, model):
+        """Loads the backup's weights (and optimizer state) into `model`; returns the pointer or None."""
+        state = self.read_state()
+        if state is None:
+            return None
+        if model.optimizer is not None and not model.optimizer.built:
+            model.optimizer.build(model.trainable_variables)
+        model.load_weights(os.path.join(self.backup_dir, state["weights"]))
+        self.state = state
+        self.restored_epoch = state["epoch"]
+        self._seconds_before = state.get("train_seconds", 0.0)
+        return state
+
+    def commit(self, **fields):
+        """Rewrites the pointer atomically with `fields` updated (e.g. finished=True)."""
+        self.state = dict(self.state or self.read_state() or {}, **fields)
+        _atomic.write_json(self._pointer_path, self.state)
+        if self.on_write is not None:
+            self.on_write(self._pointer_path)
+
+    def train_seconds(self):
+        """Training seconds of the whole run so far, including the processes it resumed from."""
+        return self._seconds_before + time.perf_counter() - self._fit_start
+
+    def on_train_begin(self, logs=None):
+        self._fit_start = time.perf_counter()
+        super().on_train_begin(logs)
 
     def _load_model(self):
-        if not os.path.exists(self._pointer_path):
-            return
-        with open(self._pointer_path) as f:
-            state = json.load(f)
-        if self.model.optimizer is not None and not self.model.optimizer.built:
-            self.model.optimizer.build(self.model.trainable_variables)
-        self.model.load_weights(os.path.join(self.backup_dir, state["weights"]))
-        self.model._initial_epoch = state["epoch"]  # how BackupAndRestore resumes fit()
-        self.restored_epoch = state["epoch"]
+        if self.restore(self.model) is not None:
+            self.model._initial_epoch = self.state["epoch"]  # how BackupAndRestore resumes fit()
 
     def _save_model(self):
         os.makedirs(self.backup_dir, exist_ok=True)
+        previous = (self.state or {}).get("weights")
         name = f"epoch-{self._current_epoch:05d}.weights.h5"
+        if self.on_write is not None:  # recorded first: a crash mid-write leaves no unlisted file
+            self.on_write(os.path.join(self.backup_dir, name))
         self.model.save_weights(os.path.join(self.backup_dir, name), overwrite=True)
-        atomic_write_json(self._pointer_path, {"epoch": self._current_epoch, "weights": name})
-        for old in os.listdir(self.backup_dir):
-            if old.endswith(".weights.h5") and old != name:
-                os.remove(os.path.join(self.backup_dir, old))
+        iterations = self.model.optimizer.iterations if self.model.optimizer is not None else 0
+        self.commit(
+            **self.metadata, epoch=self._current_epoch, weights=name, finished=False,
+            steps=int(keras.ops.convert_to_numpy(iterations)), train_seconds=round(self.train_seconds(), 1),
+        )
+        if previous and previous != name and os.path.exists(os.path.join(self.backup_dir, previous)):
+            os.remove(os.path.join(self.backup_dir, previous))
+
+    def on_train_end(self, logs=None):
+        if not self.delete_checkpoint or self.state is None:
+            return
+        os.remove(self._pointer_path)
+        weights = os.path.join(self.backup_dir, self.state["weights"])
+        if os.path.exists(weights):
+            os.remove(weights)
+        if not os.listdir(self.backup_dir):
+            os.rmdir(self.backup_dir)
 
 
 class AtomicModelCheckpoint(keras.callbacks.Callback):
@@ -118,7 +154,7 @@ def save_model_atomic(model, filepath) -> None:
     """`model.save(filepath)` that never leaves a half-written file at `filepath`.
 
     The model is saved to a temporary file in the same folder (created if missing), then
-    renamed over `filepath`; on failure the temporary file is removed.
+    renamed over `filepath` (`keras_vit._atomic.atomic_file`).
 
     Args:
         model: keras.Model. The model to save.
@@ -132,15 +168,8 @@ def save_model_atomic(model, filepath) -> None:
     >>> os.listdir(os.path.dirname(path))
     ['m.keras']
     """
-    directory = os.path.dirname(os.path.abspath(filepath))
-    os.makedirs(directory, exist_ok=True)
-    tmp_path = os.path.join(directory, f".tmp-{os.getpid()}-{os.path.basename(filepath)}")
-    try:
-        model.save(tmp_path)
-        os.replace(tmp_path, filepath)
-    finally:
-        if os.path.exists(tmp_path):
-            os.remove(tmp_path)
+    with _atomic.atomic_file(filepath) as tmp:
+        model.save(tmp)
 
 
 class TimeBudget(keras.callbacks.Callback):
@@ -188,11 +217,14 @@ class TimeBudget(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         self.start = time.perf_counter()
         self.epoch_start = self.start
-        # The schedule counts optimizer steps, which a run resumed from a backup starts past 0.
-        iterations = getattr(getattr(self.model, "optimizer", None), "iterations", None)
-        self._step_offset = int(keras.ops.convert_to_numpy(iterations)) if iterations is not None else 0
+        self._step_offset = None
 
     def on_epoch_begin(self, epoch, logs=None):
+        if self._step_offset is None:
+            # The schedule counts optimizer steps, which a run resumed from a backup starts past
+            # 0; read here, after every callback's on_train_begin (the backup restores there).
+            iterations = getattr(getattr(self.model, "optimizer", None), "iterations", None)
+            self._step_offset = int(keras.ops.convert_to_numpy(iterations)) if iterations is not None else 0
         self.epoch_start = time.perf_counter()
         self.epoch_steps = 0
 

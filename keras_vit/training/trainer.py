@@ -2,9 +2,11 @@
 
 `train(TrainConfig(...))` is what `keras-vit train` and the benchmark call. The run directory
 keeps the crash backup (`backup/`), the last full model (`checkpoints/last.keras`), TensorBoard
-logs (`tensorboard/`) and the CSV history (`history.csv`); running the same config again after
-a crash resumes from the last completed epoch. The final model goes to the output directory
-(`save_final_artifacts`). `train`'s docstring has a complete (tiny) run.
+logs (`tensorboard/`), the CSV history (`history.csv`) and the manifest of what the run wrote
+(`run_dir.RunDirectory`); running the same config again after a crash resumes from the last
+completed epoch, or, when training had finished, writes only the final artefacts. The backup
+is deleted only after every final artefact is written (`save_final_artifacts`). `train`'s
+docstring has a complete (tiny) run.
 """
 
 from __future__ import annotations
@@ -12,22 +14,23 @@ from __future__ import annotations
 import csv
 import dataclasses
 import importlib.util
-import json
+import io
 import os
-import shutil
 import time
 import warnings
+import zipfile
 
 import keras
 import tensorflow as tf
 
-from keras_vit import configs
+from keras_vit import _atomic, _validation, configs
 from keras_vit._validation import check_positive_int
 from keras_vit.data.pipeline import make_pipeline
 from keras_vit.data.sources import load_source, load_splits
 from keras_vit.models.head import outputs_probabilities
 from keras_vit.training import callbacks as callbacks_lib
-from keras_vit.training import distribute, recipes
+from keras_vit.training import distribute, memory, recipes
+from keras_vit.training.run_dir import RunDirectory
 
 # The default model of `keras-vit train`: a small ViT for 28x28 images that trains in minutes
 # on a CPU. Patch 7 gives 16 tokens (+1 class token); chosen by measured throughput and accuracy
@@ -73,9 +76,13 @@ class TrainConfig:
         output_dir: str or None. Where the final model goes; None saves nothing.
             Defaults to "saved_models".
         name: str. File name stem of the saved model. Defaults to "vit".
-        resume: bool. Resume from the run directory's backup. Defaults to True.
+        export: bool. Also write the SavedModel (`<output_dir>/<name>/<version>/`) and
+            `<name>.tflite`. Defaults to False.
+        resume: bool. Resume from the run directory's backup (of the same configuration);
+            False moves an existing backup aside and starts anew. Defaults to True.
         seed: int. Defaults to 0.
-        budget_seconds: float or None. Wall-clock training budget. Defaults to None.
+        budget_seconds: float or None. Wall-clock training budget (> 0), summed over resumed
+            parts; None for no budget. Defaults to None.
         max_train_examples: int or None. Use only the first N training examples. Defaults to None.
         max_test_examples: int or None. Use only the first N test (and validation) examples.
             Defaults to None.
@@ -117,6 +124,7 @@ class TrainConfig:
     run_dir: str | None = os.path.join("runs", "train")
     output_dir: str | None = "saved_models"
     name: str = "vit"
+    export: bool = False
     resume: bool = True
     seed: int = 0
     budget_seconds: float | None = None
@@ -195,6 +203,57 @@ def _resolve_image_size(config, source):
     return int(size[0]), f"the images' own ({size[0]}x{size[1]})"
 
 
+def _architecture(config):
+    """The resolved patch_size/hidden_size/num_layers/num_heads/mlp_dim of `config`'s model."""
+    base = DEFAULT_MODEL if config.variant is None else dataclasses.asdict(configs.get_variant(config.variant))
+    arch = {key: base.get(key) for key in MODEL_KEYS}
+    arch.update({k: v for k, v in config.model_overrides.items() if v is not None})
+    return arch
+
+
+def _check_config(config):
+    """Validates the numbers and output paths of `config` before any data is read."""
+    _validation.check_positive_int("epochs", config.epochs)
+    for name in ("batch_size", "image_size", "max_train_examples", "max_test_examples"):
+        if getattr(config, name) is not None:
+            _validation.check_positive_int(name, getattr(config, name))
+    if config.budget_seconds is not None:
+        _validation.check_positive_number("budget_seconds", config.budget_seconds)
+    for name in ("run_dir", "output_dir"):
+        if getattr(config, name) is not None:
+            _validation.check_writable_folder(name, getattr(config, name))
+
+
+def _fingerprint(config, recipe, augment, batch_size, image_size, precision, train_source, num_train):
+    """What a backup must share with the run resuming from it: data, model, recipe, batch."""
+    backbone = config.backbone
+    return {
+        "dataset": config.dataset, "train_split": config.train_split, "validation_split": config.validation_split,
+        "num_train_examples": num_train,
+        "num_classes": train_source.num_classes, "variant": config.variant or "default", **_architecture(config),
+        "backbone": None if backbone is None else getattr(backbone, "name", None) or getattr(backbone, "__name__", type(backbone).__name__),
+        "pooling": config.pooling, "image_size": image_size, "channels": config.channels, "scaling": config.scaling,
+        "recipe": recipe.name, "augment": augment if isinstance(augment, str) else repr(augment),
+        "epochs": config.epochs, "batch_size": batch_size, "precision": precision, "seed": config.seed,
+    }
+
+
+def _check_memory(model, batch_size, replicas, precision, recipe, config, image_size):
+    """Refuses (ValueError) a run whose training step cannot fit the device; returns the estimate."""
+    from keras_vit.layers import TransformerBlock
+
+    blocks = [
+        memory.Block(int(layer.input.shape[1]), int(layer.input.shape[2]), layer.num_heads, layer.mlp_dim)
+        for layer in model.layers
+        if isinstance(layer, TransformerBlock)
+    ]
+    patch_size = _architecture(config)["patch_size"] if config.backbone is None else None
+    return memory.check_training_memory(
+        blocks, model.count_params(), max(batch_size // replicas, 1), image_size, patch_size,
+        activation_bytes=2 if precision.startswith("mixed") else 4, optimizer_slots=2 if recipe.optimizer == "adamw" else 1,
+    )
+
+
 class ResumableCSVLogger(keras.callbacks.CSVLogger):
     """CSVLogger (append) that, on resume, drops rows of epochs the backup does not hold.
 
@@ -212,33 +271,28 @@ class ResumableCSVLogger(keras.callbacks.CSVLogger):
         self.backup_dir = backup_dir
 
     def on_train_begin(self, logs=None):
-        pointer = os.path.join(self.backup_dir, callbacks_lib.AtomicBackupAndRestore.POINTER)
-        initial_epoch = 0
-        if os.path.exists(pointer):
-            with open(pointer) as f:
-                initial_epoch = json.load(f)["epoch"]
+        pointer = callbacks_lib.AtomicBackupAndRestore(self.backup_dir).read_state()
+        initial_epoch = pointer["epoch"] if pointer else 0
         if os.path.exists(self.filename):
             with open(self.filename, newline="") as f:
                 rows = list(csv.reader(f))
             if rows:
                 kept = [rows[0]] + [r for r in rows[1:] if r and int(r[0]) < initial_epoch]
-                tmp_path = self.filename + ".tmp"
-                with open(tmp_path, "w", newline="") as f:
-                    csv.writer(f).writerows(kept)
-                os.replace(tmp_path, self.filename)
+                text = io.StringIO()
+                csv.writer(text).writerows(kept)
+                _atomic.write_text(self.filename, text.getvalue())
         super().on_train_begin(logs)
 
 
-def make_callbacks(run_dir, resume=True):
+def make_callbacks(run_dir, fingerprint=None):
     """CSV history, last-model checkpoint, TensorBoard and the crash backup in `run_dir`.
 
     The backup comes last: it is the commit point of an epoch, after everything else of that
-    epoch is on disk.
+    epoch is on disk. Each file or folder is listed in the run's manifest before it is written.
 
     Args:
         run_dir: str or None. The run folder; None gives no callbacks.
-        resume: bool. Keep what `run_dir` holds, to resume from its backup; False deletes the
-            folder first. Defaults to True.
+        fingerprint: dict or None. The configuration, stored with each backup. Defaults to None.
 
     Example:
 
@@ -251,31 +305,59 @@ def make_callbacks(run_dir, resume=True):
     """
     if run_dir is None:
         return []
-    backup_dir = os.path.join(run_dir, "backup")
-    if not resume and os.path.isdir(run_dir):
-        shutil.rmtree(run_dir)
+    run = RunDirectory(run_dir)
     os.makedirs(run_dir, exist_ok=True)
+    run.record("history.csv", "checkpoints/last.keras", "tensorboard/")
     callbacks = [
-        ResumableCSVLogger(os.path.join(run_dir, "history.csv"), backup_dir),
+        ResumableCSVLogger(run.history_path, run.backup_dir),
         callbacks_lib.AtomicModelCheckpoint(os.path.join(run_dir, "checkpoints", "last.keras")),
     ]
     if importlib.util.find_spec("tensorboard") is not None:
         callbacks.append(keras.callbacks.TensorBoard(os.path.join(run_dir, "tensorboard")))
     else:  # a dependency of keras_vit, but installs made with --no-deps may lack it
         warnings.warn("tensorboard is not installed: no TensorBoard logs (pip install tensorboard).", stacklevel=2)
-    callbacks.append(callbacks_lib.AtomicBackupAndRestore(backup_dir))
+
+    def on_write(path):
+        run.record(os.path.relpath(path, run_dir).replace(os.sep, "/"))
+
+    callbacks.append(callbacks_lib.AtomicBackupAndRestore(
+        run.backup_dir, delete_checkpoint=False, metadata={"fingerprint": fingerprint}, on_write=on_write,
+    ))
     return callbacks
+
+
+def _score(model, dataset, jit_compile="auto"):
+    """Accuracy and mean cross-entropy (no label smoothing) of `model` on `dataset`.
+
+    The one measure of `evaluate` and of the test metrics after `train`, so both report the same
+    numbers for the same model; a wrapper model keeps `model`'s own compile state (optimizer,
+    training loss) as it is.
+    """
+    scorer = keras.Model(model.inputs, model.outputs)
+    scorer.compile(
+        loss=keras.losses.CategoricalCrossentropy(from_logits=not outputs_probabilities(model)),
+        metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")],
+        jit_compile=jit_compile,
+    )
+    scores = scorer.evaluate(dataset, return_dict=True, verbose=0)
+    return {"accuracy": float(scores["accuracy"]), "loss": float(scores["loss"])}
 
 
 def train(config: TrainConfig) -> dict:
     """Runs one training run and returns its results.
 
+    Before the first step it checks the arguments and output folders, the test split, the
+    memory a step needs, and whether the run directory's backup belongs to this configuration;
+    with `verbose` it prints a header of what it is about to do.
+
     Args:
         config: `TrainConfig`. What to train, on what, how and where to save it.
 
     Returns:
-        dict with test_accuracy, test_loss (None without a test split), epochs_done,
-        initial_epoch (> 0 when resumed), train_seconds, images_per_second, settings, and the
+        dict with test_accuracy, test_loss and num_test_examples (None without a test
+        split), epochs_done (including a last partial epoch of a budget), steps_done,
+        initial_epoch (> 0 when resumed), train_seconds (of the whole run, including the
+        processes it resumed from), images_per_second (of this process), settings, and the
         paths of the saved artefacts.
 
     Example (two steps on 32 images of the shipped sample; XLA off, as compiling costs more
@@ -285,11 +367,12 @@ def train(config: TrainConfig) -> dict:
     ...                      max_test_examples=32, batch_size=16, jit_compile=False, verbose=0,
     ...                      run_dir=None, output_dir=None)
     >>> result = train(config)
-    >>> result["epochs_done"], result["num_train_examples"], 0.0 <= result["test_accuracy"] <= 1.0
-    (1, 32, True)
+    >>> result["epochs_done"], result["steps_done"], result["num_train_examples"], 0.0 <= result["test_accuracy"] <= 1.0
+    (1, 2, 32, True)
     >>> result["settings"]["recipe"], result["model"].input_shape
     ('compact', (None, 28, 28, 3))
     """
+    _check_config(config)
     recipe = recipes.get_recipe(config.recipe)
     # First: MultiWorkerMirroredStrategy must be created before anything initialises TF's runtime.
     strategy = distribute.get_strategy(config.strategy)
@@ -313,6 +396,8 @@ def train(config: TrainConfig) -> dict:
         raise ValueError(f"batch_size={batch_size} is larger than the {num_train} training examples.")
     steps_per_epoch = num_train // batch_size
     image_size, image_size_reason = _resolve_image_size(config, train_source)
+    if test_source is not None:
+        test_source = test_source.take(config.max_test_examples)
     cache = config.cache if config.cache is not None else train_source.keys is None and num_train <= 200_000
     train_ds = make_pipeline(
         train_source, image_size=image_size, channels=config.channels, scaling=None, batch_size=batch_size,
@@ -338,40 +423,65 @@ def train(config: TrainConfig) -> dict:
                 metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")],
                 jit_compile=jit_compile,
             )
-        callbacks = make_callbacks(config.run_dir, config.resume)
+        estimate = _check_memory(model, batch_size, strategy.num_replicas_in_sync, precision, recipe, config, image_size)
+        fingerprint = _fingerprint(config, recipe, augment, batch_size, image_size, precision, train_source, num_train)
+        run = RunDirectory(config.run_dir) if config.run_dir else None
+        state = run.prepare(fingerprint, config.resume) if run else None
+        callbacks = make_callbacks(config.run_dir, fingerprint)
+        backup = callbacks[-1] if callbacks else None
+        seconds_before = state["train_seconds"] if state else 0.0
+        finished = bool(state and state.get("finished"))
         budget = None
-        if config.budget_seconds:
-            budget = callbacks_lib.TimeBudget(config.budget_seconds, steps_per_epoch, schedule)
-            callbacks.append(budget)
-        start = time.perf_counter()
-        callbacks.extend(config.callbacks)
+        if config.budget_seconds is not None and not finished:
+            if config.budget_seconds <= seconds_before:
+                finished = True  # killed after the budget was spent but before it was recorded
+            else:
+                budget = callbacks_lib.TimeBudget(config.budget_seconds - seconds_before, steps_per_epoch, schedule)
+        # The backup stays last: the commit point of an epoch, after every other callback's work.
+        callbacks = callbacks[:-1] + ([budget] if budget else []) + list(config.callbacks) + callbacks[-1:]
+        if config.verbose != 0:
+            print(_header(config, model, recipe, augment, precision, jit_compile, strategy, batch_size, steps_per_epoch,
+                          image_size, image_size_reason, train_source, num_train, validation_source, test_source,
+                          estimate, run, state, finished), flush=True)
+
         if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
             # Keras 3.15's pre-fit symbolic build reduces a distributed batch with
             # strategy.reduce, which fails under MultiWorkerMirroredStrategy. Without a stored
             # strategy Keras builds at trace time and takes the strategy of the enclosing scope.
             model._distribute_strategy = None
             _patch_multi_worker_logs(model)
+        start = time.perf_counter()
+        steps_before = 0
+        epochs_run = 0
+        history = None
         with strategy.scope():
-            history = model.fit(train_ds, epochs=config.epochs, callbacks=callbacks, verbose=config.verbose, shuffle=False,
-                                validation_data=validation_ds)
-        train_seconds = time.perf_counter() - start
-        backups = [c for c in callbacks if isinstance(c, callbacks_lib.AtomicBackupAndRestore)]
-        initial_epoch = getattr(backups[0], "restored_epoch", 0) if backups else 0
-        epochs_run = len(history.epoch)
-        if budget is not None:
-            epochs_done = initial_epoch + budget.epochs_done
+            if finished:
+                backup.restore(model)
+            else:
+                if state:  # the optimizer's step count of the backup, for this process's images/s
+                    steps_before = state.get("steps", 0)
+                history = model.fit(train_ds, epochs=config.epochs, callbacks=callbacks, verbose=config.verbose,
+                                    shuffle=False, validation_data=validation_ds)
+                epochs_run = len(history.epoch)
+        process_seconds = time.perf_counter() - start
+        steps_done = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
+        if backup is not None:
+            if not finished:
+                backup.commit(finished=True, train_seconds=round(backup.train_seconds(), 1), steps=steps_done)
+            epochs_done, train_seconds = backup.state["epoch"], backup.state["train_seconds"]
         else:
-            epochs_done = initial_epoch + epochs_run
-        steps_run = budget.steps_done if budget is not None else steps_per_epoch * epochs_run
-        images_per_second = steps_run * batch_size / train_seconds
-
+            epochs_done, train_seconds = epochs_run, process_seconds
+        steps_this_process = steps_done - steps_before if not finished else 0
         result = {
             "test_accuracy": None,
             "test_loss": None,
+            "num_test_examples": None,
             "epochs_done": epochs_done,
-            "initial_epoch": initial_epoch,
+            "steps_done": steps_done,
+            "last_epoch_partial": steps_done < epochs_done * steps_per_epoch,
+            "initial_epoch": state["epoch"] if state else 0,
             "train_seconds": round(train_seconds, 1),
-            "images_per_second": round(images_per_second, 1),
+            "images_per_second": round(steps_this_process * batch_size / process_seconds, 1) if steps_this_process else None,
             "num_train_examples": num_train,
             "class_names": list(train_source.class_names),
             "data": {
@@ -389,17 +499,27 @@ def train(config: TrainConfig) -> dict:
                 "epochs": config.epochs, "precision": precision, "jit_compile": jit_compile,
                 "strategy": config.strategy, "replicas": strategy.num_replicas_in_sync,
                 "params": model.count_params(), "seed": config.seed,
+                "estimated_step_memory_gib": round(estimate.total / memory.GIB, 2),
             },
         }
         if test_source is not None:
-            test_source = test_source.take(config.max_test_examples)
             test_ds = make_pipeline(test_source, image_size=image_size, channels=config.channels, scaling=None, batch_size=batch_size)
             with strategy.scope():
-                scores = model.evaluate(test_ds, return_dict=True, verbose=0)
-            result["test_accuracy"] = float(scores["accuracy"])
-            result["test_loss"] = float(scores["loss"])
+                scores = _score(model, test_ds, jit_compile)
+            result["test_accuracy"], result["test_loss"] = scores["accuracy"], scores["loss"]
+            result["num_test_examples"] = _count(test_source)
         if config.output_dir:
-            result["artifacts"] = save_final_artifacts(model, train_source.class_names, config.output_dir, config.name, result)
+            version = None
+            if config.export and backup is not None:
+                # Fixed before exporting, so a run killed during the export redoes the same version.
+                version = backup.state.get("saved_model_version") or _next_saved_model_version(config.output_dir, config.name)
+                backup.commit(saved_model_version=version)
+            result["artifacts"] = save_final_artifacts(
+                model, train_source.class_names, config.output_dir, config.name, result,
+                export=config.export, saved_model_version=version,
+            )
+        if run is not None:
+            run.remove_backup()  # every artefact is written and verified: the backup's job is done
         result["model"] = model
         return result
     finally:
@@ -407,8 +527,79 @@ def train(config: TrainConfig) -> dict:
 
 
 def _last(history, key):
-    values = history.history.get(key)
+    values = history.history.get(key) if history is not None else None
     return float(values[-1]) if values else None
+
+
+def _next_saved_model_version(output_dir, name):
+    from keras_vit.export.saved_model import _resolve_version
+
+    return _resolve_version(os.path.join(output_dir, name), None)
+
+
+def _header(config, model, recipe, augment, precision, jit_compile, strategy, batch_size, steps_per_epoch,
+            image_size, image_size_reason, train_source, num_train, validation_source, test_source, estimate, run,
+            state, finished) -> str:
+    """The lines printed before training: model, data, recipe and hardware, memory, outputs, resume state."""
+    arch = _architecture(config)
+    blocks = [layer for layer in model.layers if layer.name.startswith("encoderblock_")]
+    tokens = int(blocks[0].input.shape[1]) if blocks else None
+    model_line = (
+        f"Model:    {config.variant or 'default ViT'} (patch {arch['patch_size']}, width {arch['hidden_size']}, "
+        f"{arch['num_layers']} layers, {arch['num_heads']} heads, MLP {arch['mlp_dim']}), {tokens} tokens, "
+        f"{model.count_params():,} parameters, pooling {config.pooling}"
+    )
+    if test_source is not None:
+        test = f"test {test_source.num_examples:,} ({config.test_split})" if test_source.num_examples is not None else f"test ({config.test_split})"
+    else:
+        test = "no test split"
+    validation = f"; validation: {validation_source.description}" if validation_source is not None else ""
+    lines = [
+        model_line,
+        f"Data:     {config.dataset}: train {num_train:,} ({config.train_split}), {test}; {train_source.num_classes} classes; "
+        f"images {image_size}x{image_size}x{config.channels} ({image_size_reason}){validation}",
+        f"Training: recipe {recipe.name}, augment {augment if isinstance(augment, str) else 'custom'}, {config.epochs} epochs x "
+        f"{steps_per_epoch} steps at batch {batch_size}, precision {precision}, XLA {'on' if jit_compile else 'off'}, "
+        f"strategy {config.strategy} ({strategy.num_replicas_in_sync} replica{'s' if strategy.num_replicas_in_sync > 1 else ''})"
+        + (f", budget {config.budget_seconds / 60:g} min" if config.budget_seconds is not None else ""),
+        f"Memory:   about {estimate.total / memory.GIB:.2f} GiB per training step (estimate)",
+        f"Outputs:  run dir {os.path.abspath(config.run_dir) if config.run_dir else 'none'}; final model "
+        + (f"{os.path.abspath(os.path.join(config.output_dir, config.name))}.keras"
+           + (" + SavedModel + TFLite" if config.export else "") if config.output_dir else "not saved"),
+    ]
+    if state is None:
+        resume = "new run"
+    elif finished:
+        resume = (f"training had finished (epoch {state['epoch']} of {config.epochs}); writing the final artefacts "
+                  f"only (backup in {run.backup_dir})")
+    else:
+        resume = f"resuming from epoch {state['epoch']} of {config.epochs} (backup in {run.backup_dir})"
+    lines.append(f"Resume:   {resume}")
+    lines.extend(f"          moved the previous run's files aside to {path}" for path in (run.moved if run else []))
+    return "\n".join(lines)
+
+
+def format_summary(result) -> str:
+    """The lines printed after a run: what was trained, for how long, and the test metrics."""
+    settings = result["settings"]
+    partial = ", the last one partial" if result["last_epoch_partial"] else ""
+    speed = f", {result['images_per_second']:.0f} images/s in this process" if result["images_per_second"] else ""
+    lines = [
+        f"Trained {settings['params']:,} parameters for {result['epochs_done']} epochs ({result['steps_done']} steps{partial}) "
+        f"in {result['train_seconds']:.0f} s of training{' including the resumed parts' if result['initial_epoch'] else ''}"
+        f"{speed} ({settings['precision']}, XLA {'on' if settings['jit_compile'] else 'off'})."
+    ]
+    if result["test_accuracy"] is not None:
+        lines.append(
+            f"Test accuracy: {result['test_accuracy']:.4f} (loss {result['test_loss']:.4f}, cross-entropy without "
+            f"label smoothing as `keras-vit evaluate` reports it) on {result['num_test_examples']} examples"
+        )
+    elif result["validation_accuracy"] is not None:
+        lines.append(f"Validation accuracy: {result['validation_accuracy']:.4f} on {result['data']['validation']}")
+    skipped = result["skipped_files"]
+    if skipped:
+        lines.append(f"Skipped {len(skipped)} corrupt image files: {', '.join(skipped[:3])}{', ...' if len(skipped) > 3 else ''}")
+    return "\n".join(lines)
 
 
 def _patch_multi_worker_logs(model):
@@ -425,11 +616,13 @@ def _patch_multi_worker_logs(model):
     model.get_metrics_result = reshaped_metrics_result
 
 
-def save_final_artifacts(model, class_names, output_dir, name, result) -> dict:
-    """Writes the final artefacts of a run: `<name>.keras`, `<name>.labels.txt`, `<name>.json`.
+def save_final_artifacts(model, class_names, output_dir, name, result, export=False, saved_model_version=None) -> dict:
+    """Writes and verifies the final artefacts of a run; the one place both the CLI and `train` use.
 
-    Each file is written to a temporary path and renamed, so a crash leaves no half-written
-    artefact. Export formats (SavedModel, TFLite) are meant to be added here.
+    `<name>.keras`, `<name>.labels.txt`, with `export` the TF Serving SavedModel
+    (`<name>/<version>/`) and `<name>.tflite`, and last `<name>.json` (the results, listing the
+    other artefacts). Each is written atomically (`keras_vit._atomic`), so a crash leaves no
+    half-written artefact, and checked after writing.
 
     Args:
         model: keras.Model. The trained model.
@@ -437,13 +630,16 @@ def save_final_artifacts(model, class_names, output_dir, name, result) -> dict:
         output_dir: str. Folder of the artefacts (created if missing).
         name: str. File name stem.
         result: dict. The run's results (`train`'s), written as JSON without the model.
+        export: bool. Also write the SavedModel and the float32 TFLite file. Defaults to False.
+        saved_model_version: int or None. SavedModel version folder, replaced if it exists;
+            None for the next free version. Defaults to None.
 
     Returns:
         dict of artefact kind -> path.
 
     Example:
 
-    >>> import tempfile
+    >>> import json, tempfile
     >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(2)])
     >>> result = {"test_accuracy": 0.5}
     >>> paths = save_final_artifacts(model, ["cat", "dog"], tempfile.mkdtemp(), "pets", result)
@@ -452,21 +648,48 @@ def save_final_artifacts(model, class_names, output_dir, name, result) -> dict:
     >>> open(paths["labels"]).read().split(), json.load(open(paths["summary"]))["test_accuracy"]
     (['cat', 'dog'], 0.5)
     """
-    os.makedirs(output_dir, exist_ok=True)
     paths = {
         "keras": os.path.join(output_dir, f"{name}.keras"),
         "labels": os.path.join(output_dir, f"{name}.labels.txt"),
-        "summary": os.path.join(output_dir, f"{name}.json"),
     }
     callbacks_lib.save_model_atomic(model, paths["keras"])
-    tmp_path = paths["labels"] + ".tmp"
-    with open(tmp_path, "w") as f:
-        f.write("".join(f"{c}\n" for c in class_names))
-    os.replace(tmp_path, paths["labels"])
+    _atomic.write_text(paths["labels"], "".join(f"{c}\n" for c in class_names))
+    if export:
+        from keras_vit import export as export_lib
+
+        # The model carries its scaling layer, so both exports take raw [0, 255] pixels.
+        paths["saved_model"] = export_lib.saved_model(
+            model, os.path.join(output_dir, name), saved_model_version, class_names=class_names,
+            overwrite=saved_model_version is not None,
+        )
+        paths["tflite"] = export_lib.tflite(
+            model, os.path.join(output_dir, f"{name}.tflite"), class_names=class_names, overwrite=True
+        ).path
+    paths["summary"] = os.path.join(output_dir, f"{name}.json")
     summary = {k: v for k, v in result.items() if k not in ("model", "artifacts")}
     summary["input"] = "raw pixels in [0, 255]; scaling is inside the model"
-    callbacks_lib.atomic_write_json(paths["summary"], summary)
+    summary["artifacts"] = dict(paths)
+    _atomic.write_json(paths["summary"], summary)
+    _verify_artifacts(paths, len(class_names))
     return paths
+
+
+def _verify_artifacts(paths, num_classes):
+    """Raises OSError unless each artefact is on disk and looks whole."""
+    problems = []
+    if not zipfile.is_zipfile(paths["keras"]) or "config.json" not in zipfile.ZipFile(paths["keras"]).namelist():
+        problems.append(f"{paths['keras']!r} is not a whole .keras archive")
+    with open(paths["labels"], encoding="utf-8") as f:
+        if len(f.read().splitlines()) != num_classes:
+            problems.append(f"{paths['labels']!r} does not hold {num_classes} class names")
+    if "saved_model" in paths and not os.path.isfile(os.path.join(paths["saved_model"], "saved_model.pb")):
+        problems.append(f"{paths['saved_model']!r} holds no saved_model.pb")
+    if "tflite" in paths:
+        with open(paths["tflite"], "rb") as f:
+            if f.read(8)[4:8] != b"TFL3":
+                problems.append(f"{paths['tflite']!r} is not a TFLite flatbuffer")
+    if problems:
+        raise OSError("Final artefacts failed their check (the run's backup is kept; run again): " + "; ".join(problems))
 
 
 def evaluate(model_path, dataset="sample", split="test", batch_size=256, data_dir=None, on_corrupt="skip",
@@ -517,12 +740,6 @@ def evaluate(model_path, dataset="sample", split="test", batch_size=256, data_di
             f"dataset={dataset!r} has {source.num_classes} classes but the model predicts {num_classes}."
         )
     ds = make_pipeline(source, image_size=(height, width), channels=channels, scaling=None, batch_size=batch_size)
-    model.compile(
-        loss=keras.losses.CategoricalCrossentropy(from_logits=not outputs_probabilities(model)),
-        metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")],
-    )
-    scores = model.evaluate(ds, return_dict=True, verbose=0)
     data = source.description + (" (training data)" if split == "train" else "")
-    return {"accuracy": float(scores["accuracy"]), "loss": float(scores["loss"]), "num_examples": _count(source),
-            "data": data}
+    return dict(_score(model, ds), num_examples=_count(source), data=data)
 

@@ -1,0 +1,161 @@
+"""Peak-memory estimate of a training step, checked against the machine before the first step.
+
+A ViT's attention maps grow with the square of the tokens: 224 px images in patches of 4 give
+3,137 tokens, and 4 heads x 3,137^2 maps per block at batch 256 need hundreds of GiB. TensorFlow
+would try to allocate that and abort; `check_training_memory` refuses first, with the numbers
+and the flags that would make the run fit.
+
+The estimate counts, per example, the activations each transformer block keeps for the backward
+pass (layer norms, q/k/v, attention logits and probabilities, MLP, residuals) and, once, the
+parameters, their gradients and the optimizer's slots. It leaves out what XLA fuses away and a
+hybrid ViT's ResNet stem, so it is a lower bound of the peak: a refused run would not have fit.
+
+Example:
+
+>>> blocks = [Block(tokens=3137, hidden_size=128, num_heads=4, mlp_dim=256)] * 6
+>>> estimate = estimate_training_memory(blocks, params=800_000, batch_size=256, activation_bytes=4)
+>>> f"{estimate.total / 2**30:.1f} GiB, attention maps {estimate.attention / 2**30:.1f} GiB"
+'487.2 GiB, attention maps 450.5 GiB'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import subprocess
+
+GIB = 2**30
+
+
+@dataclasses.dataclass(frozen=True)
+class Block:
+    """Shape of one transformer block: tokens T, width D, heads, MLP width."""
+
+    tokens: int
+    hidden_size: int
+    num_heads: int
+    mlp_dim: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimate:
+    """Bytes of one training step on one device."""
+
+    activations: int  # everything kept per example for the backward pass, attention maps included
+    attention: int  # of which attention logits and probabilities (B x heads x T x T per block)
+    weights: int  # parameters, gradients and optimizer slots
+
+    @property
+    def total(self) -> int:
+        return self.activations + self.weights
+
+
+def estimate_training_memory(blocks, params, batch_size, activation_bytes=4, optimizer_slots=2) -> Estimate:
+    """Estimates the memory of one training step at `batch_size` (per device).
+
+    Args:
+        blocks: list of `Block`. The model's transformer blocks.
+        params: int. Number of parameters.
+        batch_size: int. Examples per device and step.
+        activation_bytes: int. Bytes per activation: 4 for float32, 2 for mixed precision.
+            Defaults to 4.
+        optimizer_slots: int. Per-parameter optimizer variables (2 for Adam/AdamW). Defaults to 2.
+    """
+    per_example = attention = 0
+    for b in blocks:
+        maps = 2 * b.num_heads * b.tokens * b.tokens  # logits and softmax probabilities
+        attention += maps
+        per_example += maps + b.tokens * (12 * b.hidden_size + 2 * b.mlp_dim)
+    return Estimate(
+        activations=per_example * batch_size * activation_bytes,
+        attention=attention * batch_size * activation_bytes,
+        weights=params * 4 * (2 + optimizer_slots),  # float32 weights, gradients, slots
+    )
+
+
+def available_memory():
+    """(bytes, what) of memory a training step may use: the first GPU's free memory when
+    `nvidia-smi` reports one, else /proc/meminfo's MemAvailable; (None, reason) when unknown."""
+    if shutil.which("nvidia-smi") and os.environ.get("CUDA_VISIBLE_DEVICES", "0") not in ("", "-1"):
+        try:
+            out = subprocess.run(
+                ["nvidia-smi", "--query-gpu=memory.free", "--format=csv,noheader,nounits"],
+                capture_output=True, text=True, timeout=10, check=True,
+            ).stdout.split()
+            if out:
+                return int(out[0]) * 2**20, "free memory of GPU 0 (nvidia-smi)"
+        except (OSError, subprocess.SubprocessError, ValueError):
+            pass
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024, "MemAvailable in /proc/meminfo"
+    except OSError:
+        pass
+    return None, "no memory figure on this machine"
+
+
+def check_training_memory(blocks, params, batch_size, image_size, patch_size, activation_bytes=4,
+                          available=None, optimizer_slots=2) -> Estimate:
+    """Raises ValueError, with the numbers and flags that would fit, when a step cannot fit.
+
+    Args:
+        blocks: list of `Block`.
+        params: int. Number of parameters.
+        batch_size: int. Examples per device and step.
+        image_size: int. Input side in pixels (for the suggested --image-size).
+        patch_size: int or None. Patch side (for the suggested --patch-size); None suggests none.
+        activation_bytes: int. 4 for float32, 2 for mixed precision. Defaults to 4.
+        available: (int, str) or None. Bytes available and where the figure comes from;
+            None reads `available_memory()`. Defaults to None.
+        optimizer_slots: int. Defaults to 2.
+
+    Returns:
+        The `Estimate`, when the step fits (or no memory figure is known).
+
+    Example (the issue's run: 224 px, patch 4, batch 256, against 16 GiB):
+
+    >>> blocks = [Block(3137, 128, 4, 256)] * 6
+    >>> check_training_memory(blocks, 800_000, 256, 224, 4, available=(16 * GIB, "test"))
+    Traceback (most recent call last):
+    ...
+    ValueError: A training step needs about 487.2 GiB ... exceeds the 16.0 GiB available (test). ... --batch-size 8 ...
+    """
+    estimate = estimate_training_memory(blocks, params, batch_size, activation_bytes, optimizer_slots)
+    limit, where = available if available is not None else available_memory()
+    if limit is None or estimate.total <= limit:
+        return estimate
+
+    def fits(new_blocks, batch):
+        return estimate_training_memory(new_blocks, params, batch, activation_bytes, optimizer_slots).total <= limit
+
+    per_example = max(estimate.activations // batch_size, 1)
+    fixes = []
+    max_batch = (limit - estimate.weights) // per_example
+    if max_batch >= 1:
+        fixes.append(f"--batch-size {max_batch}")
+    if patch_size and blocks:
+        prefix = blocks[0].tokens - (image_size // patch_size) ** 2
+
+        def with_tokens(tokens):
+            return [dataclasses.replace(b, tokens=tokens) for b in blocks]
+
+        patches = [p for p in range(patch_size + 1, image_size + 1) if image_size % p == 0]
+        patch = next((p for p in patches if fits(with_tokens((image_size // p) ** 2 + prefix), batch_size)), None)
+        if patch is not None:
+            fixes.append(f"--patch-size {patch}")
+        sizes = [s for s in range(image_size - patch_size, 0, -patch_size)]
+        size = next((s for s in sizes if fits(with_tokens((s // patch_size) ** 2 + prefix), batch_size)), None)
+        if size is not None:
+            fixes.append(f"--image-size {size}")
+    tokens = blocks[0].tokens if blocks else 0
+    heads = blocks[0].num_heads if blocks else 0
+    raise ValueError(
+        f"A training step needs about {estimate.total / GIB:.1f} GiB (activations {estimate.activations / GIB:.1f} GiB "
+        f"at batch {batch_size}, of which attention maps {estimate.attention / GIB:.1f} GiB: {heads} heads x "
+        f"{tokens:,} x {tokens:,} tokens x {len(blocks)} blocks; parameters, gradients and optimizer state "
+        f"{estimate.weights / GIB:.2f} GiB), which exceeds the {limit / GIB:.1f} GiB available ({where}). "
+        + (f"Flags that would fit: {' or '.join(fixes)}." if fixes else "No smaller batch fits: use a smaller model.")
+    )

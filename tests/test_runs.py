@@ -1,0 +1,161 @@
+"""Training runs that never lose work or mislead: run-dir ownership, fingerprints, checks before
+the first step, header and summary, evaluate agreeing with train, a fast --help."""
+
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import pytest
+
+from keras_vit import cli
+from keras_vit.training import trainer
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class _StopAtEpoch(keras.callbacks.Callback):
+    """Interrupts fit at the start of `epoch`, as a crash would (the backup of the previous epoch is committed)."""
+
+    def __init__(self, epoch):
+        super().__init__()
+        self.epoch = epoch
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if epoch == self.epoch:
+            raise KeyboardInterrupt
+
+
+def _config(tmp_path, **changes):
+    base = dict(variant="tiny", image_size=28, epochs=2, batch_size=32, max_train_examples=64, max_test_examples=32,
+                jit_compile=False, verbose=0, run_dir=str(tmp_path / "run"), output_dir=None,
+                model_overrides={"num_layers": 1})
+    base.update(changes)
+    return trainer.TrainConfig(**base)
+
+
+def _crash_after_first_epoch(tmp_path, **changes):
+    with pytest.raises(KeyboardInterrupt):
+        trainer.train(_config(tmp_path, callbacks=[_StopAtEpoch(1)], **changes))
+    assert json.loads((tmp_path / "run" / "backup" / "backup.json").read_text())["epoch"] == 1
+
+
+def test_no_resume_keeps_unrelated_files_and_moves_the_backup_aside(tmp_path):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "precious.txt").write_text("keep")
+    _crash_after_first_epoch(tmp_path)
+    trainer.train(_config(tmp_path, resume=False, epochs=1))
+    names = os.listdir(tmp_path / "run")
+    assert (tmp_path / "run" / "precious.txt").read_text() == "keep"
+    old_backup = [n for n in names if n.startswith("backup.old-")]
+    assert len(old_backup) == 1 and "backup" not in names  # the finished run removed only its own backup
+    assert json.loads((tmp_path / "run" / old_backup[0] / "backup.json").read_text())["epoch"] == 1
+    assert any(n.startswith("history.old-") for n in names)
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert "precious.txt" not in manifest["written"] and "history.csv" in manifest["written"]
+
+
+def test_resuming_with_another_configuration_is_refused(tmp_path):
+    _crash_after_first_epoch(tmp_path)
+    with pytest.raises(ValueError, match=r"num_layers: 1 in the backup, 2 now.*--no-resume"):
+        trainer.train(_config(tmp_path, model_overrides={"num_layers": 2}))
+    assert (tmp_path / "run" / "backup" / "backup.json").is_file()  # left as it was
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--output-dir", "{file}"], "--output-dir="),
+        (["--run-dir", "{file}"], "--run-dir="),
+        (["--output-dir", "/proc/keras_vit_out"], "cannot write in '/proc'"),
+        (["--output-dir", "{file}/sub"], "is a file, so the folder cannot be created"),
+        (["--budget-minutes", "-1"], "--budget-minutes=-1.0"),
+        (["--budget-minutes", "0"], "--budget-minutes=0.0"),
+        (["--batch-size", "0"], "--batch-size=0"),
+        (["--max-train-examples", "-5"], "--max-train-examples=-5"),
+    ],
+)
+def test_bad_outputs_and_numbers_fail_before_training(flags, message, tmp_path, capsys):
+    (tmp_path / "a_file").write_text("x")
+    flags = [f.replace("{file}", str(tmp_path / "a_file")) for f in flags]
+    argv = ["train", "--run-dir", str(tmp_path / "run"), "--output-dir", str(tmp_path / "out")] + flags
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err, err
+    assert not (tmp_path / "run").exists()  # refused before anything was written
+
+
+def test_memory_estimate_refuses_an_oversized_step_with_numbers(tmp_path, capsys):
+    # The issue's crash: 224 px in patches of 4 is 3,137 tokens; at batch 256 the attention maps
+    # alone need hundreds of GiB.
+    argv = ["train", "--image-size", "224", "--patch-size", "4", "--batch-size", "256", "--max-train-examples", "256",
+            "--run-dir", str(tmp_path / "run"), "--output-dir", str(tmp_path / "out")]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "3,137 x 3,137 tokens" in err and "GiB" in err
+    assert "Flags that would fit: --batch-size" in err and "--patch-size" in err
+    assert not (tmp_path / "run" / "history.csv").exists()
+
+
+class _ConfidentHead(keras.callbacks.Callback):
+    """Gives the head large random weights after training: confident predictions, on which a
+    label-smoothed loss and the plain cross-entropy differ clearly (on near-uniform ones they agree)."""
+
+    def on_train_end(self, logs=None):
+        kernel = self.model.get_layer("head").kernel
+        kernel.assign(keras.random.normal(kernel.shape, stddev=3.0, seed=1))
+
+
+def test_header_summary_and_evaluate_agree(tmp_path, capsys):
+    # deit smooths its labels; the reported test loss must still be what `evaluate` reports.
+    config = _config(tmp_path, run_dir=None, epochs=1, recipe="deit", verbose=2, output_dir=str(tmp_path / "out"),
+                     max_test_examples=64, callbacks=[_ConfidentHead()])
+    result = trainer.train(config)
+    out = capsys.readouterr().out
+    assert out.startswith("Model:")  # the header comes before training
+    header = out
+    for line in ("Model:    tiny", "64 (train), test 64 (test); 10 classes", "precision float32, XLA off",
+                 str(tmp_path / "out" / "vit") + ".keras", "Resume:   new run"):
+        assert line in header, line
+    scores = trainer.evaluate(str(tmp_path / "out" / "vit.keras"), max_examples=64, batch_size=16)
+    assert scores["loss"] == pytest.approx(result["test_loss"], abs=1e-4)
+    assert scores["accuracy"] == pytest.approx(result["test_accuracy"], abs=1e-6)
+    assert json.loads((tmp_path / "out" / "vit.json").read_text())["test_loss"] == result["test_loss"]
+    assert f"(loss {scores['loss']:.4f}" in trainer.format_summary(result)
+
+
+def test_budget_summary_counts_the_partial_epoch(tmp_path):
+    result = trainer.train(_config(tmp_path, run_dir=None, epochs=3, budget_seconds=1e-9))
+    # The budget was spent at the first step: one (partial) epoch shows in the log, so one is reported.
+    assert (result["epochs_done"], result["steps_done"], result["last_epoch_partial"]) == (1, 1, True)
+    assert "for 1 epochs (1 steps, the last one partial)" in trainer.format_summary(result)
+
+
+def test_help_imports_no_tensorflow_and_says_defaults_once():
+    code = (
+        "import sys, keras_vit_cli\n"
+        "for argv in (['--help'], ['train', '--help'], ['evaluate', '--help'], ['export', '--help'],"
+        " ['predict', '--help'], ['inspect', '--help']):\n"
+        "    try:\n        keras_vit_cli.main(argv)\n    except SystemExit:\n        pass\n"
+        "print('TF_IMPORTED' if 'tensorflow' in sys.modules or 'keras' in sys.modules else 'NO_TF')\n"
+    )
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 0 and result.stdout.strip().endswith("NO_TF"), result.stderr[-2000:]
+    assert result.stderr == ""  # no TensorFlow log lines
+    text = result.stdout
+    assert "(default: True)" not in text and "(default: None)" not in text and ") (default:" not in text
+
+
+def test_cli_choices_and_defaults_match_the_library():
+    from keras_vit.data.augment import PRESETS
+    from keras_vit.training import distribute, recipes
+
+    assert cli.RECIPE_NAMES == tuple(recipes.RECIPES) and cli.AUGMENT_NAMES == tuple(PRESETS)
+    assert cli.PRECISION_NAMES == distribute.PRECISIONS and cli.STRATEGY_NAMES == distribute.STRATEGIES
+    args = cli.build_parser().parse_args(["train"])
+    defaults = trainer.TrainConfig()
+    for field in ("dataset", "train_split", "test_split", "recipe", "epochs", "precision", "strategy", "run_dir",
+                  "output_dir", "name", "resume", "seed", "pooling", "channels", "scaling", "on_corrupt"):
+        assert getattr(args, field) == getattr(defaults, field), field
