@@ -92,6 +92,19 @@ VARIANTS: dict[str, ViTConfig] = {
     ),
 }
 
+# The fields that describe a ViT's architecture, in the order messages list them. A checkpoint
+# (`keras_vit.weights.Checkpoint.architecture`) states each of them, None where its layout does
+# not store it; the builder resolves every one into the model's config (`model.vit_config`).
+ARCHITECTURE_FIELDS = (
+    "patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim", "class_token", "pooling",
+    "representation_size", "position_embedding", "grid_size", "channels", "approximate_gelu",
+    "layer_norm_epsilon", "stem", "stem_width", "num_classes",
+)
+# Of those, the ones a caller may set to another value than the checkpoint's: the head (a new
+# task or feature extraction), the GELU form and LayerNorm epsilon (numerics), and the grid (the
+# position embedding is resampled). Any other difference is a contradiction and is refused.
+ADJUSTABLE_FIELDS = ("pooling", "representation_size", "grid_size", "approximate_gelu", "layer_norm_epsilon", "num_classes")
+
 # How pixel values in [0, 255] are mapped to what a model was trained on: (mean, std) per
 # channel, applied as (x - mean) / std. The original Google checkpoints use "symmetric",
 # DeiT/timm ImageNet checkpoints "imagenet".
