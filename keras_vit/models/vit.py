@@ -15,6 +15,7 @@ from keras_vit.layers import PatchEncoder, TokenPooling, TransformerBlock
 from keras_vit.layers.patch_encoder import POSITION_EMBEDDINGS
 from keras_vit.layers.token_pooling import POOLINGS
 from keras_vit.weights import INTERPOLATIONS, Checkpoint, load_weights
+from keras_vit.weights.registry import imagenet_checkpoint
 from keras_vit.models.resnet import BiTResNet
 
 # The functional model class keras.Model(inputs, outputs) returns; not exported by keras itself.
@@ -87,8 +88,9 @@ def ViT(
         include_top: bool. Add the classification head. Defaults to True.
         weights: None, str or `keras_vit.weights.Checkpoint`. Pretrained weights: a `.npz`
             (Google), safetensors (timm or Hugging Face, with its config.json) file or a Hugging
-            Face folder, format read from the content, or a name of
-            `keras_vit.weights.CHECKPOINTS`. See `keras_vit.load_weights` for head handling.
+            Face folder, format read from the content, a name of `keras_vit.weights.CHECKPOINTS`,
+            or "imagenet" (the variant's ImageNet-1k fine-tuned checkpoint, see
+            `keras_vit.weights.registry.IMAGENET`). See `keras_vit.load_weights` for head handling.
             Defaults to None.
         num_classes: int or None. Classes of the head (alias `classes`). Defaults to the
             checkpoint's with `weights=`, else 1000.
@@ -144,6 +146,8 @@ def ViT(
     if backbone is not None and patch_size is None:
         patch_size = 1
     checkpoint = None
+    if isinstance(weights, str) and weights == "imagenet":
+        weights = imagenet_checkpoint(variant)
     if weights is not None:
         checkpoint = weights if isinstance(weights, Checkpoint) else Checkpoint(weights)
     channels = None
