@@ -20,9 +20,10 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the reference implementation needs torch (the parity extra)")
 transformers = pytest.importorskip("transformers", reason="parity needs transformers (the parity extra)")
+safetensors_numpy = pytest.importorskip("safetensors.numpy")
 
 import keras_vit  # noqa: E402
-from keras_vit.weights import Checkpoint, CheckpointError, load_weights, write_safetensors  # noqa: E402
+from keras_vit.weights import Checkpoint, CheckpointError, load_weights, read_safetensors, write_safetensors  # noqa: E402
 from keras_vit.weights import registry  # noqa: E402
 
 F = torch.nn.functional
@@ -210,9 +211,10 @@ def _hf_logits(model, images):
         return model(pixel_values=torch.from_numpy(images.transpose(0, 3, 1, 2))).logits.numpy()
 
 
-def _hf_from_vit_jax(params):
-    """A Hugging Face ViT holding the vit_jax tensors (tanh GELU, epsilon 1e-6)."""
+def _hf_from_vit_jax(params, folder):
+    """A Hugging Face ViT holding the vit_jax tensors (tanh GELU, epsilon 1e-6), through its hub files."""
     model = _hf_model(act="gelu_pytorch_tanh", eps=1e-6)
+    model.save_pretrained(folder)
     sd = {
         "vit.embeddings.cls_token": params["cls"],
         "vit.embeddings.position_embeddings": params["Transformer/posembed_input/pos_embedding"],
@@ -236,13 +238,16 @@ def _hf_from_vit_jax(params):
         sd[h + "intermediate.dense.bias"] = params[p + "MlpBlock_3/Dense_0/bias"]
         sd[h + "output.dense.weight"] = params[p + "MlpBlock_3/Dense_1/kernel"].T
         sd[h + "output.dense.bias"] = params[p + "MlpBlock_3/Dense_1/bias"]
-    model.load_state_dict({k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in sd.items()}, strict=True)
-    return model
+    expected = set(safetensors_numpy.load_file(str(folder / "model.safetensors")))
+    assert set(sd) == expected, expected ^ set(sd)
+    safetensors_numpy.save_file({k: np.ascontiguousarray(v) for k, v in sd.items()}, str(folder / "model.safetensors"))
+    return transformers.ViTForImageClassification.from_pretrained(folder).eval()
 
 
-def _timm_from_hf(model):
-    """The timm VisionTransformer state dict (fused qkv) of a Hugging Face ViT's weights."""
-    hf = {k: v.numpy() for k, v in model.state_dict().items()}
+def _timm_from_hf(model, folder):
+    """The timm VisionTransformer state dict (fused qkv) of a Hugging Face ViT's weights (hub names)."""
+    model.save_pretrained(folder)
+    hf = safetensors_numpy.load_file(str(folder / "model.safetensors"))
     sd = {
         "cls_token": hf["vit.embeddings.cls_token"], "pos_embed": hf["vit.embeddings.position_embeddings"],
         "patch_embed.proj.weight": hf["vit.embeddings.patch_embeddings.projection.weight"],
@@ -270,7 +275,7 @@ def _timm_from_hf(model):
 def test_reference_agrees_with_hugging_face_and_plain_npz_round_trip(tmp_path):
     params = _vit_jax_params()
     images = _images()
-    expected = _hf_logits(_hf_from_vit_jax(params), images)
+    expected = _hf_logits(_hf_from_vit_jax(params, tmp_path / "hf"), images)
     assert np.abs(_reference_logits(params, images) - expected).max() <= 1e-4  # the reference is sound
     model = keras_vit.ViT(weights=_save_npz(tmp_path, params))
     assert model.vit_config["num_heads"] == HEADS and model.vit_config["approximate_gelu"] is True
@@ -319,7 +324,7 @@ def test_hybrid_npz_builds_its_stem(tmp_path):
 def test_timm_safetensors_needs_num_heads_then_matches(tmp_path):
     hf = _hf_model(heads=4)  # 4 heads of 6: not the hidden // 64 = 0 -> 1 that was guessed
     path = str(tmp_path / "timm.safetensors")
-    write_safetensors(path, _timm_from_hf(hf))
+    write_safetensors(path, _timm_from_hf(hf, tmp_path / "hf"))
     assert Checkpoint(path).architecture["num_heads"] is None
     with pytest.raises(ValueError, match=r"num_heads="):
         keras_vit.ViT(weights=path)
@@ -430,7 +435,7 @@ def _safetensors_with_header(tmp_path, header, data=b"\0" * 16):
 def test_malformed_safetensors_entries(header, message, tmp_path):
     path = _safetensors_with_header(tmp_path, header)
     with pytest.raises(CheckpointError, match=message) as info:
-        Checkpoint(path)
+        read_safetensors(path)  # what Checkpoint reads a safetensors file with
     assert path in str(info.value)
 
 
