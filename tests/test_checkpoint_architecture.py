@@ -25,6 +25,7 @@ safetensors_numpy = pytest.importorskip("safetensors.numpy")
 import keras_vit  # noqa: E402
 from keras_vit.weights import Checkpoint, CheckpointError, load_weights, read_safetensors, write_safetensors  # noqa: E402
 from keras_vit.weights import registry  # noqa: E402
+from test_hybrid_weights import generated_stem_arrays  # noqa: E402  (the hybrid stem, named as in the files)
 
 F = torch.nn.functional
 # hidden 24, 3 heads of 8, MLP 40, 2 blocks, patch 8 on 32x32 images (a 4x4 grid), 7 classes.
@@ -62,31 +63,6 @@ def _vit_jax_params(seed=0, class_token=True, representation_size=None, patch=PA
         params[a + "/kernel"], params[a + "/bias"] = rand(HEADS, D // HEADS, D), rand(D)
         params[p + "MlpBlock_3/Dense_0/kernel"], params[p + "MlpBlock_3/Dense_0/bias"] = rand(D, MLP), rand(MLP)
         params[p + "MlpBlock_3/Dense_1/kernel"], params[p + "MlpBlock_3/Dense_1/bias"] = rand(MLP, D), rand(D)
-    return params
-
-
-def _stem_params(depths, width, seed=1, channels=3):
-    """A BiT stem under the original hybrid names: root, then bottleneck units (VIT_FACTS.md)."""
-    rng = np.random.default_rng(seed)
-    params = {"conv_root/kernel": rng.normal(0, 1, (7, 7, channels, width)).astype("float32")}
-
-    def norm(key, c):
-        params[key + "/scale"] = rng.normal(1, 0.1, c).astype("float32")
-        params[key + "/bias"] = rng.normal(0, 0.1, c).astype("float32")
-
-    norm("gn_root", width)
-    cin = width
-    for s, depth in enumerate(depths, start=1):
-        mid = width * 2 ** (s - 1)
-        for u in range(1, depth + 1):
-            p = f"block{s}/unit{u}/"
-            for name, (k, a, b) in {"conv1": (1, cin, mid), "conv2": (3, mid, mid), "conv3": (1, mid, 4 * mid)}.items():
-                params[p + name + "/kernel"] = rng.normal(0, 1, (k, k, a, b)).astype("float32")
-                norm(p + "gn" + name[-1], b)
-            if u == 1:
-                params[p + "conv_proj/kernel"] = rng.normal(0, 1, (1, 1, cin, 4 * mid)).astype("float32")
-                norm(p + "gn_proj", 4 * mid)
-            cin = 4 * mid
     return params
 
 
@@ -313,7 +289,7 @@ def test_vit_jax_layouts_build_what_the_file_holds(case, tmp_path):
 
 
 def test_hybrid_npz_builds_its_stem(tmp_path):
-    params = {**_vit_jax_params(patch=1, channels=128, grid=8), **_stem_params((1,), 32)}
+    params = {**_vit_jax_params(patch=1, channels=128, grid=8), **generated_stem_arrays((1,), width=32)}
     model = keras_vit.ViT(weights=_save_npz(tmp_path, params))
     assert model.vit_config["stem"] == (1,) and model.vit_config["stem_width"] == 32
     assert model.input_shape == (None, 32, 32, 3)
