@@ -55,10 +55,8 @@ class ViTConfig:
 
     @property
     def stem_stride(self) -> int:
-        """Pixels per feature-map cell of the stem: 4 for the ResNet root, x2 per stage after the first."""
-        if self.stem is None:
-            return 1
-        return 4 * 2 ** max(len(self.stem) - 1, 0)
+        """Pixels per feature-map cell of the stem (see `stem_stride`)."""
+        return stem_stride(self.stem)
 
     @property
     def pixel_patch_size(self) -> int:
@@ -113,6 +111,22 @@ SCALINGS: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
     "symmetric": ((127.5,), (127.5,)),
     "imagenet": ((0.485 * 255, 0.456 * 255, 0.406 * 255), (0.229 * 255, 0.224 * 255, 0.225 * 255)),
 }
+
+
+def stem_stride(stem) -> int:
+    """Pixels per feature-map cell of a BiT stem: 4 for the ResNet root, x2 per stage after the first.
+
+    Args:
+        stem: tuple of int or None. Units per stage; () is the root alone, None no stem (1).
+
+    Example:
+
+    >>> stem_stride(None), stem_stride(()), stem_stride((3, 4, 9))
+    (1, 4, 16)
+    """
+    if stem is None:
+        return 1
+    return 4 * 2 ** max(len(stem) - 1, 0)
 
 
 def get_variant(name: str) -> ViTConfig:

@@ -363,14 +363,14 @@ def test_registry_download_with_file_url(tmp_path, monkeypatch):
     path = str(tmp_path / "published.npz")
     save_npz(_randomise(keras_vit.ViT("tiny", num_classes=3)), path)
     digest = hashlib.sha256(open(path, "rb").read()).hexdigest()
-    spec = CheckpointSpec("file://" + path, digest, "tiny", 32, 3)
+    spec = CheckpointSpec("file://" + path, digest, "tiny")
     monkeypatch.setitem(CHECKPOINTS, "test-tiny", spec)
     checkpoint = Checkpoint("test-tiny", cache_dir=str(tmp_path / "cache"))
     assert checkpoint.path == str(tmp_path / "cache" / "keras_vit" / "test-tiny.npz")
     assert hashlib.sha256(open(checkpoint.path, "rb").read()).hexdigest() == digest
     model = keras_vit.ViT(weights=checkpoint)
     np.testing.assert_array_equal(model.get_layer("head").kernel.numpy(), np.load(path)["head/kernel"])
-    monkeypatch.setitem(CHECKPOINTS, "test-bad", CheckpointSpec("file://" + path, "0" * 64, "tiny", 32, 3))
+    monkeypatch.setitem(CHECKPOINTS, "test-bad", CheckpointSpec("file://" + path, "0" * 64, "tiny"))
     with pytest.raises(ValueError):
         keras_vit.weights.fetch_checkpoint("test-bad", cache_dir=str(tmp_path / "cache2"))
     with pytest.raises(ValueError, match="Unknown checkpoint"):

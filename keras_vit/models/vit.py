@@ -248,8 +248,8 @@ def resolve_config(variant=None, checkpoint=None, *, backbone=None, **arguments)
             + "\n  ".join(conflicts)
             + "\nLeave these arguments out to build what the file holds."
         )
-    _fill_defaults(config, row, checkpoint, given)
-    _check_config(config, variant, checkpoint)
+    _fill_defaults(config, checkpoint, given)
+    _check_config(config, checkpoint)
     image_size = arguments.get("image_size", "auto")
     config["image_size"] = _resolve_image_size(image_size, config, row, found, backbone)
     dynamic = config["image_size"] is None or None in config["image_size"]
@@ -283,7 +283,7 @@ def _normalized(value):
     return tuple(value) if isinstance(value, list) else value
 
 
-def _fill_defaults(config, row, checkpoint, given):
+def _fill_defaults(config, checkpoint, given):
     """Defaults for what neither the arguments, the variant nor the checkpoint say."""
     if config["class_token"] is None:
         config["class_token"] = True
@@ -311,13 +311,13 @@ def _fill_defaults(config, row, checkpoint, given):
         config["stem_width"] = config["stem_width"] or 64
 
 
-def _check_config(config, variant, checkpoint):
+def _check_config(config, checkpoint):
     missing = [key for key in ("patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim") if config[key] is None]
     if missing and checkpoint is not None:
+        why = " (timm fuses query, key and value, which hides the head count)" if checkpoint.layout == "timm" else ""
         raise ValueError(
             f"The checkpoint {checkpoint.path!r} ({checkpoint.layout} layout) does not store "
-            f"{', '.join(missing)} (timm fuses query, key and value, hiding the head count): pass "
-            + ", ".join(f"{key}=" for key in missing) + " (or variant=)."
+            f"{', '.join(missing)}{why}: pass " + ", ".join(f"{key}=" for key in missing) + " (or variant=)."
         )
     if missing:
         raise ValueError(
@@ -350,9 +350,7 @@ def _check_build_arguments(config):
 
 def _pixel_patch(config):
     """Pixels behind one token's side, through the config's own stem if any."""
-    if config["stem"] is None:
-        return config["patch_size"]
-    return config["patch_size"] * 4 * 2 ** max(len(config["stem"]) - 1, 0)
+    return config["patch_size"] * configs.stem_stride(config["stem"])
 
 
 def _resolve_image_size(image_size, config, row, found, backbone):
