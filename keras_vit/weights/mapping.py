@@ -193,7 +193,8 @@ def apply_entries(entries, tensors, *, names=None, ignored=(), skip_mismatch=Fal
             expected = _checkpoint_shape(entry, shape)
             mismatched.append(f"{shown(entry.key)}: expected {expected}, found {tuple(found.shape)}{detail}")
             continue
-        value = value.astype(keras.backend.standardize_dtype(entry.variable.dtype), copy=False)
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow shows as Inf just below
+            value = value.astype(keras.backend.standardize_dtype(entry.variable.dtype), copy=False)
         finite = np.isfinite(value) if value.dtype.kind == "f" else True
         if not np.all(finite):
             not_finite.append(f"{shown(entry.key)}: {int(np.size(finite) - np.count_nonzero(finite))} of {value.size} values")
