@@ -246,7 +246,7 @@ def resolve_config(variant=None, checkpoint=None, *, backbone=None, **arguments)
         raise ValueError(
             f"The arguments contradict the checkpoint {checkpoint.path!r} ({checkpoint.layout} layout):\n  "
             + "\n  ".join(conflicts)
-            + "\nLeave these arguments out to build what the file holds."
+            + "\nLeave these arguments (and variant=) out to build what the file holds."
         )
     _fill_defaults(config, checkpoint, given)
     _check_config(config, checkpoint)

@@ -40,6 +40,7 @@ from typing import Callable
 
 import numpy as np
 
+from keras_vit.configs import ARCHITECTURE_FIELDS
 from keras_vit.weights.files import CheckpointError, read_npz, read_safetensors
 from keras_vit.weights.hybrid import npz_stem_architecture
 from keras_vit.weights.mapping import Entry, register_layer_mapping
@@ -515,7 +516,8 @@ def read_checkpoint(path, fmt):
         if layout.name == "hf":
             config = read_hf_config(config_path, path)
             path = config_path  # its errors name the config, where the architecture is written
-        return layout, tensors, names, source_prefix, layout.architecture(tensors, source_prefix, config, path)
+        arch = layout.architecture(tensors, source_prefix, config, path)
+        return layout, tensors, names, source_prefix, {field: arch[field] for field in ARCHITECTURE_FIELDS}
     raise CheckpointError(
         f"Safetensors file {path!r} holds neither Hugging Face ViT keys (embeddings.patch_embeddings...) "
         "nor timm ViT keys (patch_embed.proj.weight)."
