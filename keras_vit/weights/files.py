@@ -226,6 +226,7 @@ def write_safetensors(path, tensors, metadata=None):
 
 
 def _atomic_write(path, chunks):
+    """Writes the byte chunks to a temporary name, then renames it: a failure leaves nothing behind."""
     temp = f"{path}.tmp-{os.getpid()}"
     try:
         with open(temp, "wb") as f:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 
@@ -10,7 +11,7 @@ import numpy as np
 from keras_vit._validation import check_choice
 from keras_vit.layers.grid_resampling import INTERPOLATIONS
 from keras_vit.weights import formats  # noqa: F401  (registers the built-in layer mappings)
-from keras_vit.weights.files import detect_format
+from keras_vit.weights.files import _atomic_write, detect_format
 from keras_vit.weights.formats import LAYOUTS, read_checkpoint
 from keras_vit.weights.mapping import MappingContext, apply_entries, build_entries
 from keras_vit.weights.registry import CHECKPOINTS, fetch_checkpoint
@@ -171,13 +172,7 @@ def save_npz(model, path):
     arrays = {}
     for entry in build_entries(model, context):
         arrays[entry.key] = np.asarray(entry.from_model(np.asarray(entry.variable.numpy())))
-    path = os.fspath(path)
-    temp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with open(temp, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(temp, path)
-    finally:
-        if os.path.exists(temp):
-            os.remove(temp)
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    _atomic_write(os.fspath(path), [buffer.getbuffer()])
 
