@@ -188,9 +188,6 @@ def ViT(
     return model
 
 
-_UNSET = ("auto", None)
-
-
 def resolve_config(variant=None, checkpoint=None, *, backbone=None, **arguments):
     """Resolves every field of a ViT into one serializable config: what `build` reads.
 

@@ -10,9 +10,8 @@ import numpy as np
 
 from keras_vit._validation import check_choice
 from keras_vit.layers.grid_resampling import INTERPOLATIONS
-from keras_vit.weights import formats  # noqa: F401  (registers the built-in layer mappings)
 from keras_vit.weights.files import _atomic_write, detect_format
-from keras_vit.weights.formats import LAYOUTS, read_checkpoint
+from keras_vit.weights.formats import LAYOUTS, read_checkpoint  # importing it registers the layer mappings
 from keras_vit.weights.mapping import MappingContext, apply_entries, build_entries
 from keras_vit.weights.registry import CHECKPOINTS, fetch_checkpoint
 
