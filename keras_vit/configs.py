@@ -55,10 +55,8 @@ class ViTConfig:
 
     @property
     def stem_stride(self) -> int:
-        """Pixels per feature-map cell of the stem: 4 for the ResNet root, x2 per stage after the first."""
-        if self.stem is None:
-            return 1
-        return 4 * 2 ** max(len(self.stem) - 1, 0)
+        """Pixels per feature-map cell of the stem (see `stem_stride`)."""
+        return stem_stride(self.stem)
 
     @property
     def pixel_patch_size(self) -> int:
@@ -92,6 +90,19 @@ VARIANTS: dict[str, ViTConfig] = {
     ),
 }
 
+# The fields that describe a ViT's architecture, in the order messages list them. A checkpoint
+# (`keras_vit.weights.Checkpoint.architecture`) states each of them, None where its layout does
+# not store it; the builder resolves every one into the model's config (`model.vit_config`).
+ARCHITECTURE_FIELDS = (
+    "patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim", "class_token", "pooling",
+    "representation_size", "position_embedding", "grid_size", "channels", "approximate_gelu",
+    "layer_norm_epsilon", "stem", "stem_width", "num_classes",
+)
+# Of those, the ones a caller may set to another value than the checkpoint's: the head (a new
+# task or feature extraction), the GELU form and LayerNorm epsilon (numerics), and the grid (the
+# position embedding is resampled). Any other difference is a contradiction and is refused.
+ADJUSTABLE_FIELDS = ("pooling", "representation_size", "grid_size", "approximate_gelu", "layer_norm_epsilon", "num_classes")
+
 # How pixel values in [0, 255] are mapped to what a model was trained on: (mean, std) per
 # channel, applied as (x - mean) / std. The original Google checkpoints use "symmetric",
 # DeiT/timm ImageNet checkpoints "imagenet".
@@ -100,6 +111,22 @@ SCALINGS: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
     "symmetric": ((127.5,), (127.5,)),
     "imagenet": ((0.485 * 255, 0.456 * 255, 0.406 * 255), (0.229 * 255, 0.224 * 255, 0.225 * 255)),
 }
+
+
+def stem_stride(stem) -> int:
+    """Pixels per feature-map cell of a BiT stem: 4 for the ResNet root, x2 per stage after the first.
+
+    Args:
+        stem: tuple of int or None. Units per stage; () is the root alone, None no stem (1).
+
+    Example:
+
+    >>> stem_stride(None), stem_stride(()), stem_stride((3, 4, 9))
+    (1, 4, 16)
+    """
+    if stem is None:
+        return 1
+    return 4 * 2 ** max(len(stem) - 1, 0)
 
 
 def get_variant(name: str) -> ViTConfig:

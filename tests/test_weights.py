@@ -150,15 +150,22 @@ def test_head_of_another_size_is_left_zero_with_one_log_line(tmp_path, caplog):
         model = keras_vit.ViT(weights=path, num_classes=3)
     head_notes = [r for r in caplog.records if "head" in r.getMessage() and "7 classes" in r.getMessage()]
     assert len(head_notes) == 1
-    assert any("representation_size=16" in r.getMessage() for r in caplog.records)
     assert np.all(model.get_layer("head").kernel.numpy() == 0)
+    # The file's pre-logits layer is built and loaded; representation_size=None drops it, saying so.
+    np.testing.assert_array_equal(model.get_layer("pre_logits").kernel.numpy(),
+                                  source.get_layer("pre_logits").kernel.numpy())
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="keras_vit.weights"):
+        dropped = keras_vit.ViT(weights=path, num_classes=3, representation_size=None)
+    assert "pre_logits" not in [layer.name for layer in dropped.layers]
+    assert any("representation_size=16" in r.getMessage() for r in caplog.records)
     np.testing.assert_array_equal(
         model.get_layer("encoderblock_1").mlp_dense_1.kernel.numpy(),
         source.get_layer("encoderblock_1").mlp_dense_1.kernel.numpy(),
     )
-    # include_top=False: the backbone only, equal to the source's pooled features.
+    # include_top=False: the backbone and the file's pre-logits, equal to the source's features.
     backbone = keras_vit.ViT(weights=path, include_top=False)
-    features = keras.Model(source.input, source.get_layer("pooling").output)
+    features = keras.Model(source.input, source.get_layer("pre_logits").output)
     images = _images(32)
     np.testing.assert_array_equal(np.asarray(backbone(images)), np.asarray(features(images)))
 
@@ -356,14 +363,14 @@ def test_registry_download_with_file_url(tmp_path, monkeypatch):
     path = str(tmp_path / "published.npz")
     save_npz(_randomise(keras_vit.ViT("tiny", num_classes=3)), path)
     digest = hashlib.sha256(open(path, "rb").read()).hexdigest()
-    spec = CheckpointSpec("file://" + path, digest, "tiny", 32, 3)
+    spec = CheckpointSpec("file://" + path, digest, "tiny")
     monkeypatch.setitem(CHECKPOINTS, "test-tiny", spec)
     checkpoint = Checkpoint("test-tiny", cache_dir=str(tmp_path / "cache"))
     assert checkpoint.path == str(tmp_path / "cache" / "keras_vit" / "test-tiny.npz")
     assert hashlib.sha256(open(checkpoint.path, "rb").read()).hexdigest() == digest
     model = keras_vit.ViT(weights=checkpoint)
     np.testing.assert_array_equal(model.get_layer("head").kernel.numpy(), np.load(path)["head/kernel"])
-    monkeypatch.setitem(CHECKPOINTS, "test-bad", CheckpointSpec("file://" + path, "0" * 64, "tiny", 32, 3))
+    monkeypatch.setitem(CHECKPOINTS, "test-bad", CheckpointSpec("file://" + path, "0" * 64, "tiny"))
     with pytest.raises(ValueError):
         keras_vit.weights.fetch_checkpoint("test-bad", cache_dir=str(tmp_path / "cache2"))
     with pytest.raises(ValueError, match="Unknown checkpoint"):
@@ -372,7 +379,7 @@ def test_registry_download_with_file_url(tmp_path, monkeypatch):
 
 def test_extension_point_for_extra_stem_layers(tmp_path):
     """A stem layer joins the npz reader and writer through register_layer_mapping."""
-    register_layer_mapping("npz", "test_stem", lambda layer, context: [
+    register_layer_mapping("vit_jax", "test_stem", lambda layer, context: [
         Entry("conv_root/kernel", layer.kernel, lambda a, s: a.reshape(s), lambda a: a.reshape((1, 1) + a.shape)),
     ])
     images = keras.Input((32, 32, 3))

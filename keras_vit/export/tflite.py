@@ -12,6 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_vit.export import _common, tflite_metadata
+from keras_vit.models.vit import build
 
 QUANTIZATIONS = ("none", "float16", "dynamic", "int8")
 DEFAULT_CALIBRATION_SAMPLES = 200
@@ -182,24 +183,40 @@ def tflite(
 def with_tanh_gelu(model):
     """Returns a copy of a keras_vit model whose blocks use the tanh GELU, sharing no state but the weight values.
 
+    The copy is built from the model's resolved config (`model.vit_config`) with
+    approximate_gelu=True. A model without one (saved by an older keras_vit, or built with a
+    custom backbone) is rebuilt from its functional config with the blocks' flag switched.
+
     Example:
 
     >>> import keras_vit
     >>> tanh = with_tanh_gelu(keras_vit.ViT("tiny", num_classes=2))
-    >>> tanh.get_layer("encoderblock_0").approximate_gelu
-    True
+    >>> tanh.get_layer("encoderblock_0").approximate_gelu, tanh.vit_config["approximate_gelu"]
+    (True, True)
     """
-    config = model.get_config()
-    layers = config.get("layers") if isinstance(config, dict) else None
-    blocks = [layer for layer in layers or () if "approximate_gelu" in layer.get("config", {})]
-    if not blocks:
-        raise ValueError(
-            f"approximate_gelu=True needs a functional keras_vit model with TransformerBlock "
-            f"layers; model {model.name!r} has none."
-        )
-    for layer in blocks:
-        layer["config"]["approximate_gelu"] = True
-    clone = model.__class__.from_config(config)
+    vit_config = getattr(model, "vit_config", None)
+    if vit_config is not None and vit_config.get("backbone") is None:
+        # Layers take the global dtype policy when built: build the copy under the model's.
+        previous = keras.config.dtype_policy()
+        keras.config.set_dtype_policy(model.get_layer("encoderblock_0").dtype_policy)
+        try:
+            clone = build(dict(vit_config, approximate_gelu=True))
+        finally:
+            keras.config.set_dtype_policy(previous)
+    else:
+        config = model.get_config()
+        layers = config.get("layers") if isinstance(config, dict) else None
+        blocks = [layer for layer in layers or () if "approximate_gelu" in layer.get("config", {})]
+        if not blocks:
+            raise ValueError(
+                f"approximate_gelu=True needs a functional keras_vit model with TransformerBlock "
+                f"layers; model {model.name!r} has none."
+            )
+        for layer in blocks:
+            layer["config"]["approximate_gelu"] = True
+        if isinstance(config.get("vit_config"), dict):
+            config["vit_config"] = dict(config["vit_config"], approximate_gelu=True)
+        clone = model.__class__.from_config(config)
     clone.set_weights(model.get_weights())
     return clone
 

@@ -7,16 +7,16 @@ from keras import ops
 
 from keras_vit._validation import check_choice
 
-POOLINGS = ("token", "gap")
+POOLINGS = ("token", "gap", "max")
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
 class TokenPooling(keras.layers.Layer):
-    """Pools tokens (B, T, D) to (B, D): the class token, or the mean of the patch tokens.
+    """Pools tokens (B, T, D) to (B, D): the class token, or the mean or maximum of the patch tokens.
 
     Args:
         mode: str. "token" takes token 0 (the class token); "gap" averages the tokens after
-            the first `num_prefix_tokens`. Defaults to "token".
+            the first `num_prefix_tokens`, "max" takes their maximum. Defaults to "token".
         num_prefix_tokens: int. Leading non-patch tokens (1 with a class token, else 0).
             Defaults to 1.
 
@@ -41,6 +41,8 @@ class TokenPooling(keras.layers.Layer):
     def call(self, tokens):
         if self.mode == "token":
             return tokens[:, 0]
+        if self.mode == "max":
+            return ops.max(tokens[:, self.num_prefix_tokens:], axis=1)
         return ops.mean(tokens[:, self.num_prefix_tokens:], axis=1)
 
     def compute_output_shape(self, input_shape):

@@ -14,8 +14,12 @@ from keras_vit._validation import (
 from keras_vit.layers import PatchEncoder, TokenPooling, TransformerBlock
 from keras_vit.layers.patch_encoder import POSITION_EMBEDDINGS
 from keras_vit.layers.token_pooling import POOLINGS
-from keras_vit.weights import DEFAULT_INTERPOLATION, INTERPOLATIONS, Checkpoint, load_weights
+from keras_vit.weights import INTERPOLATIONS, Checkpoint, load_weights
+from keras_vit.weights.registry import imagenet_checkpoint
 from keras_vit.models.resnet import BiTResNet
+
+# The functional model class keras.Model(inputs, outputs) returns; not exported by keras itself.
+from keras.src.models.functional import Functional
 
 # Symbolic probe size for a backbone's true stride: a multiple of every stride in common use
 # (powers of two up to 64, x3, x5, x7), so ceil-rounded feature maps cannot hide a bad fit.
@@ -37,11 +41,11 @@ def ViT(
     weights=None,
     num_classes=None,
     classes=None,
-    pooling="token",
-    representation_size=None,
+    pooling="auto",
+    representation_size="auto",
     classifier_activation="softmax",
-    class_token=True,
-    position_embedding="learned",
+    class_token=None,
+    position_embedding=None,
     preprocessing=None,
     backbone=None,
     dropout_rate=0.0,
@@ -52,19 +56,26 @@ def ViT(
     interpolation=None,
     name=None,
 ):
-    """Builds a Vision Transformer as a functional Keras model.
+    """Builds a Vision Transformer as a functional Keras model (a `VisionTransformer`).
 
-    The architecture comes from `variant` (a row of `keras_vit.configs.VARIANTS`) or from the
-    explicit `patch_size`, `hidden_size`, `num_layers`, `num_heads`, `mlp_dim`; explicit values
-    override the variant's. Layer names are stable: `embedding`, `encoderblock_{i}`,
-    `encoder_norm`, `pre_logits`, `head`. The head is zero-initialised and computes in float32.
+    Every architecture field is resolved first (`resolve_config`): explicit arguments, then the
+    `variant` row of `keras_vit.configs.VARIANTS`, then the checkpoint of `weights=`, which
+    states its whole architecture (patch, width, depth, heads where the layout stores them,
+    MLP width, class token and pooling, pre-logits width, position embedding and grid,
+    channels, GELU form, LayerNorm epsilon, hybrid stem, head size). Explicit values override
+    the variant's; a value (given or the variant's) that contradicts the checkpoint raises one
+    error listing each field, except the head, GELU form, epsilon and grid, which may differ.
+    The model is then built from that config alone (`build`) and `model.vit_config` holds it.
+    Layer names are stable: `embedding`, `encoderblock_{i}`, `encoder_norm`, `pre_logits`,
+    `head`. The head is zero-initialised and computes in float32.
 
     Args:
         variant: str or None. Variant name such as "B16" or "ViT-B/16". Defaults to None.
         patch_size: int or None. Patch side in pixels. Defaults to the variant's.
         hidden_size: int or None. Token width D. Defaults to the variant's.
         num_layers: int or None. Number of transformer blocks. Defaults to the variant's.
-        num_heads: int or None. Attention heads per block. Defaults to the variant's.
+        num_heads: int or None. Attention heads per block. Defaults to the variant's or the
+            checkpoint's; a timm checkpoint does not store it (fused qkv), so pass it.
         mlp_dim: int or None. MLP hidden width. Defaults to the variant's.
         image_size: int, (int, int), None or "auto". Input height and width. None makes the
             size dynamic: any size whose sides are multiples of the patch size is accepted and
@@ -77,23 +88,30 @@ def ViT(
         include_top: bool. Add the classification head. Defaults to True.
         weights: None, str or `keras_vit.weights.Checkpoint`. Pretrained weights: a `.npz`
             (Google), safetensors (timm or Hugging Face, with its config.json) file or a Hugging
-            Face folder, format read from the content, or a name of
-            `keras_vit.weights.CHECKPOINTS`. See `keras_vit.load_weights` for head handling.
+            Face folder, format read from the content, a name of `keras_vit.weights.CHECKPOINTS`,
+            or "imagenet" (the variant's ImageNet-1k fine-tuned checkpoint, see
+            `keras_vit.weights.registry.IMAGENET`). See `keras_vit.load_weights` for head handling.
             Defaults to None.
         num_classes: int or None. Classes of the head (alias `classes`). Defaults to the
             checkpoint's with `weights=`, else 1000.
         classes: int or None. Alias of `num_classes`, as in keras.applications.
-        pooling: str or None. "token" (class token) or "gap" (mean of patch tokens); with
-            `include_top=False`, None returns all tokens. Defaults to "token".
-        representation_size: int or None. Width of the pre-training head's Dense + tanh
-            ("pre_logits") layer; None leaves it out. Defaults to None.
+        pooling: str or None. "token" (class token), "gap" or its alias "avg" (mean of the
+            patch tokens), "max" (maximum over the patch tokens); with `include_top=False`, None
+            returns all tokens. "auto" takes the checkpoint's ("gap" when it has no class
+            token), else "token" with a class token and "gap" without. Defaults to "auto".
+        representation_size: int, None or "auto". Width of the pre-training head's Dense +
+            tanh ("pre_logits") layer; None leaves it out (as vit_jax does when fine-tuning).
+            "auto" takes the checkpoint's, else None. Defaults to "auto".
         classifier_activation: str or None. Activation of the head, as in
             keras.applications: "softmax" returns probabilities, so the plain Keras losses
             (`loss="sparse_categorical_crossentropy"`) train it; None returns logits (then use
             a loss with `from_logits=True`). It runs in the head's float32. Defaults to
             "softmax".
-        class_token: bool. Prepend a class token. Defaults to True.
-        position_embedding: str. "learned", "sincos2d" or "none". Defaults to "learned".
+        class_token: bool or None. Prepend a class token. None takes the checkpoint's, else
+            True. Defaults to None.
+        position_embedding: str or None. "learned", "sincos2d" or "none". None takes the
+            checkpoint's ("learned" when it stores one; a file without one cannot tell "none"
+            from "sincos2d", so pass it), else "learned". Defaults to None.
         preprocessing: str or None. Map [0, 255] pixels inside the model: "unit" ([0, 1]),
             "symmetric" ([-1, 1], original checkpoints) or "imagenet" (mean/std); None expects
             inputs already scaled. Defaults to None.
@@ -119,7 +137,8 @@ def ViT(
         name: str or None. Model name. Defaults to "vit_<variant>" or "vit".
 
     Returns:
-        A `keras.Model`.
+        A `VisionTransformer` (a functional `keras.Model` whose `get_config()` also carries
+        `vit_config`).
 
     Example:
 
@@ -130,151 +149,370 @@ def ViT(
     if backbone is not None and patch_size is None:
         patch_size = 1
     checkpoint = None
+    if isinstance(weights, str) and weights == "imagenet":
+        weights = imagenet_checkpoint(variant)
     if weights is not None:
         checkpoint = weights if isinstance(weights, Checkpoint) else Checkpoint(weights)
-    found = checkpoint.architecture if checkpoint is not None else {}
-    arch = _resolve_architecture(
-        variant, patch_size, hidden_size, num_layers, num_heads, mlp_dim, found if variant is None else {}
+    channels = None
+    if input_tensor is not None and len(input_tensor.shape) == 4:
+        image_size, channels = tuple(input_tensor.shape[1:3]), input_tensor.shape[-1]
+    elif input_shape is not None and len(tuple(input_shape)) == 3:
+        image_size, channels = tuple(input_shape)[:2], tuple(input_shape)[-1]
+    config = resolve_config(
+        variant,
+        checkpoint,
+        patch_size=patch_size,
+        hidden_size=hidden_size,
+        num_layers=num_layers,
+        num_heads=num_heads,
+        mlp_dim=mlp_dim,
+        class_token=class_token,
+        pooling=pooling,
+        representation_size=representation_size,
+        position_embedding=position_embedding,
+        channels=channels,
+        approximate_gelu=approximate_gelu,
+        layer_norm_epsilon=layer_norm_epsilon,
+        num_classes=classes if classes is not None else num_classes,
+        image_size=image_size,
+        include_top=include_top,
+        classifier_activation=classifier_activation,
+        preprocessing=preprocessing,
+        dropout_rate=dropout_rate,
+        attention_dropout_rate=attention_dropout_rate,
+        drop_path_rate=drop_path_rate,
+        interpolation=interpolation,
+        name=name,
+        backbone=backbone,
     )
+    model = build(config, backbone=backbone, input_shape=input_shape, input_tensor=input_tensor)
+    if checkpoint is not None:
+        load_weights(model, checkpoint, interpolation=config["interpolation"])
+    return model
+
+
+def resolve_config(variant=None, checkpoint=None, *, backbone=None, **arguments):
+    """Resolves every field of a ViT into one serializable config: what `build` reads.
+
+    Sources, first found wins: the explicit `arguments` (None or "auto" = not given), the
+    `variant` row, the checkpoint's `architecture`, the defaults. A given value (explicit or the
+    variant's) that differs from the checkpoint's in a field outside
+    `keras_vit.configs.ADJUSTABLE_FIELDS` is a contradiction: one ValueError lists them all.
+
+    Args:
+        variant: str or None. A row of `keras_vit.configs.VARIANTS`. Defaults to None.
+        checkpoint: `keras_vit.weights.Checkpoint` or None. Defaults to None.
+        backbone: Keras model or layer or None. A custom stem replaces the variant's or the
+            checkpoint's; it is not part of the config. Defaults to None.
+        **arguments: the architecture and build arguments of `ViT`, by name.
+
+    Returns:
+        dict: every field of `keras_vit.configs.ARCHITECTURE_FIELDS`, plus image_size,
+        include_top, classifier_activation, preprocessing, dropout rates, interpolation,
+        name and backbone (None, or the name of a custom backbone).
+
+    Example:
+
+    >>> config = resolve_config("tiny", num_classes=10)
+    >>> config["patch_size"], config["num_heads"], config["pooling"], config["image_size"]
+    (4, 2, 'token', (32, 32))
+    """
+    row = configs.get_variant(variant) if variant is not None else None
+    found = checkpoint.architecture if checkpoint is not None else {}
+    given = {key: value for key, value in arguments.items() if not _is_unset(key, value)}
+    if row is not None:
+        from_variant = {key: getattr(row, key) for key in ("patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim")}
+        if backbone is None:
+            from_variant.update(stem=row.stem, stem_width=row.stem_width if row.stem is not None else None)
+    else:
+        from_variant = {}
+    if backbone is not None:
+        given.update(stem=None, stem_width=None)
+        found = {key: value for key, value in found.items() if key not in ("stem", "stem_width", "channels")}
+    conflicts = []
+    config = {}
+    for field in configs.ARCHITECTURE_FIELDS:
+        value, source = None, None
+        if field in given:
+            value, source = given[field], "given"
+        elif field in from_variant:
+            value, source = from_variant[field], f"variant={variant!r}"
+        file_value = found.get(field)
+        if source is not None and file_value is not None and field not in configs.ADJUSTABLE_FIELDS:
+            if _normalized(value) != _normalized(file_value):
+                conflicts.append(f"{field}: {value!r} ({source}), the file has {file_value!r}")
+        config[field] = value if source is not None else file_value
+    if conflicts:
+        raise ValueError(
+            f"The arguments contradict the checkpoint {checkpoint.path!r} ({checkpoint.layout} layout):\n  "
+            + "\n  ".join(conflicts)
+            + "\nLeave these arguments (and variant=) out to build what the file holds."
+        )
+    _fill_defaults(config, checkpoint, given)
+    _check_config(config, checkpoint)
+    image_size = arguments.get("image_size", "auto")
+    config["image_size"] = _resolve_image_size(image_size, config, row, found, backbone)
+    dynamic = config["image_size"] is None or None in config["image_size"]
+    config["grid_size"] = _resolve_grid(config, row, found, backbone) if dynamic else None
+    for key in ("include_top", "classifier_activation", "preprocessing", "dropout_rate", "attention_dropout_rate",
+                "drop_path_rate", "name"):
+        config[key] = arguments.get(key, _BUILD_DEFAULTS[key])
+    if config["include_top"] is None:
+        config["include_top"] = True
+    config["interpolation"] = arguments.get("interpolation") or (
+        checkpoint.record.interpolation if checkpoint is not None else "bicubic")
+    config["name"] = config["name"] or _default_name(variant)
+    config["backbone"] = getattr(backbone, "name", type(backbone).__name__) if backbone is not None else None
+    _check_build_arguments(config)
+    return config
+
+
+_BUILD_DEFAULTS = {
+    "include_top": True, "classifier_activation": "softmax", "preprocessing": None, "dropout_rate": 0.0,
+    "attention_dropout_rate": 0.0, "drop_path_rate": 0.0, "name": None,
+}
+
+
+def _is_unset(key, value):
+    if key in ("pooling", "representation_size"):  # None is a choice here: no pooling, no pre-logits
+        return isinstance(value, str) and value == "auto"
+    return value is None
+
+
+def _normalized(value):
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _fill_defaults(config, checkpoint, given):
+    """Defaults for what neither the arguments, the variant nor the checkpoint say."""
+    if config["class_token"] is None:
+        config["class_token"] = True
+    if "pooling" in given:
+        config["pooling"] = "gap" if given["pooling"] == "avg" else given["pooling"]
+    elif config["pooling"] is None:
+        config["pooling"] = "token" if config["class_token"] else "gap"
+    if config["position_embedding"] is None:
+        if checkpoint is not None:
+            raise ValueError(
+                f"The checkpoint {checkpoint.path!r} stores no position embedding, which leaves its kind "
+                "open ('none' or the fixed 'sincos2d'): pass position_embedding= to say which."
+            )
+        config["position_embedding"] = "learned"
+    if config["channels"] is None:
+        config["channels"] = 3
+    if config["approximate_gelu"] is None:
+        config["approximate_gelu"] = False
+    if config["layer_norm_epsilon"] is None:
+        config["layer_norm_epsilon"] = 1e-6
+    if config["num_classes"] is None:
+        config["num_classes"] = 1000
+    if config["stem"] is not None:
+        config["stem"] = tuple(config["stem"])
+        config["stem_width"] = config["stem_width"] or 64
+
+
+def _check_config(config, checkpoint):
+    missing = [key for key in ("patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim") if config[key] is None]
+    if missing and checkpoint is not None:
+        why = " (timm fuses query, key and value, which hides the head count)" if checkpoint.layout == "timm" else ""
+        raise ValueError(
+            f"The checkpoint {checkpoint.path!r} ({checkpoint.layout} layout) does not store "
+            f"{', '.join(missing)}{why}: pass " + ", ".join(f"{key}=" for key in missing) + " (or variant=)."
+        )
+    if missing:
+        raise ValueError(
+            f"Pass variant= (one of {sorted(configs.VARIANTS)}) or all of the architecture "
+            f"arguments; missing: {', '.join(missing)}."
+        )
+    for key in ("patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim", "channels"):
+        check_positive_int(key, config[key])
+    check_divisible("hidden_size", config["hidden_size"], "num_heads", config["num_heads"])
+    check_choice("position_embedding", config["position_embedding"], POSITION_EMBEDDINGS)
+    check_choice("pooling", config["pooling"], POOLINGS + ("avg", None))
+    if config["representation_size"] is not None:
+        check_positive_int("representation_size", config["representation_size"])
+    if config["pooling"] == "token" and not config["class_token"]:
+        raise ValueError("pooling='token' needs class_token=True; use pooling='gap' without a class token.")
+
+
+def _check_build_arguments(config):
+    check_choice("interpolation", config["interpolation"], INTERPOLATIONS)
+    check_choice("preprocessing", config["preprocessing"], tuple(configs.SCALINGS) + (None,))
+    if config["include_top"]:
+        num_classes = config["num_classes"]
+        if not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes < 1:
+            raise ValueError(f"Invalid num_classes={num_classes!r}: include_top=True needs an integer >= 1.")
+        if config["pooling"] is None:
+            raise ValueError("include_top=True needs pooling='token', 'gap', 'avg' or 'max', got pooling=None.")
+    for rate_name in ("dropout_rate", "attention_dropout_rate", "drop_path_rate"):
+        check_rate(rate_name, config[rate_name])
+
+
+def _pixel_patch(config):
+    """Pixels behind one token's side, through the config's own stem if any."""
+    return config["patch_size"] * configs.stem_stride(config["stem"])
+
+
+def _resolve_image_size(image_size, config, row, found, backbone):
     if isinstance(image_size, str):
         if image_size != "auto":
             raise ValueError(f"Invalid image_size={image_size!r}. Expected an int, (height, width), None or 'auto'.")
-        image_size = found.get("image_size", arch["image_size"])
-    if num_classes is None and classes is None:
-        num_classes = found.get("num_classes") or 1000
-    if approximate_gelu is None:
-        approximate_gelu = found.get("approximate_gelu", False)
-    if layer_norm_epsilon is None:
-        layer_norm_epsilon = found.get("layer_norm_epsilon", 1e-6)
-    if interpolation is None:
-        interpolation = DEFAULT_INTERPOLATION[checkpoint.layout] if checkpoint is not None else "bicubic"
-    check_choice("interpolation", interpolation, INTERPOLATIONS)
-    num_classes = _resolve_num_classes(num_classes, classes, include_top)
-    check_choice("position_embedding", position_embedding, POSITION_EMBEDDINGS)
-    check_choice("pooling", pooling, POOLINGS + (None,))
-    check_choice("preprocessing", preprocessing, tuple(configs.SCALINGS) + (None,))
-    if include_top and pooling is None:
-        raise ValueError("include_top=True needs pooling='token' or 'gap', got pooling=None.")
-    if pooling == "token" and not class_token:
-        raise ValueError("pooling='token' needs class_token=True; use pooling='gap' without a class token.")
-    for rate_name, rate in (
-        ("dropout_rate", dropout_rate),
-        ("attention_dropout_rate", attention_dropout_rate),
-        ("drop_path_rate", drop_path_rate),
-    ):
-        check_rate(rate_name, rate)
-    if representation_size is not None:
-        check_positive_int("representation_size", representation_size)
+        grid = found.get("grid_size")
+        if grid is not None and backbone is None:
+            pixels = _pixel_patch(config)
+            return (grid[0] * pixels, grid[1] * pixels)
+        side = row.image_size if row is not None else 224
+        return (side, side)
+    if image_size is None:
+        return None
+    if isinstance(image_size, int) and not isinstance(image_size, bool):
+        return (image_size, image_size)
+    if isinstance(image_size, (tuple, list)) and len(image_size) == 2:
+        return None if tuple(image_size) == (None, None) else tuple(image_size)
+    raise ValueError(f"Invalid image_size={image_size!r}. Expected an int or (height, width).")
 
-    # With a stem, patch_size counts feature-map cells: _apply_backbone checks the sizes.
-    pixel_patch = 1 if backbone is not None or arch["stem"] is not None else arch["patch_size"]
-    inputs = _make_input(arch, image_size, input_shape, input_tensor, pixel_patch)
-    x = inputs
-    if preprocessing is not None:
-        x = _preprocessing_layer(preprocessing, inputs.shape[-1])(x)
-    if backbone is None and arch["stem"] is not None:
-        backbone = BiTResNet(arch["stem"], arch["stem_width"], channels=inputs.shape[-1], name="resnet")
+
+def _resolve_grid(config, row, found, backbone):
+    """The grid a dynamic-size model stores its learned position embedding for."""
+    if found.get("grid_size") is not None:
+        return tuple(found["grid_size"])
+    side = row.image_size if row is not None else 224
     if backbone is not None:
-        x = _apply_backbone(backbone, x, arch["patch_size"])
-    grid_size = None
-    if None in tuple(x.shape[1:3]):
-        # A dynamic image size: store the embedding for the checkpoint's (or the default) grid.
-        side = arch["image_size"]
-        if backbone is not None:
-            side = backbone.compute_output_shape((1, side, side, inputs.shape[-1]))[1]
-        side //= arch["patch_size"]
-        grid_size = found.get("grid_size") or (side, side)
+        side = backbone.compute_output_shape((1, side, side, config["channels"]))[1] // config["patch_size"]
+    else:
+        side //= _pixel_patch(config)
+    return (side, side)
+
+
+def build(config, *, backbone=None, input_shape=None, input_tensor=None):
+    """Builds the `VisionTransformer` a resolved config (`resolve_config`) describes.
+
+    Args:
+        config: dict. A resolved config, e.g. `model.vit_config` of another model.
+        backbone: Keras model or layer or None. The custom stem the config was resolved with.
+            Defaults to None.
+        input_shape: tuple or None. (H, W, C); overrides the config's image size. Defaults to
+            None.
+        input_tensor: Keras tensor or None. Use it as the model's input. Defaults to None.
+
+    Example:
+
+    >>> model = build(resolve_config("tiny", num_classes=10))
+    >>> model.output_shape, build(model.vit_config).count_params() == model.count_params()
+    ((None, 10), True)
+    """
+    config = dict(config)
+    for key in ("image_size", "grid_size", "stem"):
+        if config.get(key) is not None:
+            config[key] = tuple(config[key])
+    if config.get("backbone") is not None and backbone is None:
+        raise ValueError(
+            f"This config was resolved with the custom backbone {config['backbone']!r}, which is not part "
+            "of it: pass backbone= to build."
+        )
+    stem = config["stem"]
+    # With a stem, patch_size counts feature-map cells: _apply_backbone checks the sizes.
+    pixel_patch = 1 if backbone is not None or stem is not None else config["patch_size"]
+    size = config["image_size"]
+    if input_shape is None:
+        input_shape = (None, None, config["channels"]) if size is None else (size[0], size[1], config["channels"])
+    inputs = _make_input(input_shape, input_tensor, pixel_patch)
+    x = inputs
+    if config["preprocessing"] is not None:
+        x = _preprocessing_layer(config["preprocessing"], inputs.shape[-1])(x)
+    if backbone is None and stem is not None:
+        backbone = BiTResNet(stem, config["stem_width"], channels=inputs.shape[-1], name="resnet")
+    if backbone is not None:
+        x = _apply_backbone(backbone, x, config["patch_size"])
     encoder = PatchEncoder(
-        arch["patch_size"],
-        arch["hidden_size"],
-        class_token=class_token,
-        position_embedding=position_embedding,
-        grid_size=grid_size,
-        interpolation=interpolation,
+        config["patch_size"],
+        config["hidden_size"],
+        class_token=config["class_token"],
+        position_embedding=config["position_embedding"],
+        grid_size=config["grid_size"] if None in tuple(x.shape[1:3]) else None,
+        interpolation=config["interpolation"],
         name="embedding",
     )
     x = encoder(x)
-    x = keras.layers.Dropout(dropout_rate, name="embedding_dropout")(x)
-    depth = arch["num_layers"]
+    x = keras.layers.Dropout(config["dropout_rate"], name="embedding_dropout")(x)
+    depth = config["num_layers"]
     for i in range(depth):
         x = TransformerBlock(
-            arch["hidden_size"],
-            arch["num_heads"],
-            arch["mlp_dim"],
-            dropout_rate=dropout_rate,
-            attention_dropout_rate=attention_dropout_rate,
-            drop_path_rate=drop_path_rate * i / max(depth - 1, 1),
-            approximate_gelu=approximate_gelu,
-            layer_norm_epsilon=layer_norm_epsilon,
+            config["hidden_size"],
+            config["num_heads"],
+            config["mlp_dim"],
+            dropout_rate=config["dropout_rate"],
+            attention_dropout_rate=config["attention_dropout_rate"],
+            drop_path_rate=config["drop_path_rate"] * i / max(depth - 1, 1),
+            approximate_gelu=config["approximate_gelu"],
+            layer_norm_epsilon=config["layer_norm_epsilon"],
             name=f"encoderblock_{i}",
         )(x)
-    x = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="encoder_norm")(x)
-    if pooling is not None:
-        x = TokenPooling(pooling, num_prefix_tokens=encoder.num_prefix_tokens, name="pooling")(x)
-    if representation_size is not None:
-        x = keras.layers.Dense(representation_size, activation="tanh", name="pre_logits")(x)
-    if include_top:
+    x = keras.layers.LayerNormalization(epsilon=config["layer_norm_epsilon"], name="encoder_norm")(x)
+    if config["pooling"] is not None:
+        x = TokenPooling(config["pooling"], num_prefix_tokens=encoder.num_prefix_tokens, name="pooling")(x)
+    if config["representation_size"] is not None:
+        x = keras.layers.Dense(config["representation_size"], activation="tanh", name="pre_logits")(x)
+    if config["include_top"]:
         x = keras.layers.Dense(
-            num_classes,
-            activation=classifier_activation,
+            config["num_classes"],
+            activation=config["classifier_activation"],
             kernel_initializer="zeros",
             dtype="float32",
             name="head",
         )(x)
-
     model_inputs = keras.utils.get_source_inputs(input_tensor) if input_tensor is not None else inputs
-    model = keras.Model(model_inputs, x, name=name or _default_name(variant))
-    if checkpoint is not None:
-        load_weights(model, checkpoint, interpolation=interpolation)
-    return model
+    return VisionTransformer(model_inputs, x, name=config["name"], vit_config=config)
 
 
-def _resolve_architecture(variant, patch_size, hidden_size, num_layers, num_heads, mlp_dim, found=None):
-    explicit = {
-        "patch_size": patch_size,
-        "hidden_size": hidden_size,
-        "num_layers": num_layers,
-        "num_heads": num_heads,
-        "mlp_dim": mlp_dim,
-        "image_size": None,
-    }
-    if variant is not None:
-        row = configs.get_variant(variant)
-        arch = {key: getattr(row, key) for key in explicit}
-        arch.update({key: value for key, value in explicit.items() if value is not None})
-        arch.update(stem=row.stem, stem_width=row.stem_width)
-    else:
-        explicit.update({key: found[key] for key in explicit if explicit[key] is None and key in (found or {})})
-        missing = [key for key, value in explicit.items() if value is None and key != "image_size"]
-        if missing:
-            raise ValueError(
-                f"Pass variant= (one of {sorted(configs.VARIANTS)}) or all of the architecture "
-                f"arguments; missing: {', '.join(missing)}."
-            )
-        arch = dict(explicit, image_size=224, stem=found.get("stem") if found else None)
-        arch["stem_width"] = found.get("stem_width", 64) if found else 64
-    for key in ("patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim"):
-        check_positive_int(key, arch[key])
-    check_divisible("hidden_size", arch["hidden_size"], "num_heads", arch["num_heads"])
-    return arch
+@keras.saving.register_keras_serializable(package="keras_vit")
+class VisionTransformer(Functional):
+    """A functional ViT that keeps the resolved config it was built from (`vit_config`).
+
+    `get_config()` is the functional graph plus "vit_config", so `.keras` files reload it with
+    no custom_objects and `build(model.vit_config)` makes a fresh copy (a model with a custom
+    backbone needs that backbone passed again). Files saved as plain functional models load as
+    such, without `vit_config`.
+
+    Args:
+        *args: the arguments of a functional `keras.Model` (inputs, outputs, name, ...).
+        vit_config: dict or None. The resolved config. Defaults to None.
+        **kwargs: the keyword arguments of a functional `keras.Model`.
+
+    Example:
+
+    >>> import keras_vit
+    >>> model = keras_vit.ViT("tiny", num_classes=3)
+    >>> restored = type(model).from_config(model.get_config())
+    >>> type(restored).__name__, restored.vit_config["num_classes"]
+    ('VisionTransformer', 3)
+    """
+
+    def __init__(self, *args, vit_config=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._vit_config = _frozen(vit_config)
+
+    @property
+    def vit_config(self):
+        """dict or None. A copy of the resolved config the model was built from."""
+        return None if self._vit_config is None else dict(self._vit_config)
+
+    def get_config(self):
+        return {**super().get_config(), "vit_config": self.vit_config}
 
 
-def _resolve_num_classes(num_classes, classes, include_top):
-    if classes is not None:
-        num_classes = classes
-    if include_top and (not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes < 1):
-        raise ValueError(f"Invalid num_classes={num_classes!r}: include_top=True needs an integer >= 1.")
-    return num_classes
+def _frozen(config):
+    """A copy with the tuples JSON turned into lists made tuples again."""
+    if config is None:
+        return None
+    config = dict(config)
+    for key in ("image_size", "grid_size", "stem"):
+        if isinstance(config.get(key), list):
+            config[key] = tuple(config[key])
+    return config
 
 
-def _make_input(arch, image_size, input_shape, input_tensor, pixel_patch):
-    if input_shape is None:
-        size = (None, None) if image_size is None else image_size
-        if isinstance(size, int) and not isinstance(size, bool):
-            size = (size, size)
-        if not (isinstance(size, (tuple, list)) and len(size) == 2):
-            raise ValueError(f"Invalid image_size={image_size!r}. Expected an int or (height, width).")
-        input_shape = (size[0], size[1], 3)
+def _make_input(input_shape, input_tensor, pixel_patch):
     input_shape = tuple(input_shape)
     if len(input_shape) != 3:
         raise ValueError(f"Invalid input_shape={input_shape!r}. Expected (height, width, channels).")

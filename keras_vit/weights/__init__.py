@@ -1,4 +1,4 @@
-"""Pretrained weights: readers for Google `.npz`, Hugging Face and timm checkpoints, `save_npz`,
+"""Pretrained weights: readers for vit_jax `.npz`, Hugging Face and timm checkpoints, `save_npz`,
 position-embedding resampling and a registry of named public checkpoints.
 
 Example:
@@ -11,7 +11,8 @@ Example:
 
 from keras_vit.layers.grid_resampling import INTERPOLATIONS
 from keras_vit.weights.files import CheckpointError, detect_format, read_npz, read_safetensors, write_safetensors
-from keras_vit.weights.loader import DEFAULT_INTERPOLATION, Checkpoint, load_weights, save_npz
+from keras_vit.weights.formats import LAYOUTS, Layout
+from keras_vit.weights.loader import Checkpoint, load_weights, save_npz
 from keras_vit.weights.mapping import Entry, MappingContext, register_layer_mapping
 from keras_vit.weights.registry import CHECKPOINTS, CheckpointSpec, fetch_checkpoint
 from keras_vit.weights.resample import resample_position_embedding
@@ -21,9 +22,10 @@ __all__ = [
     "Checkpoint",
     "CheckpointError",
     "CheckpointSpec",
-    "DEFAULT_INTERPOLATION",
     "Entry",
     "INTERPOLATIONS",
+    "LAYOUTS",
+    "Layout",
     "MappingContext",
     "detect_format",
     "fetch_checkpoint",

@@ -8,6 +8,7 @@ the safetensors package. bfloat16 tensors are widened to float32.
 from __future__ import annotations
 
 import json
+import math
 import os
 import struct
 import zipfile
@@ -67,6 +68,7 @@ def detect_format(path):
     with open(path, "rb") as f:
         head = f.read(9)
     if head[:4] in _ZIP_MAGICS:
+        _refuse_torch_zip(path)
         return "npz"
     if len(head) == 9 and head[8:9] == b"{":
         return "safetensors"
@@ -74,6 +76,28 @@ def detect_format(path):
         f"Cannot tell the format of {path!r}: it is neither an .npz (zip) file nor a safetensors "
         f"file (first bytes {head!r})."
     )
+
+
+# How to turn a PyTorch state dict into the safetensors file keras_vit reads (torch installed).
+TORCH_TO_SAFETENSORS = (
+    'python -c "import sys, torch, safetensors.torch as st; '
+    "st.save_file({k: v.contiguous() for k, v in torch.load(sys.argv[1], map_location='cpu', "
+    "weights_only=True).items()}, sys.argv[2])\" MODEL.pth MODEL.safetensors"
+)
+
+
+def _refuse_torch_zip(path):
+    """A PyTorch `.pth`/`.bin` is a zip like `.npz`, but holds a pickle (`data.pkl`)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = archive.namelist()
+    except (zipfile.BadZipFile, OSError):
+        return  # read_npz reports the corrupt file
+    if any(name == "data.pkl" or name.endswith("/data.pkl") for name in members):
+        raise CheckpointError(
+            f"{path!r} is a PyTorch checkpoint (a zip holding data.pkl), which keras_vit does not unpickle: "
+            f"convert it to safetensors first, e.g. {TORCH_TO_SAFETENSORS}"
+        )
 
 
 def read_npz(path):
@@ -121,26 +145,48 @@ def read_safetensors(path):
         except ValueError as error:
             raise CheckpointError(f"Safetensors file {path!r} has a corrupt header: {error}") from error
         data = np.fromfile(f, dtype=np.uint8)
+    if not isinstance(header, dict):
+        raise CheckpointError(f"Safetensors file {path!r} has a header of {type(header).__name__}; expected a JSON object.")
     tensors = {}
     for name, info in header.items():
         if name == "__metadata__":
             continue
-        start, end = info["data_offsets"]
-        if end > data.size:
-            raise CheckpointError(
-                f"Safetensors file {path!r} is truncated: tensor {name!r} ends at byte {end} of the "
-                f"data, which has {data.size} bytes."
-            )
-        chunk = data[start:end]
-        dtype = info["dtype"]
-        if dtype == "BF16":
-            array = (chunk.view("<u2").astype(np.uint32) << 16).view(np.float32)
-        elif dtype in _SAFETENSORS_DTYPES:
-            array = chunk.view(_SAFETENSORS_DTYPES[dtype])
-        else:
-            raise CheckpointError(f"Tensor {name!r} in {path!r} has unsupported dtype {dtype!r}.")
-        tensors[name] = array.reshape(info["shape"])
+        tensors[name] = _safetensors_entry(path, name, info, data)
     return tensors
+
+
+def _safetensors_entry(path, name, info, data):
+    """One tensor of a safetensors file, every header field checked against the data."""
+
+    def refuse(problem):
+        return CheckpointError(f"Safetensors file {path!r}, tensor {name!r}: {problem}.")
+
+    if not isinstance(info, dict):
+        raise refuse(f"header entry is {info!r}, expected {{dtype, shape, data_offsets}}")
+    offsets, shape, dtype = info.get("data_offsets"), info.get("shape"), info.get("dtype")
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(_is_count(v) for v in offsets)
+            and offsets[0] <= offsets[1]):
+        raise refuse(f"data_offsets is {offsets!r}, expected [start, end] with 0 <= start <= end")
+    if not (isinstance(shape, list) and all(_is_count(v) for v in shape)):
+        raise refuse(f"shape is {shape!r}, expected a list of integers >= 0")
+    if dtype != "BF16" and dtype not in _SAFETENSORS_DTYPES:
+        raise refuse(f"unsupported dtype {dtype!r}; expected one of {sorted(_SAFETENSORS_DTYPES) + ['BF16']}")
+    start, end = offsets
+    if end > data.size:
+        raise refuse(f"truncated file: the tensor ends at byte {end} of the data, which has {data.size} bytes")
+    itemsize = 2 if dtype == "BF16" else np.dtype(_SAFETENSORS_DTYPES[dtype]).itemsize
+    if (end - start) != itemsize * math.prod(shape):
+        raise refuse(f"shape {shape} of {dtype} needs {itemsize * math.prod(shape)} bytes, data_offsets give {end - start}")
+    chunk = data[start:end]
+    if dtype == "BF16":
+        array = (chunk.view("<u2").astype(np.uint32) << 16).view(np.float32)
+    else:
+        array = chunk.view(_SAFETENSORS_DTYPES[dtype])
+    return array.reshape(shape)
+
+
+def _is_count(value):
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def write_safetensors(path, tensors, metadata=None):
@@ -180,6 +226,7 @@ def write_safetensors(path, tensors, metadata=None):
 
 
 def _atomic_write(path, chunks):
+    """Writes the byte chunks to a temporary name, then renames it: a failure leaves nothing behind."""
     temp = f"{path}.tmp-{os.getpid()}"
     try:
         with open(temp, "wb") as f:

@@ -1,10 +1,13 @@
-"""The three checkpoint layouts keras_vit reads: Google `.npz`, Hugging Face and timm.
+"""The three checkpoint layouts keras_vit reads: vit_jax (Google `.npz`), Hugging Face and timm.
 
-Each layout is a set of layer mappings (see `keras_vit.weights.mapping`) from the model's named
-layers to checkpoint keys, plus a reader that brings the file's keys to the layout's canonical
-naming and infers the architecture.
+A *format* is the kind of file (`.npz`, safetensors, a Hugging Face folder: see
+`keras_vit.weights.files.detect_format`); a *layout* is the key naming inside it. Each layout is
+ONE record of `LAYOUTS` (key names of the head, pre-logits and position embedding, its default
+interpolation, the reader that brings its keys to canonical names, and the function that reads
+the architecture) plus the layer mappings registered under its name (see
+`keras_vit.weights.mapping`).
 
-Google `.npz` (vit_jax, AugReg, big_vision). Canonical keys are the pre-Linen names without
+vit_jax `.npz` (vit_jax, AugReg, big_vision). Canonical keys are the pre-Linen names without
 prefix: `embedding/kernel`, `cls`, `Transformer/posembed_input/pos_embedding`,
 `Transformer/encoderblock_{i}/{LayerNorm_0, MultiHeadDotProductAttention_1/{query,key,value,out},
 LayerNorm_2, MlpBlock_3/Dense_{0,1}}/...`, `Transformer/encoder_norm/...`, `pre_logits/...`,
@@ -15,25 +18,62 @@ a leading depth axis under `Transformer/encoderblock/` are split, and big_vision
 
 Extension point for extra stem layers (e.g. a hybrid ResNet root before `embedding`): register
 a function for the stem layer's class or name,
-`register_layer_mapping("npz", "MyStem", fn)` with `fn(layer, context) -> [Entry(npz_key,
+`register_layer_mapping("vit_jax", "MyStem", fn)` with `fn(layer, context) -> [Entry(key,
 layer_variable, to_model, from_model), ...]`, keys as written in the file without prefix
 (`conv_root/kernel`, `block1/unit1/gn1/scale`, ...); the walker calls it because the stem is
 one of the model's named layers, and `save_npz` writes the same keys back.
+
+Example:
+
+>>> LAYOUTS["timm"].head_keys, LAYOUTS["vit_jax"].interpolation
+(('head.weight', 'head.bias'), 'bilinear')
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
 import re
+from typing import Callable
 
 import numpy as np
 
+from keras_vit.configs import ARCHITECTURE_FIELDS
 from keras_vit.weights.files import CheckpointError, read_npz, read_safetensors
 from keras_vit.weights.hybrid import npz_stem_architecture
 from keras_vit.weights.mapping import Entry, register_layer_mapping
 from keras_vit.weights.resample import resample_position_embedding
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """One checkpoint ecosystem: its key names and how to read its files.
+
+    Args:
+        name: str. "vit_jax", "hf" or "timm"; the layer mappings are registered under it.
+        file_format: str. The file kind it comes in: "npz" or "safetensors".
+        marker: str. A canonical key every checkpoint of the layout has.
+        head_keys: (str, str). Kernel and bias of the classification head.
+        pre_logits_keys: (str, str). Kernel and bias of the pre-logits Dense + tanh.
+        position_key: str. The learned position embedding.
+        interpolation: str. How its own code resamples the position embedding.
+        normalize: callable raw tensors -> (tensors, names, source_prefix_tokens).
+        architecture: callable (tensors, source_prefix_tokens, config, path) -> dict with every
+            field of `keras_vit.configs.ARCHITECTURE_FIELDS`.
+    """
+
+    name: str
+    file_format: str
+    marker: str
+    head_keys: tuple
+    pre_logits_keys: tuple
+    position_key: str
+    interpolation: str
+    normalize: Callable
+    architecture: Callable
+
 
 # --------------------------------------------------------------------------------------------
 # Shared pieces
@@ -79,6 +119,15 @@ def _torch_linear(array, shape):
     return array.T.reshape(shape)
 
 
+def _torch_conv(array, shape):
+    """PyTorch Conv2d weight OIHW -> Keras kernel HWIO."""
+    return array.transpose(2, 3, 1, 0)
+
+
+def _keras_conv_to_torch(array):
+    return array.transpose(3, 2, 0, 1)
+
+
 def _attention(layer):
     """{"query"|"key"|"value"|"out": (kernel, bias)} of a TransformerBlock's attention."""
     parts = layer.attention.projections()
@@ -93,21 +142,71 @@ def _block_index(layer):
     return int(match.group(1))
 
 
+def _register_top(layout, torch_linear):
+    """The head and pre-logits Dense layers of `layout`, keys from its record."""
+    for layer_name, keys in (("head", layout.head_keys), ("pre_logits", layout.pre_logits_keys)):
+        kernel_key, bias_key = keys
+
+        def fn(layer, context, kernel_key=kernel_key, bias_key=bias_key):
+            to_model = _torch_linear if torch_linear else _reshape_to
+            return [Entry(kernel_key, layer.kernel, to_model, (lambda a: a.T) if torch_linear else (lambda a: a)),
+                    Entry(bias_key, layer.bias)]
+
+        register_layer_mapping(layout.name, layer_name, fn)
+
+
+def _require(tensors, key, path):
+    if key not in tensors:
+        raise CheckpointError(f"Checkpoint {path!r} has no {key!r}: it does not look like a ViT checkpoint.")
+    return tensors[key]
+
+
+def _count_blocks(tensors, pattern, path):
+    indices = {int(m.group(1)) for m in (re.match(pattern, key) for key in tensors) if m}
+    if indices != set(range(len(indices))):
+        raise CheckpointError(f"Checkpoint {path!r}: block indices {sorted(indices)} are not 0..{len(indices) - 1}.")
+    return len(indices)
+
+
+def _with_top(arch, tensors, layout, source_prefix, grid=None, path=""):
+    """Adds num_classes, representation_size, position_embedding and grid_size from the tensors."""
+    arch["num_classes"] = int(tensors[layout.head_keys[1]].shape[0]) if layout.head_keys[1] in tensors else None
+    pre_logits = layout.pre_logits_keys[1]
+    arch["representation_size"] = int(tensors[pre_logits].shape[0]) if pre_logits in tensors else None
+    if layout.position_key in tensors:
+        patches = int(tensors[layout.position_key].shape[-2]) - source_prefix
+        if grid is not None and grid[0] * grid[1] != patches:
+            raise CheckpointError(
+                f"Checkpoint {path!r}: {layout.position_key!r} has {patches} patch rows but the config's "
+                f"image and patch sizes make a {grid[0]}x{grid[1]} grid."
+            )
+        side = math.isqrt(max(patches, 0))
+        arch["grid_size"] = grid or ((side, side) if side * side == patches else None)
+        arch["position_embedding"] = "learned"
+    else:
+        # No stored embedding: "none" and "sincos2d" (fixed, computed) look the same in a file.
+        arch["grid_size"] = grid
+        arch["position_embedding"] = None
+    arch.setdefault("stem", None)
+    arch.setdefault("stem_width", None)
+    return arch
+
+
 # --------------------------------------------------------------------------------------------
-# Google .npz
+# vit_jax (Google .npz)
 
 
-@register_layer_mapping("npz", "PatchEncoder")
+@register_layer_mapping("vit_jax", "PatchEncoder")
 def _npz_embedding(layer, context):
     entries = [Entry("embedding/kernel", layer.kernel), Entry("embedding/bias", layer.bias)]
     if layer.class_token:
         entries.append(Entry("cls", layer.cls))
     if layer.position_embedding == "learned":
-        entries.append(_position_entry("Transformer/posembed_input/pos_embedding", layer, context))
+        entries.append(_position_entry(LAYOUTS["vit_jax"].position_key, layer, context))
     return entries
 
 
-@register_layer_mapping("npz", "TransformerBlock")
+@register_layer_mapping("vit_jax", "TransformerBlock")
 def _npz_block(layer, context):
     prefix = f"Transformer/encoderblock_{_block_index(layer)}/"
     entries = []
@@ -122,20 +221,10 @@ def _npz_block(layer, context):
     return entries
 
 
-@register_layer_mapping("npz", "encoder_norm")
+@register_layer_mapping("vit_jax", "encoder_norm")
 def _npz_encoder_norm(layer, context):
     return [Entry("Transformer/encoder_norm/scale", layer.gamma), Entry("Transformer/encoder_norm/bias", layer.beta)]
 
-
-def _npz_dense(name):
-    def fn(layer, context):
-        return [Entry(f"{name}/kernel", layer.kernel), Entry(f"{name}/bias", layer.bias)]
-
-    return fn
-
-
-register_layer_mapping("npz", "pre_logits", _npz_dense("pre_logits"))
-register_layer_mapping("npz", "head", _npz_dense("head"))
 
 _LINEN_RENAMES = {
     "MultiHeadDotProductAttention_0": "MultiHeadDotProductAttention_1",
@@ -177,24 +266,26 @@ def normalize_npz(raw):
     return tensors, names, source_prefix
 
 
-def npz_architecture(tensors, source_prefix):
-    """Builder arguments implied by a canonical `.npz` checkpoint."""
-    kernel = _require(tensors, "embedding/kernel")
-    depth = _count_blocks(tensors, r"Transformer/encoderblock_(\d+)/")
+def npz_architecture(tensors, source_prefix, config, path):
+    """Every architecture field of a canonical vit_jax checkpoint, read from its keys and shapes."""
+    kernel = _require(tensors, "embedding/kernel", path)
     block = "Transformer/encoderblock_0/"
+    class_token = "cls" in tensors
     arch = {
         "patch_size": int(kernel.shape[0]),
         "hidden_size": int(kernel.shape[-1]),
-        "num_layers": depth,
-        "num_heads": int(_require(tensors, block + "MultiHeadDotProductAttention_1/query/kernel").shape[1]),
-        "mlp_dim": int(_require(tensors, block + "MlpBlock_3/Dense_0/kernel").shape[1]),
+        "num_layers": _count_blocks(tensors, r"Transformer/encoderblock_(\d+)/", path),
+        "num_heads": int(_require(tensors, block + "MultiHeadDotProductAttention_1/query/kernel", path).shape[1]),
+        "mlp_dim": int(_require(tensors, block + "MlpBlock_3/Dense_0/kernel", path).shape[1]),
         "channels": int(kernel.shape[2]),
-        "class_token": "cls" in tensors,
+        "class_token": class_token,
+        # vit_jax: classifier="token" reads the class token; "gap" (no `cls` param) the mean.
+        "pooling": "token" if class_token else "gap",
         "approximate_gelu": True,
         "layer_norm_epsilon": 1e-6,
     }
     arch.update(npz_stem_architecture(tensors))
-    return _with_top(arch, tensors, "head/bias", "pre_logits/bias", "Transformer/posembed_input/pos_embedding", source_prefix)
+    return _with_top(arch, tensors, LAYOUTS["vit_jax"], source_prefix, path=path)
 
 
 # --------------------------------------------------------------------------------------------
@@ -204,14 +295,13 @@ def npz_architecture(tensors, source_prefix):
 @register_layer_mapping("hf", "PatchEncoder")
 def _hf_embedding(layer, context):
     entries = [
-        Entry("embeddings.patch_embeddings.projection.weight", layer.kernel,
-              lambda a, s: a.transpose(2, 3, 1, 0), lambda a: a.transpose(3, 2, 0, 1)),
+        Entry("embeddings.patch_embeddings.projection.weight", layer.kernel, _torch_conv, _keras_conv_to_torch),
         Entry("embeddings.patch_embeddings.projection.bias", layer.bias),
     ]
     if layer.class_token:
         entries.append(Entry("embeddings.cls_token", layer.cls))
     if layer.position_embedding == "learned":
-        entries.append(_position_entry("embeddings.position_embeddings", layer, context))
+        entries.append(_position_entry(LAYOUTS["hf"].position_key, layer, context))
     return entries
 
 
@@ -236,18 +326,8 @@ def _hf_block(layer, context):
     return entries
 
 
-def _torch_dense(name, weight="weight", bias="bias"):
-    def fn(layer, context):
-        return [Entry(f"{name}.{weight}", layer.kernel, _torch_linear), Entry(f"{name}.{bias}", layer.bias)]
-
-    return fn
-
-
 register_layer_mapping("hf", "encoder_norm", lambda layer, context: [
     Entry("layernorm.weight", layer.gamma), Entry("layernorm.bias", layer.beta)])
-# HF keeps the ImageNet-21k pre-logits Dense + tanh as ViTModel's pooler.
-register_layer_mapping("hf", "pre_logits", _torch_dense("pooler.dense"))
-register_layer_mapping("hf", "head", _torch_dense("classifier"))
 
 
 def normalize_hf(raw):
@@ -255,31 +335,54 @@ def normalize_hf(raw):
     for original, array in raw.items():
         key = original[len("vit."):] if original.startswith("vit.") else original
         tensors[key], names[key] = array, original
-    return tensors, names
+    return tensors, names, 1
 
 
-def hf_architecture(tensors, config):
-    """Builder arguments from a Hugging Face ViT config.json (and the tensors for the head)."""
-    patch = config.get("patch_size", 16)
-    image = config.get("image_size", 224)
-    patch = patch[0] if isinstance(patch, (list, tuple)) else patch
-    image = tuple(image) if isinstance(image, (list, tuple)) else (image, image)
+_HF_GELUS = {"gelu": False, "gelu_new": True, "gelu_pytorch_tanh": True, "gelu_fast": True}
+
+
+def _config_int(config, key, path, default=None):
+    value = config.get(key, default)
+    if isinstance(value, (list, tuple)) and len(value) == 2 and value[0] == value[1]:
+        value = value[0]  # HF allows (size, size) for square images and patches
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        what = "missing" if key not in config and default is None else f"{value!r}"
+        raise CheckpointError(f"Hugging Face config {path!r}: {key} is {what}; expected an integer >= 1.")
+    return value
+
+
+def hf_architecture(tensors, source_prefix, config, path):
+    """Every architecture field from a Hugging Face ViT config.json (the head from the tensors)."""
     act = config.get("hidden_act", "gelu")
-    if act not in ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast"):
-        raise CheckpointError(f"Unsupported hidden_act={act!r} in the Hugging Face config.")
+    if act not in _HF_GELUS:
+        raise CheckpointError(
+            f"Hugging Face config {path!r}: unsupported hidden_act={act!r}; expected one of {sorted(_HF_GELUS)}."
+        )
+    epsilon = config.get("layer_norm_eps", 1e-12)
+    if not isinstance(epsilon, (int, float)) or isinstance(epsilon, bool) or not epsilon > 0:
+        raise CheckpointError(f"Hugging Face config {path!r}: layer_norm_eps is {epsilon!r}; expected a number > 0.")
+    # HF ViTConfig's own defaults where a key is absent: what transformers itself would build.
+    patch = _config_int(config, "patch_size", path, 16)
+    image = config.get("image_size", 224)
+    image = tuple(image) if isinstance(image, (list, tuple)) else (image, image)
+    for side in image:
+        if not isinstance(side, int) or isinstance(side, bool) or side < 1:
+            raise CheckpointError(f"Hugging Face config {path!r}: image_size is {config.get('image_size')!r}; "
+                                  "expected an integer >= 1 or (height, width).")
     arch = {
-        "patch_size": int(patch),
-        "hidden_size": int(config["hidden_size"]),
-        "num_layers": int(config["num_hidden_layers"]),
-        "num_heads": int(config["num_attention_heads"]),
-        "mlp_dim": int(config["intermediate_size"]),
-        "channels": int(config.get("num_channels", 3)),
+        "patch_size": patch,
+        "hidden_size": _config_int(config, "hidden_size", path),
+        "num_layers": _config_int(config, "num_hidden_layers", path),
+        "num_heads": _config_int(config, "num_attention_heads", path),
+        "mlp_dim": _config_int(config, "intermediate_size", path),
+        "channels": _config_int(config, "num_channels", path, 3),
         "class_token": True,
-        "approximate_gelu": act != "gelu",
-        "layer_norm_epsilon": float(config.get("layer_norm_eps", 1e-12)),
+        "pooling": "token",
+        "approximate_gelu": _HF_GELUS[act],
+        "layer_norm_epsilon": float(epsilon),
     }
-    grid = (image[0] // arch["patch_size"], image[1] // arch["patch_size"])
-    return _with_top(arch, tensors, "classifier.bias", "pooler.dense.bias", "embeddings.position_embeddings", 1, grid)
+    grid = (image[0] // patch, image[1] // patch)
+    return _with_top(arch, tensors, LAYOUTS["hf"], source_prefix, grid, path)
 
 
 # --------------------------------------------------------------------------------------------
@@ -289,14 +392,13 @@ def hf_architecture(tensors, config):
 @register_layer_mapping("timm", "PatchEncoder")
 def _timm_embedding(layer, context):
     entries = [
-        Entry("patch_embed.proj.weight", layer.kernel,
-              lambda a, s: a.transpose(2, 3, 1, 0), lambda a: a.transpose(3, 2, 0, 1)),
+        Entry("patch_embed.proj.weight", layer.kernel, _torch_conv, _keras_conv_to_torch),
         Entry("patch_embed.proj.bias", layer.bias),
     ]
     if layer.class_token:
         entries.append(Entry("cls_token", layer.cls))
     if layer.position_embedding == "learned":
-        entries.append(_position_entry("pos_embed", layer, context))
+        entries.append(_position_entry(LAYOUTS["timm"].position_key, layer, context))
     return entries
 
 
@@ -336,93 +438,107 @@ def _timm_block(layer, context):
 
 register_layer_mapping("timm", "encoder_norm", lambda layer, context: [
     Entry("norm.weight", layer.gamma), Entry("norm.bias", layer.beta)])
-register_layer_mapping("timm", "pre_logits", _torch_dense("pre_logits.fc"))
-register_layer_mapping("timm", "head", _torch_dense("head"))
 
 
-def timm_architecture(tensors):
-    """Builder arguments implied by a timm state dict; the head count is not stored in it."""
-    weight = _require(tensors, "patch_embed.proj.weight")
-    hidden = int(weight.shape[0])
+def normalize_timm(raw):
+    return dict(raw), {key: key for key in raw}, int("cls_token" in raw)
+
+
+def timm_architecture(tensors, source_prefix, config, path):
+    """Every architecture field of a timm state dict; num_heads is None (the fused qkv hides it)."""
+    if "fc_norm.weight" in tensors:
+        raise CheckpointError(
+            f"Checkpoint {path!r} has timm's fc_norm (a LayerNorm after pooling), which keras_vit's "
+            "ViT does not build: its encoder norm comes before pooling."
+        )
+    weight = _require(tensors, "patch_embed.proj.weight", path)
+    class_token = "cls_token" in tensors
     arch = {
         "patch_size": int(weight.shape[-1]),
-        "hidden_size": hidden,
-        "num_layers": _count_blocks(tensors, r"blocks\.(\d+)\."),
-        # timm's ViTs use heads of width 64 except H/14 (16 heads of 80).
-        "num_heads": 16 if hidden == 1280 else max(hidden // 64, 1),
-        "mlp_dim": int(_require(tensors, "blocks.0.mlp.fc1.weight").shape[0]),
+        "hidden_size": int(weight.shape[0]),
+        "num_layers": _count_blocks(tensors, r"blocks\.(\d+)\.", path),
+        "num_heads": None,
+        "mlp_dim": int(_require(tensors, "blocks.0.mlp.fc1.weight", path).shape[0]),
         "channels": int(weight.shape[1]),
-        "class_token": "cls_token" in tensors,
+        "class_token": class_token,
+        "pooling": "token" if class_token else "gap",
         "approximate_gelu": False,
         "layer_norm_epsilon": 1e-6,
     }
-    return _with_top(arch, tensors, "head.bias", "pre_logits.fc.bias", "pos_embed", int("cls_token" in tensors))
+    return _with_top(arch, tensors, LAYOUTS["timm"], source_prefix, path=path)
 
 
 # --------------------------------------------------------------------------------------------
+# The records: one per ecosystem.
+
+LAYOUTS = {
+    "vit_jax": Layout(
+        "vit_jax", "npz", "embedding/kernel", ("head/kernel", "head/bias"), ("pre_logits/kernel", "pre_logits/bias"),
+        "Transformer/posembed_input/pos_embedding", "bilinear", normalize_npz, npz_architecture,
+    ),
+    "hf": Layout(
+        "hf", "safetensors", "embeddings.patch_embeddings.projection.weight",
+        # HF keeps the ImageNet-21k pre-logits Dense + tanh as ViTModel's pooler.
+        ("classifier.weight", "classifier.bias"), ("pooler.dense.weight", "pooler.dense.bias"),
+        "embeddings.position_embeddings", "bicubic_hf", normalize_hf, hf_architecture,
+    ),
+    "timm": Layout(
+        "timm", "safetensors", "patch_embed.proj.weight", ("head.weight", "head.bias"),
+        ("pre_logits.fc.weight", "pre_logits.fc.bias"), "pos_embed", "bicubic", normalize_timm, timm_architecture,
+    ),
+}
+_register_top(LAYOUTS["vit_jax"], torch_linear=False)
+_register_top(LAYOUTS["hf"], torch_linear=True)
+_register_top(LAYOUTS["timm"], torch_linear=True)
 
 
-def _require(tensors, key):
-    if key not in tensors:
-        raise CheckpointError(f"The checkpoint has no {key!r}: it does not look like a ViT checkpoint.")
-    return tensors[key]
-
-
-def _count_blocks(tensors, pattern):
-    indices = {int(m.group(1)) for m in (re.match(pattern, key) for key in tensors) if m}
-    if indices != set(range(len(indices))):
-        raise CheckpointError(f"Block indices {sorted(indices)} are not 0..{len(indices) - 1}.")
-    return len(indices)
-
-
-def _with_top(arch, tensors, head_bias, pre_logits_bias, posemb_key, source_prefix, grid=None):
-    arch["num_classes"] = int(tensors[head_bias].shape[0]) if head_bias in tensors else None
-    arch["representation_size"] = int(tensors[pre_logits_bias].shape[0]) if pre_logits_bias in tensors else None
-    if posemb_key in tensors:
-        patches = tensors[posemb_key].shape[-2] - source_prefix
-        if grid is None or grid[0] * grid[1] != patches:
-            side = math.isqrt(patches)
-            grid = (side, side)
-        arch["position_embedding"] = "learned"
-    else:
-        arch["position_embedding"] = "none"
-    arch["grid_size"] = grid
-    if grid is not None:
-        pixels = arch["patch_size"] * arch.get("stem_stride", 1)  # a hybrid's stem shrinks the image first
-        arch["image_size"] = (grid[0] * pixels, grid[1] * pixels)
-    return arch
-
-
-def read_checkpoint_tensors(path, fmt):
+def read_checkpoint(path, fmt):
     """Reads a file of format `fmt` ("npz", "safetensors", "hf_directory").
 
-    Returns (layout, tensors, names, source_prefix_tokens, architecture).
+    Returns (layout, tensors, names, source_prefix_tokens, architecture), `layout` a `Layout`.
     """
+    config, config_path = None, None
     if fmt == "npz":
-        tensors, names, source_prefix = normalize_npz(read_npz(path))
-        return "npz", tensors, names, source_prefix, npz_architecture(tensors, source_prefix)
-    if fmt == "hf_directory":
-        config_path = os.path.join(path, "config.json")
-        path = os.path.join(path, "model.safetensors")
+        raw = read_npz(path)
+        candidates = [LAYOUTS["vit_jax"]]
     else:
-        config_path = os.path.join(os.path.dirname(os.path.abspath(path)), "config.json")
-    raw = read_safetensors(path)
-    if any("patch_embeddings.projection" in key for key in raw):
-        tensors, names = normalize_hf(raw)
-        config = {}
-        if os.path.isfile(config_path):
-            with open(config_path) as f:
-                config = json.load(f)
-        if not config:
-            raise CheckpointError(
-                f"Hugging Face checkpoint {path!r} needs its config.json next to it (for LayerNorm "
-                "epsilon, heads and activation)."
-            )
-        return "hf", tensors, names, 1, hf_architecture(tensors, config)
-    if "patch_embed.proj.weight" in raw:
-        names = {key: key for key in raw}
-        return "timm", raw, names, int("cls_token" in raw), timm_architecture(raw)
+        if fmt == "hf_directory":
+            config_path = os.path.join(path, "config.json")
+            path = os.path.join(path, "model.safetensors")
+        else:
+            config_path = os.path.join(os.path.dirname(os.path.abspath(path)), "config.json")
+        raw = read_safetensors(path)
+        candidates = [LAYOUTS["hf"], LAYOUTS["timm"]]
+    for layout in candidates:
+        tensors, names, source_prefix = layout.normalize(raw)
+        if layout.marker not in tensors and len(candidates) > 1:
+            continue
+        if layout.name == "hf":
+            config = read_hf_config(config_path, path)
+            path = config_path  # its errors name the config, where the architecture is written
+        arch = layout.architecture(tensors, source_prefix, config, path)
+        return layout, tensors, names, source_prefix, {field: arch[field] for field in ARCHITECTURE_FIELDS}
     raise CheckpointError(
         f"Safetensors file {path!r} holds neither Hugging Face ViT keys (embeddings.patch_embeddings...) "
         "nor timm ViT keys (patch_embed.proj.weight)."
     )
+
+
+def read_hf_config(config_path, weights_path):
+    """The config.json of a Hugging Face checkpoint as a dict; CheckpointError naming the file otherwise."""
+    if not os.path.isfile(config_path):
+        raise CheckpointError(
+            f"Hugging Face checkpoint {weights_path!r} needs its config.json next to it (for LayerNorm "
+            f"epsilon, heads and activation); {config_path!r} does not exist."
+        )
+    try:
+        with open(config_path, encoding="utf-8") as f:
+            config = json.load(f)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise CheckpointError(f"Hugging Face config {config_path!r} is not valid JSON: {error}") from error
+    if not isinstance(config, dict) or not config:
+        raise CheckpointError(
+            f"Hugging Face config {config_path!r} holds {type(config).__name__} {str(config)[:40]!r}; expected a "
+            "JSON object with hidden_size, num_hidden_layers, num_attention_heads, intermediate_size."
+        )
+    return config

@@ -25,7 +25,7 @@ import re
 
 import numpy as np
 
-from keras_vit.weights.mapping import Entry, register_layer_mapping
+from keras_vit.weights.mapping import Entry, MappingContext, apply_entries, build_entries, register_layer_mapping
 
 STEM_LAYER = "resnet"
 _NORM_PARAMS = (("scale", "gamma"), ("bias", "beta"))
@@ -40,53 +40,32 @@ def find_stem(model):
 def stem_variables(model):
     """Maps each stem key of the checkpoints (no prefix) to the model variable it fills.
 
+    Read from the same layer mappings the loader uses.
+
     Args:
         model: keras.Model. A hybrid keras_vit model, or the stem model itself.
 
     Returns:
         dict key -> keras.Variable; GroupNorm variables are (C,), kernels HWIO.
     """
+    return {entry.key: entry.variable for entry in _stem_entries(model)}
+
+
+def _stem_entries(model):
     stem = find_stem(model) or model
-    mapping = {}
-
-    def norm(prefix, layer):
-        for key, attr in _NORM_PARAMS:
-            mapping[f"{prefix}/{key}"] = getattr(layer, attr)
-
-    for layer in stem.layers:
-        if layer.name == "conv_root":
-            mapping["conv_root/kernel"] = layer.kernel
-        elif layer.name == "gn_root":
-            norm("gn_root", layer)
-        elif layer.name.startswith("block") and "_unit" in layer.name:
-            prefix = layer.name.replace("_unit", "/unit")
-            for i in (1, 2, 3):
-                mapping[f"{prefix}/conv{i}/kernel"] = getattr(layer, f"conv{i}").kernel
-                norm(f"{prefix}/gn{i}", getattr(layer, f"gn{i}"))
-            if layer.conv_proj is not None:
-                mapping[f"{prefix}/conv_proj/kernel"] = layer.conv_proj.kernel
-                norm(f"{prefix}/gn_proj", layer.gn_proj)
-    if "conv_root/kernel" not in mapping:
+    names = [layer.name for layer in stem.layers]
+    if "conv_root" not in names:
         raise ValueError(
             f"Model {model.name!r} has no BiT ResNet stem (a nested model named {STEM_LAYER!r} with "
             "layers conv_root, gn_root, block{s}_unit{u}); only the hybrid variants have one."
         )
-    return mapping
-
-
-def to_model_layout(key, array, shape):
-    """Brings one checkpoint array to the model's layout: GroupNorm (1, 1, 1, C) becomes (C,)."""
-    array = np.asarray(array)
-    if len(shape) == 1 and array.ndim == 4 and array.shape[:3] == (1, 1, 1):
-        array = array.reshape(array.shape[-1])
-    return array
+    return build_entries(stem, MappingContext("vit_jax", {}, "bilinear"))
 
 
 def npz_stem_architecture(tensors):
     """Stem arguments implied by canonical `.npz` tensors: {} for a plain ViT.
 
-    Returns stem (units per stage), stem_width, channels and stem_stride (pixels per feature-map
-    cell) when the file has `conv_root/kernel`.
+    Returns stem (units per stage), stem_width and channels when the file has `conv_root/kernel`.
     """
     if "conv_root/kernel" not in tensors:
         return {}
@@ -102,12 +81,15 @@ def npz_stem_architecture(tensors):
         "stem": depths,
         "stem_width": int(kernel[-1]),
         "channels": int(kernel[2]),
-        "stem_stride": 4 * 2 ** max(len(depths) - 1, 0),
     }
 
 
 def _norm_to_model(array, shape):
-    return to_model_layout("", array, shape)
+    """GroupNorm parameters stored as (1, 1, 1, C) become the model's (C,)."""
+    array = np.asarray(array)
+    if len(shape) == 1 and array.ndim == 4 and array.shape[:3] == (1, 1, 1):
+        array = array.reshape(array.shape[-1])
+    return array
 
 
 def _kernel_entry(key, layer):
@@ -119,17 +101,17 @@ def _norm_entries(key, layer):
 
 
 # The generic loader and save_npz walk the nested "resnet" model and ask these for its layers.
-@register_layer_mapping("npz", "conv_root")
+@register_layer_mapping("vit_jax", "conv_root")
 def _npz_conv_root(layer, context):
     return [_kernel_entry("conv_root", layer)]
 
 
-@register_layer_mapping("npz", "gn_root")
+@register_layer_mapping("vit_jax", "gn_root")
 def _npz_gn_root(layer, context):
     return _norm_entries("gn_root", layer)
 
 
-@register_layer_mapping("npz", "BottleneckUnit")
+@register_layer_mapping("vit_jax", "BottleneckUnit")
 def _npz_unit(layer, context):
     prefix = layer.name.replace("_unit", "/unit")
     entries = []
@@ -143,10 +125,11 @@ def _npz_unit(layer, context):
 
 
 def load_hybrid_stem(model, arrays):
-    """Assigns the stem weights of a hybrid `.npz` checkpoint; returns the set of keys it consumed.
+    """Assigns the stem weights of a hybrid checkpoint alone, through the loader's own mapping.
 
-    Every key and shape is checked before anything is assigned, so a checkpoint that does not
-    fit leaves the model untouched.
+    Every key, shape, dtype and value is checked before anything is assigned (see
+    `keras_vit.weights.mapping.apply_entries`), so a checkpoint that does not fit leaves the
+    model untouched.
 
     Args:
         model: keras.Model. A hybrid keras_vit model (or its stem model).
@@ -157,7 +140,7 @@ def load_hybrid_stem(model, arrays):
         set of str: the stem keys that were loaded.
 
     Raises:
-        ValueError: naming every missing key and every shape mismatch.
+        CheckpointError: naming every missing key and every shape mismatch.
 
     Example:
 
@@ -167,25 +150,7 @@ def load_hybrid_stem(model, arrays):
     >>> len(load_hybrid_stem(model, arrays))
     15
     """
-    variables = stem_variables(model)
-    missing = sorted(key for key in variables if key not in arrays)
-    ready, mismatched = [], []
-    for key, variable in variables.items():
-        if key not in arrays:
-            continue
-        shape = tuple(variable.shape)
-        value = to_model_layout(key, arrays[key], shape)
-        if tuple(value.shape) != shape:
-            mismatched.append(f"{key}: expected {shape}, found {tuple(np.shape(arrays[key]))}")
-            continue
-        ready.append((variable, value))
-    if missing or mismatched:
-        problems = []
-        if missing:
-            problems.append(f"{len(missing)} missing stem keys: {', '.join(missing[:10])}" + (" ..." if len(missing) > 10 else ""))
-        if mismatched:
-            problems.append(f"{len(mismatched)} stem shape mismatches: {'; '.join(mismatched[:10])}")
-        raise ValueError("The checkpoint's ResNet stem does not fit the model: " + ". ".join(problems) + ".")
-    for variable, value in ready:
-        variable.assign(value.astype(variable.dtype, copy=False))
-    return set(variables)
+    entries = _stem_entries(model)
+    keys = {entry.key for entry in entries}
+    stem_arrays = {key: value for key, value in arrays.items() if key in keys}
+    return set(apply_entries(entries, stem_arrays))

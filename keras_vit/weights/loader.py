@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 
@@ -9,25 +10,17 @@ import numpy as np
 
 from keras_vit._validation import check_choice
 from keras_vit.layers.grid_resampling import INTERPOLATIONS
-from keras_vit.weights import formats  # noqa: F401  (registers the built-in layer mappings)
-from keras_vit.weights.files import detect_format
-from keras_vit.weights.formats import read_checkpoint_tensors
+from keras_vit.weights.files import _atomic_write, detect_format
+from keras_vit.weights.formats import LAYOUTS, read_checkpoint  # importing it registers the layer mappings
 from keras_vit.weights.mapping import MappingContext, apply_entries, build_entries
 from keras_vit.weights.registry import CHECKPOINTS, fetch_checkpoint
 
 logger = logging.getLogger("keras_vit.weights")
 
-# How each layout's own code resamples position embeddings: what its users would get.
-DEFAULT_INTERPOLATION = {"npz": "bilinear", "timm": "bicubic", "hf": "bicubic_hf"}
-_TOP_KEYS = {
-    "npz": (("head/kernel", "head/bias"), ("pre_logits/kernel", "pre_logits/bias")),
-    "hf": (("classifier.weight", "classifier.bias"), ("pooler.dense.weight", "pooler.dense.bias")),
-    "timm": (("head.weight", "head.bias"), ("pre_logits.fc.weight", "pre_logits.fc.bias")),
-}
 
 
 class Checkpoint:
-    """A checkpoint read into memory: its layout, tensors and the architecture they imply.
+    """A checkpoint read into memory: its format, layout, tensors and the architecture they state.
 
     Args:
         path: str. A `.npz` or safetensors file (format from content), a Hugging Face
@@ -35,10 +28,12 @@ class Checkpoint:
         cache_dir: str or None. Keras cache root for named checkpoints. Defaults to None.
 
     Attributes:
-        layout: "npz", "hf" or "timm". tensors: canonical key -> array. names: canonical key ->
-        key as in the file. architecture: dict of builder arguments (patch_size, hidden_size,
-        num_layers, num_heads, mlp_dim, image_size, grid_size, num_classes,
-        representation_size, class_token, approximate_gelu, layer_norm_epsilon, ...).
+        format: the file kind, "npz", "safetensors" or "hf_directory". layout: the key naming,
+        "vit_jax", "hf" or "timm" (`record` is its `keras_vit.weights.formats.Layout`).
+        tensors: canonical key -> array. names: canonical key -> key as in the file.
+        architecture: dict with every field of `keras_vit.configs.ARCHITECTURE_FIELDS`, None
+        where the layout does not store it (timm's fused qkv hides num_heads; a file without
+        a position embedding cannot say "none" from "sincos2d").
 
     Example:
 
@@ -46,8 +41,8 @@ class Checkpoint:
     >>> path = os.path.join(tempfile.mkdtemp(), "tiny.npz")
     >>> save_npz(keras_vit.ViT("tiny", num_classes=10), path)
     >>> checkpoint = Checkpoint(path)
-    >>> checkpoint.layout, len(checkpoint.tensors), checkpoint.architecture["grid_size"]
-    ('npz', 40, (8, 8))
+    >>> checkpoint.format, checkpoint.layout, len(checkpoint.tensors), checkpoint.architecture["grid_size"]
+    ('npz', 'vit_jax', 40, (8, 8))
     >>> {k: checkpoint.architecture[k] for k in ("patch_size", "hidden_size", "num_classes")}
     {'patch_size': 4, 'hidden_size': 32, 'num_classes': 10}
     """
@@ -57,12 +52,13 @@ class Checkpoint:
         if not os.path.exists(path) and path in CHECKPOINTS:
             path = fetch_checkpoint(path, cache_dir=cache_dir)
         self.path = path
-        fmt = detect_format(path)
-        (self.layout, self.tensors, self.names, self.source_prefix_tokens,
-         self.architecture) = read_checkpoint_tensors(path, fmt)
+        self.format = detect_format(path)
+        (self.record, self.tensors, self.names, self.source_prefix_tokens,
+         self.architecture) = read_checkpoint(path, self.format)
+        self.layout = self.record.name
 
     def __repr__(self):
-        return f"Checkpoint({self.path!r}, layout={self.layout!r}, {len(self.tensors)} tensors)"
+        return f"Checkpoint({self.path!r}, format={self.format!r}, layout={self.layout!r}, {len(self.tensors)} tensors)"
 
 
 def load_weights(model, weights, *, skip_mismatch=False, interpolation=None, cache_dir=None):
@@ -99,18 +95,18 @@ def load_weights(model, weights, *, skip_mismatch=False, interpolation=None, cac
     40
     """
     checkpoint = weights if isinstance(weights, Checkpoint) else Checkpoint(weights, cache_dir)
-    layout = checkpoint.layout
+    record = checkpoint.record
     if interpolation is None:
-        interpolation = DEFAULT_INTERPOLATION[layout]
+        interpolation = record.interpolation
     check_choice("interpolation", interpolation, INTERPOLATIONS)
     arch = checkpoint.architecture
     context = MappingContext(
-        layout, checkpoint.tensors, interpolation, arch.get("grid_size"),
+        record.name, checkpoint.tensors, interpolation, arch.get("grid_size"),
         source_prefix_tokens=checkpoint.source_prefix_tokens, log=logger.info,
     )
     entries = build_entries(model, context)
     layer_names = {layer.name for layer in model.layers}
-    head_keys, pre_logits_keys = _TOP_KEYS[layout]
+    head_keys, pre_logits_keys = record.head_keys, record.pre_logits_keys
     ignored = []
     if "head" not in layer_names:
         ignored += head_keys
@@ -126,8 +122,8 @@ def load_weights(model, weights, *, skip_mismatch=False, interpolation=None, cac
         ignored += pre_logits_keys
         if arch["representation_size"] is not None and "head" in layer_names:
             logger.info(
-                "Leaving out the checkpoint's pre_logits layer (pass "
-                f"representation_size={arch['representation_size']} to keep it)."
+                "Leaving out the checkpoint's pre_logits layer (the model was built without it; "
+                f"representation_size={arch['representation_size']} keeps it)."
             )
     _check_activation_and_epsilon(model, arch)
     return apply_entries(
@@ -171,17 +167,11 @@ def save_npz(model, path):
     >>> os.path.getsize(path) > 0
     True
     """
-    context = MappingContext("npz", {}, "bilinear")
+    context = MappingContext("vit_jax", {}, LAYOUTS["vit_jax"].interpolation)
     arrays = {}
     for entry in build_entries(model, context):
         arrays[entry.key] = np.asarray(entry.from_model(np.asarray(entry.variable.numpy())))
-    path = os.fspath(path)
-    temp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with open(temp, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(temp, path)
-    finally:
-        if os.path.exists(temp):
-            os.remove(temp)
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    _atomic_write(os.fspath(path), [buffer.getbuffer()])
 

@@ -1,10 +1,11 @@
 """Explicit key mappings: checkpoint key -> model variable, with the transform between them.
 
 A mapping is a list of `Entry`s built by walking the model's named layers. For each layer that
-holds weights, the function registered for (format, layer) returns the entries of that layer;
+holds weights, the function registered for (layout, layer) returns the entries of that layer;
 `register_layer_mapping` is how new layers (a hybrid ResNet stem, ...) join every reader
 without touching it. Applying a mapping checks every key and shape first and assigns only when
-all of them fit, so a failed load never leaves a half-loaded model.
+all of them fit (shape, a numeric dtype the variable can hold, finite values), so a failed
+load never leaves a half-loaded model.
 """
 
 from __future__ import annotations
@@ -50,15 +51,15 @@ class Entry:
     from_model: Callable = lambda array: array
 
 
-# (format, layer class name or layer name) -> fn(layer, context) -> list[Entry]
+# (layout, layer class name or layer name) -> fn(layer, context) -> list[Entry]
 _LAYER_MAPPINGS: dict[tuple[str, str], Callable] = {}
 
 
-def register_layer_mapping(fmt, layer_key, fn=None):
-    """Registers how the layers matched by `layer_key` map to keys of checkpoint format `fmt`.
+def register_layer_mapping(layout, layer_key, fn=None):
+    """Registers how the layers matched by `layer_key` map to keys of checkpoint layout `layout`.
 
     Args:
-        fmt: str. "npz", "hf" or "timm".
+        layout: str. "vit_jax", "hf" or "timm" (see `keras_vit.weights.formats.LAYOUTS`).
         layer_key: str. A layer name (matched first, e.g. "head") or a layer class name (e.g.
             "TransformerBlock").
         fn: callable (layer, context) -> list of `Entry`. `context` is a `MappingContext`. When
@@ -66,13 +67,13 @@ def register_layer_mapping(fmt, layer_key, fn=None):
 
     Example:
 
-    >>> @register_layer_mapping("npz", "my_extra_layer")
+    >>> @register_layer_mapping("vit_jax", "my_extra_layer")
     ... def _extra(layer, context):
     ...     return [Entry("extra/kernel", layer.kernel)]
     """
     if fn is None:
-        return lambda f: register_layer_mapping(fmt, layer_key, f)
-    _LAYER_MAPPINGS[(fmt, layer_key)] = fn
+        return lambda f: register_layer_mapping(layout, layer_key, f)
+    _LAYER_MAPPINGS[(layout, layer_key)] = fn
     return fn
 
 
@@ -81,7 +82,7 @@ class MappingContext:
     """What a layer mapping may need besides the layer: the checkpoint and loading options.
 
     Args:
-        fmt: str. Checkpoint layout: "npz", "hf" or "timm".
+        layout: str. Checkpoint layout: "vit_jax", "hf" or "timm".
         tensors: dict. Canonical key -> array of the checkpoint; {} when writing one.
         interpolation: str. How the position embedding is resampled: "bilinear", "bicubic"
             or "bicubic_hf".
@@ -103,7 +104,7 @@ class MappingContext:
     (32, 3, 4, 4)
     """
 
-    fmt: str
+    layout: str
     tensors: dict
     interpolation: str
     source_grid: tuple | None = None
@@ -115,12 +116,12 @@ def build_entries(model, context):
     """Walks the model's layers (outermost first) and collects every layer's entries."""
     entries = []
     for layer in _layers_with_weights(model):
-        fn = _LAYER_MAPPINGS.get((context.fmt, layer.name)) or _LAYER_MAPPINGS.get(
-            (context.fmt, type(layer).__name__)
+        fn = _LAYER_MAPPINGS.get((context.layout, layer.name)) or _LAYER_MAPPINGS.get(
+            (context.layout, type(layer).__name__)
         )
         if fn is None:
             raise CheckpointError(
-                f"No {context.fmt!r} key mapping for layer {layer.name!r} ({type(layer).__name__}); "
+                f"No {context.layout!r} key mapping for layer {layer.name!r} ({type(layer).__name__}); "
                 "add one with keras_vit.weights.register_layer_mapping."
             )
         entries.extend(fn(layer, context))
@@ -141,6 +142,10 @@ def _layers_with_weights(model):
 def apply_entries(entries, tensors, *, names=None, ignored=(), skip_mismatch=False, log=print):
     """Checks every entry against `tensors`, then assigns them all; returns the loaded keys.
 
+    Each tensor must be present, of the variable's shape once brought to the model's layout,
+    of a real numeric dtype (strings, objects and complex numbers are refused) and finite (no
+    NaN or Inf). Nothing is assigned until every entry has passed.
+
     Args:
         entries: list of `Entry`.
         tensors: dict key -> array, in the canonical naming of the entries.
@@ -150,6 +155,17 @@ def apply_entries(entries, tensors, *, names=None, ignored=(), skip_mismatch=Fal
         skip_mismatch: bool. Load what fits and log what does not instead of raising.
             Defaults to False.
         log: callable. Where the one-line notes go. Defaults to print.
+
+    Example:
+
+    >>> variable = keras.Variable(np.zeros(2, "float32"))
+    >>> apply_entries([Entry("b", variable)], {"b": np.array([1.0, np.nan])})
+    Traceback (most recent call last):
+    ...
+    keras_vit.weights.files.CheckpointError: The checkpoint does not fit the model:
+    1 tensors with NaN or Inf values:
+      b: 1 of 2 values
+    Pass skip_mismatch=True to load only the tensors that fit.
     """
     names = names or {}
     shown = lambda key: names.get(key, key)  # noqa: E731
@@ -157,12 +173,16 @@ def apply_entries(entries, tensors, *, names=None, ignored=(), skip_mismatch=Fal
     used = {entry.key for entry in entries}
     missing = sorted({entry.key for entry in entries if entry.key not in tensors})
     unexpected = sorted(key for key in tensors if key not in used and key not in ignored)
-    mismatched, ready = [], []
+    mismatched, bad_dtype, not_finite, ready = [], [], [], []
     for entry in entries:
         if entry.key not in tensors:
             continue
         shape = tuple(entry.variable.shape)
         found = np.asarray(tensors[entry.key])
+        if found.dtype.kind not in "biuf":  # bool, int, uint, float: what a float variable can hold
+            kind = "complex" if found.dtype.kind == "c" else "not numeric"
+            bad_dtype.append(f"{shown(entry.key)}: {found.dtype} ({kind}), variable {entry.variable.dtype}")
+            continue
         try:
             value = np.asarray(entry.to_model(found, shape))
         except (ValueError, IndexError, CheckpointError) as error:
@@ -173,6 +193,12 @@ def apply_entries(entries, tensors, *, names=None, ignored=(), skip_mismatch=Fal
             expected = _checkpoint_shape(entry, shape)
             mismatched.append(f"{shown(entry.key)}: expected {expected}, found {tuple(found.shape)}{detail}")
             continue
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow shows as Inf just below
+            value = value.astype(keras.backend.standardize_dtype(entry.variable.dtype), copy=False)
+        finite = np.isfinite(value) if value.dtype.kind == "f" else True
+        if not np.all(finite):
+            not_finite.append(f"{shown(entry.key)}: {int(np.size(finite) - np.count_nonzero(finite))} of {value.size} values")
+            continue
         ready.append((entry, value))
     problems = []
     if missing:
@@ -181,6 +207,10 @@ def apply_entries(entries, tensors, *, names=None, ignored=(), skip_mismatch=Fal
         problems.append(_listing("unexpected keys", [shown(k) for k in unexpected]))
     if mismatched:
         problems.append(_listing("shape mismatches (key: expected, found)", mismatched))
+    if bad_dtype:
+        problems.append(_listing("tensors of a dtype that cannot load into a float variable", bad_dtype))
+    if not_finite:
+        problems.append(_listing("tensors with NaN or Inf values", not_finite))
     if problems and not skip_mismatch:
         raise CheckpointError(
             "The checkpoint does not fit the model:\n" + "\n".join(problems)
@@ -189,7 +219,7 @@ def apply_entries(entries, tensors, *, names=None, ignored=(), skip_mismatch=Fal
     if problems:
         log("Skipped what does not fit: " + "; ".join(p.replace("\n", " ") for p in problems))
     for entry, value in ready:
-        entry.variable.assign(value.astype(entry.variable.dtype, copy=False))
+        entry.variable.assign(value)
     return [entry.key for entry, _ in ready]
 
 

@@ -13,63 +13,90 @@ import urllib.parse
 
 import keras
 
+from keras_vit.configs import normalize_variant_name
+from keras_vit.weights.files import CheckpointError
+
 _BUCKET = "https://storage.googleapis.com/vit_models"
 
 
 @dataclasses.dataclass(frozen=True)
 class CheckpointSpec:
-    """One downloadable checkpoint.
+    """One downloadable checkpoint; its architecture is read from the file itself.
 
     Args:
         url: str. Where it is downloaded from (https:// or file://).
         sha256: str or None. Hex digest checked after download; None skips the check.
         variant: str. Row of `keras_vit.configs.VARIANTS` it was trained with.
-        image_size: int. Resolution it was trained or fine-tuned at.
-        num_classes: int. Size of its head.
-        representation_size: int or None. Width of its pre-logits layer, if any.
-        description: str. One line for listings. Defaults to "".
 
     Example:
 
     >>> spec = CHECKPOINTS["ViT-B_16-i21k"]
-    >>> spec.variant, spec.image_size, spec.num_classes, spec.representation_size
-    ('B16', 224, 21843, 768)
-    >>> spec.url.startswith("https://storage.googleapis.com/vit_models/")
-    True
+    >>> spec.variant, spec.url.startswith("https://storage.googleapis.com/vit_models/")
+    ('B16', True)
     """
 
     url: str
     sha256: str | None
     variant: str
-    image_size: int
-    num_classes: int
-    representation_size: int | None = None
-    description: str = ""
 
 
-def _i21k(variant, name, width):
-    return CheckpointSpec(f"{_BUCKET}/imagenet21k/{name}.npz", None, variant, 224, 21843, width,
-                          f"{name}, ImageNet-21k pre-training (vit_jax)")
+def _i21k(variant, name):
+    return CheckpointSpec(f"{_BUCKET}/imagenet21k/{name}.npz", None, variant)
 
 
-def _i1k(variant, name, size):
-    return CheckpointSpec(f"{_BUCKET}/imagenet21k+imagenet2012/{name}.npz", None, variant, size, 1000, None,
-                          f"{name}, ImageNet-21k pre-training, ImageNet-1k fine-tuning at {size} (vit_jax)")
+def _i1k(variant, name):
+    return CheckpointSpec(f"{_BUCKET}/imagenet21k+imagenet2012/{name}.npz", None, variant)
 
 
+# ImageNet-21k pre-training (with pre-logits, 21843 classes), and ImageNet-21k pre-training
+# fine-tuned on ImageNet-1k at 384 px (or 224 where the name says so), as vit_jax publishes them.
 CHECKPOINTS: dict[str, CheckpointSpec] = {
-    "ViT-B_16-i21k": _i21k("B16", "ViT-B_16", 768),
-    "ViT-B_32-i21k": _i21k("B32", "ViT-B_32", 768),
-    "ViT-L_16-i21k": _i21k("L16", "ViT-L_16", 1024),
-    "ViT-L_32-i21k": _i21k("L32", "ViT-L_32", 1024),
-    "ViT-H_14-i21k": _i21k("H14", "ViT-H_14", 1280),
-    "ViT-B_16-i21k-i1k-384": _i1k("B16", "ViT-B_16", 384),
-    "ViT-B_16-i21k-i1k-224": _i1k("B16", "ViT-B_16-224", 224),
-    "ViT-B_32-i21k-i1k-384": _i1k("B32", "ViT-B_32", 384),
-    "ViT-L_16-i21k-i1k-384": _i1k("L16", "ViT-L_16", 384),
-    "ViT-L_16-i21k-i1k-224": _i1k("L16", "ViT-L_16-224", 224),
-    "ViT-L_32-i21k-i1k-384": _i1k("L32", "ViT-L_32", 384),
+    "ViT-B_16-i21k": _i21k("B16", "ViT-B_16"),
+    "ViT-B_32-i21k": _i21k("B32", "ViT-B_32"),
+    "ViT-L_16-i21k": _i21k("L16", "ViT-L_16"),
+    "ViT-L_32-i21k": _i21k("L32", "ViT-L_32"),
+    "ViT-H_14-i21k": _i21k("H14", "ViT-H_14"),
+    "ViT-B_16-i21k-i1k-384": _i1k("B16", "ViT-B_16"),
+    "ViT-B_16-i21k-i1k-224": _i1k("B16", "ViT-B_16-224"),
+    "ViT-B_32-i21k-i1k-384": _i1k("B32", "ViT-B_32"),
+    "ViT-L_16-i21k-i1k-384": _i1k("L16", "ViT-L_16"),
+    "ViT-L_16-i21k-i1k-224": _i1k("L16", "ViT-L_16-224"),
+    "ViT-L_32-i21k-i1k-384": _i1k("L32", "ViT-L_32"),
 }
+
+# weights="imagenet": the ImageNet-1k fine-tuned checkpoint of each variant, at 224 px where
+# vit_jax publishes one (as keras.applications' default input size), else at 384 px.
+IMAGENET: dict[str, str] = {
+    "B16": "ViT-B_16-i21k-i1k-224",
+    "B32": "ViT-B_32-i21k-i1k-384",
+    "L16": "ViT-L_16-i21k-i1k-224",
+    "L32": "ViT-L_32-i21k-i1k-384",
+}
+
+
+def imagenet_checkpoint(variant):
+    """The name in `CHECKPOINTS` that weights="imagenet" means for `variant`.
+
+    Args:
+        variant: str or None. A variant name in any spelling of `keras_vit.configs`.
+
+    Example:
+
+    >>> imagenet_checkpoint("ViT-B/16")
+    'ViT-B_16-i21k-i1k-224'
+    """
+    if variant is None:
+        raise ValueError(
+            "weights='imagenet' needs variant= (or a named builder such as keras_vit.ViT_B16): "
+            f"the ImageNet-1k checkpoints are per variant, one of {sorted(IMAGENET)}."
+        )
+    key = normalize_variant_name(variant)
+    if key not in IMAGENET:
+        raise ValueError(
+            f"There is no ImageNet-1k checkpoint for variant={key!r} in keras_vit.weights.CHECKPOINTS; "
+            f"weights='imagenet' exists for {sorted(IMAGENET)}. Pass a checkpoint file or name instead."
+        )
+    return IMAGENET[key]
 
 
 def fetch_checkpoint(name, cache_dir=None):
@@ -91,11 +118,20 @@ def fetch_checkpoint(name, cache_dir=None):
         # keras.utils.get_file falls back to /tmp/.keras when the folder does not exist yet.
         os.makedirs(cache_dir, exist_ok=True)
     suffix = os.path.splitext(urllib.parse.urlparse(spec.url).path)[1] or ".npz"
-    return keras.utils.get_file(
-        fname=f"{name}{suffix}",
-        origin=spec.url,
-        file_hash=spec.sha256,
-        hash_algorithm="sha256",
-        cache_dir=cache_dir,
-        cache_subdir="keras_vit",
-    )
+    try:
+        return keras.utils.get_file(
+            fname=f"{name}{suffix}",
+            origin=spec.url,
+            file_hash=spec.sha256,
+            hash_algorithm="sha256",
+            cache_dir=cache_dir,
+            cache_subdir="keras_vit",
+        )
+    except ValueError:
+        raise  # a hash mismatch: keras' own message says so
+    except Exception as error:  # keras wraps URL, HTTP and socket errors in a bare Exception
+        reason = " ".join(str(error).split())
+        raise CheckpointError(
+            f"Could not download checkpoint {name!r} from {spec.url} ({reason}); check the network, or "
+            "download the file yourself and pass its path as weights=."
+        ) from error
