@@ -115,11 +115,14 @@ def main(argv=None):
     # assigned). The position embedding is resampled to the 384 px grid while loading.
     # preprocessing="symmetric" puts the [-1, 1] scaling the checkpoint was trained with inside
     # the model, so the saved model and its exports take raw [0, 255] pixels.
+    # representation_size=None drops an i21k checkpoint's pre-logits layer, as vit_jax does
+    # when fine-tuning (without it the model keeps what the file holds).
     model = keras_vit.ViT(
         weights=checkpoint,
         image_size=args.image_size,
         num_classes=num_classes,
         preprocessing="symmetric",
+        representation_size=None,
     )
     grid = model.get_layer("embedding").grid_size
     print(f"position embedding: {arch['grid_size'][0]}x{arch['grid_size'][1]} grid -> {grid[0]}x{grid[1]} grid "
