@@ -245,7 +245,7 @@ def _timm_from_hf(model, folder):
 
 
 # ---------------------------------------------------------------------------------------------
-# Round trips: ViT(weights=path) and nothing else.
+# Round trips: ViT(weights=path) and nothing else (but classifier_activation=None, to compare logits).
 
 
 def test_reference_agrees_with_hugging_face_and_plain_npz_round_trip(tmp_path):
@@ -253,7 +253,7 @@ def test_reference_agrees_with_hugging_face_and_plain_npz_round_trip(tmp_path):
     images = _images()
     expected = _hf_logits(_hf_from_vit_jax(params, tmp_path / "hf"), images)
     assert np.abs(_reference_logits(params, images) - expected).max() <= 1e-4  # the reference is sound
-    model = keras_vit.ViT(weights=_save_npz(tmp_path, params))
+    model = keras_vit.ViT(weights=_save_npz(tmp_path, params), classifier_activation=None)
     assert model.vit_config["num_heads"] == HEADS and model.vit_config["approximate_gelu"] is True
     _assert_close(model, expected, images)
 
@@ -278,7 +278,7 @@ def test_vit_jax_layouts_build_what_the_file_holds(case, tmp_path):
             stacked = np.stack([params[f"Transformer/encoderblock_{i}/{rest}"] for i in range(DEPTH)])
             arrays[f"Transformer/encoderblock/{linen.get(first, first)}/{tail}"] = stacked
         arrays = {"params/" + k: v for k, v in arrays.items()}
-    model = keras_vit.ViT(weights=_save_npz(tmp_path, arrays))
+    model = keras_vit.ViT(weights=_save_npz(tmp_path, arrays), classifier_activation=None)
     images = _images()
     _assert_close(model, _reference_logits(params, images, posemb_class_row=posemb_class_row), images)
     config = model.vit_config
@@ -290,7 +290,7 @@ def test_vit_jax_layouts_build_what_the_file_holds(case, tmp_path):
 
 def test_hybrid_npz_builds_its_stem(tmp_path):
     params = {**_vit_jax_params(patch=1, channels=128, grid=8), **generated_stem_arrays((1,), width=32)}
-    model = keras_vit.ViT(weights=_save_npz(tmp_path, params))
+    model = keras_vit.ViT(weights=_save_npz(tmp_path, params), classifier_activation=None)
     assert model.vit_config["stem"] == (1,) and model.vit_config["stem_width"] == 32
     assert model.input_shape == (None, 32, 32, 3)
     images = _images()
@@ -304,7 +304,7 @@ def test_timm_safetensors_needs_num_heads_then_matches(tmp_path):
     assert Checkpoint(path).architecture["num_heads"] is None
     with pytest.raises(ValueError, match=r"num_heads="):
         keras_vit.ViT(weights=path)
-    model = keras_vit.ViT(weights=path, num_heads=4)
+    model = keras_vit.ViT(weights=path, num_heads=4, classifier_activation=None)
     images = _images()
     _assert_close(model, _hf_logits(hf, images), images)
 

@@ -19,7 +19,7 @@ import tensorflow as tf
 from PIL import Image
 
 import keras_vit
-from keras_vit import cli, export
+from keras_vit import _atomic, cli, export
 from keras_vit.export import _common
 from keras_vit.export.saved_model import MAX_PIXELS, decode_images
 

@@ -334,6 +334,7 @@ def _score(model, dataset, jit_compile="auto"):
     training loss) as it is.
     """
     scorer = keras.Model(model.inputs, model.outputs)
+    _work_around_multi_worker(scorer, tf.distribute.get_strategy())
     scorer.compile(
         loss=keras.losses.CategoricalCrossentropy(from_logits=not outputs_probabilities(model)),
         metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")],
@@ -444,12 +445,7 @@ def train(config: TrainConfig) -> dict:
                           image_size, image_size_reason, train_source, num_train, validation_source, test_source,
                           estimate, run, state, finished), flush=True)
 
-        if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-            # Keras 3.15's pre-fit symbolic build reduces a distributed batch with
-            # strategy.reduce, which fails under MultiWorkerMirroredStrategy. Without a stored
-            # strategy Keras builds at trace time and takes the strategy of the enclosing scope.
-            model._distribute_strategy = None
-            _patch_multi_worker_logs(model)
+        _work_around_multi_worker(model, strategy)
         start = time.perf_counter()
         steps_before = 0
         epochs_run = 0
@@ -600,6 +596,16 @@ def format_summary(result) -> str:
     if skipped:
         lines.append(f"Skipped {len(skipped)} corrupt image files: {', '.join(skipped[:3])}{', ...' if len(skipped) > 3 else ''}")
     return "\n".join(lines)
+
+
+def _work_around_multi_worker(model, strategy):
+    """Makes `model` fit and evaluate under MultiWorkerMirroredStrategy with Keras 3.15."""
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        # Keras 3.15's symbolic build before fit/evaluate reduces a distributed batch with
+        # strategy.reduce, which fails under MultiWorkerMirroredStrategy. Without a stored
+        # strategy Keras builds at trace time and takes the strategy of the enclosing scope.
+        model._distribute_strategy = None
+        _patch_multi_worker_logs(model)
 
 
 def _patch_multi_worker_logs(model):
