@@ -11,7 +11,7 @@ random data already on the GPU, in bfloat16 mixed precision, in its own process:
 - timm: PyTorch, `torch.autocast(bfloat16)`, `torch.compile`, fused AdamW, no per-step sync.
 
 Implementations alternate in rounds. Model FLOPs are counted from the model's shapes
-(`vit_flops`: every matrix product, attention's two included, forward x 3 for training) and
+(compare.vit_flops: every matrix product, attention's two included, forward x 3 for training) and
 checked against PyTorch's FlopCounterMode on the timm model; MFU is against the dense bfloat16
 peak of the data sheet (H100 SXM: 989 TFLOP/s) and against an 8192^3 bfloat16 matmul measured
 in the same run. One command, printing a table last (and JSON lines under --out):
@@ -19,7 +19,7 @@ in the same run. One command, printing a table last (and JSON lines under --out)
     python benchmarks/gpu_compare.py [--batch 256] [--steps 20] [--rounds 1] [--out DIR]
         [--impls keras_vit,keras_vit_unfused,keras_hub,timm]
 
-On a machine without TensorFlow the Keras workers use KERAS_BACKEND=jax (set here).
+Keras runs on KERAS_BACKEND=jax (set here unless given): the GPU image has JAX, not TensorFlow.
 """
 
 import argparse
@@ -32,27 +32,16 @@ import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+os.environ.setdefault("KERAS_BACKEND", "jax")  # compare.py imports keras_vit; the GPU image has no TensorFlow
+
+from compare import import_timm, vit_flops  # noqa: E402
 # keras_vit: the layer as shipped; _fused / _fused_xla / _unfused force keras.ops.dot_product_attention
 # (flash where JAX finds it / JAX's XLA form) or the explicit softmax path.
 IMPLS = ("keras_vit", "keras_vit_fused", "keras_vit_fused_xla", "keras_vit_unfused", "keras_hub", "timm")
 # ViT-B/16: patch, width, depth, heads, MLP width.
 B16 = dict(patch=16, hidden=768, layers=12, heads=12, mlp=3072, image=224, classes=1000)
 PEAK_TFLOPS = {"H100": 989.4, "H200": 989.4}  # dense bfloat16, SXM data sheets
-
-
-def vit_flops(patch, hidden, layers, heads, mlp, image, classes, channels=3):
-    """Forward FLOPs of one image through a class-token ViT (2 per multiply-add, matrix products only)."""
-    del heads  # attention FLOPs do not depend on the head count
-    grid = (image // patch) ** 2
-    tokens = grid + 1
-    embed = 2 * grid * patch * patch * channels * hidden
-    per_block = (
-        2 * tokens * hidden * 3 * hidden  # query, key, value
-        + 2 * 2 * tokens * tokens * hidden  # scores and context
-        + 2 * tokens * hidden * hidden  # attention output
-        + 2 * 2 * tokens * hidden * mlp  # the two MLP layers
-    )
-    return embed + layers * per_block + 2 * hidden * classes
 
 
 def _timed_windows(step, sync, steps, windows=3, warmup=3):
@@ -133,54 +122,10 @@ def keras_worker(impl, batch, steps):
             "device": str(jax.devices()[0].device_kind)}
 
 
-def _torchvision_stub():
-    # timm imports torchvision's FrozenBatchNorm2d (and data transforms) at import time; a ViT
-    # uses neither. Where no torchvision matching torch is installed, empty modules stand in.
-    import importlib.abc
-    import importlib.machinery
-    import types
-
-    def stand_in(name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return Anything(name, (), {})
-
-    class Anything(type):
-        def __getattr__(cls, name):
-            return stand_in(name)
-
-        def __call__(cls, *args, **kwargs):
-            return Anything("value", (), {})
-
-    class Loader(importlib.abc.Loader):
-        def create_module(self, spec):
-            module = types.ModuleType(spec.name)
-            module.__path__ = []
-            module.__getattr__ = stand_in
-            return module
-
-        def exec_module(self, module):
-            pass
-
-    class Finder(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path, target=None):
-            if name == "torchvision" or name.startswith("torchvision."):
-                return importlib.machinery.ModuleSpec(name, Loader(), is_package=True)
-            return None
-
-    sys.meta_path.insert(0, Finder())
-
-
 def timm_worker(batch, steps, compile_model=True):
     import torch
 
-    try:
-        import timm
-    except (ImportError, RuntimeError):
-        for name in [m for m in sys.modules if m.startswith(("timm", "torchvision"))]:
-            del sys.modules[name]
-        _torchvision_stub()
-        import timm
+    timm = import_timm()
     c = B16
     cuda = torch.cuda.is_available()
     device = "cuda" if cuda else "cpu"
