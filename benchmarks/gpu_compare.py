@@ -17,7 +17,7 @@ peak of the data sheet (H100 SXM: 989 TFLOP/s) and against an 8192^3 bfloat16 ma
 in the same run. One command, printing a table last (and JSON lines under --out):
 
     python benchmarks/gpu_compare.py [--batch 256] [--steps 20] [--rounds 1] [--out DIR]
-        [--impls keras_vit,keras_vit_unfused,keras_hub,timm]
+        [--impls keras_vit,keras_vit_unfused,keras_hub,timm] [--profile]
 
 Keras runs on KERAS_BACKEND=jax (set here unless given): the GPU image has JAX, not TensorFlow.
 """
@@ -41,6 +41,7 @@ from compare import import_timm, vit_flops  # noqa: E402
 IMPLS = ("keras_vit", "keras_vit_fused", "keras_vit_fused_xla", "keras_vit_unfused", "keras_hub", "timm")
 # ViT-B/16: patch, width, depth, heads, MLP width.
 B16 = dict(patch=16, hidden=768, layers=12, heads=12, mlp=3072, image=224, classes=1000)
+PROFILE = os.environ.get("GPU_COMPARE_PROFILE") == "1"  # print where each step's device time goes
 PEAK_TFLOPS = {"H100": 989.4, "H200": 989.4}  # dense bfloat16, SXM data sheets
 
 
@@ -57,6 +58,42 @@ def _timed_windows(step, sync, steps, windows=3, warmup=3):
         sync()
         times.append((time.perf_counter() - start) / steps)
     return times
+
+
+def _print_top(title, totals, steps, top=18):
+    total = sum(totals.values())
+    print(f"PROFILE {title}: {total / steps / 1e6:.1f} ms/step of device time")
+    for name, ns in sorted(totals.items(), key=lambda kv: -kv[1])[:top]:
+        print(f"PROFILE   {ns / steps / 1e6:7.2f} ms {ns / total:6.1%}  {name[:110]}")
+
+
+def _jax_profile(step, sync, steps=3):
+    """Per-step device time of XLA ops and of kernels over `steps` profiled steps."""
+    import collections
+    import glob
+    import tempfile
+
+    import jax
+
+    folder = tempfile.mkdtemp()
+    with jax.profiler.trace(folder):
+        for _ in range(steps):
+            step()
+        sync()
+    from jax.profiler import ProfileData
+
+    data = ProfileData.from_file(glob.glob(f"{folder}/**/*.xplane.pb", recursive=True)[0])
+    ops, kernels = collections.Counter(), collections.Counter()
+    for plane in data.planes:
+        if not plane.name.startswith("/device:GPU"):
+            continue
+        for line in plane.lines:
+            target = ops if line.name == "XLA Ops" else kernels if line.name.startswith("Stream") else None
+            if target is not None:
+                for event in line.events:
+                    target[event.name] += event.duration_ns
+    _print_top("XLA ops", ops, steps)
+    _print_top("kernels", kernels, steps)
 
 
 def keras_worker(impl, batch, steps):
@@ -109,7 +146,10 @@ def keras_worker(impl, batch, steps):
     def step():
         out[0], state[0] = model.train_function(state[0], iter([(x, y, None)]))
 
-    times = _timed_windows(step, lambda: jax.block_until_ready((out[0], state[0])), steps)
+    sync = lambda: jax.block_until_ready((out[0], state[0]))  # noqa: E731
+    times = _timed_windows(step, sync, steps)
+    if PROFILE:
+        _jax_profile(step, sync)
     try:  # whether keras.ops.dot_product_attention finds cuDNN flash attention for these shapes
         from keras.src.backend.jax.nn import _can_use_flash_attention
 
@@ -154,6 +194,18 @@ def timm_worker(batch, steps, compile_model=True):
     step()
     first = time.perf_counter() - start
     times = _timed_windows(step, torch.cuda.synchronize if cuda else (lambda: None), steps)
+    if PROFILE and cuda:
+        import collections
+
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            for _ in range(3):
+                step()
+            torch.cuda.synchronize()
+        kernels = collections.Counter()
+        for event in prof.events():
+            if event.device_type == torch.autograd.DeviceType.CUDA:
+                kernels[event.name] += int(event.device_time * 1e3)  # us -> ns
+        _print_top("kernels", kernels, 3)
     return {"version": f"{timm.__version__} (torch {torch.__version__})", "params": sum(p.numel() for p in model.parameters()),
             "first_step_s": first, "step_s": times, "counted_forward_flops": forward_flops,
             "device": torch.cuda.get_device_name() if cuda else "cpu"}
@@ -189,6 +241,9 @@ def run_worker(impl, batch, steps, timeout):
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"impl": impl, "error": f"timed out after {timeout} s"}
+    for line in proc.stdout.splitlines():
+        if line.startswith("PROFILE "):
+            print(f"{impl} {line}")
     for line in proc.stdout.splitlines()[::-1]:
         if line.startswith("RESULT "):
             return json.loads(line[len("RESULT "):])
@@ -204,6 +259,7 @@ def main(argv=None):
     parser.add_argument("--impls", default=",".join(IMPLS))
     parser.add_argument("--timeout", type=int, default=240, help="seconds per worker process")
     parser.add_argument("--out", default=None, help="folder for results.jsonl")
+    parser.add_argument("--profile", action="store_true", help="print each worker's top XLA ops and kernels")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -211,6 +267,8 @@ def main(argv=None):
                   else keras_worker(args.worker, args.batch, args.steps))
         print("RESULT " + json.dumps({"impl": args.worker, "batch": args.batch, **result}))
         return
+    if args.profile:
+        os.environ["GPU_COMPARE_PROFILE"] = "1"
     impls = args.impls.split(",")
     unknown = sorted(set(impls) - set(IMPLS))
     if unknown:

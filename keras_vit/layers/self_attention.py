@@ -12,8 +12,10 @@ from keras_vit._validation import check_divisible, check_positive_int, check_rat
 PROJECTIONS = ("query", "key", "value")
 
 # Whether calls that need neither the attention weights nor attention dropout use
-# `keras.ops.dot_product_attention`; benchmarks/compare.py flips it to time both paths.
-FUSED_ATTENTION = True
+# `keras.ops.dot_product_attention`. Off: it trained ViT-B/16 16% slower on an H100 under JAX
+# (which did not reach cuDNN flash attention there) and a small ViT slower on CPU under
+# TensorFlow (benchmarks/RESULTS.md). benchmarks/compare.py and gpu_compare.py flip it.
+FUSED_ATTENTION = False
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
