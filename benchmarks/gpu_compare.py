@@ -38,7 +38,8 @@ os.environ.setdefault("KERAS_BACKEND", "jax")  # compare.py imports keras_vit; t
 from compare import import_timm, vit_flops  # noqa: E402
 # keras_vit: the layer as shipped; _fused / _fused_xla / _unfused force keras.ops.dot_product_attention
 # (flash where JAX finds it / JAX's XLA form) or the explicit softmax path.
-IMPLS = ("keras_vit", "keras_vit_fused", "keras_vit_fused_xla", "keras_vit_unfused", "keras_hub", "timm")
+# keras_vit_cudnn calls jax.nn.dot_product_attention(implementation="cudnn") directly.
+IMPLS = ("keras_vit", "keras_vit_fused", "keras_vit_fused_xla", "keras_vit_cudnn", "keras_vit_unfused", "keras_hub", "timm")
 # ViT-B/16: patch, width, depth, heads, MLP width.
 B16 = dict(patch=16, hidden=768, layers=12, heads=12, mlp=3072, image=224, classes=1000)
 PROFILE = os.environ.get("GPU_COMPARE_PROFILE") == "1"  # print where each step's device time goes
@@ -119,12 +120,15 @@ def keras_worker(impl, batch, steps):
 
         if impl != "keras_vit":
             self_attention.FUSED_ATTENTION = impl != "keras_vit_unfused"
-        if impl == "keras_vit_fused_xla":
+        if impl in ("keras_vit_fused_xla", "keras_vit_cudnn"):
             import functools
 
+            import jax
+
             self_attention.ops = types.SimpleNamespace(**vars(keras.ops))
-            self_attention.ops.dot_product_attention = functools.partial(
-                keras.ops.dot_product_attention, flash_attention=False)
+            self_attention.ops.dot_product_attention = (
+                functools.partial(keras.ops.dot_product_attention, flash_attention=False) if impl == "keras_vit_fused_xla"
+                else functools.partial(jax.nn.dot_product_attention, implementation="cudnn"))
         model = keras_vit.ViT("B16", num_classes=c["classes"])
         version = keras_vit.__version__
     model.compile(optimizer=keras.optimizers.AdamW(1e-3),

@@ -13,7 +13,7 @@ PROJECTIONS = ("query", "key", "value")
 
 # Whether calls that need neither the attention weights nor attention dropout use
 # `keras.ops.dot_product_attention`. Off: it trained ViT-B/16 16% slower on an H100 under JAX
-# (which did not reach cuDNN flash attention there) and a small ViT slower on CPU under
+# (whose cuDNN flash attention has no gradient for 197 tokens) and a small ViT slower on CPU under
 # TensorFlow (benchmarks/RESULTS.md). benchmarks/compare.py and gpu_compare.py flip it.
 FUSED_ATTENTION = False
 
