@@ -289,7 +289,7 @@ def summarise(results, workloads, impls):
                 continue
             rate, low, high = _median_range([r["images_per_s"] for r in rs])
             line = (f"| {impl} {rs[0]['version']} | {rate:.1f} ({low:.1f}-{high:.1f}) | "
-                    f"{rate / base:.2f}x | " if base else "? | ") + (f"{rate / limit:.0%} |" if limit else "? |")
+                    + (f"{rate / base:.2f}x | " if base else "? | ") + (f"{rate / limit:.0%} |" if limit else "? |"))
             if w["train"]:
                 line += (f" {_median_range([r['step_s'] for r in rs])[0]:.3f} |"
                          f" {_median_range([r['first_fit_s'] for r in rs])[0]:.1f} |"
