@@ -35,6 +35,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # machine.py imports keras_vit, and so TensorFlow
 
 from machine import cpu_info, cpu_jiffies, cpu_share, loadavg  # noqa: E402
 
