@@ -146,7 +146,9 @@ def _train_figures(version, w, steps, run):
     """Training figures from `run(n)` -> (wall seconds, per-step seconds) of an n-step epoch."""
     short, long = steps
     (first, _), (warm_short, short_times), (warm_long, long_times) = run(short), run(short), run(long)
-    median = sorted(long_times)[len(long_times) // 2]
+    import statistics
+
+    median = statistics.median(long_times)
     return {"version": version, "step_s": median, "images_per_s": w["batch"] / median,
             "step_s_by_difference": (warm_long - warm_short) / (long - short), "first_fit_s": first,
             "fit_overhead_s": warm_short - sum(short_times)}
@@ -276,8 +278,9 @@ def available(impl):
 
 
 def _median_range(values):
-    values = sorted(values)
-    return values[len(values) // 2], values[0], values[-1]
+    import statistics
+
+    return statistics.median(values), min(values), max(values)
 
 
 def summarise(results, workloads, impls):
