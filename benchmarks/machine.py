@@ -1,26 +1,22 @@
 """What the benchmark scripts record about the machine they ran on (Linux /proc, where there is one).
 
     >>> name, bf16 = cpu_info()
-    >>> isinstance(name, str), set(bf16) <= {"avx512_bf16", "amx_bf16", "amx_tile"}
+    >>> isinstance(name, str), set(bf16) <= {"avx512_bf16", "amx_bf16"}
     (True, True)
 """
 
-import platform
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from keras_vit._hardware import native_bfloat16, read_cpuinfo  # noqa: E402
 
 
 def cpu_info():
     """(CPU model name, the native bfloat16 instruction flags it has) from /proc/cpuinfo."""
-    name, flags = None, set()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name") and name is None:
-                    name = line.split(":", 1)[1].strip()
-                elif line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return name or platform.processor(), sorted(flags & {"avx512_bf16", "amx_bf16", "amx_tile"})
+    name, flags = read_cpuinfo()
+    return name, native_bfloat16(flags)
 
 
 def loadavg():

@@ -97,6 +97,29 @@ def test_self_attention_equals_keras_multi_head_attention():
     np.testing.assert_allclose(np.asarray(scores), np.asarray(expected_scores), atol=1e-6)
 
 
+def test_fused_attention_path_equals_the_explicit_one(monkeypatch):
+    # keras.ops.dot_product_attention (FUSED_ATTENTION) must compute the same outputs from the
+    # same variables; calls that return the weights or apply dropout keep the explicit path.
+    from keras_vit.layers import self_attention
+
+    x = np.random.default_rng(2).normal(size=(2, 9, 24)).astype("float32")
+    layer = MultiHeadSelfAttention(24, 3, dropout_rate=0.5)
+    layer.build(x.shape)
+    for name, (_, bias) in layer.projections().items():
+        bias.assign(np.random.default_rng(len(name)).normal(size=bias.shape))
+    monkeypatch.setattr(self_attention, "FUSED_ATTENTION", False)
+    explicit = np.asarray(layer(x))
+    _, explicit_scores = layer(x, return_attention_scores=True)
+    monkeypatch.setattr(self_attention, "FUSED_ATTENTION", True)
+    np.testing.assert_allclose(np.asarray(layer(x)), explicit, atol=1e-5)
+    y, scores = layer(x, return_attention_scores=True)
+    np.testing.assert_allclose(np.asarray(y), explicit, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(scores), np.asarray(explicit_scores), atol=1e-6)
+    keras.utils.set_random_seed(0)
+    dropped = np.asarray(layer(x, training=True))  # attention dropout: the explicit path
+    assert not np.allclose(dropped, explicit, atol=1e-3)
+
+
 def test_patches_order_matches_reshape_by_hand():
     images = np.arange(2 * 4 * 6 * 3, dtype="float32").reshape(2, 4, 6, 3)
     patches = np.asarray(Patches(2)(images))

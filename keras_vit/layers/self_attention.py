@@ -11,6 +11,12 @@ from keras_vit._validation import check_divisible, check_positive_int, check_rat
 
 PROJECTIONS = ("query", "key", "value")
 
+# Whether calls that need neither the attention weights nor attention dropout use
+# `keras.ops.dot_product_attention`. Off: it trained ViT-B/16 16% slower on an H100 under JAX
+# (whose cuDNN flash attention has no gradient for 197 tokens) and a small ViT slower on CPU under
+# TensorFlow (benchmarks/RESULTS.md). benchmarks/compare.py and gpu_compare.py flip it.
+FUSED_ATTENTION = False
+
 
 @keras.saving.register_keras_serializable(package="keras_vit")
 class MultiHeadSelfAttention(keras.layers.Layer):
@@ -83,13 +89,23 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         kernel = ops.concatenate([ops.reshape(part.kernel, (dim, dim)) for part in parts], axis=1)
         bias = ops.concatenate([ops.reshape(part.bias, (dim,)) for part in parts], axis=0)
         qkv = ops.matmul(ops.reshape(inputs, (-1, dim)), kernel) + bias
-        qkv = ops.transpose(ops.reshape(qkv, (batch, tokens, 3, heads, width)), (2, 0, 3, 1, 4))
-        query, key, value = qkv[0] * ops.cast(1.0 / math.sqrt(width), qkv.dtype), qkv[1], qkv[2]
-        scores = ops.matmul(query, ops.transpose(key, (0, 1, 3, 2)))
-        # Softmax in float32 under mixed precision: float16 logits of long sequences overflow.
-        weights = ops.cast(ops.softmax(ops.cast(scores, "float32"), axis=-1), scores.dtype)
-        context = ops.matmul(self.dropout(weights, training=training), value)
-        context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (-1, dim))
+        qkv = ops.reshape(qkv, (batch, tokens, 3, heads, width))
+        scale = 1.0 / math.sqrt(width)
+        if FUSED_ATTENTION and not return_attention_scores and not (training and self.dropout_rate > 0):
+            # One fused kernel (cuDNN flash attention on GPU under JAX) on the (B, T, heads,
+            # width) layout the projection gives, with no transposes; it keeps no weights to
+            # return and has no dropout, so those calls take the explicit path below.
+            context = ops.dot_product_attention(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], scale=scale)
+            context = ops.reshape(context, (-1, dim))
+            weights = None
+        else:
+            qkv = ops.transpose(qkv, (2, 0, 3, 1, 4))
+            query, key, value = qkv[0] * ops.cast(scale, qkv.dtype), qkv[1], qkv[2]
+            scores = ops.matmul(query, ops.transpose(key, (0, 1, 3, 2)))
+            # Softmax in float32 under mixed precision: float16 logits of long sequences overflow.
+            weights = ops.cast(ops.softmax(ops.cast(scores, "float32"), axis=-1), scores.dtype)
+            context = ops.matmul(self.dropout(weights, training=training), value)
+            context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (-1, dim))
         output = self.attention_output
         outputs = ops.matmul(context, ops.reshape(output.kernel, (dim, dim))) + output.bias
         outputs = ops.reshape(outputs, (batch, tokens, dim))

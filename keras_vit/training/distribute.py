@@ -8,9 +8,10 @@ Defaults for precision and XLA, chosen by measurement (see benchmarks/RESULTS.md
 
 - GPU/TPU: mixed precision (bfloat16 where supported, else float16 with loss scaling) and
   `jit_compile=True`.
-- CPU: float32 with XLA. On the project's AVX-512-BF16 CPU, oneDNN's bfloat16 matrix products
-  are about 2x float32 outside XLA, but for whole ViT training steps float32 under XLA was the
-  fastest set-up measured, and XLA's bfloat16 was slower than its float32.
+- CPU with native bfloat16 matrix instructions (avx512_bf16 or amx_bf16): mixed bfloat16
+  without XLA (oneDNN's bfloat16 matrix products, about 2x float32 there; XLA's bfloat16 was
+  slower than its float32).
+- Other CPUs: float32 with XLA; bfloat16 is emulated there and ran 2-5x slower.
 
 Example:
 
@@ -22,6 +23,8 @@ Example:
 from __future__ import annotations
 
 import tensorflow as tf
+
+from keras_vit._hardware import native_bfloat16, read_cpuinfo
 
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
@@ -110,18 +113,22 @@ def accelerator() -> str:
     return "cpu"
 
 
-def default_precision(device: str | None = None) -> str:
-    """The dtype policy measured fastest for `device` (default: the one found).
+def default_precision(device: str | None = None, cpuinfo: str = "/proc/cpuinfo") -> str:
+    """The dtype policy for `device` (default: the one found), chosen by the hardware.
+
+    bfloat16 on TPU, on GPUs from Ampere on (float16 before) and on CPUs with native bfloat16
+    matrix instructions (avx512_bf16 or amx_bf16 in `cpuinfo`'s flags); float32 on other CPUs.
 
     Args:
         device: str or None. "cpu", "gpu" or "tpu"; None uses `accelerator()`. For "gpu" the
-            first visible GPU's compute capability decides (bfloat16 from Ampere on).
-            Defaults to None.
+            first visible GPU's compute capability decides. Defaults to None.
+        cpuinfo: str. The /proc/cpuinfo-format file whose flags decide for "cpu"; unreadable
+            means float32. Defaults to "/proc/cpuinfo".
 
     Example:
 
-    >>> default_precision("cpu"), default_precision("tpu")
-    ('float32', 'mixed_bfloat16')
+    >>> default_precision("tpu"), default_precision("cpu", cpuinfo="/nonexistent")
+    ('mixed_bfloat16', 'float32')
     """
     device = device or accelerator()
     if device == "tpu":
@@ -132,7 +139,7 @@ def default_precision(device: str | None = None) -> str:
             raise ValueError("Invalid device='gpu': TensorFlow sees no GPU on this machine. Expected 'cpu' or None.")
         major = tf.config.experimental.get_device_details(gpus[0]).get("compute_capability", (0, 0))[0]
         return "mixed_bfloat16" if major >= 8 else "mixed_float16"
-    return "float32"
+    return "mixed_bfloat16" if native_bfloat16(read_cpuinfo(cpuinfo)[1]) else "float32"
 
 
 def default_jit_compile(device: str | None = None, precision: str = "float32", strategy=None) -> bool:
