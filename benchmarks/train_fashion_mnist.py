@@ -37,6 +37,7 @@ sys.path[:0] = [os.path.dirname(HERE), HERE]  # keras_vit from this checkout, an
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from keras_vit._atomic import write_text  # noqa: E402
 from keras_vit.training.trainer import DEFAULT_MODEL, TrainConfig, train  # noqa: E402
 from machine import cpu_info, cpu_jiffies, cpu_share, loadavg  # noqa: E402
 
@@ -211,10 +212,7 @@ def main(argv=None):
         HERE, "results",
         f"{args.recipe}-{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}.json",
     )
-    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
-    with open(output + ".tmp", "w") as f:
-        json.dump(report, f, indent=2)
-    os.replace(output + ".tmp", output)
+    write_text(output, json.dumps(report, indent=2))
     print(json.dumps(report, indent=2))
     print(f"RESULT {args.recipe}: test accuracy {result['test_accuracy']:.4f}, {result['epochs_done']} epochs, "
           f"{report['steady_images_per_second']:.0f} img/s steady, train {result['train_seconds']:.0f} s, "

@@ -153,6 +153,14 @@ def _process_alive(pid):
     return True
 
 
+def write_bytes(path, chunks) -> None:
+    """Writes the byte strings (or buffers) in `chunks`, in order, to `path` atomically."""
+    with atomic_file(path) as tmp:
+        with open(tmp, "wb") as f:
+            for chunk in chunks:
+                f.write(chunk)
+
+
 def write_text(path, text: str) -> None:
     """Writes `text` (UTF-8) to `path` atomically."""
     with atomic_file(path) as tmp:

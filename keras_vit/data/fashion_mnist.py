@@ -19,6 +19,8 @@ import os
 
 import numpy as np
 
+from keras_vit._atomic import atomic_file
+
 CLASS_NAMES = (
     "T-shirt/top",
     "Trouser",
@@ -114,17 +116,16 @@ def make_sample(directory, output_path=SAMPLE_PATH, train_per_class=800, test_pe
         return np.sort(np.concatenate(chosen))
 
     train_index, test_index = pick(y_train, train_per_class), pick(y_test, test_per_class)
-    tmp_path = output_path + ".tmp.npz"
-    np.savez_compressed(
-        tmp_path,
-        x_train=x_train[train_index],
-        y_train=y_train[train_index],
-        x_test=x_test[test_index],
-        y_test=y_test[test_index],
-        train_index=train_index.astype(np.uint16),
-        test_index=test_index.astype(np.uint16),
-    )
-    os.replace(tmp_path, output_path)
+    with atomic_file(output_path) as tmp_path:  # keeps the ".npz" suffix, so NumPy adds none
+        np.savez_compressed(
+            tmp_path,
+            x_train=x_train[train_index],
+            y_train=y_train[train_index],
+            x_test=x_test[test_index],
+            y_test=y_test[test_index],
+            train_index=train_index.astype(np.uint16),
+            test_index=test_index.astype(np.uint16),
+        )
     return output_path
 
 

@@ -20,6 +20,8 @@ import os
 
 import numpy as np
 
+from keras_vit._atomic import atomic_file
+
 
 def _figure(width, height):
     try:
@@ -40,16 +42,8 @@ def _save(figure, path):
     path = os.fspath(path)
     if not path.lower().endswith(".png"):
         raise ValueError(f"Invalid path={path!r}: expected a file name ending in .png.")
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    # A sibling temporary name (not mkstemp, whose 0600 mode would stick to the PNG).
-    temporary = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
-    try:
+    with atomic_file(path) as temporary:
         figure.savefig(temporary, format="png")
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
     return path
 
 

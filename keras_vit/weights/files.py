@@ -15,6 +15,8 @@ import zipfile
 
 import numpy as np
 
+from keras_vit._atomic import write_bytes
+
 
 class CheckpointError(ValueError):
     """A checkpoint that cannot be read or does not fit the model.
@@ -222,17 +224,5 @@ def write_safetensors(path, tensors, metadata=None):
         header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
     encoded = json.dumps(header, separators=(",", ":")).encode()
     encoded += b" " * (-len(encoded) % 8)
-    _atomic_write(path, [struct.pack("<Q", len(encoded)), encoded] + chunks)
+    write_bytes(path, [struct.pack("<Q", len(encoded)), encoded] + chunks)
 
-
-def _atomic_write(path, chunks):
-    """Writes the byte chunks to a temporary name, then renames it: a failure leaves nothing behind."""
-    temp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with open(temp, "wb") as f:
-            for chunk in chunks:
-                f.write(chunk)
-        os.replace(temp, path)
-    finally:
-        if os.path.exists(temp):
-            os.remove(temp)

@@ -10,7 +10,8 @@ import numpy as np
 
 from keras_vit._validation import check_choice
 from keras_vit.layers.grid_resampling import INTERPOLATIONS
-from keras_vit.weights.files import _atomic_write, detect_format
+from keras_vit._atomic import write_bytes
+from keras_vit.weights.files import detect_format
 from keras_vit.weights.formats import LAYOUTS, read_checkpoint  # importing it registers the layer mappings
 from keras_vit.weights.mapping import MappingContext, apply_entries, build_entries
 from keras_vit.weights.registry import CHECKPOINTS, fetch_checkpoint
@@ -173,5 +174,5 @@ def save_npz(model, path):
         arrays[entry.key] = np.asarray(entry.from_model(np.asarray(entry.variable.numpy())))
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
-    _atomic_write(os.fspath(path), [buffer.getbuffer()])
+    write_bytes(os.fspath(path), [buffer.getbuffer()])
 
