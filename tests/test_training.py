@@ -97,10 +97,11 @@ def test_time_budget_stops_and_fits_the_cosine():
     assert schedule.get_config()["total_steps"] == 1.0
 
 
-def _fit_on_a_fake_clock(monkeypatch, seconds, schedule, first_epoch_pace, pace, resumed_at=0):
+def _fit_on_a_fake_clock(monkeypatch, seconds, schedule, first_epoch_pace, pace, resumed_at=0, validation=None):
     """Fits a tiny model (4 steps per epoch) with a TimeBudget on a clock that advances
     `first_epoch_pace` seconds per step during the first epoch and `pace` after it; the
-    optimizer starts at step `resumed_at`, as after a restore from a backup."""
+    optimizer starts at step `resumed_at`, as after a restore from a backup. `validation`
+    seconds, if given, pass in the validation pass at each epoch end."""
     clock = {"now": 0.0}
     monkeypatch.setattr(callbacks.time, "perf_counter", lambda: clock["now"])
     budget = callbacks.TimeBudget(seconds, steps_per_epoch=4, schedule=schedule)
@@ -109,12 +110,17 @@ def _fit_on_a_fake_clock(monkeypatch, seconds, schedule, first_epoch_pace, pace,
         def on_train_batch_end(self, batch, logs=None):
             clock["now"] += first_epoch_pace if budget.steps_done < 4 else pace
 
+        def on_test_end(self, logs=None):
+            clock["now"] += validation or 0.0
+
     model = keras_vit.ViT("tiny", image_size=8, num_classes=2, num_layers=1)
     optimizer = keras.optimizers.AdamW(schedule) if schedule is not None else "sgd"
     model.compile(optimizer=optimizer, loss="mse", jit_compile=False)
     model.optimizer.iterations.assign(resumed_at)
     x, y = np.zeros((16, 8, 8, 3), "float32"), np.zeros((16, 2), "float32")
-    history = model.fit(x, y, batch_size=4, epochs=5, callbacks=[Tick(), budget], verbose=0)
+    history = model.fit(x, y, batch_size=4, epochs=5, callbacks=[Tick(), budget], verbose=0,
+                        validation_data=(x[:4], y[:4]) if validation else None)
+    budget.clock_at_end = clock["now"]
     return budget, history, model
 
 
@@ -146,3 +152,13 @@ def test_time_budget_fits_the_cosine_of_a_resumed_run(monkeypatch):
     budget, _, model = _fit_on_a_fake_clock(monkeypatch, 10.0, schedule, 1.0, 1.0, resumed_at=100)
     assert budget.steps_done == 10 and int(model.optimizer.iterations.numpy()) == 110
     assert schedule.get_config()["total_steps"] == 110.0
+
+
+def test_time_budget_keeps_time_for_the_validation_passes(monkeypatch):
+    """1 s per step and 1 s of validation at each epoch end (the last, partial one included):
+    14 s are 4 + 1, 4 + 1, 3 + 1 s, so the run with its validation ends on time."""
+    schedule = recipes.WarmupCosine(1e-3, total_steps=1000, warmup_steps=0)
+    budget, history, _ = _fit_on_a_fake_clock(monkeypatch, 14.0, schedule, 1.0, 1.0, validation=1.0)
+    assert budget.clock_at_end <= 14.0, budget.clock_at_end
+    assert budget.steps_done == 11 and len(history.epoch) == 3 and "val_loss" in history.history
+    assert schedule.get_config()["total_steps"] == 11.0

@@ -9,6 +9,7 @@ one atomic rename of a small JSON pointer: a backup is either the old one or the
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 
@@ -181,7 +182,9 @@ class TimeBudget(keras.callbacks.Callback):
     shortens the cosine so the learning rate reaches its end at the last planned step, and
     training stops there (the last epoch may be partial, so no budget is left unused). Without
     such a schedule training simply runs until the budget is spent. Either way it stops at the
-    first batch past the budget.
+    first batch past the budget. A validation pass (`fit(validation_data=...)`) runs at every
+    epoch end, the last partial one included: its time, measured at the last epoch end, is kept
+    out of the steps' share of the budget, so the run with its validation ends on time.
 
     Args:
         seconds: float. The training budget (compilation included).
@@ -211,12 +214,14 @@ class TimeBudget(keras.callbacks.Callback):
         self.steps_done = 0
         self.planned_steps = None
         self.elapsed = 0.0
+        self.eval_seconds = 0.0  # the last epoch end's validation pass, reserved in every plan
         self._fits_schedule = hasattr(schedule, "set_total_steps")
         self._replan_every = max(self.steps_per_epoch // 10, 1)
 
     def on_train_begin(self, logs=None):
         self.start = time.perf_counter()
         self.epoch_start = self.start
+        self.last_batch_end = self.start
         self._step_offset = None
 
     def on_epoch_begin(self, epoch, logs=None):
@@ -232,7 +237,8 @@ class TimeBudget(keras.callbacks.Callback):
         self.steps_done += 1
         self.epoch_steps += 1
         now = time.perf_counter()
-        if now - self.start >= self.seconds:
+        self.last_batch_end = now
+        if now - self.start + self.eval_seconds >= self.seconds:
             self.model.stop_training = True
         elif self._fits_schedule and self.planned_steps is not None and self.steps_done >= self.planned_steps:
             self.model.stop_training = True
@@ -242,18 +248,24 @@ class TimeBudget(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         now = time.perf_counter()
         self.elapsed = now - self.start
+        self.eval_seconds = now - self.last_batch_end
         if self.epoch_steps >= self.steps_per_epoch:
             self.epochs_done += 1
         if self.model.stop_training:
             self._set_plan(self.steps_done)
-        elif self._plan(now) == 0:
+        elif self._plan(now, at_epoch_end=True) == 0:
             self.model.stop_training = True
 
-    def _plan(self, now):
+    def _plan(self, now, at_epoch_end=False):
         """Plans the steps that fit in the remaining budget at this epoch's pace; returns how many."""
         # The current epoch's pace, not the average: the first epoch includes compilation.
-        step_seconds = (now - self.epoch_start) / max(self.epoch_steps, 1)
-        more_steps = int(max(self.seconds - (now - self.start), 0.0) / max(step_seconds, 1e-9))
+        step_seconds = max((self.last_batch_end - self.epoch_start) / max(self.epoch_steps, 1), 1e-9)
+        remaining = max(self.seconds - (now - self.start), 0.0)
+        position = 0 if at_epoch_end else self.epoch_steps
+        more_steps = int(remaining / step_seconds)
+        for _ in range(3):  # each epoch end the plan reaches costs a validation pass
+            epoch_ends = math.ceil((position + more_steps) / self.steps_per_epoch)
+            more_steps = int(max(remaining - epoch_ends * self.eval_seconds, 0.0) / step_seconds)
         self._set_plan(self.steps_done + more_steps)
         return more_steps
 
