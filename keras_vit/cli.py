@@ -275,6 +275,8 @@ def _add_export(subparsers):
         "--scaling", help="pixel scaling for a model without preprocessing: unit, symmetric, imagenet or none"
     )
     parser.add_argument("--top-k", type=int, default=5, help="top-k outputs of the SavedModel (default: 5)")
+    parser.add_argument("--jit-compile", action="store_true", help="compile the SavedModel's model part with XLA "
+                        "(about 1.5x faster on CPU; a CPU TF Serving then needs --xla_cpu_compilation_enabled=true)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing version folder or file")
     parser.set_defaults(func=_run_export)
 
@@ -315,8 +317,9 @@ def _export(args, export, model, class_names, data):
             scaling=args.scaling,
             top_k=args.top_k,
             overwrite=args.overwrite,
+            jit_compile=args.jit_compile,
         )
-        print(f"SavedModel: {path} (signatures serving_default, serve_bytes)")
+        print(f"SavedModel: {path} (signatures serving_default, serve_bytes{', XLA' if args.jit_compile else ''})")
     if args.tflite:
         result = export.tflite(
             model,

@@ -299,7 +299,15 @@ def test_cli_export_and_predict_every_format(trained, tmp_path, capsys):
     serving, tflite_path = str(tmp_path / "serving"), str(tmp_path / "model.tflite")
     assert cli.main(["export", trained["path"], "--saved-model", serving, "--tflite", tflite_path]) == 0
     out = capsys.readouterr().out
-    assert "serve_bytes" in out and "GELU x2" in out
+    assert "serve_bytes" in out and "GELU x2" in out and "XLA" not in out
+    assert cli.main(["export", trained["path"], "--saved-model", serving, "--jit-compile"]) == 0
+    assert "serve_bytes, XLA" in capsys.readouterr().out
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    stored = saved_model_pb2.SavedModel()
+    with open(os.path.join(serving, "2", "saved_model.pb"), "rb") as f:
+        stored.ParseFromString(f.read())
+    assert any(function.attr["_XlaMustCompile"].b for function in stored.meta_graphs[0].graph_def.library.function)
     expected = [fashion_mnist.CLASS_NAMES[i] for i in trained["probabilities"][:2].argmax(-1)]
     for model_path in (trained["path"], serving, tflite_path):
         assert cli.main(["predict", model_path, *images, "--top-k", "2"]) == 0

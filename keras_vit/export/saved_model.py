@@ -74,9 +74,10 @@ def saved_model(
         top_k: int. Number of best classes in the top-k outputs (capped at the number of
             classes). Defaults to 5.
         overwrite: bool. Replace an existing version folder. Defaults to False.
-        jit_compile: bool. Compile the model part of both signatures with XLA (faster on
-            CPU; the server must support XLA, which TF Serving only does experimentally).
-            Defaults to False.
+        jit_compile: bool. Compile the model part of both signatures with XLA: on CPU about
+            1.5x faster than without (benchmarks/RESULTS.md), but a CPU TF Serving runs it only
+            when started with `--xla_cpu_compilation_enabled=true` (off by default there, an
+            experimental flag), so a portable export leaves it off. Defaults to False.
         max_pixels: int. Largest width x height `serve_bytes` accepts. Defaults to
             `MAX_PIXELS` (50 million).
 
