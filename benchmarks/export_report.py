@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import platform
 import re
 import shutil
 import statistics
@@ -42,6 +41,7 @@ import tensorflow as tf  # noqa: E402
 
 import keras_vit  # noqa: E402
 from keras_vit import export  # noqa: E402
+from keras_vit._hardware import read_cpuinfo  # noqa: E402
 from keras_vit.data import fashion_mnist  # noqa: E402
 from keras_vit.export import _common  # noqa: E402
 
@@ -225,16 +225,6 @@ def serving_rows(args, work):
     return rows
 
 
-def vector_flags():
-    """The CPU's vector and bfloat16 instruction flags that matter for these timings."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
-    except OSError:
-        flags = []
-    return [flag for flag in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if flag in flags]
-
-
 def serving_table(rows):
     lines = ["| model | batch | how | median latency / batch | ratio to Keras XLA: median (min-max) | variables/ / float32 weights | load (1/5/15 min) |",
              "|---|---|---|---|---|---|---|"]
@@ -245,20 +235,17 @@ def serving_table(rows):
 
 
 def serving_main(args, argv):
-    from machine import cpu_info
-
     work = tempfile.mkdtemp(prefix="export_report_serving_")
     try:
         started = load()
         rows = serving_rows(args, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    cpu, _ = cpu_info()
     command = "PYTHONPATH=$PWD python benchmarks/export_report.py " + " ".join(argv if argv is not None else sys.argv[1:])
     text = f"""{SERVING_SECTION}
 
 Command: `{command.strip()}`; {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC;
-{cpu} (flags: {' '.join(vector_flags()) or 'none of avx2/avx512f/avx512_bf16/amx_bf16'}), {os.cpu_count()} CPU cores
+{_cpu()}, {os.cpu_count()} CPU cores
 shared with other jobs, load at start {started};
 TensorFlow {tf.__version__}, Keras {keras.__version__}. Random weights, 1000 classes, scaling inside.
 SavedModel: `keras_vit.export.saved_model`, run as TF Serving runs it (TF1 loader, `serve` tag,
@@ -332,13 +319,9 @@ def table(rows, with_accuracy):
 
 def _cpu():
     """CPU model and its vector/bfloat16 flags, as the preamble of every timing asks."""
-    sys.path.insert(0, HERE)
-    from machine import cpu_info
-
-    with open("/proc/cpuinfo") as f:
-        flags = set(f.read().split())
-    name, bf16 = cpu_info()
-    return f"{name} (flags: {' '.join(sorted(flags & {'avx2', 'avx512f'}) + bf16) or 'no avx2'})"
+    name, flags = read_cpuinfo()
+    shown = sorted(flags & {"avx2", "avx512f", "avx512_bf16", "amx_bf16"})
+    return f"{name} (flags: {' '.join(shown) or 'none of avx2/avx512f/avx512_bf16/amx_bf16'})"
 
 
 def write_section(text, path, section=SECTION):
@@ -401,7 +384,7 @@ alternated within each round; TFLite/ONNX time ratio per round: median {statisti
     text = f"""{SECTION}
 
 Command: `{command.strip()}`; {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC;
-{platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores shared with other jobs
+{_cpu()}, {os.cpu_count()} CPU cores shared with other jobs
 (load at start {started}); TensorFlow {tf.__version__}, Keras {keras.__version__}. Latency: median of
 batch-1 calls (SavedModel: `serving_default` through `tf.saved_model.load`; TFLite:
 ai_edge_litert Interpreter, XNNPACK, {args.threads} threads). Exported models take [0, 255]

@@ -33,7 +33,6 @@ import tempfile
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 import keras_vit
 from keras_vit.data import load_source, make_pipeline

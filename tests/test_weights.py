@@ -6,7 +6,6 @@ so the reader is checked against the format, not against its own writer.
 
 import hashlib
 import logging
-import zipfile
 
 import keras
 import numpy as np
