@@ -34,6 +34,12 @@ def check_divisible(name: str, value: int, divisor_name: str, divisor: int) -> N
         )
 
 
+def check_fraction(name: str, value) -> None:
+    """Raises ValueError unless `value` is a number strictly between 0 and 1 (a share, e.g. 0.1)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
+        raise ValueError(f"Invalid {name}={value!r}. Expected a fraction in (0, 1), e.g. 0.1.")
+
+
 def check_positive_number(name: str, value) -> None:
     """Raises ValueError unless `value` is a finite number > 0."""
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < float("inf"):

@@ -527,7 +527,8 @@ def _run_train(args) -> int:
     if args.variant is not None:
         configs.get_variant(args.variant)
         args.variant = configs.normalize_variant_name(args.variant)
-    _check_fraction("--validation-split", args.validation_split)
+    if args.validation_split is not None:
+        _validation.check_fraction("--validation-split", args.validation_split)
     for name in ("epochs", "batch_size", "image_size", "max_train_examples", "max_test_examples",
                  "patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim"):
         if getattr(args, name) is not None:
@@ -592,17 +593,13 @@ def _run_evaluate(args) -> int:
     for name in ("batch_size", "max_examples"):
         if getattr(args, name) is not None:
             _validation.check_positive_int(f"--{name.replace('_', '-')}", getattr(args, name))
-    _check_fraction("--validation-split", args.validation_split)
+    if args.validation_split is not None:
+        _validation.check_fraction("--validation-split", args.validation_split)
     scores = evaluate(args.model, args.dataset, args.split, args.batch_size, args.data_dir, args.on_corrupt,
                       args.download, args.max_examples, args.validation_split, args.seed)
     print(f"{args.dataset}:{args.split}: accuracy {scores['accuracy']:.4f}, loss {scores['loss']:.4f} "
           f"on {scores['num_examples']} examples ({scores['data']})")
     return 0
-
-
-def _check_fraction(flag, value):
-    if value is not None and not 0 < value < 1:
-        raise ValueError(f"Invalid {flag}={value}. Expected a fraction in (0, 1), e.g. 0.1.")
 
 
 _COMMANDS = [_add_train, _add_evaluate, _add_export, _add_predict, _add_inspect]

@@ -23,7 +23,7 @@ from typing import Callable
 import numpy as np
 import tensorflow as tf
 
-from keras_vit._validation import check_choice
+from keras_vit._validation import check_choice, check_fraction
 from keras_vit.data.image_headers import image_size as header_image_size
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
@@ -417,8 +417,7 @@ def hold_out(count: int, fraction: float, seed: int = 0):
     >>> len(train), len(validation), sorted(np.concatenate([train, validation]).tolist()) == list(range(10))
     (8, 2, True)
     """
-    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction < 1:
-        raise ValueError(f"Invalid validation_split={fraction!r}. Expected a fraction in (0, 1), e.g. 0.1.")
+    check_fraction("validation_split", fraction)
     held = max(1, round(count * fraction))
     if held >= count:
         raise ValueError(f"validation_split={fraction} of {count} examples leaves none to train on.")
