@@ -162,3 +162,11 @@ def test_time_budget_keeps_time_for_the_validation_passes(monkeypatch):
     assert budget.clock_at_end <= 14.0, budget.clock_at_end
     assert budget.steps_done == 11 and len(history.epoch) == 3 and "val_loss" in history.history
     assert schedule.get_config()["total_steps"] == 11.0
+
+
+def test_time_budget_reserves_validation_only_for_the_epochs_fit_has_left(monkeypatch):
+    """5 epochs of 4 s + 5 s of validation take 45 s of a 60 s budget: all run. Reserving a
+    validation pass for every epoch the remaining time could hold (13) would stop after one."""
+    schedule = recipes.WarmupCosine(1e-3, total_steps=1000, warmup_steps=0)
+    budget, history, _ = _fit_on_a_fake_clock(monkeypatch, 60.0, schedule, 1.0, 1.0, validation=5.0)
+    assert budget.steps_done == 20 and len(history.epoch) == 5 and budget.clock_at_end <= 60.0

@@ -232,6 +232,7 @@ class TimeBudget(keras.callbacks.Callback):
             self._step_offset = int(keras.ops.convert_to_numpy(iterations)) if iterations is not None else 0
         self.epoch_start = time.perf_counter()
         self.epoch_steps = 0
+        self.epoch = epoch
 
     def on_train_batch_end(self, batch, logs=None):
         self.steps_done += 1
@@ -262,12 +263,21 @@ class TimeBudget(keras.callbacks.Callback):
         step_seconds = max((self.last_batch_end - self.epoch_start) / max(self.epoch_steps, 1), 1e-9)
         remaining = max(self.seconds - (now - self.start), 0.0)
         position = 0 if at_epoch_end else self.epoch_steps
-        more_steps = int(remaining / step_seconds)
-        for _ in range(3):  # each epoch end the plan reaches costs a validation pass
-            epoch_ends = math.ceil((position + more_steps) / self.steps_per_epoch)
-            more_steps = int(max(remaining - epoch_ends * self.eval_seconds, 0.0) / step_seconds)
-        self._set_plan(self.steps_done + more_steps)
-        return more_steps
+        # Epoch ends still to come in this fit (the current one's too, mid-epoch): each runs a
+        # validation pass; later epochs than fit's `epochs` never happen, so none is reserved.
+        ends_left = self.params.get("epochs", 1) - self.epoch - (1 if at_epoch_end else 0)
+
+        def seconds_for(steps):
+            ends = min(math.ceil((position + steps) / self.steps_per_epoch), max(ends_left, 0))
+            return steps * step_seconds + ends * self.eval_seconds
+
+        # The most steps whose time, validation passes included, fits: seconds_for only grows.
+        low, high = 0, int(remaining / step_seconds)
+        while low < high:
+            middle = (low + high + 1) // 2
+            low, high = (middle, high) if seconds_for(middle) <= remaining else (low, middle - 1)
+        self._set_plan(self.steps_done + low)
+        return low
 
     def _set_plan(self, steps):
         self.planned_steps = steps
