@@ -10,6 +10,10 @@ import os
 
 import keras
 import numpy as np
+import pytest
+
+# `pytestmark = ALL_BACKENDS` in a module (or on a test) runs it on TensorFlow, JAX and PyTorch.
+ALL_BACKENDS = pytest.mark.backends("tensorflow", "jax", "torch")
 
 POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
 
