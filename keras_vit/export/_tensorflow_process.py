@@ -105,17 +105,20 @@ class _Child:
         # The child imports this very keras_vit, wherever it was imported from.
         package_root = os.path.dirname(os.path.dirname(os.path.abspath(keras_vit.__file__)))
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        self.env = env
         self.stderr_path = os.path.join(self.folder, "stderr.txt")
-        with open(self.stderr_path, "wb") as stderr:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", __name__], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=stderr,
-            )
+        self.process = None  # started by the first call, after its model was saved
 
     def call(self, function, model, args, kwargs):
         backend = keras.backend.backend()
         path = self._model_file(model, backend)
         data = pickle.dumps((function, path, args, kwargs))
+        if self.process is None:
+            with open(self.stderr_path, "wb") as stderr:
+                self.process = subprocess.Popen(
+                    [sys.executable, "-m", __name__], env=self.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                    stderr=stderr,
+                )
         try:
             self.process.stdin.write(len(data).to_bytes(8, "little") + data)
             self.process.stdin.flush()
@@ -150,13 +153,15 @@ class _Child:
 
     def close(self):
         try:
-            self.process.stdin.close()
-            self.process.wait(timeout=60)
-        except (OSError, subprocess.TimeoutExpired):
-            self.process.kill()
-            self.process.wait()
+            if self.process is not None:
+                try:
+                    self.process.stdin.close()
+                    self.process.wait(timeout=60)
+                except (OSError, subprocess.TimeoutExpired):
+                    self.process.kill()
+                    self.process.wait()
+                self.process.stdout.close()
         finally:
-            self.process.stdout.close()
             shutil.rmtree(self.folder, ignore_errors=True)
 
 
