@@ -37,10 +37,12 @@ def _random_model():
     return model
 
 
-def test_every_format_gives_the_backend_models_probabilities(tmp_path):
+def test_every_format_gives_the_backend_models_probabilities(tmp_path, capsys):
     model = _random_model()
     x = np.random.default_rng(1).uniform(0, 255, (4, 32, 32, 3)).astype("float32")
     expected = keras.ops.convert_to_numpy(keras.ops.softmax(model(x, training=False)))
+    model.save(tmp_path / "vit.keras")
+    np.save(tmp_path / "calibration.npy", x)
     with export.shared_process():
         path = export.saved_model(model, str(tmp_path / "serving"), class_names=NAMES, top_k=2)
         float_file = export.tflite(model, str(tmp_path / "vit.tflite"), class_names=NAMES)
@@ -48,6 +50,13 @@ def test_every_format_gives_the_backend_models_probabilities(tmp_path):
         # What only the TensorFlow process checks comes back as the same exception.
         with pytest.raises(ValueError, match="top_k=0"):
             _tensorflow_process.call("saved_model", model, str(tmp_path / "other"), top_k=0)
+        # `keras-vit export` on this backend (in this block it reuses the same TensorFlow process).
+        code = cli.main(["export", str(tmp_path / "vit.keras"), "--tflite", str(tmp_path / "int8.tflite"),
+                         "--quantization", "int8", "--representative-data", str(tmp_path / "calibration.npy")])
+        assert code == 0, capsys.readouterr().err
+    printed = capsys.readouterr().out
+    assert "TFLite (int8)" in printed and "QUANTIZE" in printed
+    np.testing.assert_allclose(export.load_predictor(str(tmp_path / "int8.tflite")).predict(x), expected, atol=0.25)
 
     # The SavedModel: TensorFlow's loader, the same two signatures, outputs and errors as from TensorFlow.
     assert path == str(tmp_path / "serving" / "1")
@@ -72,13 +81,13 @@ def test_every_format_gives_the_backend_models_probabilities(tmp_path):
     # Twice would be 2x; the rest is the checkpoint's own bookkeeping (a few kB).
     assert stored < 1.5 * weight_bytes, f"variables/ holds {stored} bytes for {weight_bytes} bytes of weights"
 
-    # TFLite and ONNX (int8: test_cli_train_and_export_end_to_end), read back by their own runtimes.
+    # TFLite and ONNX, read back by their own runtimes.
     np.testing.assert_allclose(export.load_predictor(float_file.path).predict(x), expected, atol=1e-5)
     assert export.load_predictor(float_file.path).class_names == NAMES
     assert float_file.ops["GELU"] == 2
     np.testing.assert_allclose(export.load_predictor(onnx_file.path).predict(x), expected, atol=1e-5)
     assert sorted(os.listdir(tmp_path)) == [
-        "serving", "vit.labels.txt", "vit.onnx", "vit.tflite"], "a temporary file was left behind"
+        "calibration.npy", "int8.labels.txt", "int8.tflite", "serving", "vit.keras", "vit.labels.txt", "vit.onnx", "vit.tflite"], "a temporary file was left behind"
 
 
 def test_a_model_that_cannot_be_saved_is_refused_naming_the_backend(tmp_path):
@@ -96,20 +105,30 @@ def test_a_model_that_cannot_be_saved_is_refused_naming_the_backend(tmp_path):
     model = Unsaveable()
     model(np.zeros((1, 8, 8, 3), "float32"))
     model = keras.Model(inputs := keras.Input((8, 8, 3)), model(inputs))
-    with pytest.raises(ValueError, match=f"from the {keras.backend.backend()} backend"):
+    with pytest.raises(ValueError, match=f"to TFLite from the {keras.backend.backend()} backend: "):
         export.tflite(model, str(tmp_path / "m.tflite"), scaling="unit")
     assert not os.listdir(tmp_path)
 
 
-def test_cli_train_and_export_end_to_end(tmp_path, capsys):
-    """`keras-vit train` in a fresh process on this backend writes every artefact; `keras-vit export` adds int8."""
+def test_a_child_that_dies_is_reported_with_its_output(tmp_path, monkeypatch):
+    fake_python = tmp_path / "python"
+    fake_python.write_text("#!/bin/sh\necho 'out of memory' >&2\nexit 3\n")
+    fake_python.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(fake_python))
+    with pytest.raises(RuntimeError, match=r"SavedModel from the \w+ backend ended with code 3(.|\n)*out of memory"):
+        export.saved_model(_random_model(), str(tmp_path / "serving"))
+    assert sorted(os.listdir(tmp_path)) == ["python"]
+
+
+def test_cli_train_end_to_end(tmp_path):
+    """`keras-vit train` in a fresh process on this backend writes every artefact, as on TensorFlow."""
     backend = keras.backend.backend()
     env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="2",
                PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     out_dir = tmp_path / "out"
     done = subprocess.run(
-        [sys.executable, "-m", "keras_vit.cli", "train", "--variant", "tiny", "--image-size", "28", "--channels", "1", "--epochs", "1", "--batch-size", "32",
-         "--max-train-examples", "64", "--max-test-examples", "32", "--jit-compile", "off",
+        [sys.executable, "-m", "keras_vit.cli", "train", "--variant", "tiny", "--image-size", "28", "--channels", "1",
+         "--epochs", "1", "--batch-size", "32", "--max-train-examples", "64", "--max-test-examples", "32", "--jit-compile", "off",
          "--run-dir", str(tmp_path / "run"), "--output-dir", str(out_dir), "--name", "m", "--quiet"],
         capture_output=True, text=True, env=env, timeout=400,
     )
@@ -125,11 +144,3 @@ def test_cli_train_and_export_end_to_end(tmp_path, capsys):
         assert len(predictor.class_names) == 10
         np.testing.assert_allclose(predictor.predict(x), expected, atol=1e-5)
 
-    code = cli.main(["export", str(out_dir / "m.keras"), "--tflite", str(tmp_path / "m_int8.tflite"),
-                     "--quantization", "int8", "--representative-data", "fashion-mnist-sample",
-                     "--calibration-samples", "16"])
-    assert code == 0, capsys.readouterr().err
-    printed = capsys.readouterr().out
-    assert "TFLite (int8)" in printed and "QUANTIZE" in printed
-    int8 = export.load_predictor(str(tmp_path / "m_int8.tflite")).predict(x)
-    np.testing.assert_allclose(int8, expected, atol=0.25)

@@ -26,12 +26,13 @@ import keras
 
 import keras_vit
 
-# The exports a child may run: keras_vit.export.<module>.<function>.
+# The exports a child may run: keras_vit.export.<module>.<function>, and the format's name.
 _FUNCTIONS = {
     "saved_model": "keras_vit.export.saved_model",
     "tflite": "keras_vit.export.tflite",
     "onnx": "keras_vit.export.onnx",
 }
+_FORMATS = {"saved_model": "SavedModel", "tflite": "TFLite", "onnx": "ONNX"}
 _STDERR_LINES = 20
 _open_child = None  # the child of the innermost `shared_process()`, if any
 
@@ -107,7 +108,7 @@ class _Child:
 
     def call(self, function, model, args, kwargs):
         backend = keras.backend.backend()
-        path = self._model_file(model, backend)
+        path = self._model_file(model, f"{_FORMATS[function]} from the {backend} backend")
         data = pickle.dumps((function, path, args, kwargs))
         if self.process is None:
             with open(self.stderr_path, "wb") as stderr:
@@ -123,26 +124,30 @@ class _Child:
         except BrokenPipeError:
             reply = b""
         if not reply:
+            try:
+                code = self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                code = "none (still running)"
             with open(self.stderr_path, encoding="utf-8", errors="replace") as f:
                 tail = "\n".join(f.read().strip().splitlines()[-_STDERR_LINES:])
             raise RuntimeError(
-                f"The TensorFlow process exporting {function} from the {backend} backend ended with "
-                f"code {self.process.poll()} and no result. Its last output:\n{tail}"
+                f"The TensorFlow process exporting {_FORMATS[function]} from the {backend} backend ended with "
+                f"code {code} and no result. Its last output:\n{tail}"
             )
         ok, value = pickle.loads(reply)
         if not ok:
             raise value
         return value
 
-    def _model_file(self, model, backend):
+    def _model_file(self, model, what):
         if id(model) not in self.models:
             path = os.path.join(self.folder, f"model_{len(self.models)}.keras")
             try:
                 model.save(path)
             except Exception as error:  # noqa: BLE001  any failure to serialize: say why the export needs it
                 raise ValueError(
-                    f"Cannot export model {model.name!r} from the {backend} backend: exports run in a "
-                    f"TensorFlow process from the model's .keras file, and saving it failed: {error}"
+                    f"Cannot export model {model.name!r} to {what}: exports run in a TensorFlow "
+                    f"process from the model's .keras file, and saving it failed: {error}"
                 ) from error
             self.models[id(model)] = (model, path)
         return self.models[id(model)][1]
