@@ -98,7 +98,9 @@ class _Child:
     def __init__(self):
         self.folder = tempfile.mkdtemp(prefix="keras_vit_export_")
         self.models = {}  # id(model) -> (model, .keras path); the model kept so its id stays unique
-        env = dict(os.environ, KERAS_BACKEND="tensorflow")
+        # No GPU for the child: writing an export needs none, and JAX in this process may hold
+        # most of the GPU's memory already (it preallocates).
+        env = dict(os.environ, KERAS_BACKEND="tensorflow", CUDA_VISIBLE_DEVICES="")
         # The child imports this very keras_vit, wherever it was imported from.
         package_root = os.path.dirname(os.path.dirname(os.path.abspath(keras_vit.__file__)))
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
