@@ -301,7 +301,8 @@ def _run_export(args):
     # Everything the exports read is checked before the first one writes anything.
     data = _load_images(args.representative_data, model) if args.quantization == "int8" else None
     try:
-        _export(args, export, model, class_names, data)
+        with export.shared_process():
+            _export(args, export, model, class_names, data)
     except FileExistsError as error:
         raise ValueError(str(error)) from None
     return 0

@@ -9,7 +9,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from keras_vit.export import _common
+from keras_vit.export import _common, _tensorflow_process
 
 # Opset 17 (ONNX 1.12, 2022): run by every maintained onnxruntime, TensorRT and OpenVINO.
 DEFAULT_OPSET = 17
@@ -95,6 +95,10 @@ def onnx(model, path, *, scaling=None, class_names=None, opset=DEFAULT_OPSET, ov
         )
     onnx_lib = require("onnx")
     require("tf2onnx")
+    if _tensorflow_process.needed():
+        return _tensorflow_process.call(
+            "onnx", model, path, scaling=scaling, class_names=names, opset=opset, overwrite=overwrite
+        )
     proto = _convert(model, shape, mean_std, opset)
     if names is not None:
         onnx_lib.helper.set_model_props(proto, {LABELS_KEY: "\n".join(names)})

@@ -10,7 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_vit._validation import check_positive_int
-from keras_vit.export import _common
+from keras_vit.export import _common, _tensorflow_process
 
 DEFAULT_TOP_K = 5
 SIGNATURES = ("serving_default", "serve_bytes")
@@ -111,6 +111,11 @@ def saved_model(
             "the next one, or overwrite=True (--overwrite) to replace it."
         )
 
+    if _tensorflow_process.needed():
+        return _tensorflow_process.call(
+            "saved_model", model, base_dir, version, class_names=names, scaling=scaling, top_k=top_k,
+            overwrite=overwrite, jit_compile=jit_compile, max_pixels=max_pixels,
+        )
     module, signatures = _serving_module(model, (height, width, channels), mean_std, min(top_k, classes), names,
                              jit_compile=jit_compile, max_pixels=max_pixels)
     with _common.atomic_directory(target, overwrite=overwrite) as tmp:

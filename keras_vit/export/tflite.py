@@ -11,7 +11,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_vit.export import _common, tflite_metadata
+from keras_vit.export import _common, _tensorflow_process, tflite_metadata
 from keras_vit.models.vit import build
 
 QUANTIZATIONS = ("none", "float16", "dynamic", "int8")
@@ -154,6 +154,13 @@ def tflite(
             )
         calibration = _calibration_images(representative_data, shape, calibration_samples)
 
+    if _tensorflow_process.needed():
+        return _tensorflow_process.call(
+            "tflite", model, path, quantization, scaling=scaling, class_names=names,
+            representative_data=None if calibration is None else np.stack(calibration),
+            calibration_samples=calibration_samples, approximate_gelu=approximate_gelu,
+            batch_size=batch_size, float_ops=tuple(float_ops), overwrite=overwrite,
+        )
     if approximate_gelu:
         model = with_tanh_gelu(model)
     wrapper = _export_wrapper(model, shape, mean_std)

@@ -664,13 +664,14 @@ def save_final_artifacts(model, class_names, output_dir, name, result, export=Fa
         from keras_vit import export as export_lib
 
         # The model carries its scaling layer, so both exports take raw [0, 255] pixels.
-        paths["saved_model"] = export_lib.saved_model(
-            model, os.path.join(output_dir, name), saved_model_version, class_names=class_names,
-            overwrite=saved_model_version is not None,
-        )
-        paths["tflite"] = export_lib.tflite(
-            model, os.path.join(output_dir, f"{name}.tflite"), class_names=class_names, overwrite=True
-        ).path
+        with export_lib.shared_process():
+            paths["saved_model"] = export_lib.saved_model(
+                model, os.path.join(output_dir, name), saved_model_version, class_names=class_names,
+                overwrite=saved_model_version is not None,
+            )
+            paths["tflite"] = export_lib.tflite(
+                model, os.path.join(output_dir, f"{name}.tflite"), class_names=class_names, overwrite=True
+            ).path
     paths["summary"] = os.path.join(output_dir, f"{name}.json")
     summary = {k: v for k, v in result.items() if k not in ("model", "artifacts")}
     summary["input"] = "raw pixels in [0, 255]; scaling is inside the model"
