@@ -98,7 +98,7 @@ def keras_model(impl, w):
     self_attention.FUSED_ATTENTION = impl != "keras_vit_unfused"
     model = keras_vit.ViT(patch_size=w["patch"], hidden_size=w["hidden"], num_layers=w["layers"],
                           num_heads=w["heads"], mlp_dim=w["mlp"], input_shape=(w["image"], w["image"], w["channels"]),
-                          num_classes=w["classes"])
+                          num_classes=w["classes"], classifier_activation=None)  # logits, as the loss expects
     return model, keras_vit.__version__
 
 
