@@ -7,11 +7,15 @@ traced. All models are warmed up first (tracing, XLA compilation); then every ro
 overhead included, as users see it). Alternating inside one process means a change in the
 shared machine's load hits every variant alike: the printed ratios (median and range over the
 rounds, each round's variant time over the baseline's in that round) are what carries over.
+Besides the wall, the process's CPU time per step is printed: on a machine whose cores other
+jobs share, the wall also counts the time the process waited for a core, CPU time does not
+(it does count threads spinning while they wait for each other).
 
 Variants: baseline (shipped code: float32, XLA), spe4 / spe16 (steps_per_execution in
 compile), nojit (no XLA: TensorFlow's oneDNN kernels), gelu_erf (exact GELU as
 0.5 x (1 + erf(x / sqrt 2)) instead of TensorFlow's erfc form), fused_attention
-(keras.ops.dot_product_attention), einsum_attention (scores and context as einsums on the
+(keras.ops.dot_product_attention), ln_centered (LayerNorm as
+(x - mean) * (rsqrt(var + eps) * gamma) + beta, variance of the centred values), einsum_attention (scores and context as einsums on the
 projection's (B, T, heads, width) layout: no explicit transposes). Thread settings need a fresh
 process each: --threads INTRA,INTER applies tf.config.threading to the whole run, so compare
 two runs' baseline figures with each other only through their ratios to a third variant.
@@ -44,6 +48,19 @@ def _gelu_erf(original):
     return gelu
 
 
+def _layer_norm_centered(original):
+    def layer_normalization(x, gamma=None, beta=None, axis=-1, epsilon=None, **kwargs):
+        from keras import ops
+
+        if axis not in (-1, [-1]) or kwargs.get("rms_scaling") or gamma is None or beta is None:
+            return original(x, gamma, beta, axis, epsilon, **kwargs)
+        centered = x - ops.mean(x, axis=-1, keepdims=True)
+        variance = ops.mean(ops.square(centered), axis=-1, keepdims=True)
+        return centered * (ops.rsqrt(variance + epsilon) * gamma) + beta
+
+    return layer_normalization
+
+
 def _einsum_attention_call(self, inputs, training=None, return_attention_scores=False):
     from keras import ops
 
@@ -63,6 +80,13 @@ def _einsum_attention_call(self, inputs, training=None, return_attention_scores=
     outputs = ops.matmul(ops.reshape(context, (-1, dim)), ops.reshape(out.kernel, (dim, dim))) + out.bias
     outputs = ops.reshape(outputs, (batch, tokens, dim))
     return (outputs, weights) if return_attention_scores else outputs
+
+
+def keras_ops_package():
+    # keras.layers.LayerNormalization calls keras.src.ops.layer_normalization, not keras.ops'.
+    import keras.src.ops
+
+    return keras.src.ops
 
 
 class Patch:
@@ -93,6 +117,7 @@ def variants():
         "spe16": ({"steps_per_execution": 16}, Patch()),
         "nojit": ({"jit_compile": False}, Patch()),
         "gelu_erf": ({}, Patch((keras.ops, "gelu", _gelu_erf))),
+        "ln_centered": ({}, Patch((keras_ops_package(), "layer_normalization", _layer_norm_centered))),
         "fused_attention": ({}, Patch((self_attention, "FUSED_ATTENTION", lambda old: True))),
         "einsum_attention": ({}, Patch((attention, "call", lambda old: _einsum_attention_call))),
     }
@@ -139,21 +164,26 @@ def main(argv=None):
             model.fit(data, steps_per_epoch=4, epochs=1, verbose=0)  # traced with the patch in place
         print(f"{name}: warm-up (tracing, compilation, 4 steps) {time.perf_counter() - start:.1f} s", flush=True)
         models[name] = model
-    steps, before = {n: [] for n in names}, cpu_jiffies()
+    steps, cpu, before = {n: [] for n in names}, {n: [] for n in names}, cpu_jiffies()
     for round_index in range(args.rounds):
         for name in names:
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             models[name].fit(data, steps_per_epoch=args.steps, epochs=1, verbose=0)
             steps[name].append((time.perf_counter() - start) / args.steps)
-        print(f"round {round_index}: " + ", ".join(f"{n} {steps[n][-1] * 1e3:.0f} ms" for n in names), flush=True)
+            cpu[name].append((time.process_time() - start_cpu) / args.steps)
+        print(f"round {round_index}: " + ", ".join(f"{n} {steps[n][-1] * 1e3:.0f} ms ({cpu[n][-1] * 1e3:.0f} ms CPU)"
+                                                   for n in names), flush=True)
     print(f"\n{args.workload}, batch {w['batch']}, {args.rounds} rounds x {args.steps} steps; CPU during the rounds: "
           f"{cpu_share(before, cpu_jiffies())}")
-    print("| variant | ms/step median (range) | img/s | speed vs baseline, median (range) |\n|---|---|---|---|")
+    print("| variant | wall ms/step median (range) | speed vs baseline (range) | CPU ms/step median (range) | "
+          "CPU-time speed vs baseline (range) |\n|---|---|---|---|---|")
     for name in names:
-        ratios = [b / t for b, t in zip(steps["baseline"], steps[name])]
-        median, low, high = statistics.median(steps[name]), min(steps[name]), max(steps[name])
-        print(f"| {name} | {median * 1e3:.0f} ({low * 1e3:.0f}-{high * 1e3:.0f}) | {w['batch'] / median:.0f} | "
-              f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) |")
+        cells = []
+        for values, base in ((steps[name], steps["baseline"]), (cpu[name], cpu["baseline"])):
+            ratios = [b / t for b, t in zip(base, values)]
+            cells.append(f"{statistics.median(values) * 1e3:.0f} ({min(values) * 1e3:.0f}-{max(values) * 1e3:.0f}) | "
+                         f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})")
+        print(f"| {name} | {' | '.join(cells)} |")
 
 
 if __name__ == "__main__":

@@ -203,9 +203,11 @@ def import_timm():
     return timm
 
 
-def timm_worker(w, steps):
+def timm_worker(w, steps, threads=None):
     import torch
 
+    if threads:
+        torch.set_num_threads(threads)
     timm = import_timm()
     from timm.models.vision_transformer import VisionTransformer
 
@@ -214,7 +216,7 @@ def timm_worker(w, steps):
                               num_heads=w["heads"], mlp_ratio=w["mlp"] / w["hidden"])
     x, y = _random_batch(w)
     x, y = torch.from_numpy(x).permute(0, 3, 1, 2).contiguous(), torch.from_numpy(y)
-    version = f"{timm.__version__} (torch {torch.__version__}, eager)"
+    version = f"{timm.__version__} (torch {torch.__version__}, eager, {torch.get_num_threads()} threads)"
     if not w["train"]:
         model.eval()
         with torch.no_grad():
@@ -334,6 +336,7 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", default="10,40", help="SHORT,LONG training steps per timed epoch")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per worker process")
+    parser.add_argument("--torch-threads", type=int, help="torch.set_num_threads for timm (default: torch's, one per core)")
     parser.add_argument("--out", help="folder for compare-<time>.jsonl and .md")
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -350,7 +353,8 @@ def main(argv=None):
         else:
             impl, workload = kind, args.worker[1]
             w = WORKLOADS[workload]
-            result = timm_worker(w, (short, long)) if impl == "timm" else keras_worker(impl, w, (short, long))
+            result = (timm_worker(w, (short, long), args.torch_threads) if impl == "timm"
+                      else keras_worker(impl, w, (short, long)))
         print("RESULT " + json.dumps(result))
         return
     workloads, impls = args.workloads.split(","), args.impls.split(",")
@@ -375,8 +379,9 @@ def main(argv=None):
         jobs = [({"kind": "roofline"}, ["roofline"])]
         jobs += [({"workload": wl, "impl": impl}, [impl, wl]) for wl in workloads for impl in impls]
         for tags, worker_args in jobs:
+            extra = ["--torch-threads", str(args.torch_threads)] if args.torch_threads else []
             result = {**tags, "round": round_index,
-                      **run_worker(worker_args + ["--steps", args.steps], args.timeout)}
+                      **run_worker(worker_args + ["--steps", args.steps] + extra, args.timeout)}
             results.append(result)
             print(json.dumps(result), flush=True)
             if out_path:
