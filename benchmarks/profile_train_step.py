@@ -66,16 +66,28 @@ def thunk_times(logdir):
     return times, counts
 
 
-def host_times(logdir):
-    """{event name: total seconds} over the host threads (tracing, compilation, execution)."""
-    times = collections.Counter()
+def host_seconds(logdir, names):
+    """{event name: seconds covered} on the host threads; nested events of one name count once."""
+    spans = collections.defaultdict(list)
     for plane in _planes(logdir):
         for line in plane.lines:
             if "Eigen" in line.name:
                 continue
             for event in line.events:
-                times[plane.event_metadata[event.metadata_id].name] += event.duration_ps / 1e12
-    return times
+                name = plane.event_metadata[event.metadata_id].name
+                if name in names:
+                    start = line.timestamp_ns * 1000 + event.offset_ps
+                    spans[name].append((start, start + event.duration_ps))
+    covered = {}
+    for name in names:
+        total, end = 0, None
+        for start, stop in sorted(spans[name]):
+            if end is None or start > end:
+                total, end = total + stop - start, stop
+            elif stop > end:
+                total, end = total + stop - end, stop
+        covered[name] = total / 1e12
+    return covered
 
 
 INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%(\S+) = (\S+) (\S+?)\((.*)$")
@@ -194,15 +206,23 @@ def profile_first_fit(model, data, args):
           + (" (profiler off)" if args.plain else " (profiler on during the first)"))
     if not logdir:
         return
-    host = host_times(logdir)
-    tracing = host["tf.function-graph_building"]
-    compiling = host["CpuCompiler::CompileCpuExecutable"]
+    tracing, compiling = host_seconds(logdir, ("tf.function-graph_building", "CpuCompiler::CompileCpuExecutable")).values()
     parts = {"tf.function tracing (graph building)": tracing,
              "XLA compilation (CpuCompiler::CompileCpuExecutable)": compiling,
              "steps (second call's wall, same step count)": second,
              "rest: data adapter, iterator, callbacks, Python": first - tracing - compiling - second}
     for part, seconds in parts.items():
         print(f"  {seconds:7.1f} s  {seconds / first:6.1%}  {part}")
+    print("\nlongest host events (seconds covered; events nest, so these overlap):")
+    longest = collections.Counter()
+    for plane in _planes(logdir):
+        for line in plane.lines:
+            if "Eigen" not in line.name:
+                for event in line.events:
+                    longest[plane.event_metadata[event.metadata_id].name] = max(
+                        longest[plane.event_metadata[event.metadata_id].name], 0)
+    for name, seconds in sorted(host_seconds(logdir, tuple(longest)).items(), key=lambda kv: -kv[1])[:args.top]:
+        print(f"  {seconds:7.1f} s  {name[:100]}")
 
 
 def main(argv=None):
