@@ -21,6 +21,12 @@ on a shared machine, ratios of figures taken side by side are what carries over.
 
     python benchmarks/compare.py [--workloads infer_b16,train_ti4,train_default]
         [--impls keras_vit,keras_hub,timm] [--rounds 3] [--steps 10,40] [--out DIR]
+        [--torch-threads N]
+
+timm's figure needs a quiet machine: PyTorch's OpenMP threads wait for each other after every
+operation, so when other jobs hold a core, timm with one thread per core ran 7.8x slower than
+with one thread (benchmarks/torch_threads.py, RESULTS.md); TensorFlow's thread pool does not
+collapse that way. --torch-threads sets torch.set_num_threads; the threads used are printed.
 
 Needs `pip install -e .[bench]` (keras-hub) and, optionally, `pip install --no-deps timm`
 (timm imports torchvision; where none matching torch is installed, empty stand-in modules are
