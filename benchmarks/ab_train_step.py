@@ -125,7 +125,7 @@ def variants():
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--workload", default="train_default")
+    parser.add_argument("--workload", default="train_default", choices=("train_default", "train_ti4"))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=8, help="steps per timed fit epoch")
     parser.add_argument("--variants", default="baseline,spe4,nojit,gelu_erf,einsum_attention")

@@ -22,7 +22,7 @@ sys.path.insert(0, HERE)
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--workload", default="train_default")
+    parser.add_argument("--workload", default="train_default", choices=("train_default", "train_ti4"))
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=3, help="timed steps per setting and round")
