@@ -21,6 +21,12 @@ on a shared machine, ratios of figures taken side by side are what carries over.
 
     python benchmarks/compare.py [--workloads infer_b16,train_ti4,train_default]
         [--impls keras_vit,keras_hub,timm] [--rounds 3] [--steps 10,40] [--out DIR]
+        [--torch-threads N]
+
+timm's figure needs a quiet machine: PyTorch's OpenMP threads wait for each other after every
+operation, so when other jobs hold a core, timm with one thread per core ran 7.8x slower than
+with one thread (benchmarks/torch_threads.py, RESULTS.md); TensorFlow's thread pool does not
+collapse that way. --torch-threads sets torch.set_num_threads; the threads used are printed.
 
 Needs `pip install -e .[bench]` (keras-hub) and, optionally, `pip install --no-deps timm`
 (timm imports torchvision; where none matching torch is installed, empty stand-in modules are
@@ -98,7 +104,7 @@ def keras_model(impl, w):
     self_attention.FUSED_ATTENTION = impl != "keras_vit_unfused"
     model = keras_vit.ViT(patch_size=w["patch"], hidden_size=w["hidden"], num_layers=w["layers"],
                           num_heads=w["heads"], mlp_dim=w["mlp"], input_shape=(w["image"], w["image"], w["channels"]),
-                          num_classes=w["classes"])
+                          num_classes=w["classes"], classifier_activation=None)  # logits, as the loss expects
     return model, keras_vit.__version__
 
 
@@ -203,9 +209,11 @@ def import_timm():
     return timm
 
 
-def timm_worker(w, steps):
+def timm_worker(w, steps, threads=None):
     import torch
 
+    if threads:
+        torch.set_num_threads(threads)
     timm = import_timm()
     from timm.models.vision_transformer import VisionTransformer
 
@@ -214,7 +222,7 @@ def timm_worker(w, steps):
                               num_heads=w["heads"], mlp_ratio=w["mlp"] / w["hidden"])
     x, y = _random_batch(w)
     x, y = torch.from_numpy(x).permute(0, 3, 1, 2).contiguous(), torch.from_numpy(y)
-    version = f"{timm.__version__} (torch {torch.__version__}, eager)"
+    version = f"{timm.__version__} (torch {torch.__version__}, eager, {torch.get_num_threads()} threads)"
     if not w["train"]:
         model.eval()
         with torch.no_grad():
@@ -334,6 +342,7 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", default="10,40", help="SHORT,LONG training steps per timed epoch")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per worker process")
+    parser.add_argument("--torch-threads", type=int, help="torch.set_num_threads for timm (default: torch's, one per core)")
     parser.add_argument("--out", help="folder for compare-<time>.jsonl and .md")
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -350,7 +359,8 @@ def main(argv=None):
         else:
             impl, workload = kind, args.worker[1]
             w = WORKLOADS[workload]
-            result = timm_worker(w, (short, long)) if impl == "timm" else keras_worker(impl, w, (short, long))
+            result = (timm_worker(w, (short, long), args.torch_threads) if impl == "timm"
+                      else keras_worker(impl, w, (short, long)))
         print("RESULT " + json.dumps(result))
         return
     workloads, impls = args.workloads.split(","), args.impls.split(",")
@@ -375,8 +385,9 @@ def main(argv=None):
         jobs = [({"kind": "roofline"}, ["roofline"])]
         jobs += [({"workload": wl, "impl": impl}, [impl, wl]) for wl in workloads for impl in impls]
         for tags, worker_args in jobs:
+            extra = ["--torch-threads", str(args.torch_threads)] if args.torch_threads else []
             result = {**tags, "round": round_index,
-                      **run_worker(worker_args + ["--steps", args.steps], args.timeout)}
+                      **run_worker(worker_args + ["--steps", args.steps] + extra, args.timeout)}
             results.append(result)
             print(json.dumps(result), flush=True)
             if out_path:

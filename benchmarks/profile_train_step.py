@@ -1,11 +1,23 @@
-"""Where the time of an XLA-compiled ViT training step goes on CPU, per compiled operation.
+"""Where the time of an XLA-compiled ViT training step on CPU goes, and where the first `fit` call's goes.
 
-Runs a few `model.fit` steps of a small ViT (28x28x1 inputs) under the TensorFlow profiler and
-sums the XLA CPU runtime's per-operation events (thunks) by kind and by operation, with the
-HLO shape of the slowest ones (read from an XLA dump). Not a test; used to find the per-sample
-kernel gradients of keras.layers.MultiHeadAttention (see RESULTS.md).
+Runs `model.fit` of one of benchmarks/compare.py's training workloads (AdamW, random data from
+a repeated in-memory batch) under the TensorFlow profiler and prints:
 
-    python benchmarks/profile_train_step.py [--patch 7 --hidden 128 --layers 6 --batch 256 --steps 6]
+- the step: the XLA CPU runtime's per-operation events (thunks) summed by part of the model
+  (matrix products of the dense layers and of attention, forward and backward; softmax,
+  LayerNorm, GELU, loss, the optimizer update, copies/transposes), read from the TensorFlow
+  op names XLA keeps in its HLO metadata (an XLA dump), as shares of the thunk time; then the
+  slowest operations with their HLO shapes. Wall time per step against the thunk time says
+  what the host adds (input pipeline, dispatch, callbacks).
+- with --first-fit: the first `fit` call (one epoch of --steps steps) split into
+  tf.function tracing, XLA compilation, running the steps, and the rest (data adapter,
+  iterator, callbacks), from the profiler's host events. Tracing under the profiler is slower
+  than without it; the wall of an unprofiled first call is printed for comparison (--plain).
+
+Shares inside one process hold up on a loaded machine; absolute milliseconds do not.
+
+    python benchmarks/profile_train_step.py [--workload train_default|train_ti4] [--steps 4]
+        [--first-fit [--plain]] [--top 20] [--no-jit]
 """
 
 import argparse
@@ -15,28 +27,33 @@ import os
 import re
 import sys
 import tempfile
+import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 DUMP = tempfile.mkdtemp(prefix="xla_dump_")
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + f" --xla_dump_to={DUMP} --xla_dump_hlo_as_text").strip()
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
 
 import keras  # noqa: E402
-import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from compare import WORKLOADS, _random_batch, keras_model  # noqa: E402
 from tensorflow.tsl.profiler.protobuf import xplane_pb2  # noqa: E402
 
-import keras_vit  # noqa: E402
 
-
-def thunk_times(logdir):
-    """{operation name: (total ms, count)} of the XLA CPU thunks in a profile."""
+def _planes(logdir):
     path = glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)[0]
     space = xplane_pb2.XSpace()
     with open(path, "rb") as f:
         space.ParseFromString(f.read())
+    return space.planes
+
+
+def thunk_times(logdir):
+    """{operation name: (total ms, count)} of the XLA CPU thunks in a profile."""
     times, counts = collections.Counter(), collections.Counter()
-    for plane in space.planes:
+    for plane in _planes(logdir):
         for line in plane.lines:
             if "Eigen" not in line.name:  # XLA's intra-op threads run the thunks
                 continue
@@ -49,45 +66,181 @@ def thunk_times(logdir):
     return times, counts
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    for flag, default in (("patch", 7), ("hidden", 128), ("layers", 6), ("batch", 256), ("steps", 6), ("top", 20)):
-        parser.add_argument(f"--{flag}", type=int, default=default)
-    args = parser.parse_args(argv)
-    model = keras_vit.ViT(patch_size=args.patch, hidden_size=args.hidden, num_layers=args.layers, num_heads=4,
-                          mlp_dim=2 * args.hidden, input_shape=(28, 28, 1), num_classes=10,
-                          classifier_activation=None)  # logits, as the loss below expects
-    model.compile(optimizer=keras.optimizers.AdamW(1e-3),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=True)
-    rng = np.random.default_rng(0)
-    x = rng.random((args.batch * args.steps, 28, 28, 1), dtype="float32")
-    y = rng.integers(0, 10, args.batch * args.steps)
-    model.fit(x[: args.batch * 2], y[: args.batch * 2], batch_size=args.batch, epochs=1, verbose=0)
+def host_seconds(logdir, names):
+    """{event name: seconds covered} on the host threads; nested events of one name count once."""
+    spans = collections.defaultdict(list)
+    for plane in _planes(logdir):
+        for line in plane.lines:
+            if "Eigen" in line.name:
+                continue
+            for event in line.events:
+                name = plane.event_metadata[event.metadata_id].name
+                if name in names:
+                    start = line.timestamp_ns * 1000 + event.offset_ps
+                    spans[name].append((start, start + event.duration_ps))
+    covered = {}
+    for name in names:
+        total, end = 0, None
+        for start, stop in sorted(spans[name]):
+            if end is None or start > end:
+                total, end = total + stop - start, stop
+            elif stop > end:
+                total, end = total + stop - end, stop
+        covered[name] = total / 1e12
+    return covered
+
+
+INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%(\S+) = (\S+) (\S+?)\((.*)$")
+
+
+def read_hlo(dump):
+    """{instruction: (shape, opcode, TensorFlow op_type, op_name, operands, called computation)}."""
+    instructions, computation_ops, current = {}, collections.defaultdict(list), None
+    for path in glob.glob(os.path.join(dump, "*one_step_on_data*cpu_after_optimizations.txt")):
+        with open(path) as f:
+            for line in f:
+                header = re.match(r"^(?:ENTRY )?%(\S+) \(", line)
+                if header:
+                    current = header.group(1)
+                    continue
+                match = INSTRUCTION.match(line)
+                if not match:
+                    continue
+                name, shape, opcode, rest = match.groups()
+                meta = re.search(r'op_type="([^"]*)" op_name="([^"]*)"', rest)
+                called = re.search(r"calls=%([^\s,]+)", rest)
+                operands = re.findall(r"%([\w.-]+)", rest.split(")")[0])
+                instructions[name] = (shape, opcode, *(meta.groups() if meta else ("", "")), operands,
+                                      called.group(1) if called else None)
+                computation_ops[current].append((opcode, *(meta.groups() if meta else ("", ""))))
+    return instructions, computation_ops
+
+
+def category(name, instructions, computation_ops, depth=0):
+    """The part of the model an XLA operation belongs to, from its TensorFlow op name."""
+    if name not in instructions:
+        return "other"
+    shape, opcode, op_type, op_name, operands, called = instructions[name]
+    inner = computation_ops.get(called, [])
+    if not op_name:
+        named = [(t, n) for _, t, n in inner if n]
+        if named:
+            op_type, op_name = named[0]
+        elif operands and depth < 3:  # e.g. wrapped_reduce-window: take its input's part
+            return category(operands[0], instructions, computation_ops, depth + 1)
+    inner_names = " ".join(n for _, _, n in inner)
+    # Gradient sums of several branches (AddN) carry no gradient_tape name of their own.
+    backward = "gradient_tape" in op_name or "gradient_tape" in inner_names or op_type == "AddN"
+    direction = "backward" if backward else "forward"
+    opcodes = {opcode} | {op for op, _, _ in inner}
+    if op_name.startswith("adam") or "AssignVariable" in op_type or "Assign" in op_name:
+        return "optimizer update"
+    if {"dot", "convolution"} & opcodes or name.startswith(("MatMul", "dot")):
+        rank = shape.split("]")[0].count(",") + 1
+        if "convolution" in opcodes or "embedding" in op_name:
+            return f"patch embedding matmul {direction}"
+        if rank > 2 and "attention" in op_name:
+            return f"attention scores/context matmuls {direction}"
+        return f"dense matmuls (qkv, output, MLP, head) {direction}"
+    if "Softmax" in op_name and "compile_loss" not in op_name:
+        return f"attention softmax {direction}"
+    if "compile_loss" in op_name:
+        return "loss"
+    if re.search(r"/(norm\d?|encoder_norm)_?\d*/", op_name):
+        return f"LayerNorm {direction}"
+    if "Gelu" in op_name or "Gelu" in inner_names:
+        return f"GELU {direction}"
+    if op_type in ("Transpose", "ConcatV2", "Slice", "StridedSlice", "Reshape", "Pack", "Split") or {
+            "copy", "transpose", "concatenate", "slice"} & opcodes or op_name == "XLA_Args":
+        return f"copies/transposes/slices {direction}"
+    if "BiasAdd" in op_name:
+        return f"bias add {direction}"
+    return f"other {direction}"
+
+
+def profile_steps(model, data, args):
+    model.fit(data, steps_per_epoch=2, epochs=1, verbose=0)  # tracing and compilation outside the profile
     logdir = tempfile.mkdtemp(prefix="profile_")
     tf.profiler.experimental.start(logdir)
-    model.fit(x, y, batch_size=args.batch, epochs=1, verbose=0)
+    start = time.perf_counter()
+    model.fit(data, steps_per_epoch=args.steps, epochs=1, verbose=0)
+    wall = time.perf_counter() - start
     tf.profiler.experimental.stop()
-
     times, counts = thunk_times(logdir)
-    hlo = ""
-    for path in glob.glob(os.path.join(DUMP, "*one_step_on_data*cpu_after_optimizations.txt")):
-        with open(path) as f:
-            hlo += f.read()
+    instructions, computation_ops = read_hlo(DUMP)
     total = sum(times.values())
-    print(f"{args.steps} steps of batch {args.batch}: {total:.0f} ms of thunk time ({total / args.steps:.0f} ms per step)")
-    kinds, kind_counts = collections.Counter(), collections.Counter()
+    per_step = wall * 1e3 / args.steps
+    print(f"{args.steps} steps: wall {per_step:.0f} ms per step; XLA thunks {total / args.steps:.0f} ms per step, "
+          f"summed over {tf.config.threading.get_intra_op_parallelism_threads() or os.cpu_count()} threads "
+          "(thunks of one step can run side by side)")
+    parts = collections.Counter()
     for name, ms in times.items():
-        kind = re.sub(r"([._]\d+)+$", "", name)
-        kinds[kind] += ms
-        kind_counts[kind] += counts[name]
-    print("\nby kind (ms per step, share):")
-    for kind, ms in kinds.most_common(args.top):
-        print(f"  {ms / args.steps:8.1f}  {ms / total:6.1%}  {kind_counts[kind] // args.steps:4d}/step  {kind}")
-    print("\nslowest operations (ms per step, HLO shape):")
+        parts[category(name, instructions, computation_ops)] += ms
+    print("\nby part (ms per step, share of thunk time):")
+    for part, ms in parts.most_common():
+        print(f"  {ms / args.steps:8.1f}  {ms / total:6.1%}  {part}")
+    for label, keys in (("matmuls", ("matmul",)), ("forward", ("forward",)), ("backward", ("backward",))):
+        share = sum(ms for part, ms in parts.items() if any(k in part for k in keys)) / total
+        print(f"  all {label}: {share:.1%}")
+    print("\nslowest operations (ms per step, HLO shape, TensorFlow op, part):")
     for name, ms in times.most_common(args.top):
-        match = re.search(r"%" + re.escape(name) + r" = (\S+) (\w+)\(", hlo)
-        shape = f"{match.group(1)} {match.group(2)}" if match else ""
-        print(f"  {ms / args.steps:8.1f}  {name:28s} {shape}")
+        shape, opcode, _, op_name = instructions.get(name, ("", "", "", ""))[:4]
+        print(f"  {ms / args.steps:8.1f}  {name:28s} {shape} {opcode} {op_name}  "
+              f"[{category(name, instructions, computation_ops)}]")
+
+
+def profile_first_fit(model, data, args):
+    logdir = None
+    if not args.plain:
+        logdir = tempfile.mkdtemp(prefix="profile_")
+        tf.profiler.experimental.start(logdir)
+    start = time.perf_counter()
+    model.fit(data, steps_per_epoch=args.steps, epochs=1, verbose=0)
+    first = time.perf_counter() - start
+    if logdir:
+        tf.profiler.experimental.stop()
+    start = time.perf_counter()
+    model.fit(data, steps_per_epoch=args.steps, epochs=1, verbose=0)
+    second = time.perf_counter() - start
+    print(f"first fit call ({args.steps} steps): {first:.1f} s wall; second call: {second:.1f} s"
+          + (" (profiler off)" if args.plain else " (profiler on during the first)"))
+    if not logdir:
+        return
+    tracing, compiling = host_seconds(logdir, ("tf.function-graph_building", "CpuCompiler::CompileCpuExecutable")).values()
+    parts = {"tf.function tracing (graph building)": tracing,
+             "XLA compilation (CpuCompiler::CompileCpuExecutable)": compiling,
+             "steps (second call's wall, same step count)": second,
+             "rest: data adapter, iterator, callbacks, Python": first - tracing - compiling - second}
+    for part, seconds in parts.items():
+        print(f"  {seconds:7.1f} s  {seconds / first:6.1%}  {part}")
+    print("\nlongest host events (seconds covered; events nest, so these overlap):")
+    longest = collections.Counter()
+    for plane in _planes(logdir):
+        for line in plane.lines:
+            if "Eigen" not in line.name:
+                for event in line.events:
+                    longest[plane.event_metadata[event.metadata_id].name] = max(
+                        longest[plane.event_metadata[event.metadata_id].name], 0)
+    for name, seconds in sorted(host_seconds(logdir, tuple(longest)).items(), key=lambda kv: -kv[1])[:args.top]:
+        print(f"  {seconds:7.1f} s  {name[:100]}")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--workload", default="train_default", choices=[k for k, w in WORKLOADS.items() if w["train"]])
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--top", type=int, default=15)
+    parser.add_argument("--first-fit", action="store_true", help="split the first fit call instead of a step")
+    parser.add_argument("--plain", action="store_true", help="with --first-fit: no profiler, walls only")
+    parser.add_argument("--no-jit", action="store_true", help="compile without XLA (--first-fit only)")
+    args = parser.parse_args(argv)
+    w = WORKLOADS[args.workload]
+    model, _ = keras_model("keras_vit", w)
+    model.compile(optimizer=keras.optimizers.AdamW(1e-3),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=not args.no_jit)
+    data = tf.data.Dataset.from_tensors(_random_batch(w)).repeat().prefetch(2)
+    print(f"{args.workload}: batch {w['batch']}, {model.count_params()} parameters, TF {tf.__version__}")
+    (profile_first_fit if args.first_fit else profile_steps)(model, data, args)
 
 
 if __name__ == "__main__":

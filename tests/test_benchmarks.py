@@ -67,3 +67,17 @@ def test_bad_translate_flags_are_refused(script, idx_folder, capsys, flags, mess
         script.main(["--data", idx_folder, "--recipe", "hybrid", *flags])
     assert error.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_speed_comparison_models_output_logits_as_their_loss_expects():
+    """benchmarks/compare.py trains with a from_logits loss; a softmax head would train on probabilities."""
+    from keras_vit.models.head import head_activation
+
+    path = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "compare.py"
+    spec = importlib.util.spec_from_file_location("compare_benchmark", path)
+    compare = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(compare)
+    workload = dict(compare.WORKLOADS["train_default"], layers=1, hidden=32, heads=2, mlp=64)
+    model, _ = compare.keras_model("keras_vit", workload)
+    assert head_activation(model) is None
+    assert model.output_shape == (None, workload["classes"])
