@@ -14,10 +14,10 @@ Workloads (random data from numpy; AdamW, sparse cross-entropy on logits):
 Plans (--plan), each a full run of about 15 minutes or less with the defaults:
 
 - backends: the default model on each backend with its default compiler setting (TensorFlow XLA,
-  JAX jit, PyTorch eager), TensorFlow without XLA, PyTorch eager on one thread (its OpenMP
-  threads wait on each other when other processes load the cores); in the first round only:
+  JAX jit, PyTorch eager), TensorFlow without XLA, each default on one thread (threads of one
+  process wait on each other when other processes load the cores); in the first round only:
   torch.compile, JAX without jit (one short figure), tf.data input on JAX and PyTorch.
-- ti4: ViT-Ti/4 on each backend with its default compiler setting.
+- ti4: ViT-Ti/4 on each backend with its default compiler setting, and PyTorch on one thread.
 - precision: mixed_bfloat16 against float32 on TensorFlow (XLA on and off) and JAX (jit), the
   default model.
 
@@ -72,11 +72,11 @@ PLANS = {
         *[_job("default", b, b != "torch") for b in BACKENDS],
         _job("default", "tensorflow", False),
         _job("default", "torch", True, once=True),  # its first fit ran past 300 s here
-        _job("default", "torch", False, threads=1),
+        *[_job("default", b, b != "torch", threads=1) for b in BACKENDS],
         _job("default", "jax", False, once=True),
         *[_job("default", b, b != "torch", data="tf.data", once=True) for b in ("jax", "torch")],
     ],
-    "ti4": [_job("ti4", b, b != "torch") for b in BACKENDS],
+    "ti4": [*[_job("ti4", b, b != "torch") for b in BACKENDS], _job("ti4", "torch", False, threads=1)],
     "precision": [
         *[_job("default", "tensorflow", jit, precision) for precision in ("float32", "mixed_bfloat16")
           for jit in (True, False)],
@@ -93,10 +93,6 @@ def worker(job, steps, fit_seconds):
     import keras_vit
 
     w = WORKLOADS[job["workload"]]
-    if job["threads"]:
-        import torch  # the only backend with a per-process thread setting here
-
-        torch.set_num_threads(job["threads"])
     keras.config.set_dtype_policy(job["precision"])
     model = keras_vit.ViT(patch_size=w["patch"], hidden_size=w["hidden"], num_layers=w["layers"],
                           num_heads=w["heads"], mlp_dim=w["mlp"], input_shape=(w["image"], w["image"], w["channels"]),
@@ -143,7 +139,9 @@ def worker(job, steps, fit_seconds):
         return time.perf_counter() - start, timer.times, history.history["loss"][-1]
 
     first_wall, first_times, _ = fit(short)
+    cpu_before = sum(os.times()[:2])
     warm_wall, times, loss = fit(long)
+    cores_used = (sum(os.times()[:2]) - cpu_before) / warm_wall
     median = statistics.median(times)
     deciles = statistics.quantiles(times, n=10, method="inclusive") if len(times) > 1 else [median] * 9
     return {
@@ -151,7 +149,8 @@ def worker(job, steps, fit_seconds):
         "step_s": median, "images_per_s": w["batch"] / median,
         "step_p10_s": deciles[0], "step_p90_s": deciles[-1], "steps": len(times), "first_steps": len(first_times),
         "first_fit_overhead_s": first_wall - len(first_times) * median,
-        "fit_overhead_s": warm_wall - sum(times), "loss_finite": bool(np.isfinite(loss)),
+        "fit_overhead_s": warm_wall - sum(times),
+        "cores_used": round(cores_used, 2), "loss_finite": bool(np.isfinite(loss)),
     }
 
 
@@ -167,12 +166,20 @@ def roofline_worker(size, repeats):
     return {"gflops": gflops(size, "float32", True, repeats)}
 
 
+def thread_settings(threads):
+    """Environment variables that cap each backend's compute threads (read when it starts)."""
+    n = str(threads)
+    return {"OMP_NUM_THREADS": n, "TF_NUM_INTRAOP_THREADS": n, "TF_NUM_INTEROP_THREADS": n,
+            "XLA_FLAGS": f"--xla_cpu_multi_thread_eigen={str(threads > 1).lower()} intra_op_parallelism_threads={n}"}
+
+
 def run_worker(tags, worker_args, backend, timeout):
     """Runs one job in a fresh process under `backend`; its figures, or {"error": ...}."""
     before = cpu_jiffies()
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", json.dumps(worker_args)]
     env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="2",
-               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               **(thread_settings(tags["threads"]) if tags.get("threads") else {}))
     start = time.perf_counter()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
@@ -280,6 +287,8 @@ def main(argv=None):
     parser.add_argument("--out", help="folder for backends-<plan>-<time>.jsonl and .md")
     parser.add_argument("--first-round", type=int, default=0, help="number of the first round; jobs marked "
                         "once run only in round 0 (continues an earlier run; default: 0)")
+    parser.add_argument("--roofline", action=argparse.BooleanOptionalAction, default=True,
+                        help="measure the matmul roofline in every round (default: on)")
     parser.add_argument("--match", help="run only the plan's jobs whose label (as in the tables) contains this text")
     parser.add_argument("--summarise", metavar="JSONL", nargs="+", help="print the tables of earlier runs' .jsonl "
                         "files and exit")
@@ -333,7 +342,7 @@ def main(argv=None):
         out_path = os.path.join(args.out, time.strftime(f"backends-{args.plan}-%Y%m%d-%H%M%S", time.gmtime()))
     results = []
     for round_index in range(args.first_round, args.first_round + args.rounds):
-        todo = [(roofline, "tensorflow", {"kind": "roofline"})]
+        todo = [(roofline, "tensorflow", {"kind": "roofline"})] if args.roofline else []
         todo += [({"kind": "fit", "job": j, "steps": (short, long), "fit_seconds": args.fit_seconds}, j["backend"], j)
                  for j in jobs if round_index == 0 or not j["once"]]
         for spec, backend, tags in todo:
