@@ -11,12 +11,15 @@ Workloads (random data from numpy; AdamW, sparse cross-entropy on logits):
   on its Fashion-MNIST input, 28x28 with 3 channels, batch 256 (the compact recipe's).
 - ti4: ViT-Ti/4 at 32 px (width 192, 12 layers, 3 heads, MLP 768), batch 128.
 
-Plans (--plan), each a full run of about 15 minutes or less with the defaults:
+Plans (--plan); with the defaults a plan should take 15 minutes or less on a quiet 2-core
+machine (measured at load average 5-9 on 2 cores: 8-11 minutes a round for backends, 9 for ti4
+and for precision):
 
 - backends: the default model on each backend with its default compiler setting (TensorFlow XLA,
   JAX jit, PyTorch eager), TensorFlow without XLA, each default on one thread (threads of one
   process wait on each other when other processes load the cores); in the first round only:
-  torch.compile, JAX without jit (one short figure), tf.data input on JAX and PyTorch.
+  JAX without jit (one short figure), tf.data input on JAX and PyTorch.
+- compile: torch.compile on the default model (slow to compile: pass --timeout 600).
 - ti4: ViT-Ti/4 on each backend with its default compiler setting, and PyTorch on one thread.
 - precision: mixed_bfloat16 against float32 on TensorFlow (XLA on and off) and JAX (jit), the
   default model.
@@ -29,8 +32,8 @@ its steps is the per-epoch "fit overhead". A fit stops early once it has run --f
 recorded. The matmul roofline (benchmarks/matmul_peak.py: float32, XLA, 3072^3) runs in its own
 process each round; /proc/stat busy and steal shares (benchmarks/machine.py) come with every job.
 
-    python benchmarks/backends.py [--plan backends|ti4|precision] [--workloads default,ti4]
-        [--backends tensorflow,jax,torch] [--rounds 3] [--steps 3,12] [--out benchmarks/results]
+    python benchmarks/backends.py [--plan backends|compile|ti4|precision] [--workloads default,ti4]
+        [--backends tensorflow,jax,torch] [--rounds 2] [--steps 3,12] [--out benchmarks/results]
     python benchmarks/backends.py --summarise benchmarks/results/backends-<plan>-<time>.jsonl ...
     python benchmarks/backends.py --quick    # smoke run: tiny model, 1 + 2 steps, one round
 """
@@ -71,11 +74,12 @@ PLANS = {
     "backends": [
         *[_job("default", b, b != "torch") for b in BACKENDS],
         _job("default", "tensorflow", False),
-        _job("default", "torch", True, once=True),  # its first fit ran past 300 s here
         *[_job("default", b, b != "torch", threads=1) for b in BACKENDS],
         _job("default", "jax", False, once=True),
         *[_job("default", b, b != "torch", data="tf.data", once=True) for b in ("jax", "torch")],
     ],
+    # torch.compile alone: its first step took 300 s on the shared 2-core machine (run with --timeout 600).
+    "compile": [_job("default", "torch", True)],
     "ti4": [*[_job("ti4", b, b != "torch") for b in BACKENDS], _job("ti4", "torch", False, threads=1)],
     "precision": [
         *[_job("default", "tensorflow", jit, precision) for precision in ("float32", "mixed_bfloat16")
@@ -277,7 +281,7 @@ def main(argv=None):
     parser.add_argument("--workloads", help="comma-separated subset of the plan's workloads (default: all)")
     parser.add_argument("--backends", default=",".join(BACKENDS), help="comma-separated subset of "
                         f"{','.join(BACKENDS)} (default: all)")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--steps", default="3,12", help="SHORT,LONG: steps of the first and the warm fit")
     parser.add_argument("--fit-seconds", type=float, default=30.0, help="a fit stops after the step that passes "
                         "this many seconds (default: 30)")
