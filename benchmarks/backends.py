@@ -271,7 +271,7 @@ def _parse_steps(parser, text):
         if short < 1 or long < 1:
             raise ValueError
     except ValueError:
-        parser.error(f"--steps={text!r}: expected SHORT,LONG positive step counts, e.g. 3,15")
+        parser.error(f"--steps={text!r}: expected SHORT,LONG positive step counts, e.g. 3,12")
     return short, long
 
 
