@@ -81,3 +81,28 @@ def test_speed_comparison_models_output_logits_as_their_loss_expects():
     model, _ = compare.keras_model("keras_vit", workload)
     assert head_activation(model) is None
     assert model.output_shape == (None, workload["classes"])
+
+
+BACKENDS_SCRIPT = SCRIPT.parent / "backends.py"
+
+
+@pytest.mark.backends("tensorflow", "jax", "torch")
+def test_backends_benchmark_quick_run_fits_on_this_backend(tmp_path):
+    import keras
+
+    spec = importlib.util.spec_from_file_location("backends_benchmark", BACKENDS_SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    backend = keras.backend.backend()
+    results = module.main(["--quick", "--backends", backend, "--out", str(tmp_path)])
+    assert [r.get("error") for r in results] == [None, None]
+    roofline, fit = results
+    assert roofline["kind"] == "roofline" and roofline["gflops"] > 0
+    assert fit["backend"] == backend and fit["workload"] == "tiny" and fit["jit"] == (backend != "torch")
+    assert (fit["first_steps"], fit["steps"], fit["loss_finite"]) == (1, 2, True)
+    assert fit["step_p10_s"] <= fit["step_s"] <= fit["step_p90_s"]
+    assert fit["images_per_s"] == pytest.approx(8 / fit["step_s"])
+    (table,) = tmp_path.glob("backends-backends-*.md")
+    assert f"| {module.label(fit)} | {fit['images_per_s']:.1f} " in table.read_text()
+    (lines,) = tmp_path.glob("backends-backends-*.jsonl")
+    assert [json.loads(line) for line in lines.read_text().splitlines()] == json.loads(json.dumps(results))
