@@ -48,18 +48,19 @@ def interpolation_matrix(old_size, new_size, method="bicubic", dtype="float32"):
     [[1.0, 0.0], [0.5, 0.5], [0.0, 1.0]]
     """
     check_choice("interpolation", method, INTERPOLATIONS)
+    # Maxima against tensors, not Python floats: PyTorch's keras.ops.maximum(x, 0.0) drops float64 to float32.
     old = ops.cast(old_size, dtype)
     new = ops.cast(new_size, dtype)
     dst = ops.arange(new_size, dtype=dtype)
     src_index = ops.arange(old_size, dtype=dtype)
     if method == "bilinear":
         # scipy.ndimage.zoom: step (old - 1) / (new - 1), and 1 when the output has one sample.
-        step = ops.where(new > 1.0, (old - 1.0) / ops.maximum(new - 1.0, 1.0), ops.ones_like(new))
+        step = ops.where(new > 1.0, (old - 1.0) / ops.maximum(new - 1.0, ops.ones_like(new)), ops.ones_like(new))
         src = dst * step
-        return ops.maximum(1.0 - ops.abs(src[:, None] - src_index[None, :]), 0.0)
+        return ops.relu(1.0 - ops.abs(src[:, None] - src_index[None, :]))
     scale = old / new
     if method == "bicubic":
-        support = ops.maximum(scale, 1.0)
+        support = ops.maximum(scale, ops.ones_like(scale))
         centre = (dst + 0.5) * scale
         weights = _keys_cubic((src_index[None, :] + 0.5 - centre[:, None]) / support, -0.5)
         return weights / ops.sum(weights, axis=1, keepdims=True)
