@@ -118,6 +118,7 @@ def test_recipe_loss_refuses_other_activations():
         recipes.make_loss(recipes.get_recipe("deit"), model)
 
 
+@pytest.mark.backends("tensorflow")  # a fresh process importing everything: registration is the same on every backend
 def test_import_exposes_subpackages_and_registers_the_schedule(tmp_path):
     """A model compiled with the recipes' WarmupCosine loads after a bare `import keras_vit`, in a fresh process."""
     model = keras_vit.ViT("tiny", num_classes=3)
