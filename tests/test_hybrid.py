@@ -213,6 +213,7 @@ def test_backbone_option_projects_the_feature_map(tmp_path):
     assert "resnet" not in [layer.name for layer in patched.layers]
 
 
+@pytest.mark.backends("tensorflow")  # a keras.applications ResNet: Keras' own model, slow to build off TensorFlow
 def test_keras_applications_backbone():
     backbone = keras.applications.EfficientNetB0(include_top=False, weights=None)
     model = keras_vit.ViT("tiny", backbone=backbone, image_size=64, num_classes=2)

@@ -8,6 +8,7 @@ Each module answers the same questions for its backend:
 - `gpu_compute_capability()`: the major CUDA compute capability of the first GPU, or None.
 - `default_jit_compile(device, precision, collectives)`: whether to compile the train step
   (XLA on TensorFlow and JAX, torch.compile on PyTorch) when the user did not say.
+- `has_float64()`: whether float64 tensors keep their precision (JAX's need `jax_enable_x64`).
 - `STRATEGIES`: the `keras_vit.training.get_strategy` names the backend can run.
 
 Example:

@@ -33,6 +33,13 @@ def gpu_compute_capability() -> int | None:
     return int(str(capability).split(".")[0]) if capability else None
 
 
+def has_float64() -> bool:
+    """Only with jax_enable_x64: by default JAX truncates float64 to float32, with a warning."""
+    import jax
+
+    return bool(jax.config.read("jax_enable_x64"))
+
+
 def default_jit_compile(device: str, precision: str, collectives: bool) -> bool:
     """Always XLA: JAX without jit dispatches every operation from Python."""
     return True

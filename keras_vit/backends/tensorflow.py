@@ -34,6 +34,11 @@ def gpu_compute_capability() -> int | None:
     return tf.config.experimental.get_device_details(gpus[0]).get("compute_capability", (0, 0))[0]
 
 
+def has_float64() -> bool:
+    """Always: float64 tensors are float64."""
+    return True
+
+
 def default_jit_compile(device: str, precision: str, collectives: bool) -> bool:
     """XLA everywhere except two CPU cases.
 

@@ -27,6 +27,11 @@ def gpu_compute_capability() -> int | None:
     return torch.cuda.get_device_capability(0)[0] if torch.cuda.is_available() else None
 
 
+def has_float64() -> bool:
+    """Always: float64 tensors are float64."""
+    return True
+
+
 def default_jit_compile(device: str, precision: str, collectives: bool) -> bool:
     """Off: torch.compile recompiles for a long time and ran the ViT train step far slower on CPU."""
     return False
