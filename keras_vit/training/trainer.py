@@ -70,8 +70,10 @@ class TrainConfig:
         epochs: int. Defaults to 10.
         batch_size: int or None. Global batch size; None for the recipe's. Defaults to None.
         precision: str. "auto", "float32", "mixed_bfloat16", "mixed_float16". Defaults to "auto".
-        jit_compile: bool or None. None picks by hardware and precision. Defaults to None.
-        strategy: str. "default", "mirrored", "multi_worker", "tpu". Defaults to "default".
+        jit_compile: bool or None. None picks by Keras backend, hardware and precision
+            (`distribute.default_jit_compile`). Defaults to None.
+        strategy: str. "default", "mirrored", "multi_worker", "tpu" (the last three on TensorFlow
+            only). Defaults to "default".
         run_dir: str or None. Logs and crash backups; None keeps none. Defaults to "runs/train".
         output_dir: str or None. Where the final model goes; None saves nothing.
             Defaults to "saved_models".
