@@ -498,7 +498,8 @@ def _add_train(subparsers) -> None:
     fit.add_argument("--batch-size", type=int, help="global batch size, split over replicas (default: the recipe's)")
     fit.add_argument("--precision", choices=PRECISION_NAMES, default="auto", help="dtype policy (default: auto, by hardware)")
     fit.add_argument("--jit-compile", choices=("auto", "on", "off"), default="auto",
-                     help="XLA compilation (default: auto, by hardware and precision)")
+                     help="compile the train step: XLA, or torch.compile on PyTorch (default: auto, by Keras "
+                     "backend, hardware and precision)")
     fit.add_argument("--strategy", choices=STRATEGY_NAMES, default="default", help="tf.distribute strategy (default: default)")
     fit.add_argument("--budget-minutes", type=float, help="stop after this many minutes of training, summed over "
                      "resumed parts; > 0 (default: no budget)")

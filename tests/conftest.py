@@ -35,4 +35,6 @@ def _restore_dtype_policy():
     policy = keras.config.dtype_policy()
     yield
     keras.config.set_dtype_policy(policy)
-    keras.utils.clear_session()
+    # Off TensorFlow the tests build only small models, and the full garbage collection of
+    # free_memory (about 1.7 s a test with TensorFlow and PyTorch both loaded) is most of their time.
+    keras.utils.clear_session(free_memory=BACKEND == "tensorflow")

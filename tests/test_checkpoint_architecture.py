@@ -27,6 +27,10 @@ from keras_vit.weights import Checkpoint, CheckpointError, load_weights, read_sa
 from keras_vit.weights import registry  # noqa: E402
 from test_hybrid_weights import generated_stem_arrays  # noqa: E402  (the hybrid stem, named as in the files)
 
+from helpers import ALL_BACKENDS, to_numpy  # noqa: E402
+
+pytestmark = ALL_BACKENDS
+
 F = torch.nn.functional
 # hidden 24, 3 heads of 8, MLP 40, 2 blocks, patch 8 on 32x32 images (a 4x4 grid), 7 classes.
 D, HEADS, MLP, DEPTH, PATCH, IMAGE, CLASSES = 24, 3, 40, 2, 8, 32, 7
@@ -160,7 +164,7 @@ def _save_npz(tmp_path, arrays, name="ckpt.npz"):
 
 
 def _assert_close(model, expected, images):
-    diff = np.abs(np.asarray(model(images)) - expected).max()
+    diff = np.abs(to_numpy(model(images)) - expected).max()
     assert diff <= 1e-4, diff
 
 
@@ -351,17 +355,17 @@ def test_vit_config_survives_keras_file_and_old_files_still_load(tmp_path):
     plain.save(str(tmp_path / "old.keras"))
     old = keras.saving.load_model(str(tmp_path / "old.keras"))
     x = _images()
-    np.testing.assert_array_equal(np.asarray(old(x)), np.asarray(model(x)))
+    np.testing.assert_array_equal(to_numpy(old(x)), to_numpy(model(x)))
 
 
 def test_pooling_avg_and_max():
     tokens = keras_vit.ViT("tiny", include_top=False, pooling=None)
     x = _images()
-    patch_tokens = np.asarray(tokens(x))[:, 1:]
+    patch_tokens = to_numpy(tokens(x))[:, 1:]
     for pooling, reduce in (("avg", np.mean), ("max", np.max)):
         pooled = keras_vit.ViT("tiny", include_top=False, pooling=pooling)
         pooled.set_weights(tokens.get_weights())
-        np.testing.assert_allclose(np.asarray(pooled(x)), reduce(patch_tokens, axis=1), atol=1e-6)
+        np.testing.assert_allclose(to_numpy(pooled(x)), reduce(patch_tokens, axis=1), atol=1e-6)
 
 
 # ---------------------------------------------------------------------------------------------

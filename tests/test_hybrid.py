@@ -9,9 +9,11 @@ import numpy as np
 import pytest
 
 import keras_vit
-from helpers import check_save_load_export
+from helpers import ALL_BACKENDS, check_save_load_export, to_numpy
 from keras_vit.layers import BottleneckUnit, StandardizedConv2D
 from keras_vit.models.resnet import BiTResNet
+
+pytestmark = ALL_BACKENDS
 
 
 def _same_pad(x, kernel, stride):
@@ -55,16 +57,16 @@ def test_weight_standardised_conv_and_group_norm_match_numpy():
     # A kernel with std ~1e-4, so (std + 1e-5) and sqrt(var + 1e-8) give visibly different results.
     w = (rng.normal(size=conv.kernel.shape) * 1e-4 + 3e-4).astype("float32")
     conv.kernel.assign(w)
-    y = np.asarray(norm(conv(x)))
+    y = to_numpy(norm(conv(x)))
     norm.gamma.assign(rng.normal(size=32).astype("float32"))
     norm.beta.assign(rng.normal(size=32).astype("float32"))
-    y = np.asarray(norm(conv(x)))
+    y = to_numpy(norm(conv(x)))
 
     w64 = w.astype("float64")
     mean = w64.mean(axis=(0, 1, 2))
     std = w64.std(axis=(0, 1, 2))
     standardized = (w64 - mean) / (std + 1e-5)
-    np.testing.assert_allclose(np.asarray(conv.standardized_kernel()), standardized, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(to_numpy(conv.standardized_kernel()), standardized, rtol=1e-4, atol=1e-4)
     expected = _numpy_group_norm(_numpy_conv(x.astype("float64"), standardized, 2), norm.gamma.numpy(), norm.beta.numpy())
     assert y.shape == (2, 6, 5, 32)
     np.testing.assert_allclose(y, expected, atol=1e-4)
@@ -141,7 +143,7 @@ def test_stem_matches_hugging_face_bit(size):
     images = np.random.default_rng(2).normal(size=(2, size, size, 3)).astype("float32")
     with torch.no_grad():
         expected = hf(torch.from_numpy(images.transpose(0, 3, 1, 2))).last_hidden_state.numpy().transpose(0, 2, 3, 1)
-    got = np.asarray(stem(images))
+    got = to_numpy(stem(images))
     assert got.shape == expected.shape == (2, -(-size // 8), -(-size // 8), 256)
     np.testing.assert_allclose(got, expected, atol=1e-4, rtol=1e-4)
 
@@ -177,7 +179,7 @@ def test_hybrid_tokens_and_stem_dtype():
     assert model.get_layer("resnet").get_layer("block1_unit1").compute_dtype == "bfloat16"
     assert model.get_layer("embedding").kernel.shape == (1, 1, 128, 32)
     out = model(np.random.default_rng(0).uniform(0, 255, (2, 32, 32, 3)).astype("float32"))
-    assert np.all(np.isfinite(np.asarray(out, "float32")))
+    assert np.all(np.isfinite(to_numpy(out).astype("float32")))
 
 
 def test_r_ti16_patches_the_root_feature_map():
@@ -211,6 +213,7 @@ def test_backbone_option_projects_the_feature_map(tmp_path):
     assert "resnet" not in [layer.name for layer in patched.layers]
 
 
+@pytest.mark.backends("tensorflow")  # a keras.applications ResNet: Keras' own model, slow to build off TensorFlow
 def test_keras_applications_backbone():
     backbone = keras.applications.EfficientNetB0(include_top=False, weights=None)
     model = keras_vit.ViT("tiny", backbone=backbone, image_size=64, num_classes=2)

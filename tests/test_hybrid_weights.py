@@ -7,6 +7,10 @@ import keras_vit
 from keras_vit.models.resnet import BiTResNet
 from keras_vit.weights.hybrid import load_hybrid_stem, stem_variables
 
+from helpers import ALL_BACKENDS, to_numpy  # noqa: E402
+
+pytestmark = ALL_BACKENDS
+
 
 def generated_stem_arrays(stage_depths, width=64, channels=3, norm_layout="flat", seed=0):
     """Stem tensors as the original hybrid checkpoints name and shape them, written from the spec."""
@@ -72,14 +76,14 @@ def test_loaded_stem_runs_inside_a_hybrid_model(tmp_path):
     arrays = _write_and_read(tmp_path, generated_stem_arrays((1,), width=32, norm_layout="4d"))
     model = keras_vit.ViT("R_tiny", num_classes=2)
     images = np.random.default_rng(3).normal(size=(2, 32, 32, 3)).astype("float32")
-    before = np.asarray(model.get_layer("resnet")(images))
+    before = to_numpy(model.get_layer("resnet")(images))
     assert load_hybrid_stem(model, arrays) == set(arrays)
-    after = np.asarray(model.get_layer("resnet")(images))
+    after = to_numpy(model.get_layer("resnet")(images))
     assert after.shape == (2, 8, 8, 128) and not np.allclose(before, after)
     # Same arrays, same features: a fresh model loaded from the file computes the same stem.
     other = keras_vit.ViT("R_tiny", num_classes=2)
     load_hybrid_stem(other, arrays)
-    np.testing.assert_allclose(np.asarray(other.get_layer("resnet")(images)), after, atol=1e-6)
+    np.testing.assert_allclose(to_numpy(other.get_layer("resnet")(images)), after, atol=1e-6)
 
 
 def test_root_only_stem_keys():
@@ -123,13 +127,13 @@ def test_weights_path_loads_a_hybrid_end_to_end(tmp_path, norm_layout):
         arrays = {k: v.reshape(1, 1, 1, -1) if "/gn" in k else v for k, v in arrays.items()}
         np.savez(path, **{"opt/target/" + k: v for k, v in arrays.items()})
     images = rng.normal(size=(2, 32, 32, 3)).astype("float32")
-    expected = np.asarray(source(images))
+    expected = to_numpy(source(images))
     named = keras_vit.ViT("R_tiny", weights=path)
-    np.testing.assert_allclose(np.asarray(named(images)), expected, atol=1e-5)
+    np.testing.assert_allclose(to_numpy(named(images)), expected, atol=1e-5)
     inferred = keras_vit.ViT(weights=path)  # architecture, stem included, read from the file
     assert inferred.get_layer("resnet").get_layer("block1_unit1").filters == 32
     assert inferred.input_shape[1:3] in ((32, 32), (None, None))
-    np.testing.assert_allclose(np.asarray(inferred(images)), expected, atol=1e-5)
+    np.testing.assert_allclose(to_numpy(inferred(images)), expected, atol=1e-5)
     # A checkpoint of another stem depth is refused with the keys named, nothing half-loaded.
     with pytest.raises(ValueError, match="block2/unit1"):
         keras_vit.ViT("R_tiny", weights=path, backbone=BiTResNet((1, 1), width=32))

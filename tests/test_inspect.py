@@ -8,6 +8,10 @@ import keras_vit
 from keras_vit import inspect as vit_inspect
 from keras_vit.layers import PatchEncoder, TransformerBlock, sincos2d_embedding
 
+from helpers import ALL_BACKENDS  # noqa: E402
+
+pytestmark = ALL_BACKENDS
+
 
 def _softmax(logits):
     logits = logits - logits.max(axis=-1, keepdims=True)

@@ -2,7 +2,7 @@ import keras
 import numpy as np
 import pytest
 
-from helpers import check_layer
+from helpers import ALL_BACKENDS, check_layer, to_numpy
 from keras_vit.layers import (
     BottleneckUnit,
     DropPath,
@@ -14,6 +14,8 @@ from keras_vit.layers import (
     TransformerBlock,
     sincos2d_embedding,
 )
+
+pytestmark = ALL_BACKENDS
 
 LAYER_CASES = {
     "patches": (Patches, {"patch_size": 4}, (2, 8, 12, 3)),
@@ -75,7 +77,7 @@ def test_transformer_block_attention_scores_contract():
     y, scores = block(keras.Input((5, 8)), return_attention_scores=True)
     assert tuple(scores.shape) == (None, 2, 5, 5)
     y, scores = block(np.random.rand(3, 5, 8).astype("float32"), return_attention_scores=True)
-    np.testing.assert_allclose(np.sum(scores, axis=-1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(np.sum(to_numpy(scores), axis=-1), 1.0, atol=1e-5)
 
 
 def test_self_attention_equals_keras_multi_head_attention():
@@ -93,8 +95,8 @@ def test_self_attention_equals_keras_multi_head_attention():
         dense[name].bias.assign(bias)
     expected, expected_scores = reference(x, x, return_attention_scores=True)
     y, scores = layer(x, return_attention_scores=True)
-    np.testing.assert_allclose(np.asarray(y), np.asarray(expected), atol=1e-5)
-    np.testing.assert_allclose(np.asarray(scores), np.asarray(expected_scores), atol=1e-6)
+    np.testing.assert_allclose(to_numpy(y), to_numpy(expected), atol=1e-5)
+    np.testing.assert_allclose(to_numpy(scores), to_numpy(expected_scores), atol=1e-6)
 
 
 def test_fused_attention_path_equals_the_explicit_one(monkeypatch):
@@ -108,21 +110,21 @@ def test_fused_attention_path_equals_the_explicit_one(monkeypatch):
     for name, (_, bias) in layer.projections().items():
         bias.assign(np.random.default_rng(len(name)).normal(size=bias.shape))
     monkeypatch.setattr(self_attention, "FUSED_ATTENTION", False)
-    explicit = np.asarray(layer(x))
+    explicit = to_numpy(layer(x))
     _, explicit_scores = layer(x, return_attention_scores=True)
     monkeypatch.setattr(self_attention, "FUSED_ATTENTION", True)
-    np.testing.assert_allclose(np.asarray(layer(x)), explicit, atol=1e-5)
+    np.testing.assert_allclose(to_numpy(layer(x)), explicit, atol=1e-5)
     y, scores = layer(x, return_attention_scores=True)
-    np.testing.assert_allclose(np.asarray(y), explicit, atol=1e-5)
-    np.testing.assert_allclose(np.asarray(scores), np.asarray(explicit_scores), atol=1e-6)
+    np.testing.assert_allclose(to_numpy(y), explicit, atol=1e-5)
+    np.testing.assert_allclose(to_numpy(scores), to_numpy(explicit_scores), atol=1e-6)
     keras.utils.set_random_seed(0)
-    dropped = np.asarray(layer(x, training=True))  # attention dropout: the explicit path
+    dropped = to_numpy(layer(x, training=True))  # attention dropout: the explicit path
     assert not np.allclose(dropped, explicit, atol=1e-3)
 
 
 def test_patches_order_matches_reshape_by_hand():
     images = np.arange(2 * 4 * 6 * 3, dtype="float32").reshape(2, 4, 6, 3)
-    patches = np.asarray(Patches(2)(images))
+    patches = to_numpy(Patches(2)(images))
     assert patches.shape == (2, 6, 12)
     # Patch (row 1, col 2) of image 1, flattened in (row, col, channel) order.
     np.testing.assert_array_equal(patches[1, 1 * 3 + 2], images[1, 2:4, 4:6, :].reshape(-1))
@@ -131,9 +133,9 @@ def test_patches_order_matches_reshape_by_hand():
 def test_patch_encoder_equals_patches_times_kernel():
     encoder = PatchEncoder(4, 8, class_token=True, position_embedding="none")
     images = np.random.default_rng(0).normal(size=(2, 8, 12, 3)).astype("float32")
-    tokens = np.asarray(encoder(images))
+    tokens = to_numpy(encoder(images))
     kernel = encoder.kernel.numpy().reshape(-1, 8)
-    expected = np.asarray(Patches(4)(images)) @ kernel + encoder.bias.numpy()
+    expected = to_numpy(Patches(4)(images)) @ kernel + encoder.bias.numpy()
     np.testing.assert_allclose(tokens[:, 1:], expected, rtol=1e-4, atol=1e-4)
     np.testing.assert_array_equal(tokens[:, 0], 0.0)  # zero-initialised class token, no position embedding
 
@@ -141,14 +143,14 @@ def test_patch_encoder_equals_patches_times_kernel():
 def test_learned_position_embedding_is_added_per_token():
     encoder = PatchEncoder(2, 4, class_token=True)
     images = np.zeros((1, 4, 6, 3), "float32")
-    tokens = np.asarray(encoder(images))
+    tokens = to_numpy(encoder(images))
     assert encoder.pos_embedding.shape == (1, 7, 4)
     assert 0.01 < np.std(encoder.pos_embedding.numpy()) < 0.04
     np.testing.assert_allclose(tokens[0], encoder.pos_embedding.numpy()[0], atol=1e-6)
 
 
 def test_sincos2d_values():
-    pos = np.asarray(sincos2d_embedding(2, 3, 8))
+    pos = to_numpy(sincos2d_embedding(2, 3, 8))
     # Token (row 1, col 2): first quarter sin(col * omega), third quarter sin(row * omega).
     omega = 1.0 / 10000.0 ** (np.arange(2) / 1.0)
     np.testing.assert_allclose(pos[5, :2], np.sin(2 * omega), atol=1e-6)
@@ -159,10 +161,10 @@ def test_sincos2d_values():
 def test_transformer_block_matches_numpy_reference():
     block = TransformerBlock(8, 2, 16, approximate_gelu=True)
     x = np.random.default_rng(0).normal(size=(2, 3, 8)).astype("float32")
-    y = np.asarray(block(x))
+    y = to_numpy(block(x))
     for w in block.weights:  # perturb biases and norms so the reference checks every weight's role
         w.assign(w.numpy() + np.random.default_rng(len(w.path)).normal(scale=0.1, size=w.shape).astype("float32"))
-    y = np.asarray(block(x))
+    y = to_numpy(block(x))
     get = {w.path.split("/", 1)[1]: w.numpy() for w in block.weights}
 
     def ln(v, g, b):
@@ -184,7 +186,7 @@ def test_transformer_block_matches_numpy_reference():
 
 def test_drop_path_drops_whole_samples():
     layer = DropPath(0.5, seed=0)
-    y = np.asarray(layer(np.ones((256, 3, 2), "float32"), training=True))
+    y = to_numpy(layer(np.ones((256, 3, 2), "float32"), training=True))
     per_sample = y.reshape(256, -1)
     assert set(np.unique(per_sample)) <= {0.0, 2.0}
     assert np.all(per_sample.min(1) == per_sample.max(1))  # a sample is dropped whole or kept whole

@@ -3,8 +3,10 @@ import numpy as np
 import pytest
 
 import keras_vit
-from helpers import check_save_load_export, reduced_variant_kwargs
+from helpers import ALL_BACKENDS, JIT_COMPILE, check_save_load_export, reduced_variant_kwargs, to_numpy
 from keras_vit.configs import VARIANTS
+
+pytestmark = ALL_BACKENDS
 
 # timm 1.0.31 parameter counts (../shared/reference/VIT_FACTS.md), 1000 classes, image 224.
 TIMM_COUNTS = {
@@ -47,6 +49,8 @@ def expected_params(row, num_classes, image_size):
     return stem + embed + row.num_layers * block + 2 * d + d * num_classes + num_classes
 
 
+# Full-size models: TensorFlow's run counts them; every backend builds each variant reduced below.
+@pytest.mark.backends("tensorflow")
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_variant_parameter_count(variant):
     row = VARIANTS[variant]
@@ -58,12 +62,14 @@ def test_variant_parameter_count(variant):
     del model
 
 
+@pytest.mark.backends("tensorflow")
 def test_named_builder_counts_from_the_reference():
     assert keras_vit.ViT_B16(num_classes=10).count_params() == 85_806_346
     assert keras_vit.ViT_Ti16(num_classes=1000).count_params() == 5_717_416
     assert keras_vit.ViT_B16(image_size=384, classes=1000).count_params() == 86_859_496
 
 
+@pytest.mark.backends("tensorflow")  # names only; every backend builds each variant in the save/load test
 @pytest.mark.parametrize("variant", PAPER_VARIANTS)
 def test_every_variant_has_a_named_builder(variant):
     builder = getattr(keras_vit, keras_vit.configs.builder_name(variant))
@@ -97,10 +103,16 @@ def _learnable_data(n, size, channels=3, seed=0):
 
 # The tiny hybrid learns under float32 only, to save XLA compiles: its mixed-precision stem is
 # covered by test_mixed_precision_model_saves_and_loads and the layers' own mixed-precision fit steps.
+# Off TensorFlow fewer cases learn (PyTorch's eager steps take seconds each): every backend's
+# mixed precision is checked by those same tests.
 @pytest.mark.parametrize(
     "policy, variant",
-    [(policy, "tiny") for policy in ("float32", "mixed_bfloat16", "mixed_float16")]
-    + [("float32", "R_tiny")],
+    [
+        ("float32", "tiny"),
+        pytest.param("mixed_bfloat16", "tiny", marks=pytest.mark.backends("tensorflow", "jax")),
+        pytest.param("mixed_float16", "tiny", marks=pytest.mark.backends("tensorflow")),
+        pytest.param("float32", "R_tiny", marks=pytest.mark.backends("tensorflow")),
+    ],
 )
 def test_tiny_vit_learns_with_xla(policy, variant):
     keras.config.set_dtype_policy(policy)
@@ -111,10 +123,10 @@ def test_tiny_vit_learns_with_xla(policy, variant):
         optimizer=keras.optimizers.AdamW(3e-3),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         metrics=["accuracy"],
-        jit_compile=True,
+        jit_compile=JIT_COMPILE,
     )
     # The zero-initialised head makes every logit 0 at the start: the loss is exactly ln(4).
-    np.testing.assert_array_equal(np.asarray(model(x[:8])), 0.0)
+    np.testing.assert_array_equal(to_numpy(model(x[:8])), 0.0)
     initial = np.log(4.0)
     history = model.fit(x, y, batch_size=32, epochs=6, verbose=0)
     final, accuracy = model.evaluate(x, y, batch_size=256, verbose=0)
@@ -154,7 +166,7 @@ def test_pooling_and_features():
     pooled = keras_vit.ViT("tiny", include_top=False, pooling="token")
     pooled.set_weights(tokens.get_weights())
     images = np.random.default_rng(0).normal(size=(2, 32, 32, 3)).astype("float32")
-    np.testing.assert_allclose(np.asarray(pooled(images)), np.asarray(tokens(images))[:, 0], atol=1e-6)
+    np.testing.assert_allclose(to_numpy(pooled(images)), to_numpy(tokens(images))[:, 0], atol=1e-6)
 
 
 def test_pre_logits_and_softmax_head():
@@ -162,7 +174,7 @@ def test_pre_logits_and_softmax_head():
     assert model.get_layer("pre_logits").units == 24
     head = model.get_layer("head")
     head.kernel.assign(np.ones(head.kernel.shape, "float32"))
-    probs = np.asarray(model(np.zeros((2, 32, 32, 3), "float32")))
+    probs = to_numpy(model(np.zeros((2, 32, 32, 3), "float32")))
     np.testing.assert_allclose(probs.sum(-1), 1.0, atol=1e-6)
 
 
@@ -188,7 +200,7 @@ def test_preprocessing_inside_the_model():
     plain.set_weights(symmetric.get_weights())
     pixels = np.random.default_rng(0).uniform(0, 255, size=(2, 32, 32, 3)).astype("float32")
     np.testing.assert_allclose(
-        np.asarray(symmetric(pixels)), np.asarray(plain(pixels / 127.5 - 1.0)), atol=1e-4
+        to_numpy(symmetric(pixels)), to_numpy(plain(pixels / 127.5 - 1.0)), atol=1e-4
     )
 
 

@@ -10,6 +10,10 @@ transformers = pytest.importorskip("transformers", reason="parity tests need tra
 
 import keras_vit  # noqa: E402
 
+from helpers import ALL_BACKENDS, to_numpy  # noqa: E402
+
+pytestmark = ALL_BACKENDS
+
 CONFIGS = {
     # hidden, layers, heads, mlp, image, patch, eps, classes
     "h32_img32_p8_eps1e-12_c10": (32, 2, 2, 64, 32, 8, 1e-12, 10),
@@ -56,11 +60,11 @@ def test_hf_logits_match(name, tmp_path):
     assert block.layer_norm_epsilon == eps and block.approximate_gelu is False
     assert model.output_shape == (None, classes)
     images = _images(image)
-    diff = np.abs(np.asarray(model(images)) - _hf_logits(hf, images)).max()
+    diff = np.abs(to_numpy(model(images)) - _hf_logits(hf, images)).max()
     assert diff <= 1e-4, diff
     # The same file through its path (format from content, config.json read beside it).
     again = keras_vit.ViT(weights=str(tmp_path / "model.safetensors"), classifier_activation=None)
-    np.testing.assert_array_equal(np.asarray(again(images)), np.asarray(model(images)))
+    np.testing.assert_array_equal(to_numpy(again(images)), to_numpy(model(images)))
 
 
 @pytest.mark.parametrize("new_size", [48, 64])
@@ -72,11 +76,11 @@ def test_hf_interpolate_pos_encoding_matches_resampled_and_dynamic(new_size, tmp
     expected = _hf_logits(hf, images, interpolate_pos_encoding=True)
     resampled = keras_vit.ViT(weights=str(tmp_path), image_size=new_size, classifier_activation=None)
     assert resampled.get_layer("embedding").interpolation == "bicubic_hf"
-    assert np.abs(np.asarray(resampled(images)) - expected).max() <= 1e-4
+    assert np.abs(to_numpy(resampled(images)) - expected).max() <= 1e-4
     dynamic = keras_vit.ViT(weights=str(tmp_path), image_size=(None, None), classifier_activation=None)
-    assert np.abs(np.asarray(dynamic(images)) - expected).max() <= 1e-4
+    assert np.abs(to_numpy(dynamic(images)) - expected).max() <= 1e-4
     same = _images(32)
-    assert np.abs(np.asarray(dynamic(same)) - _hf_logits(hf, same)).max() <= 1e-4
+    assert np.abs(to_numpy(dynamic(same)) - _hf_logits(hf, same)).max() <= 1e-4
 
 
 def test_hf_pooler_is_pre_logits(tmp_path):
@@ -84,4 +88,4 @@ def test_hf_pooler_is_pre_logits(tmp_path):
     hf.save_pretrained(tmp_path)
     model = keras_vit.ViT(weights=str(tmp_path), include_top=False, representation_size=32)
     images = _images(32)
-    assert np.abs(np.asarray(model(images)) - _hf_logits(hf, images)).max() <= 1e-4
+    assert np.abs(to_numpy(model(images)) - _hf_logits(hf, images)).max() <= 1e-4

@@ -7,6 +7,10 @@ import pytest
 import keras_vit
 from keras_vit.training import callbacks, distribute, recipes
 
+from helpers import ALL_BACKENDS  # noqa: E402
+
+pytestmark = ALL_BACKENDS
+
 NO_DECAY_SUFFIXES = ("/bias", "/gamma", "/beta", "/position_embedding", "/class_token")
 
 
@@ -17,7 +21,7 @@ def _decayed_paths(recipe_name):
         variable.assign(np.ones(variable.shape, variable.dtype))
     optimizer = recipes.make_optimizer(recipes.get_recipe(recipe_name), model, 1.0)
     variables = model.trainable_variables
-    optimizer.apply([np.zeros(v.shape, "float32") for v in variables], variables)
+    optimizer.apply([keras.ops.zeros(v.shape) for v in variables], variables)
     return {v.path for v in variables if float(np.min(keras.ops.convert_to_numpy(v))) < 1.0}, {v.path for v in variables}
 
 
@@ -78,11 +82,32 @@ def test_default_precision_follows_the_cpus_native_bfloat16(tmp_path):
     assert distribute.default_precision("cpu", cpuinfo=str(tmp_path / "missing")) == "float32"
 
 
+# jit_compile's default on CPU for float32 and for mixed_bfloat16: XLA on TensorFlow (float32 only:
+# oneDNN runs bfloat16 faster) and JAX; PyTorch stays eager (torch.compile trained ~60x slower).
+CPU_JIT_DEFAULTS = {"tensorflow": (True, False), "jax": (True, True), "torch": (False, False)}
+
+
 def test_cpu_defaults():
-    assert distribute.default_jit_compile("cpu", "float32") is True
-    assert distribute.default_jit_compile("cpu", "mixed_bfloat16") is False
-    assert distribute.default_jit_compile("cpu", "float32", distribute.get_strategy("default")) is True
+    float32, bfloat16 = CPU_JIT_DEFAULTS[keras.backend.backend()]
+    assert distribute.default_jit_compile("cpu", "float32") is float32
+    assert distribute.default_jit_compile("cpu", "mixed_bfloat16") is bfloat16
+    assert distribute.default_jit_compile("cpu", "float32", distribute.get_strategy("default")) is float32
     assert distribute.default_precision("tpu") == "mixed_bfloat16"
+
+
+def test_default_strategy_is_one_replica_on_every_backend():
+    strategy = distribute.get_strategy("default")
+    with strategy.scope():
+        model = keras_vit.ViT("tiny", image_size=8, num_classes=2, num_layers=1)
+    assert strategy.num_replicas_in_sync == 1 and model.count_params() > 0
+
+
+@pytest.mark.backends("jax", "torch")
+@pytest.mark.parametrize("name", ["mirrored", "tpu"])
+def test_tf_distribute_strategies_are_refused_on_other_backends(name):
+    backend = keras.backend.backend()
+    with pytest.raises(ValueError, match=f"strategy='{name}' needs tf.distribute, which the Keras backend '{backend}'"):
+        distribute.get_strategy(name)
 
 
 def test_time_budget_stops_and_fits_the_cosine():

@@ -27,6 +27,10 @@ from keras_vit.weights import (
 from keras_vit.weights.mapping import Entry
 from keras_vit.weights.registry import CheckpointSpec
 
+from helpers import ALL_BACKENDS, to_numpy  # noqa: E402
+
+pytestmark = ALL_BACKENDS
+
 SMALL = dict(patch_size=8, hidden_size=24, num_layers=2, num_heads=3, mlp_dim=40)
 
 
@@ -117,7 +121,7 @@ def test_npz_layouts_load_exactly(layout, representation_size, tmp_path):
     assert model.get_layer("encoderblock_0").approximate_gelu is True  # Google checkpoint -> tanh GELU
     assert model.output_shape == (None, 7) and model.input_shape == (None, 32, 32, 3)
     images = _images(32)
-    np.testing.assert_array_equal(np.asarray(model(images)), np.asarray(source(images)))
+    np.testing.assert_array_equal(to_numpy(model(images)), to_numpy(source(images)))
 
 
 def test_save_npz_round_trip_and_content_detection(tmp_path):
@@ -129,7 +133,7 @@ def test_save_npz_round_trip_and_content_detection(tmp_path):
         assert set(data.files) == set(spec_npz(source))
     model = keras_vit.ViT(weights=path, representation_size=12, approximate_gelu=False)
     images = _images(32)
-    np.testing.assert_array_equal(np.asarray(model(images)), np.asarray(source(images)))
+    np.testing.assert_array_equal(to_numpy(model(images)), to_numpy(source(images)))
     save_npz(model, str(tmp_path / "again.npz"))
     assert [p.name for p in tmp_path.iterdir() if "tmp" in p.name] == []
 
@@ -166,7 +170,7 @@ def test_head_of_another_size_is_left_zero_with_one_log_line(tmp_path, caplog):
     backbone = keras_vit.ViT(weights=path, include_top=False)
     features = keras.Model(source.input, source.get_layer("pre_logits").output)
     images = _images(32)
-    np.testing.assert_array_equal(np.asarray(backbone(images)), np.asarray(features(images)))
+    np.testing.assert_array_equal(to_numpy(backbone(images)), to_numpy(features(images)))
 
 
 def test_errors_name_the_keys_and_shapes(tmp_path):
@@ -257,7 +261,7 @@ def test_timm_safetensors_fused_qkv(tmp_path):
     assert model.get_layer("embedding").interpolation == "bicubic"
     assert model.get_layer("encoderblock_0").approximate_gelu is False
     images = _images(32)
-    np.testing.assert_allclose(np.asarray(model(images)), np.asarray(source(images)), atol=1e-5)
+    np.testing.assert_allclose(to_numpy(model(images)), to_numpy(source(images)), atol=1e-5)
     # bfloat16 tensors are widened on reading.
     bf16_path = str(tmp_path / "bf16.safetensors")
     write_safetensors(str(tmp_path / "f32.safetensors"), {"x": np.array([1.5, -2.0], "float32")})
@@ -304,7 +308,7 @@ def test_224_checkpoint_into_384_model_matches_resampling_by_hand(tmp_path):
         getattr(reference.get_layer("embedding"), name).assign(getattr(source.get_layer("embedding"), name))
     reference.get_layer("embedding").pos_embedding.assign(expected_pos)
     images = _images(384)
-    np.testing.assert_allclose(np.asarray(model(images)), np.asarray(reference(images)), atol=1e-5)
+    np.testing.assert_allclose(to_numpy(model(images)), to_numpy(reference(images)), atol=1e-5)
 
 
 @pytest.mark.parametrize("old,new", [((14, 14), (24, 24)), ((3, 5), (7, 4)), ((6, 6), (4, 9))])
@@ -336,7 +340,7 @@ def test_dynamic_image_size(tmp_path):
     assert dynamic.input_shape == (None, None, None, 3)
     dynamic.set_weights(fixed.get_weights())
     images = _images(32)
-    np.testing.assert_array_equal(np.asarray(dynamic(images)), np.asarray(fixed(images)))
+    np.testing.assert_array_equal(to_numpy(dynamic(images)), to_numpy(fixed(images)))
     wide = np.random.default_rng(2).normal(size=(2, 24, 40, 3)).astype("float32")
     expected = keras_vit.ViT("tiny", num_classes=4, image_size=(24, 40))
     for layer in expected.layers:
@@ -347,11 +351,11 @@ def test_dynamic_image_size(tmp_path):
     pos = fixed.get_layer("embedding").pos_embedding.numpy()
     expected.get_layer("embedding").pos_embedding.assign(
         resample_position_embedding(pos, (6, 10), interpolation="bilinear"))
-    np.testing.assert_allclose(np.asarray(dynamic(wide)), np.asarray(expected(wide)), atol=1e-5)
+    np.testing.assert_allclose(to_numpy(dynamic(wide)), to_numpy(expected(wide)), atol=1e-5)
     path = str(tmp_path / "dynamic.keras")
     dynamic.save(path)
     restored = keras.saving.load_model(path)
-    np.testing.assert_array_equal(np.asarray(restored(wide)), np.asarray(dynamic(wide)))
+    np.testing.assert_array_equal(to_numpy(restored(wide)), to_numpy(dynamic(wide)))
     with pytest.raises(ValueError, match="patch_size"):
         dynamic(np.zeros((1, 30, 32, 3), "float32"))
 
@@ -391,4 +395,4 @@ def test_extension_point_for_extra_stem_layers(tmp_path):
     model = keras_vit.ViT("tiny", num_classes=2, input_tensor=keras.layers.Conv2D(3, 1, use_bias=False, name="test_stem")(images))
     load_weights(model, path)
     x = _images(32)
-    np.testing.assert_array_equal(np.asarray(model([x])), np.asarray(source([x])))
+    np.testing.assert_array_equal(to_numpy(model([x])), to_numpy(source([x])))

@@ -48,24 +48,28 @@ def interpolation_matrix(old_size, new_size, method="bicubic", dtype="float32"):
     [[1.0, 0.0], [0.5, 0.5], [0.0, 1.0]]
     """
     check_choice("interpolation", method, INTERPOLATIONS)
+    # Offsets between new and old sample positions are formed as whole-number numerators over
+    # one division: subtracting positions up to `old` apart would cancel float32's precision
+    # (2e-6 off scipy's zoom on a 14 -> 24 grid), and JAX has no float64 by default.
     old = ops.cast(old_size, dtype)
     new = ops.cast(new_size, dtype)
-    dst = ops.arange(new_size, dtype=dtype)
-    src_index = ops.arange(old_size, dtype=dtype)
+    dst = ops.arange(new_size, dtype=dtype)[:, None]
+    src_index = ops.arange(old_size, dtype=dtype)[None, :]
+    # Maxima against tensors, not Python floats: PyTorch's keras.ops.maximum(x, 0.0) drops float64 to float32.
+    one = ops.ones_like(new)
     if method == "bilinear":
-        # scipy.ndimage.zoom: step (old - 1) / (new - 1), and 1 when the output has one sample.
-        step = ops.where(new > 1.0, (old - 1.0) / ops.maximum(new - 1.0, 1.0), ops.ones_like(new))
-        src = dst * step
-        return ops.maximum(1.0 - ops.abs(src[:, None] - src_index[None, :]), 0.0)
-    scale = old / new
+        # scipy.ndimage.zoom: new sample i at old coordinate i * (old - 1) / (new - 1); at 0 when the output has one sample.
+        offset = (dst * (old - 1.0) - src_index * ops.maximum(new - 1.0, one)) / ops.maximum(new - 1.0, one)
+        return ops.relu(1.0 - ops.abs(offset))
     if method == "bicubic":
-        support = ops.maximum(scale, 1.0)
-        centre = (dst + 0.5) * scale
-        weights = _keys_cubic((src_index[None, :] + 0.5 - centre[:, None]) / support, -0.5)
+        # Half-pixel centres: new sample i at old coordinate (i + 0.5) * old / new - 0.5.
+        support = ops.maximum(old / new, one)
+        offset = ((2.0 * src_index + 1.0) * new - (2.0 * dst + 1.0) * old) / (2.0 * new * support)
+        weights = _keys_cubic(offset, -0.5)
         return weights / ops.sum(weights, axis=1, keepdims=True)
-    src = (dst + 0.5) * scale - 0.5
-    base = ops.floor(src)
-    frac = src - base
+    numerator = (2.0 * dst[:, 0] + 1.0) * old - new  # 2 * new * (old coordinate)
+    base = ops.floor(numerator / (2.0 * new))
+    frac = (numerator - 2.0 * new * base) / (2.0 * new)
     matrix = 0.0
     for tap in (-1, 0, 1, 2):
         index = ops.cast(ops.clip(base + tap, 0.0, old - 1.0), "int32")

@@ -1,17 +1,20 @@
-"""tf.distribute strategies by name, the global batch size rule, and hardware defaults.
+"""Distribution strategies by name, the global batch size rule, and hardware defaults.
 
 The batch size given to keras_vit is always the global batch: Keras splits each batch over the
 replicas of the strategy, so it must divide evenly. The learning rate follows the global batch
-(linear scaling, `Recipe.learning_rate_for`).
+(linear scaling, `Recipe.learning_rate_for`). Strategies are TensorFlow's (tf.distribute); on
+JAX and PyTorch only "default" (one device, `SingleDevice`) runs.
 
-Defaults for precision and XLA, chosen by measurement (see benchmarks/RESULTS.md):
+Defaults for precision and XLA, chosen by measurement (see benchmarks/RESULTS.md); what differs
+per Keras backend lives in `keras_vit.backends`:
 
 - GPU/TPU: mixed precision (bfloat16 where supported, else float16 with loss scaling) and
-  `jit_compile=True`.
-- CPU with native bfloat16 matrix instructions (avx512_bf16 or amx_bf16): mixed bfloat16
-  without XLA (oneDNN's bfloat16 matrix products, about 2x float32 there; XLA's bfloat16 was
-  slower than its float32).
-- Other CPUs: float32 with XLA; bfloat16 is emulated there and ran 2-5x slower.
+  `jit_compile=True` on TensorFlow and JAX.
+- CPU with native bfloat16 matrix instructions (avx512_bf16 or amx_bf16): mixed bfloat16,
+  on TensorFlow without XLA (oneDNN's bfloat16 matrix products, about 2x float32 there; XLA's
+  bfloat16 was slower than its float32).
+- Other CPUs: float32, with XLA on TensorFlow; bfloat16 is emulated there and ran 2-5x slower.
+- PyTorch: `jit_compile=False` (torch.compile trained a ViT about 60x slower on CPU).
 
 Example:
 
@@ -22,21 +25,34 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+
 import tensorflow as tf
 
+from keras_vit import backends
 from keras_vit._hardware import native_bfloat16, read_cpuinfo
 
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
 
 
+class SingleDevice:
+    """The "default" strategy on JAX and PyTorch: one replica, and a scope that does nothing."""
+
+    num_replicas_in_sync = 1
+
+    def scope(self):
+        return contextlib.nullcontext()
+
+
 def get_strategy(name: str = "default", devices=None):
-    """Returns the tf.distribute strategy called `name`.
+    """Returns the distribution strategy called `name`.
 
     Args:
         name: str. "default" (no distribution), "mirrored" (all local GPUs, or the given
             devices), "multi_worker" (MultiWorkerMirroredStrategy; the cluster comes from the
-            TF_CONFIG environment variable) or "tpu". Defaults to "default".
+            TF_CONFIG environment variable) or "tpu". Defaults to "default". On JAX and PyTorch
+            only "default" (a `SingleDevice`).
         devices: list of str or None. Devices for "mirrored". Defaults to all local GPUs, or
             all logical CPU devices when there is no GPU.
 
@@ -51,6 +67,14 @@ def get_strategy(name: str = "default", devices=None):
     """
     if name not in STRATEGIES:
         raise ValueError(f"Unknown strategy={name!r}. Expected one of {list(STRATEGIES)}.")
+    backend = backends.current()
+    if name not in backend.STRATEGIES:
+        raise ValueError(
+            f"strategy={name!r} needs tf.distribute, which the Keras backend {backend.NAME!r} cannot use. "
+            f"Expected one of {list(backend.STRATEGIES)}, or KERAS_BACKEND=tensorflow."
+        )
+    if backend.NAME != "tensorflow":
+        return SingleDevice()
     if name == "default":
         return tf.distribute.get_strategy()
     if name == "mirrored":
@@ -106,11 +130,7 @@ def accelerator() -> str:
     >>> accelerator() in ("tpu", "gpu", "cpu")
     True
     """
-    if tf.config.list_logical_devices("TPU"):
-        return "tpu"
-    if tf.config.list_physical_devices("GPU"):
-        return "gpu"
-    return "cpu"
+    return backends.current().accelerator()
 
 
 def default_precision(device: str | None = None, cpuinfo: str = "/proc/cpuinfo") -> str:
@@ -134,21 +154,25 @@ def default_precision(device: str | None = None, cpuinfo: str = "/proc/cpuinfo")
     if device == "tpu":
         return "mixed_bfloat16"
     if device == "gpu":
-        gpus = tf.config.list_physical_devices("GPU")
-        if not gpus:
-            raise ValueError("Invalid device='gpu': TensorFlow sees no GPU on this machine. Expected 'cpu' or None.")
-        major = tf.config.experimental.get_device_details(gpus[0]).get("compute_capability", (0, 0))[0]
+        backend = backends.current()
+        major = backend.gpu_compute_capability()
+        if major is None:
+            raise ValueError(
+                f"Invalid device='gpu': the Keras backend {backend.NAME!r} sees no GPU on this machine. "
+                "Expected 'cpu' or None."
+            )
         return "mixed_bfloat16" if major >= 8 else "mixed_float16"
     return "mixed_bfloat16" if native_bfloat16(read_cpuinfo(cpuinfo)[1]) else "float32"
 
 
 def default_jit_compile(device: str | None = None, precision: str = "float32", strategy=None) -> bool:
-    """Whether to compile the train step with XLA for `device`, `precision` and `strategy`.
+    """Whether to compile the train step for `device`, `precision` and `strategy` on this Keras backend.
 
-    On CPU, XLA is used for float32 only: under XLA bfloat16 matrix products are slower than
-    float32 on CPU, while oneDNN outside XLA runs them fast. Nor is it used on CPU when the
-    strategy all-reduces gradients (several replicas, or several workers): XLA cannot compile
-    collectives for CPU devices (see `check_jit_compile`).
+    JAX: always (XLA). PyTorch: never (torch.compile was far slower). TensorFlow: XLA except on
+    CPU for mixed precision (under XLA bfloat16 matrix products are slower than float32 on CPU,
+    while oneDNN outside XLA runs them fast) or when the strategy all-reduces gradients (several
+    replicas, or several workers): XLA cannot compile collectives for CPU devices (see
+    `check_jit_compile`). The rule of each backend is its `keras_vit.backends` module's.
 
     Args:
         device: str or None. "cpu", "gpu" or "tpu"; None uses `accelerator()`. Defaults to None.
@@ -157,15 +181,12 @@ def default_jit_compile(device: str | None = None, precision: str = "float32", s
 
     Example:
 
-    >>> default_jit_compile("cpu"), default_jit_compile("cpu", "mixed_bfloat16")
+    >>> default_jit_compile("cpu"), default_jit_compile("cpu", "mixed_bfloat16")  # on TensorFlow
     (True, False)
     >>> default_jit_compile("gpu", "mixed_float16")
     True
     """
-    device = device or accelerator()
-    if device == "cpu":
-        return precision == "float32" and not _uses_collectives(strategy)
-    return True
+    return backends.current().default_jit_compile(device or accelerator(), precision, _uses_collectives(strategy))
 
 
 def _uses_collectives(strategy) -> bool:

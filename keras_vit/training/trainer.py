@@ -23,7 +23,7 @@ import zipfile
 import keras
 import tensorflow as tf
 
-from keras_vit import _atomic, _validation, configs
+from keras_vit import _atomic, _validation, backends, configs
 from keras_vit._validation import check_positive_int
 from keras_vit.data.pipeline import make_pipeline
 from keras_vit.data.sources import load_source, load_splits
@@ -70,8 +70,10 @@ class TrainConfig:
         epochs: int. Defaults to 10.
         batch_size: int or None. Global batch size; None for the recipe's. Defaults to None.
         precision: str. "auto", "float32", "mixed_bfloat16", "mixed_float16". Defaults to "auto".
-        jit_compile: bool or None. None picks by hardware and precision. Defaults to None.
-        strategy: str. "default", "mirrored", "multi_worker", "tpu". Defaults to "default".
+        jit_compile: bool or None. None picks by Keras backend, hardware and precision
+            (`distribute.default_jit_compile`). Defaults to None.
+        strategy: str. "default", "mirrored", "multi_worker", "tpu" (the last three on TensorFlow
+            only). Defaults to "default".
         run_dir: str or None. Logs and crash backups; None keeps none. Defaults to "runs/train".
         output_dir: str or None. Where the final model goes; None saves nothing.
             Defaults to "saved_models".
@@ -492,7 +494,7 @@ def train(config: TrainConfig) -> dict:
                 "dataset": config.dataset, "variant": config.variant or "default",
                 "image_size": image_size, "channels": config.channels, "recipe": recipe.name,
                 "augment": augment if isinstance(augment, str) else repr(augment), "batch_size": batch_size,
-                "epochs": config.epochs, "precision": precision, "jit_compile": jit_compile,
+                "epochs": config.epochs, "precision": precision, "jit_compile": jit_compile, "backend": keras.backend.backend(),
                 "strategy": config.strategy, "replicas": strategy.num_replicas_in_sync,
                 "params": model.count_params(), "seed": config.seed,
                 "estimated_step_memory_gib": round(estimate.total / memory.GIB, 2),
@@ -555,7 +557,7 @@ def _header(config, model, recipe, augment, precision, jit_compile, strategy, ba
         f"Data:     {config.dataset}: train {num_train:,} ({config.train_split}), {test}; {train_source.num_classes} classes; "
         f"images {image_size}x{image_size}x{config.channels} ({image_size_reason}){validation}",
         f"Training: recipe {recipe.name}, augment {augment if isinstance(augment, str) else 'custom'}, {config.epochs} epochs x "
-        f"{steps_per_epoch} steps at batch {batch_size}, precision {precision}, XLA {'on' if jit_compile else 'off'}, "
+        f"{steps_per_epoch} steps at batch {batch_size}, precision {precision}, {_compilation(jit_compile)}, "
         f"strategy {config.strategy} ({strategy.num_replicas_in_sync} replica{'s' if strategy.num_replicas_in_sync > 1 else ''})"
         + (f", budget {config.budget_seconds / 60:g} min" if config.budget_seconds is not None else ""),
         f"Memory:   about {estimate.total / memory.GIB:.2f} GiB per training step (estimate)",
@@ -575,6 +577,12 @@ def _header(config, model, recipe, augment, precision, jit_compile, strategy, ba
     return "\n".join(lines)
 
 
+def _compilation(jit_compile) -> str:
+    """How the train step runs, e.g. "XLA on, Keras backend jax"."""
+    backend = backends.current()
+    return f"{backend.COMPILER} {'on' if jit_compile else 'off'}, Keras backend {backend.NAME}"
+
+
 def format_summary(result) -> str:
     """The lines printed after a run: what was trained, for how long, and the test metrics."""
     settings = result["settings"]
@@ -583,7 +591,7 @@ def format_summary(result) -> str:
     lines = [
         f"Trained {settings['params']:,} parameters for {result['epochs_done']} epochs ({result['steps_done']} steps{partial}) "
         f"in {result['train_seconds']:.0f} s of training{' including the resumed parts' if result['initial_epoch'] else ''}"
-        f"{speed} ({settings['precision']}, XLA {'on' if settings['jit_compile'] else 'off'})."
+        f"{speed} ({settings['precision']}, {_compilation(settings['jit_compile'])})."
     ]
     if result["test_accuracy"] is not None:
         lines.append(

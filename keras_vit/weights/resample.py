@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 
+import keras
 import numpy as np
 
+from keras_vit import backends
 from keras_vit._validation import check_choice
 from keras_vit.layers.grid_resampling import INTERPOLATIONS, resample_grid
 
@@ -17,7 +19,8 @@ def resample_position_embedding(
 
     The first `num_prefix_tokens` rows (the class token's) are kept as they are; the patch rows
     are reshaped to the (rows, cols) grid, resampled to `new_grid` and flattened row by row.
-    Computed in float64, returned in the input's dtype.
+    Computed in float64 where the Keras backend has it (JAX only with jax_enable_x64; float32
+    otherwise, within 1e-6 of float64 on unit-scale values), returned in the input's dtype.
 
     Args:
         pos_embedding: array (1, T, D) or (T, D).
@@ -64,8 +67,9 @@ def resample_position_embedding(
         )
     if old_grid == new_grid:
         return pos
-    grid = pos[0, num_prefix_tokens:].reshape(old_grid + (pos.shape[-1],)).astype("float64")
-    grid = np.asarray(resample_grid(grid, new_grid[0], new_grid[1], interpolation))
+    dtype = "float64" if backends.current().has_float64() else "float32"
+    grid = pos[0, num_prefix_tokens:].reshape(old_grid + (pos.shape[-1],)).astype(dtype)
+    grid = keras.ops.convert_to_numpy(resample_grid(grid, new_grid[0], new_grid[1], interpolation))
     grid = grid.reshape(1, new_grid[0] * new_grid[1], pos.shape[-1]).astype(pos.dtype)
     return np.concatenate([pos[:, :num_prefix_tokens], grid], axis=1)
 

@@ -1,0 +1,50 @@
+"""TensorFlow: tf.distribute strategies, XLA for float32 (oneDNN for bfloat16 on CPU).
+
+Example:
+
+>>> default_jit_compile("cpu", "float32", collectives=False), default_jit_compile("cpu", "mixed_bfloat16", False)
+(True, False)
+"""
+
+from __future__ import annotations
+
+NAME = "tensorflow"
+COMPILER = "XLA"  # what jit_compile=True turns on
+STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
+
+
+def accelerator() -> str:
+    """Returns "tpu", "gpu" or "cpu": what TensorFlow sees."""
+    import tensorflow as tf
+
+    if tf.config.list_logical_devices("TPU"):
+        return "tpu"
+    if tf.config.list_physical_devices("GPU"):
+        return "gpu"
+    return "cpu"
+
+
+def gpu_compute_capability() -> int | None:
+    """The major compute capability of TensorFlow's first GPU, or None without one."""
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    if not gpus:
+        return None
+    return tf.config.experimental.get_device_details(gpus[0]).get("compute_capability", (0, 0))[0]
+
+
+def has_float64() -> bool:
+    """Always: float64 tensors are float64."""
+    return True
+
+
+def default_jit_compile(device: str, precision: str, collectives: bool) -> bool:
+    """XLA everywhere except two CPU cases.
+
+    Under XLA bfloat16 matrix products are slower than float32 on CPU, while oneDNN outside XLA
+    runs them fast; and XLA cannot compile the gradient all-reduce of several CPU replicas.
+    """
+    if device == "cpu":
+        return precision == "float32" and not collectives
+    return True
