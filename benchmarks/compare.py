@@ -128,7 +128,11 @@ def keras_worker(impl, w, steps):
         return {"version": version, "images_per_s": w["batch"] / sorted(times)[2]}
     model.compile(optimizer=keras.optimizers.AdamW(1e-3),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=True)
-    data = tf.data.Dataset.from_tensors((x, y)).repeat().prefetch(2)
+    # Without tf.data's autotuning, as keras_vit's pipelines: deleting an autotuned iterator waited
+    # up to ~10 s after a busy step, which showed as "fit overhead" (benchmarks/iterator_teardown.py).
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    data = tf.data.Dataset.from_tensors((x, y)).repeat().prefetch(2).with_options(options)
 
     class StepTimes(keras.callbacks.Callback):
         def on_train_batch_begin(self, batch, logs=None):

@@ -16,15 +16,20 @@ import pytest
 
 from keras_vit.data.fashion_mnist import load_sample
 
-SCRIPT = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "train_fashion_mnist.py"
+BENCHMARKS = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def _benchmark(name):
+    """The script benchmarks/<name>.py, imported as a module."""
+    spec = importlib.util.spec_from_file_location(f"{name}_benchmark", BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location("train_fashion_mnist_benchmark", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _benchmark("train_fashion_mnist")
 
 
 @pytest.fixture(scope="module")
@@ -73,26 +78,18 @@ def test_speed_comparison_models_output_logits_as_their_loss_expects():
     """benchmarks/compare.py trains with a from_logits loss; a softmax head would train on probabilities."""
     from keras_vit.models.head import head_activation
 
-    path = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "compare.py"
-    spec = importlib.util.spec_from_file_location("compare_benchmark", path)
-    compare = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(compare)
+    compare = _benchmark("compare")
     workload = dict(compare.WORKLOADS["train_default"], layers=1, hidden=32, heads=2, mlp=64)
     model, _ = compare.keras_model("keras_vit", workload)
     assert head_activation(model) is None
     assert model.output_shape == (None, workload["classes"])
 
 
-BACKENDS_SCRIPT = SCRIPT.parent / "backends.py"
-
-
 @pytest.mark.backends("tensorflow", "jax", "torch")
 def test_backends_benchmark_quick_run_fits_on_this_backend(tmp_path):
     import keras
 
-    spec = importlib.util.spec_from_file_location("backends_benchmark", BACKENDS_SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _benchmark("backends")
     backend = keras.backend.backend()
     results = module.main(["--quick", "--backends", backend, "--out", str(tmp_path)])
     assert [r.get("error") for r in results] == [None, None]
@@ -106,3 +103,15 @@ def test_backends_benchmark_quick_run_fits_on_this_backend(tmp_path):
     assert f"| {module.label(fit)} | {fit['images_per_s']:.1f} " in table.read_text()
     (lines,) = tmp_path.glob("backends-backends-*.jsonl")
     assert [json.loads(line) for line in lines.read_text().splitlines()] == json.loads(json.dumps(results))
+
+
+def test_iterator_teardown_benchmark_times_epochs_outside_their_steps():
+    module = _benchmark("iterator_teardown")
+    results = [dict(module.worker(setting, epochs=2, batch_size=64, train_examples=128), round=0)
+               for setting in module.SETTINGS]
+    assert [(r["setting"], r["autotune"]) for r in results] == [("package", False), ("autotune", True)]
+    for r in results:
+        assert len(r["epoch_s"]) == len(r["outside_steps_s"]) == 1  # the compiling first epoch is left out
+        assert 0 <= r["outside_steps_s"][0] < r["epoch_s"][0] and r["pipeline_images_per_s"] > 0
+    table = module.summarise(results)
+    assert "| package | off |" in table and "| autotune | on |" in table

@@ -35,6 +35,15 @@ def test_arrays_pipeline_shapes_scaling_and_one_hot():
     assert len(list(train)) == 2  # drop_remainder while training: static batch shapes for XLA
 
 
+def test_pipelines_run_without_tf_data_autotuning():
+    """With it, deleting an epoch's iterator after busy training steps waited for seconds (issue 16)."""
+    source = sources.from_arrays(np.zeros((8, 28, 28), np.uint8), np.arange(8) % 2)
+    for training in (True, False):
+        ds = pipeline.make_pipeline(source, image_size=28, channels=1, batch_size=4, training=training)
+        assert ds.options().autotune.enabled is False
+        assert len(list(ds)) == 2
+
+
 def test_arrays_bad_input():
     with pytest.raises(ValueError, match="differ in length"):
         sources.from_arrays(np.zeros((3, 8, 8)), np.zeros(2))
