@@ -29,8 +29,8 @@ warm steps, is the "first-fit overhead"), then a warm `fit` of LONG steps whose 
 callback times (median = the figure; p10-p90 = the spread inside the epoch) and whose wall less
 its steps is the per-epoch "fit overhead". A fit stops early once it has run --fit-seconds
 (a compiler that recompiles every step would otherwise run for hours); the steps done are
-recorded. The matmul roofline (benchmarks/matmul_peak.py: float32, XLA, 3072^3) runs in its own
-process each round; /proc/stat busy and steal shares (benchmarks/machine.py) come with every job.
+recorded. The matmul roofline (benchmarks/matmul_peak.py's `library_gflops`: float32, 3072^3,
+the best of XLA, TensorFlow's oneDNN, NumPy and PyTorch) runs in its own process each round; /proc/stat busy and steal shares (benchmarks/machine.py) come with every job.
 
     python benchmarks/backends.py [--plan backends|compile|ti4|precision] [--workloads default,ti4]
         [--backends tensorflow,jax,torch] [--rounds 2] [--steps 3,12] [--out benchmarks/results]
@@ -50,7 +50,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from compare import vit_flops  # noqa: E402
+from compare import roofline_summary, vit_flops  # noqa: E402
 from machine import cpu_info, cpu_jiffies, cpu_share, loadavg  # noqa: E402
 
 BACKENDS = ("tensorflow", "jax", "torch")
@@ -165,9 +165,9 @@ def _backend_version(backend):
 
 def roofline_worker(size, repeats):
     os.environ["KERAS_BACKEND"] = "tensorflow"
-    from matmul_peak import gflops
+    from matmul_peak import library_gflops
 
-    return {"gflops": gflops(size, "float32", True, repeats)}
+    return library_gflops(size, repeats)
 
 
 def thread_settings(threads):
@@ -217,12 +217,8 @@ def _median_range(values):
 
 def summarise(results, jobs):
     """Markdown tables: per workload, img/s median (range over rounds) and ratios to TensorFlow's."""
-    peaks = [r["gflops"] for r in results if r.get("kind") == "roofline" and "gflops" in r]
-    peak = statistics.median(peaks) if peaks else None
-    lines = []
-    if peak:
-        lines.append(f"matmul roofline (float32, XLA, 3072^3): {peak:.0f} GFLOP/s "
-                     f"(range {min(peaks):.0f}-{max(peaks):.0f} over {len(peaks)} rounds)")
+    peak, line = roofline_summary(results)
+    lines = [line] if line else []
     for name in dict.fromkeys(j["workload"] for j in jobs):
         w = WORKLOADS[name]
         flops = 3 * vit_flops(**{k: w[k] for k in ARCH})

@@ -14,8 +14,9 @@ change in the machine's load hits all of them alike. Workloads (issue 16):
   4 heads, MLP 256, 28x28x1, 10 classes) at the default batch of 256.
 
 The roofline is FLOPs (matrix products counted from the shapes, `vit_flops`; x3 for training)
-over the machine's float32 XLA matmul rate (benchmarks/matmul_peak.py's measurement, 3072^3),
-measured in its own process in every round. Each figure is printed with its ratio to
+over the machine's float32 matmul peak: the best 3072^3 rate of XLA, TensorFlow's oneDNN, NumPy
+and PyTorch (benchmarks/matmul_peak.py's `library_gflops`), measured in its own process in every
+round. Each figure is printed with its ratio to
 keras_vit's and to the roofline, with /proc/stat busy and steal shares (benchmarks/machine.py):
 on a shared machine, ratios of figures taken side by side are what carries over.
 
@@ -256,9 +257,9 @@ def timm_worker(w, steps, threads=None):
 
 def roofline_worker():
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from matmul_peak import gflops
+    from matmul_peak import library_gflops
 
-    return {"gflops": gflops(3072, "float32", True, 10)}
+    return library_gflops(3072, 10)
 
 
 def run_worker(args, timeout):
@@ -295,13 +296,24 @@ def _median_range(values):
     return statistics.median(values), min(values), max(values)
 
 
+def roofline_summary(results):
+    """(median machine peak in GFLOP/s, its summary line) of the roofline rounds in `results`; (None, None) if none."""
+    rounds = [r for r in results if r.get("kind") == "roofline" and "gflops" in r]
+    if not rounds:
+        return None, None
+    peaks = [r["gflops"] for r in rounds]
+    libraries = {name: _median_range([r["by_library"][name] for r in rounds if name in r.get("by_library", {})])[0]
+                 for r in rounds for name in r.get("by_library", {})}
+    by_library = ", ".join(f"{name} {rate:.0f}" for name, rate in libraries.items())
+    line = (f"matmul roofline (float32, 3072^3, the best library each round): {_median_range(peaks)[0]:.0f} GFLOP/s "
+            f"(range {min(peaks):.0f}-{max(peaks):.0f} over {len(peaks)} rounds)"
+            + (f"; medians by library: {by_library}" if by_library else ""))
+    return _median_range(peaks)[0], line
+
+
 def summarise(results, workloads, impls):
-    peaks = [r["gflops"] for r in results if r.get("kind") == "roofline" and "gflops" in r]
-    peak = _median_range(peaks)[0] if peaks else None
-    lines = []
-    if peak:
-        lines.append(f"matmul roofline (float32, XLA, 3072^3): {peak:.0f} GFLOP/s "
-                     f"(range {min(peaks):.0f}-{max(peaks):.0f} over {len(peaks)} rounds)")
+    peak, line = roofline_summary(results)
+    lines = [line] if line else []
     for name in workloads:
         w = WORKLOADS[name]
         flops = vit_flops(**{k: w[k] for k in ARCH}) * (3 if w["train"] else 1)

@@ -7,7 +7,8 @@ much of a gap in training figures the machine itself explains. Not a test.
     python benchmarks/matmul_peak.py [--size 3072 --repeats 10]
 
 Prints GFLOP/s for float32 and bfloat16, each with and without XLA (best of three timings of
-`repeats` products), plus the CPU model and whether it has native bfloat16 (avx512_bf16/amx).
+`repeats` products), plus the CPU model and whether it has native bfloat16 (avx512_bf16/amx),
+then float32 through NumPy and PyTorch too, and the best of all: the machine's matmul peak.
 """
 
 import argparse
@@ -32,13 +33,44 @@ def gflops(size, dtype, jit_compile, repeats):
             x = tf.matmul(x, a) * tf.cast(1.0 / size, dtype)  # the scale keeps values finite
         return x
 
-    products(a).numpy()
+    return 2 * size**3 * repeats / _best_of_three(lambda: products(a).numpy()) / 1e9
+
+
+def library_gflops(size=3072, repeats=10):
+    """Float32 size x size GFLOP/s through each matmul library installed here, and the machine's peak.
+
+    XLA is what keras_vit trains with, TensorFlow without XLA calls oneDNN, NumPy its BLAS and
+    PyTorch (where installed) its own kernels; the best of them is the machine's roofline, so
+    that a model is not measured against a slower library than its competitors use.
+
+    >>> rates = library_gflops(64, 1)
+    >>> {"xla", "tensorflow", "numpy"} <= set(rates["by_library"]), rates["gflops"] == max(rates["by_library"].values())
+    (True, True)
+    """
+    import numpy as np
+
+    rates = {"xla": gflops(size, "float32", True, repeats), "tensorflow": gflops(size, "float32", False, repeats)}
+    a = np.random.default_rng(0).standard_normal((size, size), dtype=np.float32)
+    rates["numpy"] = 2 * size**3 * repeats / _best_of_three(lambda: [a @ a for _ in range(repeats)]) / 1e9
+    try:
+        import torch
+    except ImportError:
+        pass
+    else:
+        t = torch.from_numpy(a)
+        rates["torch"] = 2 * size**3 * repeats / _best_of_three(lambda: [t @ t for _ in range(repeats)]) / 1e9
+    best = max(rates, key=rates.get)
+    return {"gflops": rates[best], "best": best, "by_library": rates}
+
+
+def _best_of_three(run):
+    run()
     best = float("inf")
     for _ in range(3):
         start = time.perf_counter()
-        products(a).numpy()
+        run()
         best = min(best, time.perf_counter() - start)
-    return 2 * size**3 * repeats / best / 1e9
+    return best
 
 
 def main(argv=None):
@@ -52,6 +84,9 @@ def main(argv=None):
         for jit in (False, True):
             rate = gflops(args.size, dtype, jit, args.repeats)
             print(f"{dtype:8s} XLA {'on ' if jit else 'off'}: {rate:6.1f} GFLOP/s ({args.size}x{args.size}, TF {tf.__version__})")
+    peak = library_gflops(args.size, args.repeats)
+    print("float32 by library: " + ", ".join(f"{k} {v:.1f}" for k, v in peak["by_library"].items())
+          + f" GFLOP/s; machine peak {peak['gflops']:.1f} ({peak['best']})")
 
 
 if __name__ == "__main__":
