@@ -30,7 +30,8 @@ callback times (median = the figure; p10-p90 = the spread inside the epoch) and 
 its steps is the per-epoch "fit overhead". A fit stops early once it has run --fit-seconds
 (a compiler that recompiles every step would otherwise run for hours); the steps done are
 recorded. The matmul roofline (benchmarks/matmul_peak.py's `library_gflops`: float32, 3072^3,
-the best of XLA, TensorFlow's oneDNN, NumPy and PyTorch) runs in its own process each round; /proc/stat busy and steal shares (benchmarks/machine.py) come with every job.
+the best of XLA, TensorFlow's oneDNN, NumPy and PyTorch) runs in its own process each round;
+/proc/stat busy and steal shares (benchmarks/machine.py) come with every job.
 
     python benchmarks/backends.py [--plan backends|compile|ti4|precision] [--workloads default,ti4]
         [--backends tensorflow,jax,torch] [--rounds 2] [--steps 3,12] [--out benchmarks/results]

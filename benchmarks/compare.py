@@ -16,8 +16,7 @@ change in the machine's load hits all of them alike. Workloads (issue 16):
 The roofline is FLOPs (matrix products counted from the shapes, `vit_flops`; x3 for training)
 over the machine's float32 matmul peak: the best 3072^3 rate of XLA, TensorFlow's oneDNN, NumPy
 and PyTorch (benchmarks/matmul_peak.py's `library_gflops`), measured in its own process in every
-round. Each figure is printed with its ratio to
-keras_vit's and to the roofline, with /proc/stat busy and steal shares (benchmarks/machine.py):
+round. Each figure is printed with its ratio to keras_vit's and to the roofline, with /proc/stat busy and steal shares (benchmarks/machine.py):
 on a shared machine, ratios of figures taken side by side are what carries over.
 
     python benchmarks/compare.py [--workloads infer_b16,train_ti4,train_default]
@@ -301,14 +300,15 @@ def roofline_summary(results):
     rounds = [r for r in results if r.get("kind") == "roofline" and "gflops" in r]
     if not rounds:
         return None, None
-    peaks = [r["gflops"] for r in rounds]
-    libraries = {name: _median_range([r["by_library"][name] for r in rounds if name in r.get("by_library", {})])[0]
-                 for r in rounds for name in r.get("by_library", {})}
-    by_library = ", ".join(f"{name} {rate:.0f}" for name, rate in libraries.items())
-    line = (f"matmul roofline (float32, 3072^3, the best library each round): {_median_range(peaks)[0]:.0f} GFLOP/s "
-            f"(range {min(peaks):.0f}-{max(peaks):.0f} over {len(peaks)} rounds)"
+    peak, low, high = _median_range([r["gflops"] for r in rounds])
+    names = dict.fromkeys(name for r in rounds for name in r.get("by_library", {}))
+    by_library = ", ".join(
+        f"{name} {_median_range([r['by_library'][name] for r in rounds if name in r['by_library']])[0]:.0f}"
+        for name in names)
+    line = (f"matmul roofline (float32, 3072^3, the best library each round): {peak:.0f} GFLOP/s "
+            f"(range {low:.0f}-{high:.0f} over {len(rounds)} rounds)"
             + (f"; medians by library: {by_library}" if by_library else ""))
-    return _median_range(peaks)[0], line
+    return peak, line
 
 
 def summarise(results, workloads, impls):
