@@ -51,7 +51,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from compare import roofline_summary, vit_flops  # noqa: E402
+from compare import roofline_summary, vit_flops, without_autotuning  # noqa: E402
 from machine import cpu_info, cpu_jiffies, cpu_share, loadavg  # noqa: E402
 
 BACKENDS = ("tensorflow", "jax", "torch")
@@ -115,7 +115,7 @@ def worker(job, steps, fit_seconds):
         import tensorflow as tf
 
         ds = tf.data.Dataset.from_tensor_slices((x[: n * w["batch"]], y[: n * w["batch"]]))
-        return dict(x=ds.batch(w["batch"]).prefetch(2))
+        return dict(x=without_autotuning(ds.batch(w["batch"]).prefetch(2)))
 
     class StepTimes(keras.callbacks.Callback):
         """Times each step (Keras hands callbacks materialised logs, so a step has finished at its end)."""

@@ -87,6 +87,26 @@ def _random_batch(w, seed=0):
     return x, rng.integers(0, w["classes"], w["batch"])
 
 
+def without_autotuning(dataset):
+    """`dataset` without tf.data's autotuning, as keras_vit's own pipelines run.
+
+    Deleting an autotuned iterator waited up to ~10 s after busy steps, and `fit` deletes one per
+    epoch: that showed as "fit overhead" or slow epochs (benchmarks/iterator_teardown.py).
+    """
+    import tensorflow as tf
+
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return dataset.with_options(options)
+
+
+def repeated_batch(w, batch=None):
+    """A tf.data pipeline repeating one in-memory batch of workload `w` (random unless given)."""
+    import tensorflow as tf
+
+    return without_autotuning(tf.data.Dataset.from_tensors(batch or _random_batch(w)).repeat().prefetch(2))
+
+
 def keras_model(impl, w):
     import keras
 
@@ -128,11 +148,7 @@ def keras_worker(impl, w, steps):
         return {"version": version, "images_per_s": w["batch"] / sorted(times)[2]}
     model.compile(optimizer=keras.optimizers.AdamW(1e-3),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=True)
-    # Without tf.data's autotuning, as keras_vit's pipelines: deleting an autotuned iterator waited
-    # up to ~10 s after a busy step, which showed as "fit overhead" (benchmarks/iterator_teardown.py).
-    options = tf.data.Options()
-    options.autotune.enabled = False
-    data = tf.data.Dataset.from_tensors((x, y)).repeat().prefetch(2).with_options(options)
+    data = repeated_batch(w, (x, y))
 
     class StepTimes(keras.callbacks.Callback):
         def on_train_batch_begin(self, batch, logs=None):

@@ -38,7 +38,7 @@ sys.path.insert(0, HERE)
 
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from compare import WORKLOADS, _random_batch, keras_model  # noqa: E402
+from compare import WORKLOADS, keras_model, repeated_batch  # noqa: E402
 from tensorflow.tsl.profiler.protobuf import xplane_pb2  # noqa: E402
 
 
@@ -238,7 +238,7 @@ def main(argv=None):
     model, _ = keras_model("keras_vit", w)
     model.compile(optimizer=keras.optimizers.AdamW(1e-3),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=not args.no_jit)
-    data = tf.data.Dataset.from_tensors(_random_batch(w)).repeat().prefetch(2)
+    data = repeated_batch(w)
     print(f"{args.workload}: batch {w['batch']}, {model.count_params()} parameters, TF {tf.__version__}")
     (profile_first_fit if args.first_fit else profile_steps)(model, data, args)
 

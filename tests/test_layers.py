@@ -184,6 +184,24 @@ def test_transformer_block_matches_numpy_reference():
     np.testing.assert_allclose(y, expected, atol=2e-5)
 
 
+def test_exact_gelu_matches_keras_gelu():
+    from keras_vit.layers.transformer_block import gelu
+
+    x = np.linspace(-12, 12, 20001).astype("float32")
+    np.testing.assert_allclose(to_numpy(gelu(x)), to_numpy(keras.ops.gelu(x, approximate=False)), atol=2e-6)
+    np.testing.assert_allclose(to_numpy(gelu(x, approximate=True)), to_numpy(keras.ops.gelu(x, approximate=True)))
+
+
+@pytest.mark.backends("tensorflow")
+def test_exact_gelu_runs_erf_not_tensorflows_slower_erfc():
+    import tensorflow as tf
+
+    block = TransformerBlock(8, 2, 16)
+    graph = tf.function(lambda x: block(x)).get_concrete_function(tf.TensorSpec((2, 3, 8))).graph
+    op_types = {op.type for op in graph.get_operations()}
+    assert "Erf" in op_types and "Erfc" not in op_types
+
+
 def test_drop_path_drops_whole_samples():
     layer = DropPath(0.5, seed=0)
     y = to_numpy(layer(np.ones((256, 3, 2), "float32"), training=True))
