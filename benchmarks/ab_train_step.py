@@ -14,7 +14,7 @@ jobs share, the wall also counts the time the process waited for a core, CPU tim
 Variants: baseline (shipped code: float32, XLA), spe4 / spe16 (steps_per_execution in
 compile), nojit (no XLA: TensorFlow's oneDNN kernels), gelu_erfc (exact GELU as TensorFlow's
 tf.nn.gelu writes it, with erfc, instead of keras_vit's 0.5 x (1 + erf(x / sqrt 2))), fused_attention
-(keras.ops.dot_product_attention), ln_centered (LayerNorm as
+(keras.ops.dot_product_attention), keras_hub (keras-hub's ViT instead of keras_vit), ln_centered (LayerNorm as
 (x - mean) * (rsqrt(var + eps) * gamma) + beta, variance of the centred values), einsum_attention (scores and context as einsums on the
 projection's (B, T, heads, width) layout: no explicit transposes). Thread settings need a fresh
 process each: --threads INTRA,INTER applies tf.config.threading to the whole run, so compare
@@ -118,6 +118,7 @@ def variants():
         "ln_centered": ({}, Patch((keras_ops_package(), "layer_normalization", _layer_norm_centered))),
         "fused_attention": ({}, Patch((self_attention, "FUSED_ATTENTION", lambda old: True))),
         "einsum_attention": ({}, Patch((attention, "call", lambda old: _einsum_attention_call))),
+        "keras_hub": ({}, Patch()),  # keras-hub's ViT, as benchmarks/compare.py builds it
     }
 
 
@@ -154,7 +155,7 @@ def main(argv=None):
         compile_args, patch = known[name]
         keras.utils.set_random_seed(0)
         with patch:
-            model, _ = keras_model("keras_vit", w)
+            model, _ = keras_model("keras_hub" if name == "keras_hub" else "keras_vit", w)
             model.compile(optimizer=keras.optimizers.AdamW(1e-3),
                           loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                           **{"jit_compile": True, **compile_args})

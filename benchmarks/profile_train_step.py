@@ -50,9 +50,9 @@ def _planes(logdir):
     return space.planes
 
 
-def thunk_times(logdir):
-    """{operation name: (total ms, count)} of the XLA CPU thunks in a profile."""
-    times, counts = collections.Counter(), collections.Counter()
+def thunk_events(logdir):
+    """[(operation name, start ps, end ps)] of the XLA CPU thunks in a profile, on every thread."""
+    events = []
     for plane in _planes(logdir):
         for line in plane.lines:
             if "Eigen" not in line.name:  # XLA's intra-op threads run the thunks
@@ -61,9 +61,29 @@ def thunk_times(logdir):
                 name = plane.event_metadata[event.metadata_id].name
                 if "::" in name or name.startswith("end:"):
                     continue
-                times[name] += event.duration_ps / 1e9
-                counts[name] += 1
+                start = line.timestamp_ns * 1000 + event.offset_ps
+                events.append((name, start, start + event.duration_ps))
+    return events
+
+
+def thunk_times(logdir):
+    """{operation name: total ms} and {operation name: count} of the XLA CPU thunks in a profile."""
+    times, counts = collections.Counter(), collections.Counter()
+    for name, start, end in thunk_events(logdir):
+        times[name] += (end - start) / 1e9
+        counts[name] += 1
     return times, counts
+
+
+def covered_ps(spans):
+    """Picoseconds covered by the union of (start, end) spans: overlapping spans count once."""
+    total, end = 0, None
+    for start, stop in sorted(spans):
+        if end is None or start > end:
+            total, end = total + stop - start, stop
+        elif stop > end:
+            total, end = total + stop - end, stop
+    return total
 
 
 def host_seconds(logdir, names):
@@ -78,16 +98,7 @@ def host_seconds(logdir, names):
                 if name in names:
                     start = line.timestamp_ns * 1000 + event.offset_ps
                     spans[name].append((start, start + event.duration_ps))
-    covered = {}
-    for name in names:
-        total, end = 0, None
-        for start, stop in sorted(spans[name]):
-            if end is None or start > end:
-                total, end = total + stop - start, stop
-            elif stop > end:
-                total, end = total + stop - end, stop
-        covered[name] = total / 1e12
-    return covered
+    return {name: covered_ps(spans[name]) / 1e12 for name in names}
 
 
 INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%(\S+) = (\S+) (\S+?)\((.*)$")
@@ -148,7 +159,7 @@ def category(name, instructions, computation_ops, depth=0):
         return "loss"
     if re.search(r"/(norm\d?|encoder_norm)_?\d*/", op_name):
         return f"LayerNorm {direction}"
-    if "Gelu" in op_name or "Gelu" in inner_names:
+    if "Gelu" in op_name or "Gelu" in inner_names or "/Erf" in op_name or "/Erf" in inner_names:
         return f"GELU {direction}"
     if op_type in ("Transpose", "ConcatV2", "Slice", "StridedSlice", "Reshape", "Pack", "Split") or {
             "copy", "transpose", "concatenate", "slice"} & opcodes or op_name == "XLA_Args":
@@ -158,7 +169,7 @@ def category(name, instructions, computation_ops, depth=0):
     return f"other {direction}"
 
 
-def profile_steps(model, data, args):
+def profile_steps(model, data, args, batch):
     model.fit(data, steps_per_epoch=2, epochs=1, verbose=0)  # tracing and compilation outside the profile
     logdir = tempfile.mkdtemp(prefix="profile_")
     tf.profiler.experimental.start(logdir)
@@ -182,6 +193,17 @@ def profile_steps(model, data, args):
     for label, keys in (("matmuls", ("matmul",)), ("forward", ("forward",)), ("backward", ("backward",))):
         share = sum(ms for part, ms in parts.items() if any(k in part for k in keys)) / total
         print(f"  all {label}: {share:.1%}")
+    # XLA runs independent thunks side by side (a product's input and kernel gradients, say), so
+    # summed thunk time is not wall time: the union of the spans is.
+    events = thunk_events(logdir)
+    spans = [(start, end) for _, start, end in events]
+    matmul_spans = [(start, end) for name, start, end in events
+                    if "matmul" in category(name, instructions, computation_ops)]
+    any_ms, matmul_ms = (covered_ps(s) / 1e9 / args.steps for s in (spans, matmul_spans))
+    print(f"\nwall per step covered by some thunk: {any_ms:.0f} ms; by some matrix product: {matmul_ms:.0f} ms "
+          f"(summed {sum(ms for part, ms in parts.items() if 'matmul' in part) / args.steps:.0f} ms); no thunk running: "
+          f"{per_step - any_ms:.0f} ms. With every other operation free, a step would take at least the products' "
+          f"{matmul_ms:.0f} ms: at most {batch / matmul_ms * 1e3:.1f} images/s")
     print("\nslowest operations (ms per step, HLO shape, TensorFlow op, part):")
     for name, ms in times.most_common(args.top):
         shape, opcode, _, op_name = instructions.get(name, ("", "", "", ""))[:4]
@@ -240,7 +262,10 @@ def main(argv=None):
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=not args.no_jit)
     data = repeated_batch(w)
     print(f"{args.workload}: batch {w['batch']}, {model.count_params()} parameters, TF {tf.__version__}")
-    (profile_first_fit if args.first_fit else profile_steps)(model, data, args)
+    if args.first_fit:
+        profile_first_fit(model, data, args)
+    else:
+        profile_steps(model, data, args, w["batch"])
 
 
 if __name__ == "__main__":

@@ -115,3 +115,16 @@ def test_iterator_teardown_benchmark_times_epochs_outside_their_steps():
         assert 0 <= r["outside_steps_s"][0] < r["epoch_s"][0] and r["pipeline_images_per_s"] > 0
     table = module.summarise(results)
     assert "| package | off |" in table and "| autotune | on |" in table
+
+
+def test_matmul_bound_times_every_matrix_product_of_a_training_step():
+    module = _benchmark("matmul_bound")
+    w = dict(module.WORKLOADS["train_default"], layers=2, hidden=16, heads=2, mlp=32, batch=4)
+    products = module.step_products(w)
+    arch = {k: w[k] for k in ("patch", "hidden", "layers", "heads", "mlp", "image", "classes", "channels")}
+    grid = (w["image"] // w["patch"]) ** 2
+    patch_input_gradient = 2 * w["batch"] * grid * w["patch"] ** 2 * w["channels"] * w["hidden"]  # not needed
+    flops = sum(2 * b * m * k * n for _, b, m, k, n, _, _ in products)
+    assert flops == 3 * module.vit_flops(**arch) * w["batch"] - patch_input_gradient
+    seconds = module.time_products(products, "xla", repeats=1)
+    assert set(seconds) == {p[1:] for p in products} and all(t >= 0 for t in seconds.values())
