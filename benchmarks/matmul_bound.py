@@ -25,10 +25,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from compare import WORKLOADS, vit_flops  # noqa: E402
+from matmul_peak import best_time  # noqa: E402
 
 
 def step_products(w):
-    """[(what, batch count, m, k, n, transpose_a, transpose_b)] of one training step, each once per use.
+    """[("part: pass", batch count, m, k, n, transpose_a, transpose_b)] of one training step, each once per use.
 
     >>> products = step_products(WORKLOADS["train_default"])
     >>> flops = sum(2 * b * m * k * n for _, b, m, k, n, _, _ in products)
@@ -44,10 +45,10 @@ def step_products(w):
 
     def dense(what, m, k, n, copies=1, input_gradient=True):
         for _ in range(copies):
-            products.append((f"{what} forward", 1, m, k, n, False, False))
+            products.append((f"{what}: forward", 1, m, k, n, False, False))
             if input_gradient:
-                products.append((f"{what} input gradient", 1, m, n, k, False, True))
-            products.append((f"{what} kernel gradient", 1, k, m, n, True, False))
+                products.append((f"{what}: input gradient", 1, m, n, k, False, True))
+            products.append((f"{what}: kernel gradient", 1, k, m, n, True, False))
 
     dense("patch embedding", batch * grid, w["patch"] ** 2 * w["channels"], dim, input_gradient=False)
     for _ in range(w["layers"]):
@@ -57,12 +58,12 @@ def step_products(w):
         dense("MLP out", rows, mlp, dim)
         pairs = batch * heads
         products += [  # scores = q k^T and context = a v, then the gradients of each operand
-            ("attention scores forward", pairs, tokens, width, tokens, False, True),
-            ("attention scores gradients", pairs, tokens, tokens, width, False, False),
-            ("attention scores gradients", pairs, tokens, tokens, width, True, False),
-            ("attention context forward", pairs, tokens, tokens, width, False, False),
-            ("attention context gradients", pairs, tokens, width, tokens, False, True),
-            ("attention context gradients", pairs, tokens, tokens, width, True, False),
+            ("attention scores: forward", pairs, tokens, width, tokens, False, True),
+            ("attention scores: gradients", pairs, tokens, tokens, width, False, False),
+            ("attention scores: gradients", pairs, tokens, tokens, width, True, False),
+            ("attention context: forward", pairs, tokens, tokens, width, False, False),
+            ("attention context: gradients", pairs, tokens, width, tokens, False, True),
+            ("attention context: gradients", pairs, tokens, tokens, width, True, False),
         ]
     dense("head", batch, dim, w["classes"])
     return products
@@ -75,16 +76,6 @@ def _operands(b, m, k, n, transpose_a, transpose_b, seed=0):
     a = rng.standard_normal((b, k, m) if transpose_a else (b, m, k), dtype=np.float32)
     c = rng.standard_normal((b, n, k) if transpose_b else (b, k, n), dtype=np.float32)
     return (a[0], c[0]) if b == 1 else (a, c)
-
-
-def _best(run, repeats):
-    run()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def time_products(products, library, repeats=5):
@@ -101,12 +92,12 @@ def time_products(products, library, repeats=5):
 
             a, c = torch.from_numpy(a), torch.from_numpy(c)
             ta, tc = (a.mT if transpose_a else a), (c.mT if transpose_b else c)
-            seconds[shape] = _best(lambda ta=ta, tc=tc: torch.matmul(ta, tc), repeats)
+            seconds[shape] = best_time(lambda ta=ta, tc=tc: torch.matmul(ta, tc), repeats)
             continue
         fn = tf.function(lambda x, y, ta=transpose_a, tb=transpose_b: tf.linalg.matmul(x, y, transpose_a=ta, transpose_b=tb),
                          jit_compile=library == "xla")
         a, c = tf.constant(a), tf.constant(c)
-        seconds[shape] = _best(lambda fn=fn, a=a, c=c: fn(a, c), repeats)  # synchronous on CPU
+        seconds[shape] = best_time(lambda fn=fn, a=a, c=c: fn(a, c), repeats)  # synchronous on CPU
     call = seconds.pop((1, 1, 1, 1, False, False))
     return {shape: max(t - call, 0.0) for shape, t in seconds.items()}
 
@@ -144,8 +135,7 @@ def main(argv=None):
             seconds = time_products(products, library, args.repeats)
             step_seconds[library].append(sum(seconds[p[1:]] for p in products))
             for p in products:
-                by_part[library].setdefault(p[0].split(" forward")[0].split(" input")[0].split(" kernel")[0]
-                                            .split(" gradients")[0], []).append(seconds[p[1:]] / args.rounds)
+                by_part[library].setdefault(p[0].split(":")[0], []).append(seconds[p[1:]] / args.rounds)
     print("\n| library | matrix products, s per step: median (range) | GFLOP/s | bound: images/s at most |\n|---|---|---|---|")
     for library, values in step_seconds.items():
         median = statistics.median(values)

@@ -33,7 +33,7 @@ def gflops(size, dtype, jit_compile, repeats):
             x = tf.matmul(x, a) * tf.cast(1.0 / size, dtype)  # the scale keeps values finite
         return x
 
-    return 2 * size**3 * repeats / _best_of_three(lambda: products(a).numpy()) / 1e9
+    return 2 * size**3 * repeats / best_time(lambda: products(a).numpy()) / 1e9
 
 
 def library_gflops(size=3072, repeats=10):
@@ -51,22 +51,23 @@ def library_gflops(size=3072, repeats=10):
 
     rates = {"xla": gflops(size, "float32", True, repeats), "tensorflow": gflops(size, "float32", False, repeats)}
     a = np.random.default_rng(0).standard_normal((size, size), dtype=np.float32)
-    rates["numpy"] = 2 * size**3 * repeats / _best_of_three(lambda: [a @ a for _ in range(repeats)]) / 1e9
+    rates["numpy"] = 2 * size**3 * repeats / best_time(lambda: [a @ a for _ in range(repeats)]) / 1e9
     try:
         import torch
     except ImportError:
         pass
     else:
         t = torch.from_numpy(a)
-        rates["torch"] = 2 * size**3 * repeats / _best_of_three(lambda: [t @ t for _ in range(repeats)]) / 1e9
+        rates["torch"] = 2 * size**3 * repeats / best_time(lambda: [t @ t for _ in range(repeats)]) / 1e9
     best = max(rates, key=rates.get)
     return {"gflops": rates[best], "best": best, "by_library": rates}
 
 
-def _best_of_three(run):
+def best_time(run, repeats=3):
+    """The shortest wall time in seconds of `repeats` calls of `run`, after one call to warm up."""
     run()
     best = float("inf")
-    for _ in range(3):
+    for _ in range(repeats):
         start = time.perf_counter()
         run()
         best = min(best, time.perf_counter() - start)

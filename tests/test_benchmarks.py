@@ -123,7 +123,7 @@ def test_matmul_bound_times_every_matrix_product_of_a_training_step():
     products = module.step_products(w)
     arch = {k: w[k] for k in ("patch", "hidden", "layers", "heads", "mlp", "image", "classes", "channels")}
     grid = (w["image"] // w["patch"]) ** 2
-    patch_input_gradient = 2 * w["batch"] * grid * w["patch"] ** 2 * w["channels"] * w["hidden"]  # not needed
+    patch_input_gradient = 2 * w["batch"] * grid * w["patch"] ** 2 * w["channels"] * w["hidden"]  # images need none
     flops = sum(2 * b * m * k * n for _, b, m, k, n, _, _ in products)
     assert flops == 3 * module.vit_flops(**arch) * w["batch"] - patch_input_gradient
     seconds = module.time_products(products, "xla", repeats=1)
