@@ -1,10 +1,10 @@
 """The `keras-vit` command line: one sub-command per job (train, evaluate, export, predict, inspect).
 
-Parsing imports no TensorFlow, so `--help` answers at once: this module's top level imports only
-the standard library and numpy, and the `_add_<job>` functions import only TensorFlow-free
-modules (`keras_vit.configs`, `keras_vit._validation`); handlers import what they need. The
-console script `keras-vit` is `keras_vit_cli.main`, which parses before `keras_vit`'s
-`__init__` (which imports TensorFlow) runs; `python -m keras_vit.cli` works too, more slowly.
+Parsing imports no TensorFlow, so `--help` and `--version` answer at once: `import keras_vit`
+loads no Keras, this module's top level imports only the standard library and numpy, and the
+`_add_<job>` functions import only TensorFlow-free modules (`keras_vit.configs`,
+`keras_vit.choices`); handlers import what they need. The console script `keras-vit` is
+`keras_vit.cli:main`.
 
 Each job adds a function `_add_<job>(subparsers)` that registers its sub-parser and sets
 `func=<handler>`, and lists it in `_COMMANDS`. Handlers take the parsed arguments and return an
@@ -48,18 +48,10 @@ class _VersionAction(argparse.Action):
         super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
 
     def __call__(self, parser, namespace, values, option_string=None):
-        _finish_package_import()
         from keras_vit import __version__
 
         print(f"keras_vit {__version__}")
         parser.exit()
-
-
-def _finish_package_import():
-    """Runs keras_vit's __init__ if the `keras_vit_cli` entry point deferred it to parse quickly."""
-    package = sys.modules["keras_vit"]
-    if package.__dict__.pop("__keras_vit_init_deferred__", False):
-        package.__spec__.loader.exec_module(package)
 
 
 def _add_inspect(subparsers):
@@ -116,9 +108,8 @@ def _run_inspect(args):
             file=sys.stderr,
         )
         return 2
-    import keras
+    import keras  # loading Keras registers keras_vit's layers for load_model (keras_vit._registration)
 
-    import keras_vit  # noqa: F401  registers the layers for load_model
     from keras_vit import configs
     from keras_vit import inspect as vit_inspect
     from keras_vit.inspect import plots
@@ -438,15 +429,8 @@ def _run_predict(args):
 
 
 
-# Names of the library's choices, here so that parsing (and --help) needs no TensorFlow import;
-# tests/test_runs.py checks they equal the library's own lists.
-RECIPE_NAMES = ("deit", "finetune", "compact", "anchor")  # training.recipes.RECIPES
-AUGMENT_NAMES = ("none", "flip", "light", "medium", "strong")  # data.augment.PRESETS
-PRECISION_NAMES = ("auto", "float32", "mixed_bfloat16", "mixed_float16")  # training.distribute.PRECISIONS
-STRATEGY_NAMES = ("default", "mirrored", "multi_worker", "tpu")  # training.distribute.STRATEGIES
-
-
 def _add_train(subparsers) -> None:
+    from keras_vit import choices
     from keras_vit.configs import SCALINGS, VARIANTS
 
     parser = subparsers.add_parser(
@@ -491,16 +475,16 @@ def _add_train(subparsers) -> None:
                        help="pixel scaling built into the model: unit [0,1], symmetric [-1,1], imagenet mean/std "
                        "(default: unit)")
     fit = parser.add_argument_group("training")
-    fit.add_argument("--recipe", choices=RECIPE_NAMES, default="compact",
+    fit.add_argument("--recipe", choices=choices.RECIPES, default="compact",
                      help="optimizer/schedule/regularisation recipe (default: compact)")
-    fit.add_argument("--augment", choices=AUGMENT_NAMES, help="augmentation preset (default: the recipe's)")
+    fit.add_argument("--augment", choices=choices.AUGMENT_PRESETS, help="augmentation preset (default: the recipe's)")
     fit.add_argument("--epochs", type=int, default=10, help="number of epochs (default: 10)")
     fit.add_argument("--batch-size", type=int, help="global batch size, split over replicas (default: the recipe's)")
-    fit.add_argument("--precision", choices=PRECISION_NAMES, default="auto", help="dtype policy (default: auto, by hardware)")
+    fit.add_argument("--precision", choices=choices.PRECISIONS, default="auto", help="dtype policy (default: auto, by hardware)")
     fit.add_argument("--jit-compile", choices=("auto", "on", "off"), default="auto",
                      help="compile the train step: XLA, or torch.compile on PyTorch (default: auto, by Keras "
                      "backend, hardware and precision)")
-    fit.add_argument("--strategy", choices=STRATEGY_NAMES, default="default", help="tf.distribute strategy (default: default)")
+    fit.add_argument("--strategy", choices=choices.STRATEGIES, default="default", help="tf.distribute strategy (default: default)")
     fit.add_argument("--budget-minutes", type=float, help="stop after this many minutes of training, summed over "
                      "resumed parts; > 0 (default: no budget)")
     fit.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
@@ -623,7 +607,6 @@ def main(argv=None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
-    _finish_package_import()
     try:
         return args.func(args) or 0
     except (ValueError, FileNotFoundError, ConnectionError) as error:

@@ -31,9 +31,7 @@ import tensorflow as tf
 
 from keras_vit import backends
 from keras_vit._hardware import native_bfloat16, read_cpuinfo
-
-STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
-PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
+from keras_vit.choices import PRECISIONS, STRATEGIES  # named there so that --help needs no TensorFlow
 
 
 class SingleDevice:
