@@ -55,6 +55,8 @@ class _VersionAction(argparse.Action):
 
 
 def _add_inspect(subparsers):
+    from keras_vit import choices
+
     parser = subparsers.add_parser(
         "inspect",
         help="write attention-rollout, attention-distance and embedding figures of a model as PNG",
@@ -77,7 +79,7 @@ def _add_inspect(subparsers):
     parser.add_argument(
         "--scale",
         default="auto",
-        choices=("auto", "raw", "unit", "symmetric", "imagenet"),
+        choices=choices.INSPECT_SCALES,
         help="how to scale [0, 255] pixels before the model: raw (the model has its own "
         "preprocessing), unit [0, 1], symmetric [-1, 1] or imagenet mean/std; auto: raw when the "
         "model has a 'preprocessing' layer, else unit (default: auto)",
@@ -110,35 +112,26 @@ def _run_inspect(args):
         return 2
     import keras  # loading Keras registers keras_vit's layers for load_model (keras_vit._registration)
 
-    from keras_vit import configs
     from keras_vit import inspect as vit_inspect
-    from keras_vit.inspect import plots
+    from keras_vit._validation import check_positive_int
+    from keras_vit.inspect import images, plots
 
     if not os.path.isfile(args.model):
         raise FileNotFoundError(f"Model file not found: MODEL={args.model!r}.")
     if not args.model.endswith(".keras"):
         raise ValueError(f"Invalid MODEL={args.model!r}: expected a saved Keras model file ending in .keras.")
-    if args.components < 1:
-        raise ValueError(f"Invalid --components={args.components}: expected an integer >= 1.")
+    check_positive_int("--components", args.components)
     model = keras.saving.load_model(args.model, compile=False)
     probe = vit_inspect.attention_model(model)  # fails early, clearly, on a model that is no ViT
-    encoder = vit_inspect.patch_encoder(model)
 
-    size, channels = _inspect_input_size(model, encoder, args.image_size)
+    size, channels = images.input_size(model, args.image_size)
     if args.images:
-        pixels = np.stack([_load_image(path, size, channels) for path in args.images])
+        pixels = images.load_images(args.images, size, channels)
         titles = [os.path.basename(path) for path in args.images]
     else:
-        pixels, titles = _sample_images(size, channels)
+        pixels, titles = images.sample_images(size, channels)
         print("keras-vit inspect: no IMAGE given, using four Fashion-MNIST sample images", file=sys.stderr)
-    scale = args.scale
-    if scale == "auto":
-        has_preprocessing = any(layer.name == "preprocessing" for layer in vit_inspect.attention.iter_layers(model))
-        scale = "raw" if has_preprocessing else "unit"
-    inputs = pixels
-    if scale != "raw":
-        mean, std = configs.SCALINGS[scale]
-        inputs = (pixels - np.asarray(mean, "float32")) / np.asarray(std, "float32")
+    inputs = images.model_inputs(model, pixels, args.scale)
 
     attentions = vit_inspect.attention_maps(probe, inputs)
     prefix, grid, pixels_per_token = vit_inspect.token_layout(model, attentions.shape[-1], size)
@@ -172,62 +165,6 @@ def _run_inspect(args):
     for path in written:
         print(path)
     return 0
-
-
-def _inspect_input_size(model, encoder, image_size):
-    """Returns ((height, width), channels) that images must have for `model`."""
-    shape = tuple(model.inputs[0].shape)
-    if len(shape) != 4:
-        raise ValueError(f"Invalid MODEL: expected an image input (batch, height, width, channels), got {shape}.")
-    channels = shape[3]
-    if channels not in (1, 3, 4):
-        raise ValueError(f"Invalid MODEL: its input has {channels} channels; image files give 1, 3 or 4.")
-    if shape[1] is not None and shape[2] is not None:
-        if image_size is not None and tuple(image_size) != shape[1:3]:
-            raise ValueError(
-                f"Invalid --image-size={tuple(image_size)}: the model takes {shape[1]}x{shape[2]} images only."
-            )
-        return (shape[1], shape[2]), channels
-    if image_size is not None:
-        if min(image_size) < 1:
-            raise ValueError(f"Invalid --image-size={tuple(image_size)}: expected two positive integers.")
-        return tuple(image_size), channels
-    grid = getattr(encoder, "grid_size", None)
-    if grid is None or encoder.patch_size == 1:
-        raise ValueError("The model accepts any image size; pass --image-size HEIGHT WIDTH.")
-    return (grid[0] * encoder.patch_size, grid[1] * encoder.patch_size), channels
-
-
-def _load_image(path, size, channels):
-    """Reads an image file as float32 (H, W, C) pixels in [0, 255], resized and colour-converted."""
-    import keras
-
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"Image file not found: IMAGE={path!r}.")
-    mode = {1: "grayscale", 3: "rgb", 4: "rgba"}[channels]
-    try:
-        image = keras.utils.load_img(path, color_mode=mode, target_size=size, interpolation="bilinear")
-    except (OSError, SyntaxError) as error:  # PIL raises these for files that are not images
-        raise ValueError(f"Invalid IMAGE={path!r}: not a readable image file ({error}).") from error
-    return keras.utils.img_to_array(image, dtype="float32")
-
-
-def _sample_images(size, channels):
-    """Four test images of the shipped Fashion-MNIST sample, resized to `size` with `channels`."""
-    import keras
-
-    from keras_vit.data import fashion_mnist
-
-    _, (images, labels) = fashion_mnist.load_sample()
-    picks = [int(np.flatnonzero(labels == label)[0]) for label in (0, 1, 7, 9)]
-    pixels = images[picks].astype("float32")[..., None]
-    pixels = keras.ops.convert_to_numpy(keras.ops.image.resize(pixels, size, interpolation="bilinear"))
-    pixels = np.repeat(pixels, channels, axis=-1) if channels != 1 else pixels
-    if channels == 4:
-        pixels[..., 3] = 255.0
-    return pixels, [fashion_mnist.CLASS_NAMES[int(labels[i])] for i in picks]
-
-
 
 
 def _add_export(subparsers):
@@ -276,6 +213,7 @@ def _run_export(args):
     import keras
 
     from keras_vit import export
+    from keras_vit.export.calibration import calibration_images
 
     if not args.saved_model and not args.tflite and not args.onnx:
         raise ValueError("Nothing to export: pass --saved-model DIR, --tflite FILE and/or --onnx FILE.")
@@ -290,7 +228,9 @@ def _run_export(args):
     class_names = export.read_labels(args.labels) if args.labels else export.labels_beside(args.model)
     model = keras.saving.load_model(args.model)
     # Everything the exports read is checked before the first one writes anything.
-    data = _load_images(args.representative_data, model) if args.quantization == "int8" else None
+    data = None
+    if args.quantization == "int8":
+        data = calibration_images(args.representative_data, model.inputs[0].shape[1:], argument="--representative-data")
     try:
         with export.shared_process():
             _export(args, export, model, class_names, data)
@@ -336,67 +276,6 @@ def _export(args, export, model, class_names, data):
         print(f"ONNX (opset {result.opset}): {result.path}, {result.size_bytes:,} bytes")
 
 
-def _load_images(source, model):
-    """Calibration images in [0, 255] shaped like the model's input, from a file, folder or the sample."""
-    import numpy as np
-
-    shape = tuple(model.inputs[0].shape[1:])
-    if source == "fashion-mnist-sample":
-        from keras_vit.data import fashion_mnist
-
-        images = fashion_mnist.load_sample()[0][0]
-    elif os.path.isdir(source):
-        images = _decode_folder(source, shape)
-    elif source.endswith((".npy", ".npz")):
-        if not os.path.isfile(source):
-            raise FileNotFoundError(f"Calibration data not found: --representative-data {source!r}.")
-        try:
-            images = np.load(source, allow_pickle=False)
-            if not isinstance(images, np.ndarray):  # .npz: its x_train or first array
-                with images as archive:
-                    images = archive["x_train" if "x_train" in archive.files else archive.files[0]]
-        except (OSError, ValueError, EOFError, IndexError) as error:
-            raise ValueError(f"Invalid --representative-data {source!r}: not a readable {source[-4:]} file ({error}).") from None
-    else:
-        raise ValueError(
-            f"Invalid --representative-data {source!r}. Expected a .npy or .npz file, a folder of "
-            "images or 'fashion-mnist-sample'."
-        )
-    images = np.asarray(images, dtype="float32")
-    if images.ndim == 3 and shape[-1] == 1:
-        images = images[..., None]
-    if images.ndim != 4 or len(images) == 0 or tuple(images.shape[1:]) != shape:
-        raise ValueError(
-            f"Invalid --representative-data {source!r}: got images of shape {tuple(images.shape)}, but the model "
-            f"takes (N, {', '.join(map(str, shape))}) with N >= 1."
-        )
-    return images
-
-
-def _decode_folder(folder, shape):
-    """Every image file of a folder (hidden files skipped) decoded and resized to `shape`; refuses non-images."""
-    import tensorflow as tf
-
-    from keras_vit.export.saved_model import decode_images, error_text
-
-    names = sorted(name for name in os.listdir(folder) if not name.startswith("."))
-    if not names:
-        raise ValueError(f"Invalid --representative-data {folder!r}: the folder holds no image files.")
-    images = []
-    for name in names:
-        path = os.path.join(folder, name)
-        if not os.path.isfile(path):
-            raise ValueError(f"Invalid --representative-data {folder!r}: {name!r} is not an image file.")
-        with open(path, "rb") as f:
-            data = f.read()
-        try:
-            images.append(decode_images(tf.constant([data]), *shape).numpy()[0])
-        except tf.errors.InvalidArgumentError as error:
-            reason = error_text(error).replace("image_bytes[0] ", "it ")
-            raise ValueError(f"Invalid --representative-data {folder!r}: {name!r} is not a readable image ({reason})") from None
-    return images
-
-
 def _add_predict(subparsers):
     parser = subparsers.add_parser(
         "predict",
@@ -413,9 +292,9 @@ def _add_predict(subparsers):
 
 def _run_predict(args):
     from keras_vit import export
+    from keras_vit._validation import check_positive_int
 
-    if args.top_k < 1:
-        raise ValueError(f"Invalid --top-k {args.top_k}. Expected an integer >= 1.")
+    check_positive_int("--top-k", args.top_k)
     class_names = export.read_labels(args.labels) if args.labels else None
     predictor = export.load_predictor(args.model, class_names=class_names, scaling=args.scaling)
     probabilities = predictor.predict_files(args.images)
@@ -464,8 +343,8 @@ def _add_train(subparsers) -> None:
     model = parser.add_argument_group("model")
     model.add_argument("--variant", help=f"ViT variant, one of {', '.join(VARIANTS)} (default: a small ViT: "
                        "patch 7, D 128, 6 layers, 4 heads, MLP 256)")
-    for flag in ("patch-size", "hidden-size", "num-layers", "num-heads", "mlp-dim"):
-        model.add_argument(f"--{flag}", type=int, help=f"override the variant's {flag.replace('-', ' ')}")
+    for field in choices.MODEL_FIELDS:
+        model.add_argument(f"--{field.replace('_', '-')}", type=int, help=f"override the variant's {field.replace('_', ' ')}")
     model.add_argument("--pooling", choices=("token", "gap"), default="token",
                        help="class token or mean of tokens (default: token)")
     model.add_argument("--image-size", type=int, help="input side in pixels (default: the variant's, or the images' "
@@ -508,15 +387,14 @@ def _add_train(subparsers) -> None:
 
 
 def _run_train(args) -> int:
-    from keras_vit import _validation, configs
+    from keras_vit import _validation, choices, configs
 
     if args.variant is not None:
         configs.get_variant(args.variant)
         args.variant = configs.normalize_variant_name(args.variant)
     if args.validation_split is not None:
         _validation.check_fraction("--validation-split", args.validation_split)
-    for name in ("epochs", "batch_size", "image_size", "max_train_examples", "max_test_examples",
-                 "patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim"):
+    for name in ("epochs", "batch_size", "image_size", "max_train_examples", "max_test_examples", *choices.MODEL_FIELDS):
         if getattr(args, name) is not None:
             _validation.check_positive_int(f"--{name.replace('_', '-')}", getattr(args, name))
     if args.budget_minutes is not None:
@@ -531,7 +409,7 @@ def _run_train(args) -> int:
         test_split=args.test_split or None, validation_split=args.validation_split, download=args.download,
         on_corrupt=args.on_corrupt,
         variant=args.variant,
-        model_overrides={k: getattr(args, k) for k in ("patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim")},
+        model_overrides={k: getattr(args, k) for k in choices.MODEL_FIELDS},
         pooling=args.pooling, image_size=args.image_size, channels=args.channels, scaling=args.scaling,
         recipe=args.recipe, augment=args.augment, epochs=args.epochs, batch_size=args.batch_size,
         precision=args.precision, jit_compile={"auto": None, "on": True, "off": False}[args.jit_compile],

@@ -31,6 +31,7 @@ import tensorflow as tf
 
 from keras_vit import backends
 from keras_vit._hardware import native_bfloat16, read_cpuinfo
+from keras_vit._validation import check_positive_int
 from keras_vit.choices import PRECISIONS, STRATEGIES  # named there so that --help needs no TensorFlow
 
 
@@ -110,8 +111,7 @@ def global_batch_size(batch_size: int, strategy) -> int:
     the distribution strategy (e.g. 96).
     """
     replicas = strategy.num_replicas_in_sync
-    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-        raise ValueError(f"Invalid batch_size={batch_size!r}. Expected an integer >= 1.")
+    check_positive_int("batch_size", batch_size)
     if batch_size % replicas:
         raise ValueError(
             f"Invalid batch_size={batch_size}: the global batch must be divisible by the "

@@ -23,7 +23,7 @@ import zipfile
 import keras
 import tensorflow as tf
 
-from keras_vit import _atomic, _validation, backends, configs
+from keras_vit import _atomic, _validation, backends, choices, configs
 from keras_vit._validation import check_positive_int
 from keras_vit.data.pipeline import make_pipeline
 from keras_vit.data.sources import load_source, load_splits
@@ -36,7 +36,7 @@ from keras_vit.training.run_dir import RunDirectory
 # on a CPU. Patch 7 gives 16 tokens (+1 class token); chosen by measured throughput and accuracy
 # (benchmarks/RESULTS.md).
 DEFAULT_MODEL = {"patch_size": 7, "hidden_size": 128, "num_layers": 6, "num_heads": 4, "mlp_dim": 256}
-MODEL_KEYS = ("patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim")
+MODEL_KEYS = choices.MODEL_FIELDS  # what model_overrides may set
 
 
 @dataclasses.dataclass
