@@ -1,6 +1,9 @@
 """Deployment: SavedModel for TF Serving, TFLite/LiteRT files (float and quantized), ONNX, prediction.
 
-Every exported artifact takes float32 NHWC pixels in [0, 255] and returns probabilities. Class
+Every exported artifact takes float32 NHWC pixels in [0, 255] and returns probabilities, and
+computes in float32 whatever dtype policy the model was trained under (mixed_bfloat16 and
+mixed_float16 models keep float32 variables, so nothing is lost); a low-precision file is written
+only when asked for: TFLite `quantization="float16"`, `"dynamic"` or `"int8"`. Class
 names come from `class_names=`, from the labels an export stored in the artifact, or from
 `<model>.labels.txt` or `labels.txt` (one name per line) beside the model file.
 

@@ -1,15 +1,24 @@
-"""What the SavedModel and TFLite exports share: the input contract, class names, atomic writes.
+"""What every export shares: the input contract, float32 compute, class names, atomic writes.
 
 Every exported artifact takes float32 NHWC pixels in [0, 255]. A model built with
 `preprocessing=` scales them itself; for a model without that layer the export puts the scaling
 named by `scaling=` into the exported graph.
+
+Precision rule: every export computes in float32, whatever dtype policy the model was trained or
+built under (`float32_model`). A mixed-precision model keeps its variables in float32 already, so
+nothing is lost; its bfloat16/float16 compute would put ops into the graph that TFLite's builtin
+kernels and onnxruntime's CPU kernels lack, and outputs that differ between runtimes. A
+low-precision file is written only where the user asks for one: TFLite `quantization="float16"`
+(float16 weights), `"dynamic"` and `"int8"`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 
+import keras
 import numpy as np
 
 from keras_vit import configs
@@ -225,6 +234,75 @@ def output_file(path, suffix, *, overwrite):
     if os.path.exists(path) and not overwrite:
         raise FileExistsError(f"{path!r} already exists; pass overwrite=True (--overwrite) to replace it.")
     return path
+
+
+# Dtype policies and dtypes that compute below float32; an export copy replaces them.
+_LOW_PRECISION = ("mixed_bfloat16", "mixed_float16", "bfloat16", "float16")
+
+
+def float32_model(model):
+    """Returns `model` when every layer computes in float32, else a float32 copy with the same weights.
+
+    The copy is rebuilt from `model.get_config()` with each low-precision dtype policy replaced by
+    "float32", then given `model.get_weights()` (float32 variables under mixed precision).
+
+    Args:
+        model: keras.Model. A functional model (any keras_vit builder, or one loaded from `.keras`).
+
+    Example:
+
+    >>> import keras_vit
+    >>> keras.config.set_dtype_policy("mixed_bfloat16")
+    >>> mixed = keras_vit.ViT("tiny", num_classes=3)
+    >>> keras.config.set_dtype_policy("float32")
+    >>> copy = float32_model(mixed)
+    >>> copy is mixed, {layer.compute_dtype for layer in copy.layers}
+    (False, {'float32'})
+    >>> float32_model(copy) is copy
+    True
+    """
+    if not any(_computes_below_float32(layer) for layer in _all_layers(model)):
+        return model
+    previous = keras.config.dtype_policy()
+    # Layers without a dtype of their own take the global policy when they are created.
+    keras.config.set_dtype_policy("float32")
+    try:
+        copy = model.__class__.from_config(_float32_config(model.get_config()))
+    finally:
+        keras.config.set_dtype_policy(previous)
+    copy.set_weights(model.get_weights())
+    return copy
+
+
+def _all_layers(model):
+    for layer in getattr(model, "layers", ()):
+        yield layer
+        yield from _all_layers(layer)
+
+
+def _computes_below_float32(layer):
+    return layer.dtype_policy.name in _LOW_PRECISION or layer.compute_dtype in _LOW_PRECISION
+
+
+def _float32_config(config):
+    """`config` with every low-precision "dtype" entry (policy name, policy dict or dtype) made "float32"."""
+    if isinstance(config, list):
+        return [_float32_config(item) for item in config]
+    if not isinstance(config, dict):
+        return config
+    result = {}
+    for key, value in config.items():
+        if key == "dtype" and _names_low_precision(value):
+            result[key] = "float32"
+        else:
+            result[key] = _float32_config(value)
+    return result
+
+
+def _names_low_precision(dtype):
+    if isinstance(dtype, dict) and dtype.get("class_name") == "DTypePolicy":
+        dtype = dtype.get("config", {}).get("name")
+    return isinstance(dtype, str) and dtype in _LOW_PRECISION
 
 
 def to_probabilities(model):
