@@ -29,7 +29,7 @@ from keras_vit.data.pipeline import make_pipeline
 from keras_vit.data.sources import load_source, load_splits
 from keras_vit.models.head import outputs_probabilities
 from keras_vit.training import callbacks as callbacks_lib
-from keras_vit.training import distribute, memory, recipes
+from keras_vit.training import distribute, memory, recipes, run_state
 from keras_vit.training.run_dir import RunDirectory
 
 # The default model of `keras-vit train`: a small ViT for 28x28 images that trains in minutes
@@ -273,7 +273,7 @@ class ResumableCSVLogger(keras.callbacks.CSVLogger):
         self.backup_dir = backup_dir
 
     def on_train_begin(self, logs=None):
-        pointer = callbacks_lib.AtomicBackupAndRestore(self.backup_dir).read_state()
+        pointer = run_state.read(self.backup_dir)
         initial_epoch = pointer["epoch"] if pointer else 0
         if os.path.exists(self.filename):
             with open(self.filename, newline="") as f:
@@ -336,7 +336,7 @@ def _score(model, dataset, jit_compile="auto"):
     training loss) as it is.
     """
     scorer = keras.Model(model.inputs, model.outputs)
-    _work_around_multi_worker(scorer, tf.distribute.get_strategy())
+    distribute.work_around_multi_worker(scorer, tf.distribute.get_strategy())
     scorer.compile(
         loss=keras.losses.CategoricalCrossentropy(from_logits=not outputs_probabilities(model)),
         metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")],
@@ -447,7 +447,7 @@ def train(config: TrainConfig) -> dict:
                           image_size, image_size_reason, train_source, num_train, validation_source, test_source,
                           estimate, run, state, finished), flush=True)
 
-        _work_around_multi_worker(model, strategy)
+        distribute.work_around_multi_worker(model, strategy)
         start = time.perf_counter()
         steps_before = 0
         epochs_run = 0
@@ -456,10 +456,12 @@ def train(config: TrainConfig) -> dict:
             if finished:
                 backup.restore(model)
             else:
-                if state:  # the optimizer's step count of the backup, for this process's images/s
+                if state:  # the backup's weights and optimizer state; its step count, for this process's images/s
+                    backup.restore(model)
                     steps_before = state.get("steps", 0)
-                history = model.fit(train_ds, epochs=config.epochs, callbacks=callbacks, verbose=config.verbose,
-                                    shuffle=False, validation_data=validation_ds)
+                history = model.fit(train_ds, epochs=config.epochs, initial_epoch=backup.restored_epoch if backup else 0,
+                                    callbacks=callbacks, verbose=config.verbose, shuffle=False,
+                                    validation_data=validation_ds)
                 epochs_run = len(history.epoch)
         process_seconds = time.perf_counter() - start
         steps_done = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
@@ -604,30 +606,6 @@ def format_summary(result) -> str:
     if skipped:
         lines.append(f"Skipped {len(skipped)} corrupt image files: {', '.join(skipped[:3])}{', ...' if len(skipped) > 3 else ''}")
     return "\n".join(lines)
-
-
-def _work_around_multi_worker(model, strategy):
-    """Makes `model` fit and evaluate under MultiWorkerMirroredStrategy with Keras 3.15."""
-    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-        # Keras 3.15's symbolic build before fit/evaluate reduces a distributed batch with
-        # strategy.reduce, which fails under MultiWorkerMirroredStrategy. Without a stored
-        # strategy Keras builds at trace time and takes the strategy of the enclosing scope.
-        model._distribute_strategy = None
-        _patch_multi_worker_logs(model)
-
-
-def _patch_multi_worker_logs(model):
-    """Works around Keras 3.15 reducing scalar step logs with `strategy.reduce(..., axis=0)`
-    under MultiWorkerMirroredStrategy: inside replicas the logs are returned with shape (1,)."""
-    get_metrics_result = model.get_metrics_result
-
-    def reshaped_metrics_result():
-        logs = get_metrics_result()
-        if tf.distribute.in_cross_replica_context():
-            return logs
-        return {k: tf.reshape(v, (1,)) if len(getattr(v, "shape", (0,))) == 0 else v for k, v in logs.items()}
-
-    model.get_metrics_result = reshaped_metrics_result
 
 
 def save_final_artifacts(model, class_names, output_dir, name, result, export=False, saved_model_version=None) -> dict:
