@@ -10,14 +10,19 @@ the old one or the new one. It is a plain callback: resuming is `restore` before
 
 from __future__ import annotations
 
+import csv
+import importlib.util
+import io
 import math
 import os
 import time
+import warnings
 
 import keras
 
 from keras_vit import _atomic
 from keras_vit.training import run_state
+from keras_vit.training.run_dir import RunDirectory
 
 
 class AtomicBackupAndRestore(keras.callbacks.Callback):
@@ -297,3 +302,75 @@ class TimeBudget(keras.callbacks.Callback):
 
     def on_train_end(self, logs=None):
         self.elapsed = time.perf_counter() - self.start
+
+
+class ResumableCSVLogger(keras.callbacks.CSVLogger):
+    """CSVLogger (append) that, on resume, drops rows of epochs the backup does not hold.
+
+    It reads the epoch from the backup pointer itself, so it can run before the backup
+    callback: each epoch's row is written before the backup commits that epoch, and a crash in
+    between only repeats a row that this trimming removes.
+
+    Args:
+        filename: str. Path of the CSV file.
+        backup_dir: str. Folder of the `AtomicBackupAndRestore` backup.
+    """
+
+    def __init__(self, filename, backup_dir):
+        super().__init__(filename, append=True)
+        self.backup_dir = backup_dir
+
+    def on_train_begin(self, logs=None):
+        pointer = run_state.read(self.backup_dir)
+        initial_epoch = pointer["epoch"] if pointer else 0
+        if os.path.exists(self.filename):
+            with open(self.filename, newline="") as f:
+                rows = list(csv.reader(f))
+            if rows:
+                kept = [rows[0]] + [r for r in rows[1:] if r and int(r[0]) < initial_epoch]
+                text = io.StringIO()
+                csv.writer(text).writerows(kept)
+                _atomic.write_text(self.filename, text.getvalue())
+        super().on_train_begin(logs)
+
+
+def make_callbacks(run_dir, fingerprint=None):
+    """CSV history, last-model checkpoint, TensorBoard and the crash backup in `run_dir`.
+
+    The backup comes last: it is the commit point of an epoch, after everything else of that
+    epoch is on disk. Each file or folder is listed in the run's manifest before it is written.
+
+    Args:
+        run_dir: str or None. The run folder; None gives no callbacks.
+        fingerprint: dict or None. The configuration, stored with each backup. Defaults to None.
+
+    Example:
+
+    >>> import tempfile
+    >>> callbacks = make_callbacks(os.path.join(tempfile.mkdtemp(), "run"))
+    >>> [type(callback).__name__ for callback in callbacks]
+    ['ResumableCSVLogger', 'AtomicModelCheckpoint', 'TensorBoard', 'AtomicBackupAndRestore']
+    >>> make_callbacks(None)
+    []
+    """
+    if run_dir is None:
+        return []
+    run = RunDirectory(run_dir)
+    os.makedirs(run_dir, exist_ok=True)
+    run.record("history.csv", "checkpoints/last.keras", "tensorboard/")
+    callbacks = [
+        ResumableCSVLogger(run.history_path, run.backup_dir),
+        AtomicModelCheckpoint(os.path.join(run_dir, "checkpoints", "last.keras")),
+    ]
+    if importlib.util.find_spec("tensorboard") is not None:
+        callbacks.append(keras.callbacks.TensorBoard(os.path.join(run_dir, "tensorboard")))
+    else:  # a dependency of keras_vit, but installs made with --no-deps may lack it
+        warnings.warn("tensorboard is not installed: no TensorBoard logs (pip install tensorboard).", stacklevel=2)
+
+    def on_write(path):
+        run.record(os.path.relpath(path, run_dir).replace(os.sep, "/"))
+
+    callbacks.append(AtomicBackupAndRestore(
+        run.backup_dir, delete_checkpoint=False, metadata={"fingerprint": fingerprint}, on_write=on_write,
+    ))
+    return callbacks
