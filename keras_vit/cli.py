@@ -20,7 +20,6 @@ import sys
 
 import numpy as np
 
-
 def build_parser() -> argparse.ArgumentParser:
     """Returns the argument parser of `keras-vit`; building it imports no TensorFlow.
 
@@ -40,7 +39,6 @@ def build_parser() -> argparse.ArgumentParser:
         add_command(subparsers)
     return parser
 
-
 class _VersionAction(argparse.Action):
     """--version: prints keras_vit's version, which lives in the package's __init__."""
 
@@ -52,7 +50,6 @@ class _VersionAction(argparse.Action):
 
         print(f"keras_vit {__version__}")
         parser.exit()
-
 
 def _add_inspect(subparsers):
     from keras_vit import choices
@@ -98,7 +95,6 @@ def _add_inspect(subparsers):
         help="size to resize images to when the model accepts any size (default: its built grid)",
     )
     parser.set_defaults(func=_run_inspect)
-
 
 def _run_inspect(args):
     try:
@@ -166,7 +162,6 @@ def _run_inspect(args):
         print(path)
     return 0
 
-
 def _add_export(subparsers):
     parser = subparsers.add_parser(
         "export",
@@ -208,7 +203,6 @@ def _add_export(subparsers):
     parser.add_argument("--overwrite", action="store_true", help="replace an existing version folder or file")
     parser.set_defaults(func=_run_export)
 
-
 def _run_export(args):
     import keras
 
@@ -237,7 +231,6 @@ def _run_export(args):
     except FileExistsError as error:
         raise ValueError(str(error)) from None
     return 0
-
 
 def _export(args, export, model, class_names, data):
     if args.saved_model:
@@ -275,7 +268,6 @@ def _export(args, export, model, class_names, data):
             raise ValueError(str(error)) from None
         print(f"ONNX (opset {result.opset}): {result.path}, {result.size_bytes:,} bytes")
 
-
 def _add_predict(subparsers):
     parser = subparsers.add_parser(
         "predict",
@@ -288,7 +280,6 @@ def _add_predict(subparsers):
     parser.add_argument("--labels", metavar="FILE", help="class names, one per line (default: stored, or <model>.labels.txt / labels.txt beside the model)")
     parser.add_argument("--scaling", help="pixel scaling for a .keras model without preprocessing")
     parser.set_defaults(func=_run_predict)
-
 
 def _run_predict(args):
     from keras_vit import export
@@ -304,9 +295,6 @@ def _run_predict(args):
             name = label if label is not None else f"class {index}"
             print(f"  {probability:.4f}  {index:>4}  {name}")
     return 0
-
-
-
 
 def _add_train(subparsers) -> None:
     from keras_vit import choices
@@ -385,7 +373,6 @@ def _add_train(subparsers) -> None:
     )
     parser.set_defaults(func=_run_train)
 
-
 def _run_train(args) -> int:
     from keras_vit import _validation, choices, configs
 
@@ -425,7 +412,6 @@ def _run_train(args) -> int:
         print(f"Saved {kind}: {path}")
     return 0
 
-
 def _add_evaluate(subparsers) -> None:
     parser = subparsers.add_parser(
         "evaluate",
@@ -449,7 +435,6 @@ def _add_evaluate(subparsers) -> None:
                         help="the training run's --seed, which chose the held-out share (default: 0)")
     parser.set_defaults(func=_run_evaluate)
 
-
 def _run_evaluate(args) -> int:
     from keras_vit import _validation
     from keras_vit.training.trainer import evaluate
@@ -465,9 +450,7 @@ def _run_evaluate(args) -> int:
           f"on {scores['num_examples']} examples ({scores['data']})")
     return 0
 
-
 _COMMANDS = [_add_train, _add_evaluate, _add_export, _add_predict, _add_inspect]
-
 
 def main(argv=None) -> int:
     """Runs `keras-vit` with `argv` (default: sys.argv[1:]) and returns the exit code.
