@@ -631,6 +631,14 @@ def main(argv=None) -> int:
             raise
         print(f"keras-vit {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except Exception as error:
+        from keras_vit.export import ExportFailed
+
+        if not isinstance(error, ExportFailed) or os.environ.get("KERAS_VIT_DEBUG"):
+            raise
+        # Not the user's mistake: one paragraph (the converter's dump is in the log it names), exit 1.
+        print(f"keras-vit {args.command}: {error}", file=sys.stderr)
+        return 1
 
 if __name__ == "__main__":
     sys.exit(main())

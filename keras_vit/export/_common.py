@@ -303,3 +303,72 @@ def _names_low_precision(dtype):
     if isinstance(dtype, dict) and dtype.get("class_name") == "DTypePolicy":
         dtype = dtype.get("config", {}).get("name")
     return isinstance(dtype, str) and dtype in _LOW_PRECISION
+
+
+class ExportFailed(RuntimeError):
+    """An export of a saved model failed; the message is one paragraph a person can act on.
+
+    Args:
+        fmt: str. The format, e.g. "TFLite" or "SavedModel".
+        cause: BaseException. What the converter raised.
+        model_path: str. The saved `.keras` model the export can be retried from.
+        retry: str. The `keras-vit export` command that retries it.
+        log_path: str. The file holding the converter's whole output and the traceback.
+
+    Example:
+
+    >>> error = ExportFailed("TFLite", ValueError("op X unsupported\\nMLIR ..."), "m.keras",
+    ...                      "keras-vit export m.keras --tflite m.tflite", "run/m.export.log")
+    >>> print(error)  # doctest: +NORMALIZE_WHITESPACE
+    The TFLite export failed: ValueError: op X unsupported. The trained model is saved in m.keras;
+    retry the export from it with `keras-vit export m.keras --tflite m.tflite`. The converter's
+    whole output is in run/m.export.log.
+    """
+
+    def __init__(self, fmt, cause, model_path, retry, log_path):
+        self.fmt, self.cause, self.model_path, self.retry, self.log_path = fmt, cause, model_path, retry, log_path
+        first_line = (str(cause).strip().splitlines() or [""])[0]
+        if len(first_line) > 200:
+            first_line = first_line[:200] + "..."
+        super().__init__(
+            f"The {fmt} export failed: {type(cause).__name__}: {first_line.rstrip('.')}. The trained model is "
+            f"saved in {model_path}; retry the export from it with `{retry}`. The converter's whole output "
+            f"is in {log_path}."
+        )
+
+
+@contextlib.contextmanager
+def output_to(log_path):
+    """Within the block, everything written to file descriptors 1 and 2 goes to `log_path` (appended).
+
+    TensorFlow's converters write their diagnostics (a TFLite conversion error dumps the whole
+    MLIR module, thousands of lines) from C++ straight to the process's stderr, which Python's
+    `sys.stderr` does not see; only swapping the descriptors catches them.
+
+    Example:
+
+    >>> path = os.path.join(tempfile.mkdtemp(), "export.log")
+    >>> with output_to(path):
+    ...     _ = os.write(2, b"from C++\\n")
+    >>> open(path).read()
+    'from C++\\n'
+    """
+    import sys
+
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    saved = [os.dup(1), os.dup(2)]
+    try:
+        with open(log_path, "ab") as log:
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+            try:
+                yield log_path
+            finally:
+                for stream in (sys.stdout, sys.stderr):
+                    stream.flush()
+                os.dup2(saved[0], 1)
+                os.dup2(saved[1], 2)
+    finally:
+        for fd in saved:
+            os.close(fd)

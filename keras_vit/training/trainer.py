@@ -17,6 +17,7 @@ import importlib.util
 import io
 import os
 import time
+import traceback
 import warnings
 import zipfile
 
@@ -514,7 +515,7 @@ def train(config: TrainConfig) -> dict:
                 backup.commit(saved_model_version=version)
             result["artifacts"] = save_final_artifacts(
                 model, train_source.class_names, config.output_dir, config.name, result,
-                export=config.export, saved_model_version=version,
+                export=config.export, saved_model_version=version, log_dir=config.run_dir,
             )
         if run is not None:
             run.remove_backup()  # every artefact is written and verified: the backup's job is done
@@ -630,7 +631,8 @@ def _patch_multi_worker_logs(model):
     model.get_metrics_result = reshaped_metrics_result
 
 
-def save_final_artifacts(model, class_names, output_dir, name, result, export=False, saved_model_version=None) -> dict:
+def save_final_artifacts(model, class_names, output_dir, name, result, export=False, saved_model_version=None,
+                         log_dir=None) -> dict:
     """Writes and verifies the final artefacts of a run; the one place both the CLI and `train` use.
 
     `<name>.keras`, `<name>.labels.txt`, with `export` the TF Serving SavedModel
@@ -647,6 +649,9 @@ def save_final_artifacts(model, class_names, output_dir, name, result, export=Fa
         export: bool. Also write the SavedModel and the float32 TFLite file. Defaults to False.
         saved_model_version: int or None. SavedModel version folder, replaced if it exists;
             None for the next free version. Defaults to None.
+        log_dir: str or None. Where `<name>.export.log` (the converters' output) goes; a failed
+            export raises `keras_vit.export.ExportFailed` naming it, the `.keras` file kept.
+            Defaults to `output_dir`.
 
     Returns:
         dict of artefact kind -> path.
@@ -669,23 +674,49 @@ def save_final_artifacts(model, class_names, output_dir, name, result, export=Fa
     callbacks_lib.save_model_atomic(model, paths["keras"])
     _atomic.write_text(paths["labels"], "".join(f"{c}\n" for c in class_names))
     if export:
-        from keras_vit import export as export_lib
-
-        # The model carries its scaling layer, so both exports take raw [0, 255] pixels.
-        with export_lib.shared_process():
-            paths["saved_model"] = export_lib.saved_model(
-                model, os.path.join(output_dir, name), saved_model_version, class_names=class_names,
-                overwrite=saved_model_version is not None,
-            )
-            paths["tflite"] = export_lib.tflite(
-                model, os.path.join(output_dir, f"{name}.tflite"), class_names=class_names, overwrite=True
-            ).path
+        paths.update(_export(model, class_names, output_dir, name, saved_model_version, log_dir or output_dir,
+                             paths["keras"]))
     paths["summary"] = os.path.join(output_dir, f"{name}.json")
     summary = {k: v for k, v in result.items() if k not in ("model", "artifacts")}
     summary["input"] = "raw pixels in [0, 255]; scaling is inside the model"
     summary["artifacts"] = dict(paths)
     _atomic.write_json(paths["summary"], summary)
     _verify_artifacts(paths, len(class_names))
+    return paths
+
+
+def _export(model, class_names, output_dir, name, saved_model_version, log_dir, keras_path) -> dict:
+    """Writes the SavedModel and the float32 TFLite file; a failure raises `ExportFailed`, one paragraph.
+
+    Converter output goes to `<log_dir>/<name>.export.log`, not to the terminal: a failed TFLite
+    conversion prints the whole MLIR module there.
+    """
+    from keras_vit import export as export_lib
+    from keras_vit.export._common import output_to
+
+    os.makedirs(log_dir, exist_ok=True)
+    log_path = os.path.join(log_dir, f"{name}.export.log")
+    saved_model_dir = os.path.join(output_dir, name)
+    tflite_path = os.path.join(output_dir, f"{name}.tflite")
+    # The model carries its scaling layer, so both exports take raw [0, 255] pixels.
+    steps = (
+        ("SavedModel", "saved_model", f"--saved-model {saved_model_dir}", lambda: export_lib.saved_model(
+            model, saved_model_dir, saved_model_version, class_names=class_names,
+            overwrite=saved_model_version is not None)),
+        ("TFLite", "tflite", f"--tflite {tflite_path} --overwrite", lambda: export_lib.tflite(
+            model, tflite_path, class_names=class_names, overwrite=True).path),
+    )
+    paths = {}
+    with export_lib.shared_process():
+        for fmt, kind, flags, write in steps:
+            try:
+                with output_to(log_path):
+                    paths[kind] = write()
+            except Exception as error:  # any converter failure: the trained model is already saved
+                with open(log_path, "a", encoding="utf-8") as log:
+                    log.write(f"\n{fmt} export failed:\n{''.join(traceback.format_exception(error))}")
+                retry = f"keras-vit export {keras_path} {flags}"
+                raise export_lib.ExportFailed(fmt, error, keras_path, retry, log_path) from error
     return paths
 
 
