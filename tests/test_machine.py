@@ -188,3 +188,23 @@ def test_a_failed_export_prints_one_paragraph_and_keeps_the_model(tmp_path, monk
     monkeypatch.setattr(export, "tflite", real_tflite)
     assert cli.main(retry.split()[1:]) == 0
     assert export.load_predictor(str(out / "m.tflite")).class_names[0] == "T-shirt/top"
+
+
+def test_keras_vit_export_failure_is_one_paragraph_too(tmp_path, monkeypatch, capsys):
+    import keras_vit
+
+    model_path = str(tmp_path / "vit.keras")
+    keras_vit.ViT("tiny", num_classes=2, preprocessing="unit").save(model_path)
+
+    def failing_onnx(*args, **kwargs):
+        os.write(2, b"tf2onnx: unsupported op dump\n" * 200)
+        raise RuntimeError("Unsupported ops: Counter({'Foo': 1})")
+
+    monkeypatch.setattr(export, "onnx", failing_onnx)
+    assert cli.main(["export", model_path, "--onnx", str(tmp_path / "vit.onnx")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "dump" not in err
+    assert "The ONNX export failed: RuntimeError: Unsupported ops" in err
+    assert f"keras-vit export {model_path} --onnx {tmp_path / 'vit.onnx'}" in err
+    assert "unsupported op dump" in (tmp_path / "vit.export.log").read_text()
+    assert sorted(os.listdir(tmp_path)) == ["vit.export.log", "vit.keras"]

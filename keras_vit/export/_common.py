@@ -372,3 +372,45 @@ def output_to(log_path):
     finally:
         for fd in saved:
             os.close(fd)
+
+
+@contextlib.contextmanager
+def failure_reported(fmt, model_path, retry, log_path):
+    """Runs one export with its terminal output held back; a converter failure becomes `ExportFailed`.
+
+    What the converter printed and the traceback are appended to `log_path` when it fails, and
+    dropped when it succeeds.
+
+    The caller's own argument errors (ValueError, FileExistsError, FileNotFoundError) pass through
+    unchanged: they are the user's to fix and already say how.
+
+    Args:
+        fmt: str. The format, for the message ("SavedModel", "TFLite", "ONNX").
+        model_path: str. The saved model the export reads.
+        retry: str. The `keras-vit export` command that retries this export.
+        log_path: str. Where the converter's output and the traceback go on failure (appended).
+
+    Example:
+
+    >>> log = os.path.join(tempfile.mkdtemp(), "vit.export.log")
+    >>> with failure_reported("ONNX", "vit.keras", "keras-vit export vit.keras --onnx vit.onnx", log):
+    ...     raise RuntimeError("Unsupported ops: Foo")
+    Traceback (most recent call last):
+    ...
+    keras_vit.export._common.ExportFailed: The ONNX export failed: RuntimeError: Unsupported ops: Foo. ...
+    """
+    import traceback
+
+    with tempfile.TemporaryDirectory(prefix="keras_vit_export_") as folder:
+        captured = os.path.join(folder, "output.log")
+        try:
+            with output_to(captured):
+                yield
+        except (ValueError, FileExistsError, FileNotFoundError, ImportError):
+            raise
+        except Exception as error:
+            with open(captured, encoding="utf-8", errors="replace") as f:
+                output = f.read()
+            with open(log_path, "a", encoding="utf-8") as log:
+                log.write(f"{fmt} export of {model_path}:\n{output}\n{''.join(traceback.format_exception(error))}\n")
+            raise ExportFailed(fmt, error, model_path, retry, log_path) from error

@@ -17,7 +17,6 @@ import importlib.util
 import io
 import os
 import time
-import traceback
 import warnings
 import zipfile
 
@@ -688,11 +687,11 @@ def save_final_artifacts(model, class_names, output_dir, name, result, export=Fa
 def _export(model, class_names, output_dir, name, saved_model_version, log_dir, keras_path) -> dict:
     """Writes the SavedModel and the float32 TFLite file; a failure raises `ExportFailed`, one paragraph.
 
-    Converter output goes to `<log_dir>/<name>.export.log`, not to the terminal: a failed TFLite
-    conversion prints the whole MLIR module there.
+    The converters' output goes to `<log_dir>/<name>.export.log` when one fails, not to the
+    terminal: a failed TFLite conversion prints the whole MLIR module.
     """
     from keras_vit import export as export_lib
-    from keras_vit.export._common import output_to
+    from keras_vit.export._common import failure_reported
 
     os.makedirs(log_dir, exist_ok=True)
     log_path = os.path.join(log_dir, f"{name}.export.log")
@@ -709,14 +708,8 @@ def _export(model, class_names, output_dir, name, saved_model_version, log_dir, 
     paths = {}
     with export_lib.shared_process():
         for fmt, kind, flags, write in steps:
-            try:
-                with output_to(log_path):
-                    paths[kind] = write()
-            except Exception as error:  # any converter failure: the trained model is already saved
-                with open(log_path, "a", encoding="utf-8") as log:
-                    log.write(f"\n{fmt} export failed:\n{''.join(traceback.format_exception(error))}")
-                retry = f"keras-vit export {keras_path} {flags}"
-                raise export_lib.ExportFailed(fmt, error, keras_path, retry, log_path) from error
+            with failure_reported(fmt, keras_path, f"keras-vit export {keras_path} {flags}", log_path):
+                paths[kind] = write()
     return paths
 
 
