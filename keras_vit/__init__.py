@@ -17,6 +17,7 @@ Example:
 __version__ = "0.1.0"
 
 import importlib
+import importlib.util
 
 from keras_vit import _registration, configs
 from keras_vit.configs import VARIANTS
@@ -38,10 +39,10 @@ _MODULE_OF = {name: module for module, names in _NAMES.items() for name in names
 
 
 def __getattr__(name):
-    if name in _registration.SUBPACKAGES:
-        return importlib.import_module(f"{__name__}.{name}")
     if name in _MODULE_OF:
         return getattr(importlib.import_module(f"{__name__}.{_MODULE_OF[name]}"), name)
+    if name in _registration.SUBPACKAGES or importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -20,6 +20,7 @@ import sys
 
 import numpy as np
 
+
 def build_parser() -> argparse.ArgumentParser:
     """Returns the argument parser of `keras-vit`; building it imports no TensorFlow.
 
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_command(subparsers)
     return parser
 
+
 class _VersionAction(argparse.Action):
     """--version: prints keras_vit's version, which lives in the package's __init__."""
 
@@ -50,6 +52,7 @@ class _VersionAction(argparse.Action):
 
         print(f"keras_vit {__version__}")
         parser.exit()
+
 
 def _add_inspect(subparsers):
     from keras_vit import choices
@@ -95,6 +98,7 @@ def _add_inspect(subparsers):
         help="size to resize images to when the model accepts any size (default: its built grid)",
     )
     parser.set_defaults(func=_run_inspect)
+
 
 def _run_inspect(args):
     try:
@@ -162,6 +166,7 @@ def _run_inspect(args):
         print(path)
     return 0
 
+
 def _add_export(subparsers):
     parser = subparsers.add_parser(
         "export",
@@ -203,6 +208,7 @@ def _add_export(subparsers):
     parser.add_argument("--overwrite", action="store_true", help="replace an existing version folder or file")
     parser.set_defaults(func=_run_export)
 
+
 def _run_export(args):
     import keras
 
@@ -232,41 +238,55 @@ def _run_export(args):
         raise ValueError(str(error)) from None
     return 0
 
+
 def _export(args, export, model, class_names, data):
+    from keras_vit.export._common import failure_reported
+
+    def reported(fmt, target, flags):
+        retry = f"keras-vit export {args.model} {flags}" + (" --overwrite" if args.overwrite else "")
+        return failure_reported(fmt, args.model, retry, os.path.splitext(os.path.abspath(target))[0] + ".export.log")
+
     if args.saved_model:
-        path = export.saved_model(
-            model,
-            args.saved_model,
-            args.version,
-            class_names=class_names,
-            scaling=args.scaling,
-            top_k=args.top_k,
-            overwrite=args.overwrite,
-            jit_compile=args.jit_compile,
-        )
+        with reported("SavedModel", args.saved_model, f"--saved-model {args.saved_model}"):
+            path = export.saved_model(
+                model,
+                args.saved_model,
+                args.version,
+                class_names=class_names,
+                scaling=args.scaling,
+                top_k=args.top_k,
+                overwrite=args.overwrite,
+                jit_compile=args.jit_compile,
+            )
         print(f"SavedModel: {path} (signatures serving_default, serve_bytes{', XLA' if args.jit_compile else ''})")
     if args.tflite:
-        result = export.tflite(
-            model,
-            args.tflite,
-            args.quantization,
-            representative_data=data,
-            calibration_samples=args.calibration_samples,
-            scaling=args.scaling,
-            class_names=class_names,
-            approximate_gelu=args.approximate_gelu,
-            float_ops=() if args.int8_full else export.INT8_FLOAT_OPS,
-            overwrite=args.overwrite,
-        )
+        flags = f"--tflite {args.tflite} --quantization {args.quantization}" + (
+            f" --representative-data {args.representative_data}" if args.representative_data else "")
+        with reported("TFLite", args.tflite, flags):
+            result = export.tflite(
+                model,
+                args.tflite,
+                args.quantization,
+                representative_data=data,
+                calibration_samples=args.calibration_samples,
+                scaling=args.scaling,
+                class_names=class_names,
+                approximate_gelu=args.approximate_gelu,
+                float_ops=() if args.int8_full else export.INT8_FLOAT_OPS,
+                overwrite=args.overwrite,
+            )
         ops = ", ".join(f"{name} x{count}" for name, count in result.ops.items())
         print(f"TFLite ({result.quantization}): {result.path}, {result.size_bytes:,} bytes")
         print(f"ops: {ops}")
     if args.onnx:
         try:
-            result = export.onnx(model, args.onnx, scaling=args.scaling, class_names=class_names, overwrite=args.overwrite)
+            with reported("ONNX", args.onnx, f"--onnx {args.onnx}"):
+                result = export.onnx(model, args.onnx, scaling=args.scaling, class_names=class_names,
+                                     overwrite=args.overwrite)
         except ImportError as error:  # the onnx extra is not installed: say which command installs it
             raise ValueError(str(error)) from None
         print(f"ONNX (opset {result.opset}): {result.path}, {result.size_bytes:,} bytes")
+
 
 def _add_predict(subparsers):
     parser = subparsers.add_parser(
@@ -280,6 +300,7 @@ def _add_predict(subparsers):
     parser.add_argument("--labels", metavar="FILE", help="class names, one per line (default: stored, or <model>.labels.txt / labels.txt beside the model)")
     parser.add_argument("--scaling", help="pixel scaling for a .keras model without preprocessing")
     parser.set_defaults(func=_run_predict)
+
 
 def _run_predict(args):
     from keras_vit import export
@@ -295,6 +316,7 @@ def _run_predict(args):
             name = label if label is not None else f"class {index}"
             print(f"  {probability:.4f}  {index:>4}  {name}")
     return 0
+
 
 def _add_train(subparsers) -> None:
     from keras_vit import choices
@@ -373,6 +395,7 @@ def _add_train(subparsers) -> None:
     )
     parser.set_defaults(func=_run_train)
 
+
 def _run_train(args) -> int:
     from keras_vit import _validation, choices, configs
 
@@ -412,6 +435,7 @@ def _run_train(args) -> int:
         print(f"Saved {kind}: {path}")
     return 0
 
+
 def _add_evaluate(subparsers) -> None:
     parser = subparsers.add_parser(
         "evaluate",
@@ -435,6 +459,7 @@ def _add_evaluate(subparsers) -> None:
                         help="the training run's --seed, which chose the held-out share (default: 0)")
     parser.set_defaults(func=_run_evaluate)
 
+
 def _run_evaluate(args) -> int:
     from keras_vit import _validation
     from keras_vit.training.trainer import evaluate
@@ -450,7 +475,9 @@ def _run_evaluate(args) -> int:
           f"on {scores['num_examples']} examples ({scores['data']})")
     return 0
 
+
 _COMMANDS = [_add_train, _add_evaluate, _add_export, _add_predict, _add_inspect]
+
 
 def main(argv=None) -> int:
     """Runs `keras-vit` with `argv` (default: sys.argv[1:]) and returns the exit code.
@@ -475,6 +502,15 @@ def main(argv=None) -> int:
             raise
         print(f"keras-vit {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except Exception as error:
+        from keras_vit.export import ExportFailed
+
+        if not isinstance(error, ExportFailed) or os.environ.get("KERAS_VIT_DEBUG"):
+            raise
+        # Not the user's mistake: one paragraph (the converter's dump is in the log it names), exit 1.
+        print(f"keras-vit {args.command}: {error}", file=sys.stderr)
+        return 1
+
 
 if __name__ == "__main__":
     sys.exit(main())

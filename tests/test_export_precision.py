@@ -109,3 +109,19 @@ def test_hybrid_with_keras_applications_backbone_exports_float32(tmp_path):
     assert nested and {layer.compute_dtype for layer in nested[0].layers} == {"float32"}
     result = export.tflite(model, str(tmp_path / "hybrid.tflite"))
     assert not any(op.startswith("Flex") for op in result.ops)
+
+
+@pytest.mark.backends("jax", "torch")
+def test_exports_from_jax_and_pytorch_compute_in_float32(tmp_path):
+    """From JAX and PyTorch the exports run in a TensorFlow child on the .keras file: same rule there
+    (the child's code is the TensorFlow path above, so one policy stands for both)."""
+    model, reference = _models("mixed_bfloat16")
+    images = _images()
+    expected = keras.ops.convert_to_numpy(reference(images, training=False))
+    with export.shared_process():
+        serving = export.saved_model(model, str(tmp_path / "serving"))
+        float_file = export.tflite(model, str(tmp_path / "vit.tflite"))
+        onnx_file = export.onnx(model, str(tmp_path / "vit.onnx"))
+    assert not any(op.startswith("Flex") for op in float_file.ops)
+    for path in (serving, float_file.path, onnx_file.path):
+        np.testing.assert_allclose(export.load_predictor(path).predict(images), expected, atol=1e-5)

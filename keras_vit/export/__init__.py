@@ -14,7 +14,7 @@ Example:
 ('none', 'float16', 'dynamic', 'int8')
 """
 
-from keras_vit.export._common import LABELS_FILENAME, labels_beside, read_labels
+from keras_vit.export._common import LABELS_FILENAME, ExportFailed, labels_beside, read_labels
 from keras_vit.export.onnx import ONNXExport, onnx
 from keras_vit.export.predict import Predictor, load_predictor
 from keras_vit.export._tensorflow_process import shared_process

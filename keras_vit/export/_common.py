@@ -305,6 +305,117 @@ def _names_low_precision(dtype):
     return isinstance(dtype, str) and dtype in _LOW_PRECISION
 
 
+class ExportFailed(RuntimeError):
+    """An export of a saved model failed; the message is one paragraph a person can act on.
+
+    Args:
+        fmt: str. The format, e.g. "TFLite" or "SavedModel".
+        cause: BaseException. What the converter raised.
+        model_path: str. The saved `.keras` model the export can be retried from.
+        retry: str. The `keras-vit export` command that retries it.
+        log_path: str. The file holding the converter's whole output and the traceback.
+
+    Example:
+
+    >>> error = ExportFailed("TFLite", ValueError("op X unsupported\\nMLIR ..."), "m.keras",
+    ...                      "keras-vit export m.keras --tflite m.tflite", "run/m.export.log")
+    >>> print(error)  # doctest: +NORMALIZE_WHITESPACE
+    The TFLite export failed: ValueError: op X unsupported. The trained model is saved in m.keras;
+    retry the export from it with `keras-vit export m.keras --tflite m.tflite`. The converter's
+    whole output is in run/m.export.log.
+    """
+
+    def __init__(self, fmt, cause, model_path, retry, log_path):
+        self.fmt, self.cause, self.model_path, self.retry, self.log_path = fmt, cause, model_path, retry, log_path
+        first_line = (str(cause).strip().splitlines() or [""])[0]
+        if len(first_line) > 200:
+            first_line = first_line[:200] + "..."
+        super().__init__(
+            f"The {fmt} export failed: {type(cause).__name__}: {first_line.rstrip('.')}. The trained model is "
+            f"saved in {model_path}; retry the export from it with `{retry}`. The converter's whole output "
+            f"is in {log_path}."
+        )
+
+
+@contextlib.contextmanager
+def output_to(log_path):
+    """Within the block, everything written to file descriptors 1 and 2 goes to `log_path` (appended).
+
+    TensorFlow's converters write their diagnostics (a TFLite conversion error dumps the whole
+    MLIR module, thousands of lines) from C++ straight to the process's stderr, which Python's
+    `sys.stderr` does not see; only swapping the descriptors catches them.
+
+    Example:
+
+    >>> path = os.path.join(tempfile.mkdtemp(), "export.log")
+    >>> with output_to(path):
+    ...     _ = os.write(2, b"from C++\\n")
+    >>> open(path).read()
+    'from C++\\n'
+    """
+    import sys
+
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    saved = [os.dup(1), os.dup(2)]
+    try:
+        with open(log_path, "ab") as log:
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+            try:
+                yield log_path
+            finally:
+                for stream in (sys.stdout, sys.stderr):
+                    stream.flush()
+                os.dup2(saved[0], 1)
+                os.dup2(saved[1], 2)
+    finally:
+        for fd in saved:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def failure_reported(fmt, model_path, retry, log_path):
+    """Runs one export with its terminal output held back; a converter failure becomes `ExportFailed`.
+
+    What the converter printed and the traceback are appended to `log_path` when it fails, and
+    dropped when it succeeds.
+
+    The caller's own argument errors (ValueError, FileExistsError, FileNotFoundError) pass through
+    unchanged: they are the user's to fix and already say how.
+
+    Args:
+        fmt: str. The format, for the message ("SavedModel", "TFLite", "ONNX").
+        model_path: str. The saved model the export reads.
+        retry: str. The `keras-vit export` command that retries this export.
+        log_path: str. Where the converter's output and the traceback go on failure (appended).
+
+    Example:
+
+    >>> log = os.path.join(tempfile.mkdtemp(), "vit.export.log")
+    >>> with failure_reported("ONNX", "vit.keras", "keras-vit export vit.keras --onnx vit.onnx", log):
+    ...     raise RuntimeError("Unsupported ops: Foo")
+    Traceback (most recent call last):
+    ...
+    keras_vit.export._common.ExportFailed: The ONNX export failed: RuntimeError: Unsupported ops: Foo. ...
+    """
+    import traceback
+
+    with tempfile.TemporaryDirectory(prefix="keras_vit_export_") as folder:
+        captured = os.path.join(folder, "output.log")
+        try:
+            with output_to(captured):
+                yield
+        except (ValueError, FileExistsError, FileNotFoundError, ImportError):
+            raise
+        except Exception as error:
+            with open(captured, encoding="utf-8", errors="replace") as f:
+                output = f.read()
+            with open(log_path, "a", encoding="utf-8") as log:
+                log.write(f"{fmt} export of {model_path}:\n{output}\n{''.join(traceback.format_exception(error))}\n")
+            raise ExportFailed(fmt, error, model_path, retry, log_path) from error
+
+
 def to_probabilities(model):
     """Returns a function: `model`'s outputs -> float32 probabilities, softmax only when its head gives logits.
 
@@ -334,4 +445,3 @@ def scale_pixels(mean_std):
     from keras_vit.applications import scale_pixels as scale
 
     return (lambda images: images) if mean_std is None else (lambda images: scale(images, *mean_std))
-

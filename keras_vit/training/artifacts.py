@@ -18,7 +18,8 @@ def next_saved_model_version(output_dir, name):
     return _resolve_version(os.path.join(output_dir, name), None)
 
 
-def save_final_artifacts(model, class_names, output_dir, name, result, export=False, saved_model_version=None) -> dict:
+def save_final_artifacts(model, class_names, output_dir, name, result, export=False, saved_model_version=None,
+                         log_dir=None) -> dict:
     """Writes and verifies the final artefacts of a run; the one place both the CLI and `train` use.
 
     `<name>.keras`, `<name>.labels.txt`, with `export` the TF Serving SavedModel
@@ -35,6 +36,9 @@ def save_final_artifacts(model, class_names, output_dir, name, result, export=Fa
         export: bool. Also write the SavedModel and the float32 TFLite file. Defaults to False.
         saved_model_version: int or None. SavedModel version folder, replaced if it exists;
             None for the next free version. Defaults to None.
+        log_dir: str or None. Where `<name>.export.log` (the converters' output) goes; a failed
+            export raises `keras_vit.export.ExportFailed` naming it, the `.keras` file kept.
+            Defaults to `output_dir`.
 
     Returns:
         dict of artefact kind -> path.
@@ -57,23 +61,43 @@ def save_final_artifacts(model, class_names, output_dir, name, result, export=Fa
     callbacks_lib.save_model_atomic(model, paths["keras"])
     _atomic.write_text(paths["labels"], "".join(f"{c}\n" for c in class_names))
     if export:
-        from keras_vit import export as export_lib
-
-        # The model carries its scaling layer, so both exports take raw [0, 255] pixels.
-        with export_lib.shared_process():
-            paths["saved_model"] = export_lib.saved_model(
-                model, os.path.join(output_dir, name), saved_model_version, class_names=class_names,
-                overwrite=saved_model_version is not None,
-            )
-            paths["tflite"] = export_lib.tflite(
-                model, os.path.join(output_dir, f"{name}.tflite"), class_names=class_names, overwrite=True
-            ).path
+        paths.update(_export(model, class_names, output_dir, name, saved_model_version, log_dir or output_dir,
+                             paths["keras"]))
     paths["summary"] = os.path.join(output_dir, f"{name}.json")
     summary = {k: v for k, v in result.items() if k not in ("model", "artifacts")}
     summary["input"] = "raw pixels in [0, 255]; scaling is inside the model"
     summary["artifacts"] = dict(paths)
     _atomic.write_json(paths["summary"], summary)
     _verify_artifacts(paths, len(class_names))
+    return paths
+
+
+def _export(model, class_names, output_dir, name, saved_model_version, log_dir, keras_path) -> dict:
+    """Writes the SavedModel and the float32 TFLite file; a failure raises `ExportFailed`, one paragraph.
+
+    The converters' output goes to `<log_dir>/<name>.export.log` when one fails, not to the
+    terminal: a failed TFLite conversion prints the whole MLIR module.
+    """
+    from keras_vit import export as export_lib
+    from keras_vit.export._common import failure_reported
+
+    os.makedirs(log_dir, exist_ok=True)
+    log_path = os.path.join(log_dir, f"{name}.export.log")
+    saved_model_dir = os.path.join(output_dir, name)
+    tflite_path = os.path.join(output_dir, f"{name}.tflite")
+    # The model carries its scaling layer, so both exports take raw [0, 255] pixels.
+    steps = (
+        ("SavedModel", "saved_model", f"--saved-model {saved_model_dir}", lambda: export_lib.saved_model(
+            model, saved_model_dir, saved_model_version, class_names=class_names,
+            overwrite=saved_model_version is not None)),
+        ("TFLite", "tflite", f"--tflite {tflite_path} --overwrite", lambda: export_lib.tflite(
+            model, tflite_path, class_names=class_names, overwrite=True).path),
+    )
+    paths = {}
+    with export_lib.shared_process():
+        for fmt, kind, flags, write in steps:
+            with failure_reported(fmt, keras_path, f"keras-vit export {keras_path} {flags}", log_path):
+                paths[kind] = write()
     return paths
 
 

@@ -112,7 +112,7 @@ def train(config: TrainConfig) -> dict:
                 backup.commit(saved_model_version=version)
             result["artifacts"] = save_final_artifacts(
                 model, plan.train.class_names, config.output_dir, config.name, result,
-                export=config.export, saved_model_version=version,
+                export=config.export, saved_model_version=version, log_dir=config.run_dir,
             )
         if plan.run is not None:
             plan.run.remove_backup()  # every artefact is written and verified: the backup's job is done
