@@ -402,16 +402,10 @@ def _run_train(args) -> int:
     if args.variant is not None:
         configs.get_variant(args.variant)
         args.variant = configs.normalize_variant_name(args.variant)
-    if args.validation_split is not None:
-        _validation.check_fraction("--validation-split", args.validation_split)
-    for name in ("epochs", "batch_size", "image_size", "max_train_examples", "max_test_examples", *choices.MODEL_FIELDS):
-        if getattr(args, name) is not None:
-            _validation.check_positive_int(f"--{name.replace('_', '-')}", getattr(args, name))
-    if args.budget_minutes is not None:
+    if args.budget_minutes is not None:  # the flag's own unit: TrainConfig counts seconds
         _validation.check_positive_number("--budget-minutes", args.budget_minutes)
-    _validation.check_writable_folder("--run-dir", args.run_dir)
-    _validation.check_writable_folder("--output-dir", args.output_dir)
 
+    from keras_vit.training.plan import check_config
     from keras_vit.training.trainer import TrainConfig, format_summary, train
 
     config = TrainConfig(
@@ -429,6 +423,7 @@ def _run_train(args) -> int:
         max_train_examples=args.max_train_examples, max_test_examples=args.max_test_examples,
         verbose=2 if args.quiet else 1,
     )
+    check_config(config, name=lambda field: "--" + field.replace("_", "-"))  # the checks, named by their flags
     result = train(config)
     print(format_summary(result))
     for kind, path in result["artifacts"].items():

@@ -210,17 +210,36 @@ def _architecture(config):
     return arch
 
 
-def _check_config(config):
-    """Validates the numbers and output paths of `config` before any data is read."""
-    _validation.check_positive_int("epochs", config.epochs)
-    for name in ("batch_size", "image_size", "max_train_examples", "max_test_examples"):
-        if getattr(config, name) is not None:
-            _validation.check_positive_int(name, getattr(config, name))
+def check_config(config, name=None):
+    """Checks the numbers and output folders of `config` before any data is read: ValueError naming the field.
+
+    Args:
+        config: `TrainConfig`. The run to check.
+        name: callable or None. How a field is spelled in messages (`keras-vit train` passes its
+            flags, "--max-train-examples"). Defaults to None (the field's own name).
+
+    Example:
+
+    >>> check_config(TrainConfig(epochs=0), name=lambda field: "--" + field.replace("_", "-"))
+    Traceback (most recent call last):
+    ...
+    ValueError: Invalid --epochs=0. Expected an integer >= 1.
+    """
+    name = name or (lambda field: field)
+    _validation.check_positive_int(name("epochs"), config.epochs)
+    for field in ("batch_size", "image_size", "max_train_examples", "max_test_examples"):
+        if getattr(config, field) is not None:
+            _validation.check_positive_int(name(field), getattr(config, field))
+    for field, value in config.model_overrides.items():
+        if field in MODEL_KEYS and value is not None:
+            _validation.check_positive_int(name(field), value)
+    if config.validation_split is not None:
+        _validation.check_fraction(name("validation_split"), config.validation_split)
     if config.budget_seconds is not None:
-        _validation.check_positive_number("budget_seconds", config.budget_seconds)
-    for name in ("run_dir", "output_dir"):
-        if getattr(config, name) is not None:
-            _validation.check_writable_folder(name, getattr(config, name))
+        _validation.check_positive_number(name("budget_seconds"), config.budget_seconds)
+    for field in ("run_dir", "output_dir"):
+        if getattr(config, field) is not None:
+            _validation.check_writable_folder(name(field), getattr(config, field))
 
 
 @dataclasses.dataclass
@@ -307,7 +326,7 @@ def resolve(config: TrainConfig) -> RunPlan:
     Returns:
         A `RunPlan` (without its run directory: see `RunPlan.attach_run_dir`).
     """
-    _check_config(config)
+    check_config(config)
     recipe = recipes.get_recipe(config.recipe)
     # First: MultiWorkerMirroredStrategy must be created before anything initialises TF's runtime.
     strategy = distribute.get_strategy(config.strategy)
