@@ -64,24 +64,14 @@ def keras_job(impl, workload_name, steps, jit=True, precision="float32", data="r
             **timing.train_figures(run, w["batch"], short, long, warm_short=warm_short)}
 
 
-def timm_job(workload_name, steps, threads=None, warm_short=True, overrides=None):
-    """Figures of timm's ViT (PyTorch eager, AdamW) on a workload, timed like `keras_job`."""
+def timm_training_step(w):
+    """(step function, model, images, timm version): one AdamW training step of timm's ViT on workload `w`'s
+    random batch, PyTorch eager on CPU."""
     import torch
 
-    if threads:
-        torch.set_num_threads(threads)
-    w = workload(workload_name, overrides)
     model, timm_version = timm_model(w)
     x, y = random_batch(w)
     x, y = torch.from_numpy(x).permute(0, 3, 1, 2).contiguous(), torch.from_numpy(y)
-    version = f"{timm_version} (torch {torch.__version__}, eager, {torch.get_num_threads()} threads)"
-    if not w["train"]:
-        model.eval()
-        with torch.no_grad():
-            run = timing.loop_epochs(lambda: model(x))
-            run(1)
-            median = timing.median_range(run(5).step_s)[0]
-        return {"version": version, "step_s": median, "images_per_s": w["batch"] / median}
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     loss_fn = torch.nn.CrossEntropyLoss()
 
@@ -90,6 +80,25 @@ def timm_job(workload_name, steps, threads=None, warm_short=True, overrides=None
         loss_fn(model(x), y).backward()
         optimizer.step()
 
+    return step, model, x, timm_version
+
+
+def timm_job(workload_name, steps, threads=None, warm_short=True, overrides=None):
+    """Figures of timm's ViT (PyTorch eager, AdamW) on a workload, timed like `keras_job`."""
+    import torch
+
+    if threads:
+        torch.set_num_threads(threads)
+    w = workload(workload_name, overrides)
+    step, model, x, timm_version = timm_training_step(w)
+    version = f"{timm_version} (torch {torch.__version__}, eager, {torch.get_num_threads()} threads)"
+    if not w["train"]:
+        model.eval()
+        with torch.no_grad():
+            run = timing.loop_epochs(lambda: model(x))
+            run(1)
+            median = timing.median_range(run(5).step_s)[0]
+        return {"version": version, "step_s": median, "images_per_s": w["batch"] / median}
     short, long = steps
     return {"version": version, **timing.train_figures(timing.loop_epochs(step), w["batch"], short, long, warm_short)}
 

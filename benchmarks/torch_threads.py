@@ -15,9 +15,10 @@ from __future__ import annotations
 import argparse
 
 from benchmarks import timing
+from benchmarks.jobs import timm_training_step
 from benchmarks.machine import cpu_jiffies, cpu_share
 from benchmarks.workers import ResultLog
-from benchmarks.workloads import TRAINING, random_batch, timm_model, workload
+from benchmarks.workloads import TRAINING, workload
 
 
 def main(argv=None):
@@ -35,17 +36,7 @@ def main(argv=None):
         torch.set_flush_denormal(True)
     w = workload(args.workload)
     torch.manual_seed(0)
-    model, timm_version = timm_model(w)
-    x, y = random_batch(w)
-    x, y = torch.from_numpy(x).permute(0, 3, 1, 2).contiguous(), torch.from_numpy(y)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    loss_fn = torch.nn.CrossEntropyLoss()
-
-    def step():
-        optimizer.zero_grad(set_to_none=True)
-        loss_fn(model(x), y).backward()
-        optimizer.step()
-
+    step, _, _, timm_version = timm_training_step(w)
     settings = [int(t) for t in args.threads.split(",")]
     log = ResultLog("torch-threads", args.out, argv)
     print(f"timm {timm_version}, torch {torch.__version__}, default threads {torch.get_num_threads()}, "
