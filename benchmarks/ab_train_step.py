@@ -174,7 +174,8 @@ def main(argv=None):
         cells = []
         for values, base in ((steps[name], steps["baseline"]), (cpu[name], cpu["baseline"])):
             ratios = [b / t for b, t in zip(base, values)]
-            cells.append(f"{timing.fmt_range(values, 0, 1e3)} | {timing.fmt_range(ratios, 2)}x")
+            m, lo, hi = timing.median_range(ratios)
+            cells.append(f"{timing.fmt_range(values, 0, 1e3)} | {m:.2f}x ({lo:.2f}-{hi:.2f})")
         lines.append(f"| {name} | {' | '.join(cells)} |")
     log.summary("\n".join(lines))
     return steps, cpu

@@ -48,7 +48,8 @@ def roofline_summary(results):
     by_library = ", ".join(
         f"{name} {median_range([r['by_library'][name] for r in rounds if name in r['by_library']])[0]:.0f}"
         for name in names)
-    line = (f"matmul roofline (float32, 3072^3, the best library each round): {peak:.0f} GFLOP/s "
+    size = rounds[0].get("size", 3072)
+    line = (f"matmul roofline (float32, {size}^3, the best library each round): {peak:.0f} GFLOP/s "
             f"(range {low:.0f}-{high:.0f} over {len(rounds)} rounds)"
             + (f"; medians by library: {by_library}" if by_library else ""))
     return peak, line

@@ -108,4 +108,4 @@ def roofline_job(size=3072, repeats=10):
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     from benchmarks.matmul_peak import library_gflops
 
-    return library_gflops(size, repeats)
+    return {"size": size, **library_gflops(size, repeats)}
