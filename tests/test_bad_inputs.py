@@ -68,3 +68,29 @@ def test_every_schedule_value_is_finite_and_non_negative():
     schedule = recipes.make_schedule(BASE, batch_size=256, steps_per_epoch=7, epochs=3)
     rates = [float(schedule(step)) for step in range(0, 30)]
     assert all(math.isfinite(r) and r >= 0 for r in rates) and max(rates) == pytest.approx(BASE.learning_rate_for(256))
+
+
+def test_non_finite_pixels_are_refused_before_any_model_sees_them(tmp_path):
+    """The int8 TFLite file answered NaN pixels with plausible probabilities; now every route refuses them."""
+    import keras_vit
+    import tensorflow as tf
+    from keras_vit import export
+    from keras_vit.export.saved_model import error_text
+
+    model = keras_vit.ViT("tiny", num_classes=3, preprocessing="unit")
+    images = np.random.default_rng(0).uniform(0, 255, (3, 32, 32, 3)).astype("float32")
+    bad = images.copy()
+    bad[1, 4, 4, 0] = np.nan
+    serving = tf.saved_model.load(export.saved_model(model, str(tmp_path / "serving"))).signatures["serving_default"]
+    assert serving(images=tf.constant(images))["probabilities"].shape == (3, 3)
+    for value in (np.nan, np.inf, -np.inf):
+        bad[1, 4, 4, 0] = value
+        with pytest.raises(tf.errors.InvalidArgumentError) as error:
+            serving(images=tf.constant(bad))
+        assert error_text(error.value) == "images[1] holds NaN or infinite pixels; expected values in [0, 255]."
+    int8 = export.tflite(model, str(tmp_path / "int8.tflite"), "int8", representative_data=images).path
+    for path in (int8, str(tmp_path / "serving"), str(tmp_path / "serving" / "1")):
+        predictor = export.load_predictor(path)
+        assert predictor.predict(images).shape == (3, 3)
+        with pytest.raises(ValueError, match=r"images\[1\] holds NaN or infinite pixels"):
+            predictor.predict(bad)
