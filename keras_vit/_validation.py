@@ -21,10 +21,10 @@ def check_rate(name: str, value) -> None:
         raise ValueError(f"Invalid {name}={value!r}. Expected a number in [0, 1).")
 
 
-def check_positive_int(name: str, value) -> None:
-    """Raises ValueError unless `value` is an int >= 1."""
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"Invalid {name}={value!r}. Expected an integer >= 1.")
+def check_positive_int(name: str, value, minimum: int = 1) -> None:
+    """Raises ValueError unless `value` is an int >= `minimum` (default 1)."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"Invalid {name}={value!r}. Expected an integer >= {minimum}.")
 
 
 def check_divisible(name: str, value: int, divisor_name: str, divisor: int) -> None:

@@ -23,7 +23,7 @@ import numpy as np
 
 from keras_vit import configs
 from keras_vit._atomic import atomic_directory, atomic_file  # noqa: F401  the package's one atomic-write helper
-from keras_vit.models.head import outputs_probabilities  # noqa: F401  (read by saved_model, tflite, predict)
+from keras_vit.models.head import outputs_probabilities  # noqa: F401  (read by to_probabilities and tflite)
 
 LABELS_FILENAME = "labels.txt"
 # scaling="none": the model already consumes [0, 255] pixels as they are.
@@ -414,3 +414,34 @@ def failure_reported(fmt, model_path, retry, log_path):
             with open(log_path, "a", encoding="utf-8") as log:
                 log.write(f"{fmt} export of {model_path}:\n{output}\n{''.join(traceback.format_exception(error))}\n")
             raise ExportFailed(fmt, error, model_path, retry, log_path) from error
+
+
+def to_probabilities(model):
+    """Returns a function: `model`'s outputs -> float32 probabilities, softmax only when its head gives logits.
+
+    Every export and `predict` applies it, so each artifact returns probabilities whichever head
+    the model has, and never softmax twice.
+
+    Example:
+
+    >>> import keras_vit
+    >>> apply = to_probabilities(keras_vit.ViT("tiny", num_classes=2, classifier_activation=None))
+    >>> np.asarray(apply(np.zeros((1, 2), "float32")))
+    array([[0.5, 0.5]], dtype=float32)
+    """
+    import tensorflow as tf
+
+    from_probabilities = outputs_probabilities(model)
+
+    def apply(outputs):
+        outputs = tf.cast(outputs, tf.float32)
+        return outputs if from_probabilities else tf.nn.softmax(outputs, axis=-1)
+
+    return apply
+
+
+def scale_pixels(mean_std):
+    """Returns a function: [0, 255] pixels -> the model's inputs, for `resolve_scaling`'s (mean, std) or None."""
+    from keras_vit.applications import scale_pixels as scale
+
+    return (lambda images: images) if mean_std is None else (lambda images: scale(images, *mean_std))

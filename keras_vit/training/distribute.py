@@ -23,9 +23,8 @@ import tensorflow as tf
 
 from keras_vit import backends
 from keras_vit import machine as machine_lib
-
-STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
-PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
+from keras_vit._validation import check_positive_int
+from keras_vit.choices import PRECISIONS, STRATEGIES  # named there so that --help needs no TensorFlow
 
 
 class SingleDevice:
@@ -104,8 +103,7 @@ def global_batch_size(batch_size: int, strategy) -> int:
     the distribution strategy (e.g. 96).
     """
     replicas = strategy.num_replicas_in_sync
-    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-        raise ValueError(f"Invalid batch_size={batch_size!r}. Expected an integer >= 1.")
+    check_positive_int("batch_size", batch_size)
     if batch_size % replicas:
         raise ValueError(
             f"Invalid batch_size={batch_size}: the global batch must be divisible by the "
@@ -221,3 +219,35 @@ def resolve_precision(precision: str = "auto", machine: machine_lib.Machine | No
     if precision not in PRECISIONS:
         raise ValueError(f"Invalid precision={precision!r}. Expected one of {list(PRECISIONS)}.")
     return default_precision(machine) if precision == "auto" else precision
+
+
+def work_around_multi_worker(model, strategy):
+    """Makes `model` fit and evaluate under MultiWorkerMirroredStrategy with Keras 3.15; else does nothing.
+
+    Two Keras 3.15 defects, worked around with what no public API reaches (pinned by
+    tests/test_training_distribute.py, which fails when a Keras release renames what is set here):
+
+    - The symbolic build before fit/evaluate reduces a distributed batch with
+      `strategy.reduce`, which fails under MultiWorkerMirroredStrategy. Without a stored
+      strategy (the private `model._distribute_strategy`) Keras builds at trace time and
+      takes the strategy of the enclosing scope.
+    - Scalar step logs are reduced with `strategy.reduce(..., axis=0)`: inside replicas
+      `model.get_metrics_result()` must return them with shape (1,), so this instance's method
+      is wrapped.
+
+    Args:
+        model: keras.Model. The model about to be fitted or evaluated.
+        strategy: tf.distribute.Strategy. The run's strategy.
+    """
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return
+    model._distribute_strategy = None
+    get_metrics_result = model.get_metrics_result
+
+    def reshaped_metrics_result():
+        logs = get_metrics_result()
+        if tf.distribute.in_cross_replica_context():
+            return logs
+        return {k: tf.reshape(v, (1,)) if len(getattr(v, "shape", (0,))) == 0 else v for k, v in logs.items()}
+
+    model.get_metrics_result = reshaped_metrics_result
