@@ -6,9 +6,9 @@ falls on all of them alike. Prints a line per job, then per workload the median 
 each set-up over rounds, its ratio to float32 + XLA, the set-up `auto` picks on this machine and
 the CPU flags that decided it. Raw lines go to `--out` as JSON Lines.
 
-Command (about 15 minutes on a 2-core CPU):
+Command (about 15 minutes on a quiet 2-core CPU):
 
-    python benchmarks/precision_xla.py --workloads default,ti4 --rounds 2 --out benchmarks/results
+    python -m benchmarks precision-xla --workloads default,ti4 --rounds 2 --out benchmarks/results
 
 Workloads: "default" is `keras-vit train`'s default model (patch 7, width 128, 6 layers, 4 heads,
 MLP 256) on 28x28x1 images at batch 256; "ti4" is ViT-Ti/4 (width 192, 12 layers, 3 heads, MLP
@@ -59,7 +59,7 @@ def job(workload, policy, jit_compile, steps):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks precision-xla", description=__doc__.split("\n")[0])
     parser.add_argument("--workloads", default="default,ti4", help="comma-separated: " + ", ".join(WORKLOADS))
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--steps", type=int, default=10, help="timed steps per job (default: 10)")
@@ -71,7 +71,6 @@ def main(argv=None):
         print(json.dumps({"images_per_second": job(workload, policy, jit == "1", args.steps)}))
         return 0
 
-    sys.path.insert(0, os.path.dirname(HERE))  # the keras_vit next to benchmarks/, without TensorFlow
     from keras_vit._hardware import native_bfloat16, read_cpuinfo
 
     cpu, flags = read_cpuinfo()
@@ -91,7 +90,7 @@ def main(argv=None):
             for policy, jit in order:
                 load = os.getloadavg()[0]
                 done = subprocess.run(
-                    [sys.executable, os.path.abspath(__file__), "--steps", str(args.steps),
+                    [sys.executable, "-m", "benchmarks", "precision-xla", "--steps", str(args.steps),
                      "--job", workload, policy, "1" if jit else "0"],
                     capture_output=True, text=True, cwd=os.path.dirname(HERE),
                 )

@@ -218,13 +218,8 @@ def test_download_without_network_fails_fast(tmp_path, monkeypatch):
 
 
 def test_folder_pipeline_benchmark_runs_on_a_small_folder():
-    import importlib.util
-    import pathlib
+    from benchmarks import folder_pipeline as module
 
-    path = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "folder_pipeline.py"
-    spec = importlib.util.spec_from_file_location("folder_pipeline_benchmark", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
     record = module.measure_pipeline(files=300, batch_size=32, max_seconds=1.0)
     assert record["files"] == 300 and record["pipeline_images_per_second"] > 0
     assert 0 < record["list_seconds"] <= record["first_batch_seconds"] <= record["first_step_seconds"]

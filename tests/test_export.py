@@ -16,7 +16,7 @@ import keras_vit
 from keras_vit import cli, export
 from keras_vit.data import fashion_mnist
 
-# Test images used for the agreement checks; the full 2,000 go through benchmarks/export_report.py.
+# Test images used for the agreement checks; the full 2,000 go through `python -m benchmarks export-report`.
 NUM_TEST = 1000
 
 

@@ -67,6 +67,12 @@ class Predictor:
             raise ValueError(
                 f"Invalid images of shape {tuple(images.shape)}: an empty batch; pass at least one image."
             )
+        finite = np.isfinite(images.reshape(len(images), -1)).all(axis=1)
+        if not finite.all():
+            # A quantized file would answer NaN pixels with plausible probabilities.
+            raise ValueError(
+                f"Invalid images: images[{int(np.argmin(finite))}] holds NaN or infinite pixels; expected values in [0, 255]."
+            )
         return np.asarray(self._run_pixels(images), dtype="float32")
 
     def predict_files(self, paths):

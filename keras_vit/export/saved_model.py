@@ -41,7 +41,7 @@ def saved_model(
       graph (see `keras_vit.data.image_io.decode_images`).
 
     A bad request fails with INVALID_ARGUMENT and a message naming the problem: an empty
-    batch, images of the wrong shape, an empty string, bytes that are not an image, or an
+    batch, images of the wrong shape, NaN or infinite pixels, an empty string, bytes that are not an image, or an
     image whose header declares more than `max_pixels` pixels (refused before decoding).
     The model's variables are stored once, in float32, and the graph computes in float32 also
     for a model trained under mixed precision (see `keras_vit.export`).
@@ -121,6 +121,14 @@ def saved_model(
     return target
 
 
+def _finite_check(images):
+    """Refuses NaN or infinite pixels, naming the first such image: an int8 model would answer them plausibly."""
+    finite = tf.reduce_all(tf.math.is_finite(tf.reshape(images, [tf.shape(images)[0], -1])), axis=1)
+    first_bad = tf.argmin(tf.cast(finite, tf.int32), output_type=tf.int32)
+    return require(tf.reduce_all(finite), "images[{}] holds NaN or infinite pixels; expected values in [0, 255].",
+                   first_bad)
+
+
 def _serving_module(model, image_shape, mean_std, k, names, *, jit_compile, max_pixels):
     """A tf.Module holding each model variable once, and the signature functions by name."""
     height, width, channels = image_shape
@@ -158,6 +166,8 @@ def _serving_module(model, image_shape, mean_std, k, names, *, jit_compile, max_
             fits, f"images must be float32 pixels of shape {expected} with batch >= 1; got shape {{}}.", tf.shape(images)
         )
         with tf.control_dependencies([check]):
+            images = tf.identity(images)
+        with tf.control_dependencies([_finite_check(images)]):
             return outputs(tf.identity(images))
 
     module = tf.Module()
