@@ -11,6 +11,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_vit._validation import check_positive_int
 from keras_vit.export import _common, _tensorflow_process, tflite_metadata
 from keras_vit.models.vit import build
 
@@ -140,10 +141,9 @@ def tflite(
     path = _common.output_file(path, ".tflite", overwrite=overwrite)
     # One labels file per model file, so several models can share a folder.
     labels_path = os.path.splitext(path)[0] + ".labels.txt"
-    if not isinstance(calibration_samples, int) or isinstance(calibration_samples, bool) or calibration_samples < 1:
-        raise ValueError(f"Invalid calibration_samples={calibration_samples!r}. Expected an integer >= 1.")
-    if batch_size is not None and (not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1):
-        raise ValueError(f"Invalid batch_size={batch_size!r}. Expected an integer >= 1 or None.")
+    check_positive_int("calibration_samples", calibration_samples)
+    if batch_size is not None:
+        check_positive_int("batch_size", batch_size)
     if isinstance(float_ops, str) or not all(isinstance(op, str) for op in float_ops):
         raise ValueError(f"Invalid float_ops={float_ops!r}. Expected a sequence of TFLite op names such as 'MEAN'.")
     calibration = None
