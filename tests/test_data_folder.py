@@ -243,3 +243,16 @@ def test_folder_images_decode_as_served(tmp_path):
     assert len(decoded) == 1 and source.corrupt_files() == (str(tmp_path / "b" / "palette.bmp"),)
     served = decode_images(tf.constant([(tmp_path / "a" / "photo.png").read_bytes()]), 6, 6, 1).numpy()[0]
     np.testing.assert_array_equal(decoded[0], np.round(served).astype("uint8"))
+
+
+@pytest.mark.parametrize("size, patch", [(32, 8), (48, 12), (96, 24)])
+def test_a_square_folder_of_any_size_trains_with_no_model_flags(size, patch, tmp_path, capsys):
+    """Issue 27: the default model's patch 7 (made for 28 px) stopped every 32 px folder at once."""
+    root = _class_folder(tmp_path / "data", classes=2, per_class=8, size=(size, size))
+    argv = ["train", "--dataset", root, "--run-dir", str(tmp_path / "run"), "--output-dir", str(tmp_path / "out"),
+            "--num-layers", "1", "--batch-size", "8", "--epochs", "1", "--jit-compile", "off", "--quiet", "--no-export"]
+    assert cli.main(argv) == 0, capsys.readouterr().err
+    header = capsys.readouterr().out
+    grid = size // patch
+    assert f"(patch {patch} (chosen for {size} px images: a {grid}x{grid} grid of patches" in header
+    assert f"{grid * grid + 1} tokens" in header

@@ -33,6 +33,9 @@ from keras_vit.training.run_dir import RunDirectory
 # on a CPU. Patch 7 gives 16 tokens (+1 class token); chosen by measured throughput and accuracy
 # (benchmarks/RESULTS.md).
 DEFAULT_MODEL = {"patch_size": 7, "hidden_size": 128, "num_layers": 6, "num_heads": 4, "mlp_dim": 256}
+# The default model's token grid (DEFAULT_MODEL's patch 7 on 28 px Fashion-MNIST, where its speed
+# and accuracy were measured): other image sizes get the patch that keeps about this grid.
+DEFAULT_GRID = 4
 MODEL_KEYS = choices.MODEL_FIELDS  # what model_overrides may set
 
 
@@ -159,7 +162,7 @@ def build_model(config: TrainConfig, num_classes: int, image_size: int, drop_pat
     if unknown:
         raise ValueError(f"Invalid model_overrides keys {sorted(unknown)}. Expected some of {list(MODEL_KEYS)}.")
     overrides = {k: v for k, v in config.model_overrides.items() if v is not None}
-    arch = {} if config.variant is not None else dict(DEFAULT_MODEL)
+    arch = {} if config.variant is not None else _architecture(config, image_size)[0]
     arch.update(overrides)
     backbone = config.backbone
     if callable(backbone) and not isinstance(backbone, keras.layers.Layer):
@@ -202,12 +205,39 @@ def _resolve_image_size(config, source):
     return int(size[0]), f"the images' own ({size[0]}x{size[1]})"
 
 
-def _architecture(config):
-    """The resolved patch_size/hidden_size/num_layers/num_heads/mlp_dim of `config`'s model."""
+def default_patch_size(image_size: int) -> tuple[int, str]:
+    """The default model's patch for square images of side `image_size`, and why, for the header.
+
+    The divisor of `image_size` closest to image_size / DEFAULT_GRID (ties: the smaller patch),
+    so that any square size trains with about the token count the default was measured with.
+
+    Example:
+
+    >>> [default_patch_size(size)[0] for size in (28, 32, 48, 96, 224)]
+    [7, 8, 12, 24, 56]
+    >>> default_patch_size(32)[1]
+    'chosen for 32 px images: a 4x4 grid of patches, as the default model has on 28 px'
+    """
+    _validation.check_positive_int("image_size", image_size)
+    divisors = [p for p in range(1, image_size + 1) if image_size % p == 0]
+    patch = min(divisors, key=lambda p: (abs(p - image_size / DEFAULT_GRID), p))
+    grid = image_size // patch
+    return patch, f"chosen for {image_size} px images: a {grid}x{grid} grid of patches, as the default model has on 28 px"
+
+
+def _architecture(config, image_size=None):
+    """The resolved patch_size/hidden_size/num_layers/num_heads/mlp_dim of `config`'s model, and why the patch.
+
+    The default model's patch follows `image_size` (`default_patch_size`) unless one is given.
+    """
     base = DEFAULT_MODEL if config.variant is None else dataclasses.asdict(configs.get_variant(config.variant))
     arch = {key: base.get(key) for key in MODEL_KEYS}
+    reason = "given" if config.model_overrides.get("patch_size") is not None else (
+        f"variant {config.variant}'s" if config.variant is not None else "the default model's")
+    if config.variant is None and config.model_overrides.get("patch_size") is None and image_size is not None:
+        arch["patch_size"], reason = default_patch_size(image_size)
     arch.update({k: v for k, v in config.model_overrides.items() if v is not None})
-    return arch
+    return arch, reason
 
 
 def check_config(config, name=None):
@@ -270,6 +300,7 @@ class RunPlan:
     image_size: int
     image_size_reason: str
     cache: bool
+    patch_reason: str = "given"
     run: RunDirectory | None = None
     state: dict | None = None
     finished: bool = False
@@ -354,9 +385,10 @@ def resolve(config: TrainConfig) -> RunPlan:
     if validation_source is not None:
         validation_source = validation_source.take(config.max_test_examples)
     cache = config.cache if config.cache is not None else train_source.keys is None and num_train <= 200_000
+    architecture, patch_reason = _architecture(config, image_size)
     return RunPlan(
         config=config, recipe=recipe, strategy=strategy, precision=precision, jit_compile=jit_compile,
-        batch_size=batch_size, augment=augment, architecture=_architecture(config), train=train_source,
+        batch_size=batch_size, augment=augment, architecture=architecture, patch_reason=patch_reason, train=train_source,
         validation=validation_source, test=test_source, num_train=num_train, steps_per_epoch=num_train // batch_size,
         image_size=image_size, image_size_reason=image_size_reason, cache=cache,
     )

@@ -22,7 +22,7 @@ def header(plan, model, estimate) -> str:
     blocks = [layer for layer in model.layers if layer.name.startswith("encoderblock_")]
     tokens = int(blocks[0].input.shape[1]) if blocks else None
     model_line = (
-        f"Model:    {config.variant or 'default ViT'} (patch {arch['patch_size']}, width {arch['hidden_size']}, "
+        f"Model:    {config.variant or 'default ViT'} (patch {arch['patch_size']} ({plan.patch_reason}), width {arch['hidden_size']}, "
         f"{arch['num_layers']} layers, {arch['num_heads']} heads, MLP {arch['mlp_dim']}), {tokens} tokens, "
         f"{model.count_params():,} parameters, pooling {config.pooling}"
     )
