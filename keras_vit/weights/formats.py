@@ -189,7 +189,17 @@ def _with_top(arch, tensors, layout, source_prefix, grid=None, path=""):
         arch["position_embedding"] = None
     arch.setdefault("stem", None)
     arch.setdefault("stem_width", None)
+    for field, value in PAPER_VIT_FIELDS.items():
+        arch.setdefault(field, value)
     return arch
+
+
+# The family fields as the paper's ViT has them: what a layout states unless its tensors say otherwise.
+PAPER_VIT_FIELDS = {
+    "distillation_token": False, "num_register_tokens": 0, "prefix_position_embedding": True,
+    "layer_scale_init": None, "mlp_activation": "gelu", "pre_norm": False, "patch_bias": True,
+    "projection_size": None,
+}
 
 
 # --------------------------------------------------------------------------------------------
