@@ -359,6 +359,12 @@ def _fill_defaults(config, checkpoint, given):
         config["layer_norm_epsilon"] = 1e-6
     if config["num_classes"] is None:
         config["num_classes"] = 1000
+    if config["mlp_activation"] is None and checkpoint is not None:
+        raise ValueError(
+            f"The checkpoint {checkpoint.path!r} ({checkpoint.layout} layout) does not say its MLP activation "
+            "(a timm CLIP tower: OpenAI's weights use QuickGELU, LAION's and DFN's GELU): pass "
+            "mlp_activation='quick_gelu' or mlp_activation='gelu'."
+        )
     for field, default in _FAMILY_DEFAULTS.items():
         if config[field] is None:
             config[field] = default
