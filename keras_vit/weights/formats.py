@@ -87,7 +87,7 @@ def _position_entry(key, encoder, context):
     def to_model(array, shape):
         array = array.reshape((1,) + array.shape[-2:])
         source_prefix = context.source_prefix_tokens
-        model_prefix = encoder.num_prefix_tokens
+        model_prefix = encoder.num_position_prefix_tokens
         if source_prefix > model_prefix:
             raise CheckpointError("the checkpoint has a class-token row but the model has no class token")
         patches = array.shape[1] - source_prefix
@@ -132,7 +132,8 @@ def _keras_conv_to_torch(array):
 
 def _attention(layer):
     """{"query"|"key"|"value"|"out": (kernel, bias)} of a TransformerBlock's attention."""
-    parts = layer.attention.projections()
+    # A TransformerBlock keeps them in its attention layer; AttentionPooling holds them itself.
+    parts = (layer.attention if hasattr(layer, "attention") else layer).projections()
     parts["out"] = parts.pop("output")
     return parts
 
@@ -801,8 +802,8 @@ def read_checkpoint(path, fmt):
         family = hf_family(config, config_path)
         tensors, names, source_prefix = normalize_hf(raw, family)
         for key, why in family.refused:
-            if key in tensors:
-                raise CheckpointError(f"Checkpoint {path!r} has {names[key]!r}: {why}.")
+            if key in raw or any(original.endswith("." + key) for original in raw):
+                raise CheckpointError(f"Checkpoint {path!r} has {key!r}: {why}.")
         return _read_as(LAYOUTS["hf"], tensors, names, source_prefix, config, config_path)
     timm = LAYOUTS["timm"]
     if timm.marker in raw:
