@@ -168,12 +168,13 @@ FAMILY_FIELDS = (
     "layer_scale_init", "mlp_activation", "approximate_gelu", "layer_norm_epsilon", "pre_norm", "patch_bias",
     "projection_size",
 )
-# Of those, the ones a caller may set to another value than the checkpoint's: the head (a new
+# Of those, the ones a caller may set to another value than the checkpoint's: the patch size
+# (FlexiViT's pseudo-inverse kernel resize, the image size kept), the head (a new
 # task or feature extraction, the projection left out), the GELU form, LayerNorm epsilon and the
 # LayerScale init (numerics; a loaded scale replaces it), and the grid (the position embedding is
 # resampled). Any other difference is a contradiction and is refused.
 ADJUSTABLE_FIELDS = (
-    "pooling", "representation_size", "grid_size", "approximate_gelu", "layer_norm_epsilon", "num_classes",
+    "patch_size", "pooling", "representation_size", "grid_size", "approximate_gelu", "layer_norm_epsilon", "num_classes",
     "projection_size", "layer_scale_init",
 )
 

@@ -442,7 +442,8 @@ def _resolve_image_size(image_size, config, row, found, backbone):
             raise ValueError(f"Invalid image_size={image_size!r}. Expected an int, (height, width), None or 'auto'.")
         grid = found.get("grid_size")
         if grid is not None and backbone is None:
-            pixels = _pixel_patch(config)
+            # The file's own patch: a new patch_size= (FlexiViT resize) keeps the image size.
+            pixels = _pixel_patch({**config, "patch_size": found.get("patch_size") or config["patch_size"]})
             return (grid[0] * pixels, grid[1] * pixels)
         side = row.image_size if row is not None else 224
         return (side, side)
@@ -581,7 +582,7 @@ def _encoder_graph(config, x, layer, collect=None):
     elif pooling is not None:
         prefix = encoder.num_prefix_tokens
         x = layer("pooling", lambda: TokenPooling(pooling, num_prefix_tokens=prefix, name="pooling"))(tokens)
-    if config["projection_size"] is not None:
+    if config["projection_size"] is not None and pooling is not None:  # it projects the pooled embedding
         x = layer("projection", lambda: keras.layers.Dense(
             config["projection_size"], use_bias=False, name="projection"))(x)
     if config["representation_size"] is not None:

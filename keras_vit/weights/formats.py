@@ -44,7 +44,7 @@ from keras_vit.configs import ARCHITECTURE_FIELDS
 from keras_vit.weights.files import CheckpointError, read_npz, read_safetensors
 from keras_vit.weights.hybrid import npz_stem_architecture
 from keras_vit.weights.mapping import Entry, register_layer_mapping
-from keras_vit.weights.resample import resample_position_embedding
+from keras_vit.weights.resample import resample_position_embedding, resize_patch_kernel
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,6 +110,21 @@ def _position_entry(key, encoder, context):
         return array
 
     return Entry(key, encoder.pos_embedding, to_model)
+
+
+def _patch_kernel_entry(key, encoder, context, to_hwio=None, from_hwio=None):
+    """The patch-embedding kernel, resized with FlexiViT's pseudo-inverse when the patch sizes differ."""
+
+    def to_model(array, shape):
+        array = to_hwio(array, shape) if to_hwio is not None else array
+        if array.ndim == 4 and array.shape[0] == array.shape[1] and array.shape[2:] == tuple(shape[2:]) \
+                and array.shape[0] != shape[0]:
+            context.log(f"Resizing the {array.shape[0]}x{array.shape[0]} patch kernel to {shape[0]}x{shape[1]} "
+                        "(FlexiViT pseudo-inverse resize).")
+            array = resize_patch_kernel(array, shape[0])
+        return array
+
+    return Entry(key, encoder.kernel, to_model, from_hwio or (lambda array: array))
 
 
 def _reshape_to(array, shape):
@@ -214,7 +229,7 @@ PAPER_VIT_FIELDS = {
 
 @register_layer_mapping("vit_jax", "PatchEncoder")
 def _npz_embedding(layer, context):
-    entries = [Entry("embedding/kernel", layer.kernel), Entry("embedding/bias", layer.bias)]
+    entries = [_patch_kernel_entry("embedding/kernel", layer, context), Entry("embedding/bias", layer.bias)]
     if layer.class_token:
         entries.append(Entry("cls", layer.cls))
     if layer.position_embedding == "learned":
@@ -310,7 +325,8 @@ def npz_architecture(tensors, source_prefix, config, path):
 
 @register_layer_mapping("hf", "PatchEncoder")
 def _hf_embedding(layer, context):
-    entries = [Entry("embeddings.patch_embeddings.projection.weight", layer.kernel, _torch_conv, _keras_conv_to_torch)]
+    entries = [_patch_kernel_entry("embeddings.patch_embeddings.projection.weight", layer, context, _torch_conv,
+                                   _keras_conv_to_torch)]
     if layer.use_bias:
         entries.append(Entry("embeddings.patch_embeddings.projection.bias", layer.bias))
     if layer.class_token:
@@ -614,7 +630,7 @@ def hf_architecture(tensors, source_prefix, config, path):
 
 @register_layer_mapping("timm", "PatchEncoder")
 def _timm_embedding(layer, context):
-    entries = [Entry("patch_embed.proj.weight", layer.kernel, _torch_conv, _keras_conv_to_torch)]
+    entries = [_patch_kernel_entry("patch_embed.proj.weight", layer, context, _torch_conv, _keras_conv_to_torch)]
     if layer.use_bias:
         entries.append(Entry("patch_embed.proj.bias", layer.bias))
     if layer.class_token:
