@@ -185,6 +185,8 @@ SCALINGS: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
     "unit": ((0.0,), (255.0,)),
     "symmetric": ((127.5,), (127.5,)),
     "imagenet": ((0.485 * 255, 0.456 * 255, 0.406 * 255), (0.229 * 255, 0.224 * 255, 0.225 * 255)),
+    # OpenAI CLIP's mean and std (OpenCLIP's too); SigLIP uses "symmetric", DINOv2 "imagenet".
+    "clip": ((0.48145466 * 255, 0.4578275 * 255, 0.40821073 * 255), (0.26862954 * 255, 0.26130258 * 255, 0.27577711 * 255)),
 }
 
 

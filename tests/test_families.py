@@ -116,3 +116,37 @@ def test_family_keras_round_trip_and_tflite(variant, tmp_path):
     assert loaded.vit_config == model.vit_config
     tflite_path = export.tflite(model, os.path.join(tmp_path, "model.tflite"), scaling="none").path
     np.testing.assert_allclose(export.load_predictor(tflite_path).predict(images), expected, atol=1e-5)
+
+
+def test_family_presets_state_what_a_user_needs():
+    from keras_vit.configs import SCALINGS, VARIANTS
+    from keras_vit.weights import CHECKPOINTS
+
+    families = {name: spec for name, spec in CHECKPOINTS.items() if spec.source}
+    assert {VARIANTS[spec.variant].family for spec in families.values()} >= {"deit", "deit3", "dinov2", "siglip", "clip"}
+    for name, spec in families.items():
+        assert spec.resolution and spec.pooling and spec.licence, name
+        assert spec.preprocessing in SCALINGS, name
+        assert spec.sha256 is None, f"{name}: no hash could be read here; one must come from the published file"
+
+
+def test_hugging_face_preset_fetches_config_and_weights_into_one_folder(tmp_path, monkeypatch):
+    from keras_vit.weights import CHECKPOINTS, CheckpointSpec
+    from keras_vit.weights import registry
+
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    config = transformers.Dinov2Config(hidden_size=12, num_hidden_layers=1, num_attention_heads=2, mlp_ratio=2,
+                                       image_size=8, patch_size=4)
+    source = tmp_path / "published"
+    torch.manual_seed(0)
+    transformers.Dinov2Model(config).save_pretrained(source)
+    spec = CheckpointSpec(f"file://{source}/model.safetensors", None, "tiny_dinov2",
+                          config_url=f"file://{source}/config.json", source="test")
+    monkeypatch.setitem(CHECKPOINTS, "test-dinov2", spec)
+    folder = registry.fetch_checkpoint("test-dinov2", cache_dir=str(tmp_path / "cache"))
+    assert sorted(os.listdir(folder)) == ["config.json", "model.safetensors"]
+    checkpoint = keras_vit.weights.Checkpoint("test-dinov2", cache_dir=str(tmp_path / "cache"))
+    assert checkpoint.path == folder and checkpoint.layout == "hf"
+    model = keras_vit.ViT(weights=checkpoint, include_top=False)
+    assert model.vit_config["layer_scale_init"] == 1.0 and model.output_shape == (None, 12)
