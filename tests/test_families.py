@@ -150,3 +150,20 @@ def test_hugging_face_preset_fetches_config_and_weights_into_one_folder(tmp_path
     assert checkpoint.path == folder and checkpoint.layout == "hf"
     model = keras_vit.ViT(weights=checkpoint, include_top=False)
     assert model.vit_config["layer_scale_init"] == 1.0 and model.output_shape == (None, 12)
+
+
+def test_big_vision_siglip_npz_two_way(tmp_path):
+    """save_npz writes MAPHead_0; a big_vision two-tower file (params/img/..., text tower beside) reads back."""
+    model = _randomized(keras_vit.ViT("tiny_siglip", include_top=False))
+    path = os.path.join(tmp_path, "siglip.npz")
+    save_npz(model, path)
+    with np.load(path) as data:
+        assert "MAPHead_0/probe" in data
+        tower = {f"params/img/{key}": data[key] for key in data}
+    tower.update({"params/txt/Encoder_0/encoder_norm/scale": np.ones(4, "float32"), "params/t": np.ones(1, "float32")})
+    two_towers = os.path.join(tmp_path, "two_towers.npz")
+    np.savez(two_towers, **tower)
+    loaded = keras_vit.ViT(weights=two_towers, include_top=False)
+    assert loaded.vit_config["pooling"] == "map" and loaded.vit_config["approximate_gelu"] is True
+    images = np.random.default_rng(1).normal(size=(2, 16, 16, 3)).astype("float32")
+    np.testing.assert_allclose(to_numpy(loaded(images)), to_numpy(model(images)), atol=1e-6)

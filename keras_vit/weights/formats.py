@@ -252,6 +252,20 @@ def _npz_block(layer, context):
     return entries
 
 
+@register_layer_mapping("vit_jax", "AttentionPooling")
+def _npz_attention_pooling(layer, context):
+    """big_vision's MAPHead (SigLIP): probe, attention, LayerNorm, MLP."""
+    entries = [Entry("MAPHead_0/probe", layer.probe)]
+    for part, (kernel, bias) in _attention(layer).items():
+        key = "MAPHead_0/MultiHeadDotProductAttention_0/" + part
+        entries += [Entry(key + "/kernel", kernel), Entry(key + "/bias", bias)]
+    entries += [Entry("MAPHead_0/LayerNorm_0/scale", layer.norm.gamma), Entry("MAPHead_0/LayerNorm_0/bias", layer.norm.beta)]
+    for i, dense in enumerate((layer.mlp_dense_0, layer.mlp_dense_1)):
+        entries += [Entry(f"MAPHead_0/MlpBlock_0/Dense_{i}/kernel", dense.kernel),
+                    Entry(f"MAPHead_0/MlpBlock_0/Dense_{i}/bias", dense.bias)]
+    return entries
+
+
 @register_layer_mapping("vit_jax", "encoder_norm")
 def _npz_encoder_norm(layer, context):
     return [Entry("Transformer/encoder_norm/scale", layer.gamma), Entry("Transformer/encoder_norm/bias", layer.beta)]
@@ -272,12 +286,18 @@ def normalize_npz(raw):
     """
     tensors, names = {}, {}
     top_level_posemb = False
+    # big_vision's two-tower checkpoints (SigLIP, LiT) keep the image tower under img/.
+    two_towers = any(key.split("/")[:2] in (["params", "img"], ["img"]) for key in raw)
     for original, array in raw.items():
         key = original
         for prefix in ("opt/target/", "params/"):
             if key.startswith(prefix):
                 key = key[len(prefix):]
                 break
+        if two_towers:
+            if not key.startswith("img/"):
+                continue  # the text tower and the temperature/bias scalars
+            key = key[len("img/"):]
         if key == "pos_embedding":
             key, top_level_posemb = "Transformer/posembed_input/pos_embedding", True
         parts = key.split("/")
@@ -311,7 +331,7 @@ def npz_architecture(tensors, source_prefix, config, path):
         "channels": int(kernel.shape[2]),
         "class_token": class_token,
         # vit_jax: classifier="token" reads the class token; "gap" (no `cls` param) the mean.
-        "pooling": "token" if class_token else "gap",
+        "pooling": "map" if "MAPHead_0/probe" in tensors else "token" if class_token else "gap",
         "approximate_gelu": True,
         "layer_norm_epsilon": 1e-6,
     }
