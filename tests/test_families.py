@@ -114,6 +114,8 @@ def test_family_keras_round_trip_and_tflite(variant, tmp_path):
     loaded = keras.saving.load_model(path, safe_mode=True)
     np.testing.assert_array_equal(to_numpy(loaded(images)), expected)
     assert loaded.vit_config == model.vit_config
+    if variant not in ("tiny_deit", "tiny_siglip"):
+        return  # SavedModel export of every family row: tests/test_models.py; TFLite of the two unusual heads here
     tflite_path = export.tflite(model, os.path.join(tmp_path, "model.tflite"), scaling="none").path
     np.testing.assert_allclose(export.load_predictor(tflite_path).predict(images), expected, atol=1e-5)
 
