@@ -169,3 +169,18 @@ def test_big_vision_siglip_npz_two_way(tmp_path):
     assert loaded.vit_config["pooling"] == "map" and loaded.vit_config["approximate_gelu"] is True
     images = np.random.default_rng(1).normal(size=(2, 16, 16, 3)).astype("float32")
     np.testing.assert_allclose(to_numpy(loaded(images)), to_numpy(model(images)), atol=1e-6)
+
+
+@ALL_BACKENDS
+def test_families_take_dynamic_sizes_and_mixed_precision():
+    images = np.random.default_rng(1).normal(size=(2, 24, 24, 3)).astype("float32")
+    dynamic = _randomized(keras_vit.ViT("tiny_dinov2", image_size=None, include_top=False, pooling=None))
+    assert tuple(dynamic(images).shape) == (2, 1 + 3 + 36, 24)  # class, 3 registers, 6x6 patches
+    assert tuple(dynamic(images[:, :16, :20]).shape) == (2, 1 + 3 + 20, 24)
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    for variant in ("tiny_siglip", "tiny_deit", "tiny_clip"):
+        model = keras_vit.ViT(variant, num_classes=3)
+        out = model(images[:, :16, :16])
+        assert keras.backend.standardize_dtype(out.dtype) == "float32", variant
+        assert model.get_layer("encoderblock_0").compute_dtype == "bfloat16"
+        assert np.allclose(to_numpy(out).sum(-1), 1.0, atol=1e-5)

@@ -240,3 +240,13 @@ def test_timm_clip_needs_its_activation_then_matches(tmp_path):
     assert model.vit_config["pre_norm"] is True and model.vit_config["patch_bias"] is False
     images = _images()
     _close(model(images), _timm_output(torch_model, images))
+
+
+@pytest.mark.parametrize("registers", [0, REGISTERS])  # bicubic, then antialiased bicubic
+def test_hf_dinov2_at_another_resolution_matches_its_interpolation(registers, tmp_path):
+    hf = _hf_dinov2(registers)
+    folder = _save(hf, tmp_path)
+    images = _images(size=IMAGE + PATCH)  # a 5x5 grid from the stored 4x4
+    expected = _torch(hf, images).pooler_output.numpy()
+    _close(keras_vit.ViT(weights=folder, include_top=False, image_size=IMAGE + PATCH)(images), expected)
+    _close(keras_vit.ViT(weights=folder, include_top=False, image_size=None)(images), expected)

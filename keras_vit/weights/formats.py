@@ -450,6 +450,8 @@ class HFFamily:
         architecture: callable (tensors, config, path) -> dict of the fields it states.
         refused: tuple of (key, why). Tensors of a head keras_vit does not build.
         vision_key: str or None. Where a two-tower config nests the vision config.
+        interpolation: str or None. How its own code resamples the position embedding, when
+            not as Hugging Face's ViT ("bicubic_hf"). Defaults to None.
     """
 
     prefixes: tuple
@@ -460,6 +462,7 @@ class HFFamily:
     architecture: Callable
     refused: tuple = ()
     vision_key: str | None = None
+    interpolation: str | None = None
 
     def vision_config(self, config):
         nested = config.get(self.vision_key) if self.vision_key else None
@@ -549,7 +552,8 @@ HF_FAMILIES = {
                   "keras_vit builds DeiT's two heads (DeiTForImageClassificationWithTeacher)"),),
     ),
     "dinov2": _DINOV2,
-    "dinov2_with_registers": _DINOV2,
+    # Its interpolate_pos_encoding antialiases (torch bicubic, antialias=True): timm's resampling.
+    "dinov2_with_registers": dataclasses.replace(_DINOV2, interpolation="bicubic"),
     "siglip": _SIGLIP,
     "siglip_vision_model": _SIGLIP,
     "clip": _CLIP,
@@ -840,7 +844,10 @@ def read_checkpoint(path, fmt):
         for key, why in family.refused:
             if key in raw or any(original.endswith("." + key) for original in raw):
                 raise CheckpointError(f"Checkpoint {path!r} has {key!r}: {why}.")
-        return _read_as(LAYOUTS["hf"], tensors, names, source_prefix, config, config_path)
+        record = LAYOUTS["hf"]
+        if family.interpolation is not None:
+            record = dataclasses.replace(record, interpolation=family.interpolation)
+        return _read_as(record, tensors, names, source_prefix, config, config_path)
     timm = LAYOUTS["timm"]
     if timm.marker in raw:
         tensors, names, source_prefix = timm.normalize(raw)
