@@ -184,3 +184,36 @@ def test_families_take_dynamic_sizes_and_mixed_precision():
         assert keras.backend.standardize_dtype(out.dtype) == "float32", variant
         assert model.get_layer("encoderblock_0").compute_dtype == "bfloat16"
         assert np.allclose(to_numpy(out).sum(-1), 1.0, atol=1e-5)
+
+
+@pytest.mark.parametrize("variant", ["tiny_deit", "tiny_siglip", "tiny_clip"])
+def test_family_onnx_export_gives_keras_probabilities(variant, tmp_path):
+    pytest.importorskip("onnx")
+    onnxruntime = pytest.importorskip("onnxruntime")
+    from keras_vit import export
+
+    model = _randomized(keras_vit.ViT(variant, num_classes=4))
+    images = np.random.default_rng(1).normal(size=(2, 16, 16, 3)).astype("float32")
+    expected = to_numpy(model(images))
+    path = export.onnx(model, str(tmp_path / "m.onnx"), scaling="none").path
+    session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+    (probabilities,) = session.run(None, {"images": images})
+    np.testing.assert_allclose(probabilities, expected, atol=1e-5)
+
+
+def test_no_private_keras_api_in_the_model_weights_and_inspection_code():
+    root = os.path.join(os.path.dirname(keras_vit.__file__))
+    files = [os.path.join(root, "configs.py"), os.path.join(root, "inspect", "attention.py")]
+    for folder in ("models", "layers", "weights"):
+        files += [os.path.join(root, folder, name) for name in os.listdir(os.path.join(root, folder))
+                  if name.endswith(".py")]
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        for private in ("keras.src", "_run_through_graph"):
+            assert private not in text, f"{path} uses {private}"
+    # Keras rebases a functional-constructor subclass onto its Functional class at first use; the
+    # source subclasses the public keras.Model.
+    with open(os.path.join(root, "models", "vit.py"), encoding="utf-8") as f:
+        assert "class VisionTransformer(keras.Model):" in f.read()
+    assert isinstance(keras_vit.ViT("tiny", num_classes=2), keras.Model)
