@@ -1,6 +1,6 @@
-"""A/B ratios of training-step speed for candidate changes, measured side by side in one process.
+"""ab-train-step: A/B ratios of training-step speed for candidate changes, measured side by side in one process.
 
-Each named variant builds its own copy of a benchmarks/compare.py training workload (keras_vit,
+Each named variant builds its own copy of a training workload (keras_vit,
 AdamW, one repeated in-memory batch), with a candidate change applied while it is built and
 traced. All models are warmed up first (tracing, XLA compilation); then every round runs one
 `fit` epoch of --steps steps per variant, in turn, and records its wall per step (fit's own
@@ -14,27 +14,26 @@ jobs share, the wall also counts the time the process waited for a core, CPU tim
 Variants: baseline (shipped code: float32, XLA), spe4 / spe16 (steps_per_execution in
 compile), nojit (no XLA: TensorFlow's oneDNN kernels), gelu_erfc (exact GELU as TensorFlow's
 tf.nn.gelu writes it, with erfc, instead of keras_vit's 0.5 x (1 + erf(x / sqrt 2))), fused_attention
-(keras.ops.dot_product_attention), keras_hub (keras-hub's ViT instead of keras_vit), ln_centered (LayerNorm as
+(keras.ops.dot_product_attention forced), unfused_attention (the explicit softmax forced),
+keras_hub (keras-hub's ViT instead of keras_vit), ln_centered (LayerNorm as
 (x - mean) * (rsqrt(var + eps) * gamma) + beta, variance of the centred values), einsum_attention (scores and context as einsums on the
 projection's (B, T, heads, width) layout: no explicit transposes). Thread settings need a fresh
 process each: --threads INTRA,INTER applies tf.config.threading to the whole run, so compare
 two runs' baseline figures with each other only through their ratios to a third variant.
 
-    python benchmarks/ab_train_step.py [--workload train_default|train_ti4] [--rounds 3]
-        [--steps 6] [--variants baseline,spe4,nojit,gelu_erfc] [--threads 2,1]
+    python -m benchmarks ab-train-step [--workload train_default|train_ti4] [--rounds 3]
+        [--steps 6] [--variants baseline,spe4,nojit,gelu_erfc] [--threads 2,1] [--out DIR]
 """
+
+from __future__ import annotations
 
 import argparse
 import math
-import os
-import statistics
-import sys
-import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-sys.path.insert(0, HERE)
+from benchmarks import timing
+from benchmarks.machine import cpu_jiffies, cpu_share
+from benchmarks.workers import ResultLog
+from benchmarks.workloads import TRAINING, compile_for_training, fused_attention, keras_model, repeated_batch, workload
 
 
 def _gelu_erfc(original):
@@ -104,31 +103,32 @@ class Patch:
 
 
 def variants():
-    import keras
-
+    """{name: (compile arguments, a context manager factory in force while the variant is built and traced)}."""
     from keras_vit.layers import self_attention, transformer_block
 
     attention = self_attention.MultiHeadSelfAttention
     return {
-        "baseline": ({}, Patch()),
-        "spe4": ({"steps_per_execution": 4}, Patch()),
-        "spe16": ({"steps_per_execution": 16}, Patch()),
-        "nojit": ({"jit_compile": False}, Patch()),
-        "gelu_erfc": ({}, Patch((transformer_block, "gelu", _gelu_erfc))),
-        "ln_centered": ({}, Patch((keras_ops_package(), "layer_normalization", _layer_norm_centered))),
-        "fused_attention": ({}, Patch((self_attention, "FUSED_ATTENTION", lambda old: True))),
-        "einsum_attention": ({}, Patch((attention, "call", lambda old: _einsum_attention_call))),
-        "keras_hub": ({}, Patch()),  # keras-hub's ViT, as benchmarks/compare.py builds it
+        "baseline": ({}, Patch),
+        "spe4": ({"steps_per_execution": 4}, Patch),
+        "spe16": ({"steps_per_execution": 16}, Patch),
+        "nojit": ({"jit_compile": False}, Patch),
+        "gelu_erfc": ({}, lambda: Patch((transformer_block, "gelu", _gelu_erfc))),
+        "ln_centered": ({}, lambda: Patch((keras_ops_package(), "layer_normalization", _layer_norm_centered))),
+        "fused_attention": ({}, lambda: fused_attention(True)),
+        "unfused_attention": ({}, lambda: fused_attention(False)),
+        "einsum_attention": ({}, lambda: Patch((attention, "call", lambda old: _einsum_attention_call))),
+        "keras_hub": ({}, Patch),  # keras-hub's ViT, as compare builds it
     }
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--workload", default="train_default", choices=("train_default", "train_ti4"))
+    parser = argparse.ArgumentParser(prog="python -m benchmarks ab-train-step", description=__doc__.split("\n")[0])
+    parser.add_argument("--workload", default="train_default", choices=TRAINING)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=8, help="steps per timed fit epoch")
     parser.add_argument("--variants", default="baseline,spe4,nojit,gelu_erfc,einsum_attention")
     parser.add_argument("--threads", help="INTRA,INTER for tf.config.threading (default: TensorFlow's)")
+    parser.add_argument("--out", help="folder for ab-train-step-<hardware>-<time>.jsonl and .md")
     args = parser.parse_args(argv)
     import keras
     import tensorflow as tf
@@ -137,53 +137,45 @@ def main(argv=None):
         intra, inter = (int(n) for n in args.threads.split(","))
         tf.config.threading.set_intra_op_parallelism_threads(intra)
         tf.config.threading.set_inter_op_parallelism_threads(inter)
-    from compare import WORKLOADS, keras_model, repeated_batch
-    from machine import cpu_info, cpu_jiffies, cpu_share, loadavg
-
     known = variants()
     names = args.variants.split(",")
     unknown = [n for n in names if n not in known]
     if unknown or "baseline" not in names:
         parser.error(f"--variants={args.variants!r}: expected 'baseline' and some of {list(known)}")
-    w = WORKLOADS[args.workload]
+    w = workload(args.workload)
     data = repeated_batch(w)
-    print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {cpu_info()[0]}, {os.cpu_count()} cores; "
-          f"load {loadavg()}; threads {args.threads or 'default'}; TF {tf.__version__}, Keras {keras.__version__}\n"
-          f"command: python benchmarks/ab_train_step.py {' '.join(sys.argv[1:] if argv is None else argv)}", flush=True)
-    models = {}
+    log = ResultLog("ab-train-step", args.out, argv)
+    print(f"threads {args.threads or 'default'}; TF {tf.__version__}, Keras {keras.__version__}", flush=True)
+    runs = {}
     for name in names:
-        compile_args, patch = known[name]
+        compile_args, context = known[name]
         keras.utils.set_random_seed(0)
-        with patch:
+        with context():
             model, _ = keras_model("keras_hub" if name == "keras_hub" else "keras_vit", w)
-            model.compile(optimizer=keras.optimizers.AdamW(1e-3),
-                          loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                          **{"jit_compile": True, **compile_args})
-            start = time.perf_counter()
-            model.fit(data, steps_per_epoch=4, epochs=1, verbose=0)  # traced with the patch in place
-        print(f"{name}: warm-up (tracing, compilation, 4 steps) {time.perf_counter() - start:.1f} s", flush=True)
-        models[name] = model
+            compile_for_training(model, **{"jit_compile": True, **compile_args})
+            runs[name] = timing.keras_epochs(model, data)
+            warm = runs[name](4)  # traced with the change in place
+        print(f"{name}: warm-up (tracing, compilation, 4 steps) {warm.wall_s:.1f} s", flush=True)
     steps, cpu, before = {n: [] for n in names}, {n: [] for n in names}, cpu_jiffies()
     for round_index in range(args.rounds):
         for name in names:
-            start, start_cpu = time.perf_counter(), time.process_time()
-            models[name].fit(data, steps_per_epoch=args.steps, epochs=1, verbose=0)
-            steps[name].append((time.perf_counter() - start) / args.steps)
-            cpu[name].append((time.process_time() - start_cpu) / args.steps)
+            epoch = runs[name](args.steps)
+            steps[name].append(epoch.wall_s / args.steps)
+            cpu[name].append(epoch.cpu_s / args.steps)
+            log.add({"workload": args.workload, "variant": name, "round": round_index, "wall_step_s": steps[name][-1],
+                     "cpu_step_s": cpu[name][-1], "threads": args.threads}, echo=False)
         print(f"round {round_index}: " + ", ".join(f"{n} {steps[n][-1] * 1e3:.0f} ms ({cpu[n][-1] * 1e3:.0f} ms CPU)"
                                                    for n in names), flush=True)
-    print(f"\n{args.workload}, batch {w['batch']}, {args.rounds} rounds x {args.steps} steps; CPU during the rounds: "
-          f"{cpu_share(before, cpu_jiffies())}")
-    print("| variant | wall ms/step median (range) | speed vs baseline (range) | CPU ms/step median (range) | "
-          "CPU-time speed vs baseline (range) |\n|---|---|---|---|---|")
+    lines = [f"{args.workload}, batch {w['batch']}, {args.rounds} rounds x {args.steps} steps; CPU during the rounds: "
+             f"{cpu_share(before, cpu_jiffies())}",
+             "| variant | wall ms/step median (range) | speed vs baseline (range) | CPU ms/step median (range) | "
+             "CPU-time speed vs baseline (range) |", "|---|---|---|---|---|"]
     for name in names:
         cells = []
         for values, base in ((steps[name], steps["baseline"]), (cpu[name], cpu["baseline"])):
             ratios = [b / t for b, t in zip(base, values)]
-            cells.append(f"{statistics.median(values) * 1e3:.0f} ({min(values) * 1e3:.0f}-{max(values) * 1e3:.0f}) | "
-                         f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})")
-        print(f"| {name} | {' | '.join(cells)} |")
-
-
-if __name__ == "__main__":
-    main()
+            m, lo, hi = timing.median_range(ratios)
+            cells.append(f"{timing.fmt_range(values, 0, 1e3)} | {m:.2f}x ({lo:.2f}-{hi:.2f})")
+        lines.append(f"| {name} | {' | '.join(cells)} |")
+    log.summary("\n".join(lines))
+    return steps, cpu

@@ -1,20 +1,24 @@
-"""Measures every export format and writes the "## Export: SavedModel and TFLite" table of RESULTS.md.
+"""export-report: size, latency and agreement of every export format, as markdown sections.
 
 For a small ViT trained on the shipped Fashion-MNIST sample: file size, latency per image
 (batch 1, this CPU), test accuracy and top-1 agreement with the Keras float32 model, for the
 SavedModel and each TFLite quantization. For ViT-B/16 (224 px, random weights): size and
 latency only.
 
-    PYTHONPATH=$PWD python benchmarks/export_report.py            # both parts, ~15-30 min
-    PYTHONPATH=$PWD python benchmarks/export_report.py --skip-b16  # small model only
-    PYTHONPATH=$PWD python benchmarks/export_report.py --serving   # SavedModel size and latency only
+    python -m benchmarks export-report            # both parts, ~15-30 min
+    python -m benchmarks export-report --skip-b16  # small model only
+    python -m benchmarks export-report --serving   # SavedModel size and latency only
 
 --serving writes its own section: for Ti/16 and B/16 (random weights) the SavedModel's
 `variables/` bytes against the float32 weights, and `serving_default` at batch 1 and 8 run the
 way TF Serving runs it (TF1 loader, session fed by SignatureDef tensor names), with and without
 jit_compile, against `model.predict_on_batch` of the same model compiled with XLA, the three
 called in turn within each round.
-    PYTHONPATH=$PWD python benchmarks/export_report.py --ti16-only # Ti/16 TFLite vs ONNX vs Keras, ~3 min
+    python -m benchmarks export-report --ti16-only # Ti/16 TFLite vs ONNX vs Keras, ~3 min
+    python -m benchmarks export-report --skip-b16 --epochs 1 --runs 5 --calibration 16 --max-test 64   # smoke run
+
+Each section is printed; --out writes it as export-report-<part>-<hardware>-<time>.md with the rows
+as JSONL, and --results FILE also replaces the same section of a markdown file.
 
 TFLite files run with ai_edge_litert's Interpreter (XNNPACK, --threads threads). The machine's
 `uptime` load averages are recorded next to the latencies, since other jobs share the CPU.
@@ -32,22 +36,19 @@ import sys
 import tempfile
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+import keras
+import numpy as np
+import tensorflow as tf
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-import keras_vit  # noqa: E402
-from keras_vit import export  # noqa: E402
-from keras_vit._hardware import read_cpuinfo  # noqa: E402
-from keras_vit.data import fashion_mnist  # noqa: E402
-from keras_vit.export import _common  # noqa: E402
+import keras_vit
+from benchmarks.machine import machine_record
+from benchmarks.workers import ResultLog
+from keras_vit import export
+from keras_vit.data import fashion_mnist
+from keras_vit.export import _common
 
 SECTION = "## Export: SavedModel and TFLite"
 SERVING_SECTION = "## SavedModel serving: size and latency against Keras with XLA"
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def load():
@@ -104,6 +105,7 @@ def train_small(epochs, seed):
 
 def small_model_rows(args, work):
     model, x_train, x_test, y_test = train_small(args.epochs, args.seed)
+    x_test, y_test = x_test[: args.max_test], y_test[: args.max_test]
     logits = np.asarray(model.predict(x_test, verbose=0, batch_size=256))
     reference = logits.argmax(-1)
     rows = [("Keras .keras (float32)", None, _common.file_size(save(model, work)), None, np.mean(reference == y_test), 1.0, "")]
@@ -241,7 +243,7 @@ def serving_main(args, argv):
         rows = serving_rows(args, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    command = "PYTHONPATH=$PWD python benchmarks/export_report.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m benchmarks export-report " + " ".join(argv if argv is not None else sys.argv[2:])
     text = f"""{SERVING_SECTION}
 
 Command: `{command.strip()}`; {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC;
@@ -256,9 +258,7 @@ the same round.
 
 {serving_table(rows)}
 """
-    print(text)
-    write_section(text, args.results, SERVING_SECTION)
-    print(f"wrote {args.results}")
+    publish(text, args, argv, "serving", SERVING_SECTION, rows)
 TI16_SECTION = "## Export: ViT-Ti/16 TFLite and ONNX against Keras (issue 14)"
 
 
@@ -319,9 +319,20 @@ def table(rows, with_accuracy):
 
 def _cpu():
     """CPU model and its vector/bfloat16 flags, as the preamble of every timing asks."""
-    name, flags = read_cpuinfo()
-    shown = sorted(flags & {"avx2", "avx512f", "avx512_bf16", "amx_bf16"})
-    return f"{name} (flags: {' '.join(shown) or 'none of avx2/avx512f/avx512_bf16/amx_bf16'})"
+    record = machine_record()
+    return f"{record['cpu']} (flags: {' '.join(record['flags']) or 'none'})"
+
+
+def publish(text, args, argv, part, section, rows=()):
+    """Prints a finished section; --out keeps it (and its rows as JSONL), --results replaces it in that file."""
+    log = ResultLog("export-report", args.out, argv, tag=part)
+    for row in rows:
+        log.add({"part": part, "row": [None if v is None else (v if isinstance(v, (str, int)) else float(v)) for v in row]},
+                echo=False)
+    log.summary(text)
+    if args.results:
+        write_section(text, args.results, section)
+        print(f"wrote {args.results}")
 
 
 def write_section(text, path, section=SECTION):
@@ -333,7 +344,8 @@ def write_section(text, path, section=SECTION):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m benchmarks export-report", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--epochs", type=int, default=6)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--runs", type=int, default=200, help="timed runs per small-model file")
@@ -342,7 +354,9 @@ def main(argv=None):
     parser.add_argument("--calibration", type=int, default=200, help="int8 calibration images")
     parser.add_argument("--skip-b16", action="store_true")
     parser.add_argument("--ti16-only", action="store_true", help="only the Ti/16 TFLite/ONNX/Keras comparison")
-    parser.add_argument("--results", default=os.path.join(HERE, "RESULTS.md"))
+    parser.add_argument("--results", help="markdown file whose section to replace (e.g. a scratch copy of RESULTS.md)")
+    parser.add_argument("--out", help="folder for export-report-<part>-<hardware>-<time>.md and .jsonl")
+    parser.add_argument("--max-test", type=int, help="judge the small model on the first N test images (smoke runs)")
     parser.add_argument("--serving", action="store_true", help="only the SavedModel size and latency section")
     parser.add_argument("--serving-variants", nargs="+", default=["Ti16", "B16"], help="variants for --serving")
     parser.add_argument("--serving-rounds", type=int, default=10, help="timed rounds per batch size for --serving")
@@ -360,7 +374,7 @@ def main(argv=None):
             shutil.rmtree(work, ignore_errors=True)
         text = f"""{TI16_SECTION}
 
-Command: `PYTHONPATH=$PWD python benchmarks/export_report.py --ti16-only`;
+Command: `python -m benchmarks export-report --ti16-only`;
 {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; {_cpu()}, {os.cpu_count()} CPU cores shared
 with other jobs (load at start {started}); TensorFlow {tf.__version__}, Keras {keras.__version__}.
 ViT-Ti/16, 224 px, 1000 classes, random weights (head included), imagenet scaling inside both
@@ -371,8 +385,7 @@ alternated within each round; TFLite/ONNX time ratio per round: median {statisti
 
 {rows}
 """
-        print(text)
-        write_section(text, args.results, TI16_SECTION)
+        publish(text, args, argv, "ti16", TI16_SECTION)
         return
     try:
         started = load()
@@ -380,7 +393,7 @@ alternated within each round; TFLite/ONNX time ratio per round: median {statisti
         large = [] if args.skip_b16 else b16_rows(args, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    command = "PYTHONPATH=$PWD python benchmarks/export_report.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m benchmarks export-report " + " ".join(argv if argv is not None else sys.argv[2:])
     text = f"""{SECTION}
 
 Command: `{command.strip()}`; {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC;
@@ -393,7 +406,7 @@ adds/muls in float (the default `float_ops`), float32 input/output, calibrated o
 {args.calibration} training images.
 
 Small ViT (patch 7, D 64, 4 layers, 4 heads, MLP 128, 28x28x1, {args.epochs} epochs on the shipped
-8,000-image sample), judged on the sample's 2,000 test images:
+8,000-image sample), judged on {min(args.max_test or 2000, 2000):,} of the sample's 2,000 test images:
 
 {table(small, True)}
 """
@@ -405,10 +418,4 @@ ViT-B/16 (224 px, 1000 classes, random weights; size and latency only, median of
 
 The SavedModel stores each variable once (see "{SERVING_SECTION}").
 """
-    print(text)
-    write_section(text, args.results)
-    print(f"wrote {args.results}")
-
-
-if __name__ == "__main__":
-    main()
+    publish(text, args, argv, "formats", SECTION, small + large)

@@ -1,34 +1,31 @@
-"""Image-folder input pipeline: listing time, time to the first batch and first training step,
+"""folder-pipeline: image-folder input pipeline: listing time, time to the first batch and first training step,
 images/s of the pipeline alone, and peak memory, on a generated folder of small JPEGs.
 
 Also, with --fashion-mnist DIR: the same small ViT trained for an equal time budget from the
 Fashion-MNIST IDX files and from a folder of the same images written as PNGs class by class
 (train/<class>/, test/<class>/), to show the folder trains as well (whole-set shuffle).
 
-    python benchmarks/folder_pipeline.py --files 10000 --files 50000
-    python benchmarks/folder_pipeline.py --fashion-mnist /work/shared/data/fashion-mnist --budget-minutes 3
+    python -m benchmarks folder-pipeline --files 10000 --files 50000
+    python -m benchmarks folder-pipeline --fashion-mnist /work/shared/data/fashion-mnist --budget-minutes 3
 
 Each --files size runs in its own process (so each peak RSS is its own); generated folders go
-under a temporary folder and are deleted afterwards. Prints one JSON line per measurement.
+under a temporary folder and are deleted afterwards. Prints one JSON line per measurement
+(written as JSONL under --out).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-sys.path.insert(0, HERE)
+from benchmarks.machine import loadavg
+from benchmarks.workers import ResultLog, run_worker
 
 
 def make_jpeg_folder(root, files, classes=10, size=32, variants=64, seed=0):
@@ -50,8 +47,9 @@ def measure_pipeline(files, batch_size=128, size=32, max_seconds=60.0):
     import keras
     import tensorflow as tf
 
+    import keras_vit
     from keras_vit.data import make_pipeline, sources
-    from keras_vit.training.trainer import TrainConfig, build_model
+    from keras_vit.training import DEFAULT_MODEL
 
     root = tempfile.mkdtemp(prefix="folder_pipeline_")
     try:
@@ -64,7 +62,8 @@ def measure_pipeline(files, batch_size=128, size=32, max_seconds=60.0):
         iterator = iter(ds)
         images, labels = next(iterator)
         first_batch = time.perf_counter() - start
-        model = build_model(TrainConfig(model_overrides={"patch_size": 4, "num_layers": 1}), source.num_classes, size)
+        model = keras_vit.ViT(**{**DEFAULT_MODEL, "patch_size": 4, "num_layers": 1}, input_shape=(size, size, 3),
+                              num_classes=source.num_classes, classifier_activation=None)
         model.compile(optimizer="adam", loss=keras.losses.CategoricalCrossentropy(from_logits=True), jit_compile=False)
         model.train_on_batch(images, labels)
         first_step = time.perf_counter() - start
@@ -107,7 +106,7 @@ def write_png_folder(idx_dir, root):
 
 
 def train_once(dataset, budget_minutes, seed):
-    from keras_vit.training.trainer import TrainConfig, train
+    from keras_vit.training import TrainConfig, train
 
     config = TrainConfig(
         dataset=dataset, channels=1, image_size=28, epochs=100, budget_seconds=budget_minutes * 60, seed=seed,
@@ -122,37 +121,31 @@ def train_once(dataset, budget_minutes, seed):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m benchmarks folder-pipeline", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--files", type=int, action="append", help="folder size(s) to measure, each in its own process")
     parser.add_argument("--max-seconds", type=float, default=60.0, help="time cap of the pipeline-alone pass")
     parser.add_argument("--fashion-mnist", metavar="DIR", help="Fashion-MNIST IDX folder: train from IDX and from PNGs")
     parser.add_argument("--budget-minutes", type=float, default=3.0, help="training budget of each Fashion-MNIST run")
     parser.add_argument("--rounds", type=int, default=1, help="alternating IDX/folder rounds")
-    parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--out", help="folder for folder-pipeline-<hardware>-<time>.jsonl and .md")
     args = parser.parse_args(argv)
-    from machine import cpu_info, loadavg
-
-    facts = {"cpu": cpu_info()[0], "load": loadavg(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
-    if args.child:
-        print(json.dumps({**measure_pipeline(args.child, max_seconds=args.max_seconds), **facts}), flush=True)
-        return 0
+    log = ResultLog("folder-pipeline", args.out, argv)
     for files in args.files or []:
-        subprocess.run([sys.executable, __file__, "--child", str(files), "--max-seconds", str(args.max_seconds)], check=True)
+        result = run_worker("benchmarks.folder_pipeline:measure_pipeline", {"files": files, "max_seconds": args.max_seconds})
+        log.add({**result, "load": loadavg()})
     if args.fashion_mnist:
+        data = os.path.abspath(args.fashion_mnist)
         root = tempfile.mkdtemp(prefix="fashion_png_")
         try:
             start = time.perf_counter()
-            write_png_folder(args.fashion_mnist, root)
-            print(json.dumps({"wrote_png_folder_seconds": round(time.perf_counter() - start, 1)}), flush=True)
+            write_png_folder(data, root)
+            log.add({"wrote_png_folder_seconds": round(time.perf_counter() - start, 1)})
             for round_ in range(args.rounds):
-                for dataset in (args.fashion_mnist, root) if round_ % 2 == 0 else (root, args.fashion_mnist):
+                for dataset in (data, root) if round_ % 2 == 0 else (root, data):
                     kind = "png-folder" if dataset == root else "idx"
-                    record = {"kind": kind, "round": round_, **train_once(dataset, args.budget_minutes, seed=0)}
-                    print(json.dumps({**record, **facts, "load": loadavg()}), flush=True)
+                    log.add({"kind": kind, "round": round_, **train_once(dataset, args.budget_minutes, seed=0),
+                             "load": loadavg()})
         finally:
             shutil.rmtree(root, ignore_errors=True)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,4 @@
-"""ViT-B/16 training throughput and MFU on one GPU: keras_vit vs keras-hub vs timm, side by side.
+"""gpu-compare: ViT-B/16 training throughput and MFU on one GPU: keras_vit vs keras-hub vs timm, side by side.
 
 Each implementation trains ViT-B/16 at 224 px (1000 classes, AdamW, sparse cross-entropy) on
 random data already on the GPU, in bfloat16 mixed precision, in its own process:
@@ -11,54 +11,41 @@ random data already on the GPU, in bfloat16 mixed precision, in its own process:
 - timm: PyTorch, `torch.autocast(bfloat16)`, `torch.compile`, fused AdamW, no per-step sync.
 
 Implementations alternate in rounds. Model FLOPs are counted from the model's shapes
-(compare.vit_flops: every matrix product, attention's two included, forward x 3 for training) and
+(workloads.vit_flops: every matrix product, attention's two included, forward x 3 for training) and
 checked against PyTorch's FlopCounterMode on the timm model; MFU is against the dense bfloat16
 peak of the data sheet (H100 SXM: 989 TFLOP/s) and against an 8192^3 bfloat16 matmul measured
 in the same run. One command, printing a table last (and JSON lines under --out):
 
-    python benchmarks/gpu_compare.py [--batch 256] [--steps 20] [--rounds 1] [--out DIR]
+    python -m benchmarks gpu-compare [--batch 256] [--steps 20] [--rounds 1] [--out DIR]
         [--impls keras_vit,keras_vit_unfused,keras_hub,timm] [--profile]
+    python -m benchmarks gpu-compare --workload tiny --batch 2 --steps 1 --impls keras_vit   # smoke run, CPU too
 
-Keras runs on KERAS_BACKEND=jax (set here unless given): the GPU image has JAX, not TensorFlow.
+Keras runs on KERAS_BACKEND=jax (set for the workers unless given): the GPU image has JAX, not
+TensorFlow. Implementations: keras_vit (as shipped), keras_vit_fused / keras_vit_unfused (attention
+forced either way), keras_vit_fused_xla (keras.ops.dot_product_attention without flash),
+keras_vit_cudnn (jax.nn.dot_product_attention(implementation="cudnn")), keras_hub, timm.
 """
 
 import argparse
-import json
 import os
-import subprocess
-import sys
 import time
 import types
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-os.environ.setdefault("KERAS_BACKEND", "jax")  # compare.py imports keras_vit; the GPU image has no TensorFlow
+from benchmarks import timing
+from benchmarks.workers import ResultLog, run_worker
+from benchmarks.workloads import KERAS_IMPLS, TRAINING, architecture, compile_for_training, force_attention
+from benchmarks.workloads import keras_model, timm_model, vit_flops, workload
 
-from compare import import_timm, vit_flops  # noqa: E402
-# keras_vit: the layer as shipped; _fused / _fused_xla / _unfused force keras.ops.dot_product_attention
-# (flash where JAX finds it / JAX's XLA form) or the explicit softmax path.
-# keras_vit_cudnn calls jax.nn.dot_product_attention(implementation="cudnn") directly.
-IMPLS = ("keras_vit", "keras_vit_fused", "keras_vit_fused_xla", "keras_vit_cudnn", "keras_vit_unfused", "keras_hub", "timm")
-# ViT-B/16: patch, width, depth, heads, MLP width.
-B16 = dict(patch=16, hidden=768, layers=12, heads=12, mlp=3072, image=224, classes=1000)
+IMPLS = (*KERAS_IMPLS, "keras_vit_fused_xla", "keras_vit_cudnn", "timm")
 PROFILE = os.environ.get("GPU_COMPARE_PROFILE") == "1"  # print where each step's device time goes
 PEAK_TFLOPS = {"H100": 989.4, "H200": 989.4}  # dense bfloat16, SXM data sheets
 
 
 def _timed_windows(step, sync, steps, windows=3, warmup=3):
     """Seconds per step of `windows` runs of `steps` asynchronous steps, each ended by `sync()`."""
-    for _ in range(warmup):
-        step()
-    sync()
-    times = []
-    for _ in range(windows):
-        start = time.perf_counter()
-        for _ in range(steps):
-            step()
-        sync()
-        times.append((time.perf_counter() - start) / steps)
-    return times
+    run = timing.loop_epochs(step, sync=sync, time_steps=False)
+    run(warmup)
+    return [run(steps).wall_s / steps for _ in range(windows)]
 
 
 def _print_top(title, totals, steps, top=18):
@@ -97,52 +84,38 @@ def _jax_profile(step, sync, steps=3):
     _print_top("kernels", kernels, steps)
 
 
-def keras_worker(impl, batch, steps):
-    os.environ.setdefault("KERAS_BACKEND", "jax")
-    sys.path.insert(0, ROOT)
+def keras_worker(impl, batch, steps, workload_name="train_b16"):
     import keras
     import numpy as np
 
     keras.config.set_dtype_policy("mixed_bfloat16")
-    c = B16
-    if impl == "keras_hub":
-        import keras_hub
+    c = workload(workload_name)
+    if impl in ("keras_vit_fused_xla", "keras_vit_cudnn"):
+        import functools
 
-        backbone = keras_hub.models.ViTBackbone(
-            image_shape=(c["image"], c["image"], 3), patch_size=c["patch"], num_layers=c["layers"],
-            num_heads=c["heads"], hidden_dim=c["hidden"], mlp_dim=c["mlp"])
-        logits = keras.layers.Dense(c["classes"], dtype="float32")(backbone.output[:, 0])
-        model = keras.Model(backbone.input, logits)
-        version = keras_hub.__version__
-    else:
-        import keras_vit
+        import jax
+
         from keras_vit.layers import self_attention
 
-        if impl != "keras_vit":
-            self_attention.FUSED_ATTENTION = impl != "keras_vit_unfused"
-        if impl in ("keras_vit_fused_xla", "keras_vit_cudnn"):
-            import functools
-
-            import jax
-
-            self_attention.ops = types.SimpleNamespace(**vars(keras.ops))
-            self_attention.ops.dot_product_attention = (
-                functools.partial(keras.ops.dot_product_attention, flash_attention=False) if impl == "keras_vit_fused_xla"
-                else functools.partial(jax.nn.dot_product_attention, implementation="cudnn"))
-        model = keras_vit.ViT("B16", num_classes=c["classes"])
-        version = keras_vit.__version__
-    model.compile(optimizer=keras.optimizers.AdamW(1e-3),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=True)
+        force_attention(True)
+        self_attention.ops = types.SimpleNamespace(**vars(keras.ops))
+        self_attention.ops.dot_product_attention = (
+            functools.partial(keras.ops.dot_product_attention, flash_attention=False) if impl == "keras_vit_fused_xla"
+            else functools.partial(jax.nn.dot_product_attention, implementation="cudnn"))
+        impl = "keras_vit"
+    model, version = keras_model(impl, c)
+    compile_for_training(model, jit_compile=True)
     import jax
 
     rng = np.random.default_rng(0)
-    x = jax.device_put(rng.random((batch, c["image"], c["image"], 3), dtype="float32"))
+    x = jax.device_put(rng.random((batch, c["image"], c["image"], c["channels"]), dtype="float32"))
     y = jax.device_put(rng.integers(0, c["classes"], batch))
     start = time.perf_counter()
     model.train_on_batch(x, y)
     first = time.perf_counter() - start
     # Then the loop model.fit runs (keras/src/backend/jax/trainer.py): the state stays on the
     # device, threaded through the jitted step, with no per-step sync or variable write-back.
+    # Private Keras API, for a benchmark only: fit's own loop cannot be timed without its syncs.
     state = [model._get_jax_state(trainable_variables=True, non_trainable_variables=True,
                                   optimizer_variables=True, metrics_variables=True, purge_model_variables=False)]
     out = [None]
@@ -157,7 +130,8 @@ def keras_worker(impl, batch, steps):
     try:  # whether keras.ops.dot_product_attention finds cuDNN flash attention for these shapes
         from keras.src.backend.jax.nn import _can_use_flash_attention
 
-        q = jax.numpy.zeros((batch, 197, c["heads"], c["hidden"] // c["heads"]), "bfloat16")
+        tokens = (c["image"] // c["patch"]) ** 2 + 1
+        q = jax.numpy.zeros((batch, tokens, c["heads"], c["hidden"] // c["heads"]), "bfloat16")
         flash = bool(_can_use_flash_attention(q, q, q, None))
     except Exception as error:
         flash = f"unknown ({type(error).__name__})"
@@ -166,25 +140,24 @@ def keras_worker(impl, batch, steps):
             "device": str(jax.devices()[0].device_kind)}
 
 
-def timm_worker(batch, steps, compile_model=True):
+def timm_worker(batch, steps, workload_name="train_b16", compile_model=True):
     import torch
 
-    timm = import_timm()
-    c = B16
+    c = workload(workload_name)
     cuda = torch.cuda.is_available()
     device = "cuda" if cuda else "cpu"
-    model = timm.create_model("vit_base_patch16_224", num_classes=c["classes"]).to(device)
+    model, timm_version = timm_model(c, device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=cuda)
     loss_fn = torch.nn.CrossEntropyLoss()
     from torch.utils.flop_counter import FlopCounterMode
 
     counter = FlopCounterMode(display=False)
     with counter, torch.no_grad():
-        model(torch.zeros(1, 3, c["image"], c["image"], device=device))
+        model(torch.zeros(1, c["channels"], c["image"], c["image"], device=device))
     forward_flops = counter.get_total_flops()
     compiled = torch.compile(model) if compile_model else model
     gen = torch.Generator(device=device).manual_seed(0)
-    x = torch.rand(batch, 3, c["image"], c["image"], device=device, generator=gen)
+    x = torch.rand(batch, c["channels"], c["image"], c["image"], device=device, generator=gen)
     y = torch.randint(0, c["classes"], (batch,), device=device, generator=gen)
 
     def step():
@@ -210,7 +183,7 @@ def timm_worker(batch, steps, compile_model=True):
             if event.device_type == torch.autograd.DeviceType.CUDA:
                 kernels[event.name] += int(event.device_time * 1e3)  # us -> ns
         _print_top("kernels", kernels, 3)
-    return {"version": f"{timm.__version__} (torch {torch.__version__})", "params": sum(p.numel() for p in model.parameters()),
+    return {"version": f"{timm_version} (torch {torch.__version__})", "params": sum(p.numel() for p in model.parameters()),
             "first_step_s": first, "step_s": times, "counted_forward_flops": forward_flops,
             "device": torch.cuda.get_device_name() if cuda else "cpu"}
 
@@ -236,48 +209,24 @@ def matmul_peak():
     return 2 * n**3 / times[len(times) // 2] / 1e12
 
 
-def run_worker(impl, batch, steps, timeout):
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    env.setdefault("KERAS_BACKEND", "jax")
-    env.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.9")
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", impl, "--batch", str(batch), "--steps", str(steps)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"impl": impl, "error": f"timed out after {timeout} s"}
-    for line in proc.stdout.splitlines():
-        if line.startswith("PROFILE "):
-            print(f"{impl} {line}")
-    for line in proc.stdout.splitlines()[::-1]:
-        if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT "):])
-    tail = (proc.stderr or proc.stdout).strip().splitlines()[-6:]
-    return {"impl": impl, "error": " | ".join(tail)}
-
-
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks gpu-compare", description=__doc__.split("\n")[0])
+    parser.add_argument("--workload", default="train_b16", choices=TRAINING)
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--steps", type=int, default=20, help="steps per timed window (3 windows)")
     parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--impls", default=",".join(IMPLS))
+    parser.add_argument("--impls", default=",".join(i for i in IMPLS if i != "keras_vit_cudnn"))
     parser.add_argument("--timeout", type=int, default=240, help="seconds per worker process")
-    parser.add_argument("--out", default=None, help="folder for results.jsonl")
+    parser.add_argument("--out", default=None, help="folder for gpu-compare-<gpu>-<time>.jsonl and .md")
     parser.add_argument("--profile", action="store_true", help="print each worker's top XLA ops and kernels")
-    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.worker:
-        result = (timm_worker(args.batch, args.steps) if args.worker == "timm"
-                  else keras_worker(args.worker, args.batch, args.steps))
-        print("RESULT " + json.dumps({"impl": args.worker, "batch": args.batch, **result}))
-        return
-    if args.profile:
-        os.environ["GPU_COMPARE_PROFILE"] = "1"
     impls = args.impls.split(",")
     unknown = sorted(set(impls) - set(IMPLS))
     if unknown:
         parser.error(f"--impls={args.impls!r} names {unknown}; expected some of {list(IMPLS)}")
-    flops = vit_flops(**B16)
+    log = ResultLog("gpu-compare", args.out, argv, gpu=True)
+    w = workload(args.workload)
+    flops = vit_flops(**architecture(w))
     try:
         peak = matmul_peak()
     except Exception as error:  # no CUDA torch here: MFU against the data sheet only
@@ -285,44 +234,46 @@ def main(argv=None):
         peak = None
     print(f"model forward FLOPs/image (counted from shapes): {flops / 1e9:.2f} G; measured bf16 matmul peak: "
           f"{peak and round(peak)} TFLOP/s", flush=True)
+    env = {"KERAS_BACKEND": os.environ.get("KERAS_BACKEND", "jax"), "PYTHONUNBUFFERED": "1",
+           "XLA_PYTHON_CLIENT_MEM_FRACTION": os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.9"),
+           **({"GPU_COMPARE_PROFILE": "1"} if args.profile else {})}
     results = []
     for round_index in range(args.rounds):
         for impl in impls:
-            result = run_worker(impl, args.batch, args.steps, args.timeout)
-            result["round"] = round_index
+            target = "benchmarks.gpu_compare:" + ("timm_worker" if impl == "timm" else "keras_worker")
+            kwargs = {"batch": args.batch, "steps": args.steps, "workload_name": args.workload}
+            if impl != "timm":
+                kwargs["impl"] = impl
+            result = {"impl": impl, "batch": args.batch,
+                      **run_worker(target, kwargs, env=env, timeout=args.timeout, echo=("PROFILE ",)), "round": round_index}
             results.append(result)
-            print(json.dumps(result), flush=True)
-            if args.out:
-                os.makedirs(args.out, exist_ok=True)
-                with open(os.path.join(args.out, "gpu_results.jsonl"), "a") as f:
-                    f.write(json.dumps(result) + "\n")
+            log.add(result)
     summary = {}
     for impl in impls:
         ok = [r for r in results if r["impl"] == impl and "step_s" in r]
         if ok:
-            steps = sorted(t for r in ok for t in r["step_s"])
-            summary[impl] = (steps[len(steps) // 2], steps[0], steps[-1], ok[-1])
+            median, fastest, slowest = timing.median_range(t for r in ok for t in r["step_s"])
+            summary[impl] = (median, fastest, slowest, ok[-1])
     device = next((r["device"] for _, _, _, r in summary.values()), "?")
     sheet = next((v for k, v in PEAK_TFLOPS.items() if k in device), None)
     reference = summary.get("timm")
-    print(f"\nViT-B/16 224 px training, batch {args.batch}, bf16, {device}; forward {flops / 1e9:.2f} GFLOP/image x3")
-    print("| implementation | img/s (median, range) | step ms | MFU vs data sheet | vs measured matmul | vs timm | first step s |")
-    print("|---|---|---|---|---|---|---|")
+    lines = [f"{args.workload} {w['image']} px training, batch {args.batch}, bf16, {device}; "
+             f"forward {flops / 1e9:.2f} GFLOP/image x3",
+             "| implementation | img/s (median, range) | step ms | MFU vs data sheet | vs measured matmul | vs timm | first step s |",
+             "|---|---|---|---|---|---|---|"]
     for impl, (median, fastest, slowest, r) in summary.items():
         rate = args.batch / median
         achieved = 3 * flops * rate / 1e12
         mfu = f"{achieved / sheet:.1%}" if sheet else "?"
         vs_peak = f"{achieved / peak:.1%}" if peak else "?"
         vs_timm = f"{reference[0] / median:.2f}x" if reference else "?"
-        print(f"| {impl} {r['version']} | {rate:.0f} ({args.batch / slowest:.0f}-{args.batch / fastest:.0f}) | "
-              f"{median * 1e3:.1f} | {mfu} | {vs_peak} | {vs_timm} | {r['first_step_s']:.0f} |")
+        lines.append(f"| {impl} {r['version']} | {rate:.0f} ({args.batch / slowest:.0f}-{args.batch / fastest:.0f}) | "
+                     f"{median * 1e3:.1f} | {mfu} | {vs_peak} | {vs_timm} | {r['first_step_s']:.0f} |")
     for r in results:
         if "error" in r:
-            print(f"{r['impl']} round {r['round']}: FAILED: {r['error']}")
+            lines.append(f"{r['impl']} round {r['round']}: FAILED: {r['error']}")
     if reference and "counted_forward_flops" in reference[3]:
-        print(f"timm FlopCounterMode forward: {reference[3]['counted_forward_flops'] / 1e9:.2f} GFLOP/image "
-              f"(shapes count: {flops / 1e9:.2f})")
-
-
-if __name__ == "__main__":
-    main()
+        lines.append(f"timm FlopCounterMode forward: {reference[3]['counted_forward_flops'] / 1e9:.2f} GFLOP/image "
+                     f"(shapes count: {flops / 1e9:.2f})")
+    log.summary("\n".join(lines))
+    return results

@@ -1,12 +1,13 @@
-"""Trains a small ViT on Fashion-MNIST, then measures what the ViT paper's Fig. 7 shows.
+"""inspect: trains a small ViT on Fashion-MNIST, then measures what the ViT paper's Fig. 7 shows.
 
 Reports (1) how much more similar each patch's position embedding is to its 4-neighbours' than
 to patches at least half the grid away (cosine similarity, trained vs. at initialisation), and
 (2) the mean attention distance of every head by depth, on test images. Writes the four
 inspection figures and the trained model (vit_fashion_mnist.keras, for `keras-vit inspect`) to --out.
 
-    PYTHONPATH=$PWD python benchmarks/inspect_fashion_mnist.py                 # shipped 8k sample
-    PYTHONPATH=$PWD python benchmarks/inspect_fashion_mnist.py --data /work/shared/data/fashion-mnist
+    python -m benchmarks inspect                 # shipped 8k sample
+    python -m benchmarks inspect --data /work/shared/data/fashion-mnist
+    python -m benchmarks inspect --epochs 1 --num-layers 1 --max-train-examples 256 --inspect-images 8 --out /tmp/inspect   # smoke run
 """
 
 from __future__ import annotations
@@ -14,22 +15,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import keras
+import numpy as np
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-
-import keras_vit  # noqa: E402
-from keras_vit import inspect as vit_inspect  # noqa: E402
-from keras_vit.data import fashion_mnist  # noqa: E402
-from keras_vit.inspect import plots  # noqa: E402
+import keras_vit
+from benchmarks.machine import machine_record
+from keras_vit import inspect as vit_inspect
+from keras_vit.data import fashion_mnist
+from keras_vit.inspect import plots
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m benchmarks inspect", description=__doc__.splitlines()[0])
     parser.add_argument("--data", help="folder of the full Fashion-MNIST IDX files (default: shipped sample)")
     parser.add_argument("--epochs", type=int, default=6)
     parser.add_argument("--batch-size", type=int, default=128)
@@ -40,15 +39,17 @@ def main():
     parser.add_argument("--mlp-dim", type=int, default=128)
     parser.add_argument("--learning-rate", type=float, default=1e-3)
     parser.add_argument("--inspect-images", type=int, default=256, help="test images for attention distance")
+    parser.add_argument("--max-train-examples", type=int, help="train on the first N images (smoke runs)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="benchmarks/inspect_out", help="folder for the figures and results.json")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     keras.utils.set_random_seed(args.seed)
     if args.data:
         (x_train, y_train), (x_test, y_test) = fashion_mnist.read_idx_dataset(args.data)
     else:
         (x_train, y_train), (x_test, y_test) = fashion_mnist.load_sample()
+    x_train, y_train = x_train[: args.max_train_examples], y_train[: args.max_train_examples]
     x_train, x_test = x_train[..., None].astype("float32"), x_test[..., None].astype("float32")
 
     model = keras_vit.ViT(
@@ -130,14 +131,8 @@ def main():
         "position_similarity_far_initial": round(initial_far, 4),
         "mean_attention_distance_px": np.round(distances, 3).tolist(),
         "mean_attention_distance_uniform_px": round(float(uniform[0]), 3),
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
-        "load_average": os.getloadavg(),
-        "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+        "machine": machine_record(),
     }
     with open(os.path.join(args.out, "results.json"), "w") as handle:
         json.dump(results, handle, indent=1)
     print("figures:", *paths, sep="\n  ")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,4 +1,4 @@
-"""Seconds per `model.fit` epoch outside its steps, with tf.data autotuning on and off.
+"""iterator-teardown: seconds per `model.fit` epoch outside its steps, with tf.data autotuning on and off.
 
 `model.fit` makes a new iterator over the training data every epoch and one over the validation
 data every validation pass, and deletes the old one. With tf.data's autotuning on, that deletion
@@ -11,27 +11,20 @@ validation on the 2,000 test images every epoch), each setting in its own proces
   training steps and validation batches (callbacks time them): iterator set-up and deletion;
 - pipeline: images/s of the training pipeline alone (no model), one pass.
 
-    python benchmarks/iterator_teardown.py [--rounds 2] [--epochs 6] [--train-examples 4096] [--out DIR]
+    python -m benchmarks iterator-teardown [--rounds 2] [--epochs 6] [--train-examples 4096] [--out DIR]
 
-Prints one JSON line per process and a table; --out also writes iterator_teardown-<time>.{jsonl,md}.
+Prints one JSON line per process and a table; --out also writes iterator-teardown-<hardware>-<time>.{jsonl,md}.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
-import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from machine import cpu_info, cpu_jiffies, cpu_share, loadavg  # noqa: E402
+from benchmarks import timing
+from benchmarks.workers import ResultLog, run_worker
+from benchmarks.workloads import WORKLOADS, keras_model
 
 SETTINGS = ("package", "autotune")  # package: make_pipeline as shipped; autotune: tf.data autotuning on
 
@@ -58,40 +51,14 @@ def worker(setting, epochs, batch_size, train_examples):
     """Per epoch of `model.fit` with validation: seconds outside its steps, and pipeline images/s."""
     import keras
 
-    import keras_vit
-
     train, test = _pipelines(setting, batch_size, train_examples)
     autotune = train.options().autotune.enabled is not False  # None: tf.data's default, on
     rate_start = time.perf_counter()
     images = sum(int(batch.shape[0]) for batch, _ in train)
     pipeline_rate = images / (time.perf_counter() - rate_start)
-    model = keras_vit.ViT(patch_size=7, hidden_size=128, num_layers=6, num_heads=4, mlp_dim=256,
-                          input_shape=(28, 28, 1), num_classes=10)
-    model.compile(optimizer="adamw", loss="categorical_crossentropy", jit_compile=True)
-
-    class Clock(keras.callbacks.Callback):
-        """Epoch walls and the seconds inside training steps and validation batches."""
-
-        def __init__(self):
-            super().__init__()
-            self.epochs = []
-
-        def on_epoch_begin(self, epoch, logs=None):
-            self.epochs.append({"start": time.perf_counter(), "inside": 0.0})
-
-        def _begin(self, batch, logs=None):
-            self.batch_start = time.perf_counter()
-
-        def _end(self, batch, logs=None):
-            self.epochs[-1]["inside"] += time.perf_counter() - self.batch_start
-
-        on_train_batch_begin = on_test_batch_begin = _begin
-        on_train_batch_end = on_test_batch_end = _end
-
-        def on_epoch_end(self, epoch, logs=None):
-            self.epochs[-1]["wall"] = time.perf_counter() - self.epochs[-1]["start"]
-
-    clock = Clock()
+    model, _ = keras_model("keras_vit", WORKLOADS["train_default"])
+    model.compile(optimizer="adamw", loss=keras.losses.CategoricalCrossentropy(from_logits=True), jit_compile=True)
+    clock = timing.step_clock()
     model.fit(train, validation_data=test, epochs=epochs, verbose=0, callbacks=[clock])
     # The first epoch holds tracing and compilation: only the later ones are kept.
     outside = [e["wall"] - e["inside"] for e in clock.epochs[1:]]
@@ -100,45 +67,24 @@ def worker(setting, epochs, batch_size, train_examples):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks iterator-teardown", description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=6, help="epochs per process; the first is not counted")
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--train-examples", type=int, default=4096)
-    parser.add_argument("--out", help="folder for iterator_teardown-<time>.jsonl and .md")
-    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help="folder for iterator-teardown-<hardware>-<time>.jsonl and .md")
     args = parser.parse_args(argv)
-    if args.worker:
-        print("RESULT " + json.dumps(worker(args.worker, args.epochs, args.batch_size, args.train_examples)))
-        return None
-    name, _ = cpu_info()
-    header = (f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; CPU: {name}, {os.cpu_count()} cores; "
-              f"load before: {loadavg()}\ncommand: python benchmarks/iterator_teardown.py "
-              + " ".join(sys.argv[1:] if argv is None else argv))
-    print(header, flush=True)
+    log = ResultLog("iterator-teardown", args.out, argv)
     results = []
     for round_index in range(args.rounds):
         for setting in SETTINGS:
-            before = cpu_jiffies()
-            proc = subprocess.run(
-                [sys.executable, os.path.abspath(__file__), "--worker", setting, "--epochs", str(args.epochs),
-                 "--batch-size", str(args.batch_size), "--train-examples", str(args.train_examples)],
-                capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=ROOT))
-            lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-            result = ({**json.loads(lines[-1][len("RESULT "):]), "cpu": cpu_share(before, cpu_jiffies())} if lines
-                      else {"setting": setting, "error": " | ".join(proc.stderr.strip().splitlines()[-3:])})
-            result["round"] = round_index
+            result = run_worker("benchmarks.iterator_teardown:worker",
+                                {"setting": setting, "epochs": args.epochs, "batch_size": args.batch_size,
+                                 "train_examples": args.train_examples})
+            result = {"setting": setting, **result, "round": round_index}
             results.append(result)
-            print(json.dumps(result), flush=True)
-    table = summarise(results)
-    print("\n" + table)
-    if args.out:
-        os.makedirs(args.out, exist_ok=True)
-        stem = os.path.join(args.out, time.strftime("iterator_teardown-%Y%m%d-%H%M%S", time.gmtime()))
-        with open(stem + ".jsonl", "w") as f:
-            f.writelines(json.dumps(r) + "\n" for r in results)
-        with open(stem + ".md", "w") as f:
-            f.write(header + "\n\n" + table + "\n")
+            log.add(result)
+    log.summary(summarise(results))
     return results
 
 
@@ -158,7 +104,3 @@ def summarise(results):
                      f"{max(times):.2f} | {' '.join(f'{t:.2f}' for t in times)} | {rate:.0f} |")
     lines += [f"FAILED {r['setting']} round {r['round']}: {r['error']}" for r in results if "error" in r]
     return "\n".join(lines)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,4 +1,4 @@
-"""Times loading full-size ViT-B/16 weights from an original-layout .npz (seconds, peak memory).
+"""load-weights: times loading full-size ViT-B/16 weights from an original-layout .npz (seconds, peak memory).
 
 Writes a ViT-B/16 checkpoint with the spec's key names (random weights, 1000-class head) once,
 then, in a fresh Python process per case so peak memory is not inherited:
@@ -9,17 +9,17 @@ then, in a fresh Python process per case so peak memory is not inherited:
 Peak memory is the process's VmHWM (peak resident set) from /proc/self/status; "baseline" is
 the resident set after importing keras_vit.
 
-    python benchmarks/load_weights.py [--dir /tmp/keras_vit_bench] [--repeats 3]
+    python -m benchmarks load-weights [--dir /tmp/keras_vit_bench] [--repeats 3] [--out DIR]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
-import sys
 import time
+
+from benchmarks.timing import median_range
+from benchmarks.workers import ResultLog, run_worker
 
 CASES = ("build", "build+npz", "build+384", "load_weights")
 
@@ -32,8 +32,8 @@ def _status(field):
     return float("nan")
 
 
-def _measure(case, path):
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+def measure(case, path):
+    """The worker's side: one case's seconds, and the process's resident set after import and at its peak."""
     import keras_vit
 
     baseline = _status("VmRSS")
@@ -49,7 +49,7 @@ def _measure(case, path):
         start = time.perf_counter()
         keras_vit.load_weights(model, path)
     seconds = time.perf_counter() - start
-    print(json.dumps({"case": case, "seconds": seconds, "baseline_mib": baseline, "peak_mib": _status("VmHWM")}))
+    return {"case": case, "seconds": seconds, "baseline_mib": baseline, "peak_mib": _status("VmHWM")}
 
 
 def _generate(path):
@@ -60,32 +60,29 @@ def _generate(path):
     save_npz(model, path)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m benchmarks load-weights", description=__doc__.splitlines()[0])
     parser.add_argument("--dir", default="/tmp/keras_vit_bench")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--case", choices=CASES, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    path = os.path.join(args.dir, "ViT-B_16.npz")
-    if args.case:
-        _measure(args.case, path)
-        return
+    parser.add_argument("--out", help="folder for load-weights-<hardware>-<time>.jsonl and .md")
+    args = parser.parse_args(argv)
+    path = os.path.abspath(os.path.join(args.dir, "ViT-B_16.npz"))
+    log = ResultLog("load-weights", args.out, argv)
     os.makedirs(args.dir, exist_ok=True)
     if not os.path.exists(path):
         _generate(path)
     print(f"checkpoint: {path} ({os.path.getsize(path) / 2**20:.1f} MiB)")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd()] + sys.path))
+    lines = ["| case | seconds (min / median) | peak RSS | baseline after import |", "|---|---|---|---|"]
     for case in CASES:
         runs = []
         for _ in range(args.repeats):
-            out = subprocess.run([sys.executable, __file__, "--dir", args.dir, "--case", case],
-                                 capture_output=True, text=True, env=env, check=True)
-            runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
-        seconds = sorted(r["seconds"] for r in runs)
-        print(f"{case:13s} seconds min {seconds[0]:.2f} median {seconds[len(seconds) // 2]:.2f}  "
-              f"peak RSS {max(r['peak_mib'] for r in runs):.0f} MiB (baseline after import "
-              f"{min(r['baseline_mib'] for r in runs):.0f} MiB)")
-
-
-if __name__ == "__main__":
-    main()
+            result = run_worker("benchmarks.load_weights:measure", {"case": case, "path": path},
+                                env={"TF_CPP_MIN_LOG_LEVEL": "3"})
+            if "error" in result:
+                raise SystemExit(f"load-weights {case} failed: {result['error']}")
+            runs.append(result)
+            log.add(result, echo=False)
+        median, fastest, _ = median_range(r["seconds"] for r in runs)
+        lines.append(f"| {case} | {fastest:.2f} / {median:.2f} | {max(r['peak_mib'] for r in runs):.0f} MiB | "
+                     f"{min(r['baseline_mib'] for r in runs):.0f} MiB |")
+    log.summary("\n".join(lines))

@@ -1,22 +1,59 @@
-"""What the benchmark scripts record about the machine they ran on (Linux /proc, where there is one).
+"""The one record of the machine a benchmark ran on: CPU model and flags, cores, load, CPU time shares.
 
-    >>> name, bf16 = cpu_info()
-    >>> isinstance(name, str), set(bf16) <= {"avx512_bf16", "amx_bf16"}
-    (True, True)
+Absolute speeds say little between machines (AVX2 EPYC, AVX-512 Xeon, AVX-512+bf16 EPYC), so
+every result file and every printed header carries this record.
+
+    >>> record = machine_record()
+    >>> {"date", "cpu", "flags", "cores", "load", "hardware"} <= set(record)
+    True
+    >>> set(record["flags"]) <= set(FLAGS), slug("AMD EPYC 7B13", {"avx2", "fma"})
+    (True, 'amd-epyc-7b13-avx2')
 """
 
+from __future__ import annotations
+
 import os
-import sys
+import re
+import shutil
+import subprocess
+import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from keras_vit._hardware import native_bfloat16, read_cpuinfo
 
-from keras_vit._hardware import native_bfloat16, read_cpuinfo  # noqa: E402
+# The instruction-set flags that decide precision and XLA defaults and matmul speed.
+FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16")
 
 
 def cpu_info():
     """(CPU model name, the native bfloat16 instruction flags it has) from /proc/cpuinfo."""
     name, flags = read_cpuinfo()
     return name, native_bfloat16(flags)
+
+
+def cpu_flags(flags=None):
+    """The flags of `FLAGS` this CPU has, in `FLAGS` order."""
+    flags = read_cpuinfo()[1] if flags is None else flags
+    return [f for f in FLAGS if f in flags]
+
+
+def slug(name, flags):
+    """A file-name-safe hardware name: CPU model and its widest vector/bfloat16 flag."""
+    model = re.sub(r"\(r\)|\(tm\)|processor|cpu|@.*$|\d+-core", "", (name or "cpu").lower())
+    model = "-".join(re.findall(r"[a-z0-9]+", model))[:40] or "cpu"
+    best = next((f for f in reversed(FLAGS) if f in flags and f != "fma"), None)
+    return f"{model}-{best.replace('_', '')}" if best else model
+
+
+def gpu_name():
+    """The first NVIDIA GPU's name (nvidia-smi), or None."""
+    if not shutil.which("nvidia-smi"):
+        return None
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=20).stdout.strip().splitlines()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out[0].strip() if out else None
 
 
 def loadavg():
@@ -26,6 +63,26 @@ def loadavg():
             return " ".join(f.read().split()[:3])
     except OSError:
         return None
+
+
+def machine_record(gpu=False):
+    """Date, CPU model, flags, cores, load (and GPU name with `gpu=True`) as one dict."""
+    name, flags = read_cpuinfo()
+    record = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": name, "flags": cpu_flags(flags),
+              "cores": os.cpu_count(), "load": loadavg(), "hardware": slug(name, flags)}
+    if gpu:
+        record["gpu"] = gpu_name()
+        if record["gpu"]:
+            record["hardware"] = "-".join(re.findall(r"[a-z0-9]+", record["gpu"].lower()))
+    return record
+
+
+def header(command, record=None):
+    """The two-line header of every printed result: date, machine, load; the command."""
+    r = record or machine_record()
+    gpu = f"; GPU: {r['gpu']}" if r.get("gpu") else ""
+    return (f"{r['date']}; CPU: {r['cpu']}, {r['cores']} cores, flags: {' '.join(r['flags']) or 'none of ' + '/'.join(FLAGS)}"
+            f"{gpu}; load {r['load']}\ncommand: {command}")
 
 
 def cpu_jiffies():

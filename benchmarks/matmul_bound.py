@@ -1,6 +1,6 @@
-"""The fastest a ViT training step could run here if everything but its matrix products took no time.
+"""matmul-bound: the fastest a ViT training step could run here if everything but its matrix products took no time.
 
-Times each matrix product of one training step of a benchmarks/compare.py workload, in the form
+Times each matrix product of one training step of a training workload, in the form
 autodiff produces it (forward, input gradient dY @ W^T, kernel gradient X^T @ dY, and the batched
 attention products and their gradients), once through XLA (what keras_vit trains with on
 TensorFlow) and once through each other library installed here (TensorFlow's oneDNN without XLA,
@@ -9,23 +9,19 @@ PyTorch), each product on its own, best of --repeats, less the library's cost of
 computed with that library, and batch / sum the most images per second such a step can reach.
 An estimate, not a proof: inside a compiled step XLA may run independent products side by side
 and its threads are already awake, so compare with the profile of a real step
-(benchmarks/profile_train_step.py) before leaning on small differences.
+(`python -m benchmarks profile`) before leaning on small differences.
 
-    python benchmarks/matmul_bound.py [--workload train_ti4] [--rounds 3]
+    python -m benchmarks matmul-bound [--workload train_ti4] [--rounds 3] [--out DIR]
 """
 
+from __future__ import annotations
+
 import argparse
-import os
 import statistics
-import sys
-import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
-from compare import WORKLOADS, vit_flops  # noqa: E402
-from matmul_peak import best_time  # noqa: E402
+from benchmarks.timing import best_time
+from benchmarks.workers import ResultLog
+from benchmarks.workloads import TRAINING, WORKLOADS, architecture, vit_flops, workload  # noqa: F401 (doctest)
 
 
 def step_products(w):
@@ -33,8 +29,7 @@ def step_products(w):
 
     >>> products = step_products(WORKLOADS["train_default"])
     >>> flops = sum(2 * b * m * k * n for _, b, m, k, n, _, _ in products)
-    >>> round(flops / (3 * vit_flops(**{k: WORKLOADS["train_default"][k] for k in
-    ...     ("patch", "hidden", "layers", "heads", "mlp", "image", "classes", "channels")}) * 256), 2)
+    >>> round(flops / (3 * vit_flops(**architecture(WORKLOADS["train_default"])) * 256), 2)
     1.0
     """
     batch, dim, heads, mlp = w["batch"], w["hidden"], w["heads"], w["mlp"]
@@ -103,48 +98,44 @@ def time_products(products, library, repeats=5):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--workload", default="train_ti4", choices=[k for k, w in WORKLOADS.items() if w["train"]])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks matmul-bound", description=__doc__.split("\n")[0])
+    parser.add_argument("--workload", default="train_ti4", choices=TRAINING)
     parser.add_argument("--rounds", type=int, default=3, help="rounds of all libraries, alternating")
     parser.add_argument("--repeats", type=int, default=5, help="timings per product and round (best counts)")
+    parser.add_argument("--out", help="folder for matmul-bound-<hardware>-<time>.jsonl and .md")
     args = parser.parse_args(argv)
-    import tensorflow as tf
-
-    from machine import cpu_info, loadavg
-
-    w = WORKLOADS[args.workload]
+    w = workload(args.workload)
     products = step_products(w)
     libraries = ["xla", "tensorflow"]
     try:
         import torch
 
         libraries.append("torch")
-        torch_version = f", torch {torch.__version__} ({torch.get_num_threads()} threads)"
+        print(f"torch {torch.__version__} ({torch.get_num_threads()} threads)")
     except ImportError:
-        torch_version = ""
+        pass
+    log = ResultLog("matmul-bound", args.out, argv)
     flops = sum(2 * b * m * k * n for _, b, m, k, n, _, _ in products)
-    print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {cpu_info()[0]}, {os.cpu_count()} cores; "
-          f"load {loadavg()}; TF {tf.__version__}{torch_version}\n"
-          f"command: python benchmarks/matmul_bound.py {' '.join(sys.argv[1:] if argv is None else argv)}\n"
-          f"{args.workload}: batch {w['batch']}, {len(products)} matrix products per training step, "
+    print(f"{args.workload}: batch {w['batch']}, {len(products)} matrix products per training step, "
           f"{flops / 1e9:.1f} GFLOP", flush=True)
     step_seconds = {library: [] for library in libraries}
     by_part = {library: {} for library in libraries}
-    for _ in range(args.rounds):
+    for round_index in range(args.rounds):
         for library in libraries:
             seconds = time_products(products, library, args.repeats)
             step_seconds[library].append(sum(seconds[p[1:]] for p in products))
             for p in products:
                 by_part[library].setdefault(p[0].split(":")[0], []).append(seconds[p[1:]] / args.rounds)
-    print("\n| library | matrix products, s per step: median (range) | GFLOP/s | bound: images/s at most |\n|---|---|---|---|")
+            log.add({"workload": args.workload, "library": library, "round": round_index,
+                     "step_s": step_seconds[library][-1], "gflop": flops / 1e9})
+    lines = ["| library | matrix products, s per step: median (range) | GFLOP/s | bound: images/s at most |",
+             "|---|---|---|---|"]
     for library, values in step_seconds.items():
         median = statistics.median(values)
-        print(f"| {library} | {median:.3f} ({min(values):.3f}-{max(values):.3f}) | {flops / median / 1e9:.0f} | "
-              f"{w['batch'] / median:.1f} |")
-    print("\nseconds per step by part (mean over rounds):")
+        lines.append(f"| {library} | {median:.3f} ({min(values):.3f}-{max(values):.3f}) | {flops / median / 1e9:.0f} | "
+                     f"{w['batch'] / median:.1f} |")
+    lines.append("\nseconds per step by part (mean over rounds):")
     for part in by_part[libraries[0]]:
-        print(f"  {part:28s} " + "  ".join(f"{library} {sum(by_part[library][part]):.3f}" for library in libraries))
-
-
-if __name__ == "__main__":
-    main()
+        lines.append(f"  {part:28s} " + "  ".join(f"{library} {sum(by_part[library][part]):.3f}" for library in libraries))
+    log.summary("\n".join(lines))
+    return step_seconds

@@ -1,30 +1,28 @@
-"""Matrix-product peak of this machine through TensorFlow, to compare machines' figures.
+"""matmul-peak: matrix-product peak of this machine through TensorFlow, to compare machines' figures.
 
 VIT_FACTS.md gives its machine's peak for a 3072 x 3072 product (about 420 GFLOP/s float32 and
 775 bfloat16 with oneDNN, 320 bfloat16 under XLA). Running the same measurement here says how
 much of a gap in training figures the machine itself explains. Not a test.
 
-    python benchmarks/matmul_peak.py [--size 3072 --repeats 10]
+    python -m benchmarks matmul-peak [--size 3072 --repeats 10] [--out DIR]
 
 Prints GFLOP/s for float32 and bfloat16, each with and without XLA (best of three timings of
 `repeats` products), plus the CPU model and whether it has native bfloat16 (avx512_bf16/amx),
 then float32 through NumPy and PyTorch too, and the best of all: the machine's matmul peak.
 """
 
+from __future__ import annotations
+
 import argparse
-import os
-import sys
-import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import tensorflow as tf  # noqa: E402
-from machine import cpu_info  # noqa: E402
+from benchmarks.timing import best_time
+from benchmarks.workers import ResultLog
 
 
 def gflops(size, dtype, jit_compile, repeats):
     """Best-of-three GFLOP/s of `repeats` chained size x size products."""
+    import tensorflow as tf
+
     a = tf.cast(tf.random.normal((size, size)), dtype)
 
     @tf.function(jit_compile=jit_compile)
@@ -63,33 +61,27 @@ def library_gflops(size=3072, repeats=10):
     return {"gflops": rates[best], "best": best, "by_library": rates}
 
 
-def best_time(run, repeats=3):
-    """The shortest wall time in seconds of `repeats` calls of `run`, after one call to warm up."""
-    run()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks matmul-peak", description=__doc__.split("\n")[0])
     parser.add_argument("--size", type=int, default=3072)
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--out", help="folder for matmul-peak-<hardware>-<time>.jsonl and .md")
     args = parser.parse_args(argv)
-    name, bf16 = cpu_info()
-    print(f"CPU: {name}, {os.cpu_count()} cores, native bfloat16: {', '.join(bf16) or 'none'}")
+    import tensorflow as tf
+
+    log = ResultLog("matmul-peak", args.out, argv)
     peak = library_gflops(args.size, args.repeats)  # float32 with and without XLA among them
     rates = {("float32", False): peak["by_library"]["tensorflow"], ("float32", True): peak["by_library"]["xla"]}
+    lines = []
     for dtype in ("float32", "bfloat16"):
         for jit in (False, True):
             rate = rates.get((dtype, jit)) or gflops(args.size, dtype, jit, args.repeats)
-            print(f"{dtype:8s} XLA {'on ' if jit else 'off'}: {rate:6.1f} GFLOP/s ({args.size}x{args.size}, TF {tf.__version__})")
-    print("float32 by library: " + ", ".join(f"{k} {v:.1f}" for k, v in peak["by_library"].items())
-          + f" GFLOP/s; machine peak {peak['gflops']:.1f} ({peak['best']})")
-
-
-if __name__ == "__main__":
-    main()
+            log.add({"dtype": dtype, "xla": jit, "size": args.size, "gflops": rate, "tensorflow": tf.__version__},
+                    echo=False)
+            lines.append(f"{dtype:8s} XLA {'on ' if jit else 'off'}: {rate:6.1f} GFLOP/s ({args.size}x{args.size}, "
+                         f"TF {tf.__version__})")
+    log.add({"kind": "roofline", "size": args.size, **peak}, echo=False)
+    lines.append("float32 by library: " + ", ".join(f"{k} {v:.1f}" for k, v in peak["by_library"].items())
+                 + f" GFLOP/s; machine peak {peak['gflops']:.1f} ({peak['best']})")
+    log.summary("\n".join(lines))
+    return peak

@@ -1,6 +1,6 @@
-"""Where the time of an XLA-compiled ViT training step on CPU goes, and where the first `fit` call's goes.
+"""profile: where the time of an XLA-compiled ViT training step on CPU goes, and where the first `fit` call's goes.
 
-Runs `model.fit` of one of benchmarks/compare.py's training workloads (AdamW, random data from
+Runs `model.fit` of one of the training workloads (AdamW, random data from
 a repeated in-memory batch) under the TensorFlow profiler and prints:
 
 - the step: the XLA CPU runtime's per-operation events (thunks) summed by part of the model
@@ -16,35 +16,37 @@ a repeated in-memory batch) under the TensorFlow profiler and prints:
 
 Shares inside one process hold up on a loaded machine; absolute milliseconds do not.
 
-    python benchmarks/profile_train_step.py [--workload train_default|train_ti4] [--steps 4]
-        [--first-fit [--plain]] [--top 20] [--no-jit]
+    python -m benchmarks profile [--workload train_default|train_ti4] [--steps 4]
+        [--first-fit [--plain]] [--top 20] [--no-jit] [--impl keras_vit]
+
+The XLA dump needs XLA_FLAGS before TensorFlow compiles anything: the profile runs in a worker
+process started with them, and its report is printed as it comes.
 """
+
+from __future__ import annotations
 
 import argparse
 import collections
 import glob
 import os
 import re
-import sys
 import tempfile
-import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-DUMP = tempfile.mkdtemp(prefix="xla_dump_")
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + f" --xla_dump_to={DUMP} --xla_dump_hlo_as_text").strip()
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-sys.path.insert(0, HERE)
+from benchmarks import timing
+from benchmarks.workers import ResultLog, run_worker
+from benchmarks.workloads import KERAS_IMPLS, TRAINING, compile_for_training, keras_model, repeated_batch, workload
 
-import keras  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from compare import WORKLOADS, keras_model, repeated_batch  # noqa: E402
-from tensorflow.tsl.profiler.protobuf import xplane_pb2  # noqa: E402
+
+def _profiler_planes_module():
+    # The profiler's XSpace protobuf: TensorFlow ships no public reader of its own trace files.
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    return xplane_pb2
 
 
 def _planes(logdir):
     path = glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)[0]
-    space = xplane_pb2.XSpace()
+    space = _profiler_planes_module().XSpace()
     with open(path, "rb") as f:
         space.ParseFromString(f.read())
     return space.planes
@@ -169,16 +171,17 @@ def category(name, instructions, computation_ops, depth=0):
     return f"other {direction}"
 
 
-def profile_steps(model, data, args, batch):
-    model.fit(data, steps_per_epoch=2, epochs=1, verbose=0)  # tracing and compilation outside the profile
+def profile_steps(model, data, args, batch, dump):
+    import tensorflow as tf
+
+    run = timing.keras_epochs(model, data)
+    run(2)  # tracing and compilation outside the profile
     logdir = tempfile.mkdtemp(prefix="profile_")
     tf.profiler.experimental.start(logdir)
-    start = time.perf_counter()
-    model.fit(data, steps_per_epoch=args.steps, epochs=1, verbose=0)
-    wall = time.perf_counter() - start
+    wall = run(args.steps).wall_s
     tf.profiler.experimental.stop()
     times, counts = thunk_times(logdir)
-    instructions, computation_ops = read_hlo(DUMP)
+    instructions, computation_ops = read_hlo(dump)
     total = sum(times.values())
     per_step = wall * 1e3 / args.steps
     print(f"{args.steps} steps: wall {per_step:.0f} ms per step; XLA thunks {total / args.steps:.0f} ms per step, "
@@ -212,18 +215,17 @@ def profile_steps(model, data, args, batch):
 
 
 def profile_first_fit(model, data, args):
+    import tensorflow as tf
+
+    run = timing.keras_epochs(model, data)
     logdir = None
     if not args.plain:
         logdir = tempfile.mkdtemp(prefix="profile_")
         tf.profiler.experimental.start(logdir)
-    start = time.perf_counter()
-    model.fit(data, steps_per_epoch=args.steps, epochs=1, verbose=0)
-    first = time.perf_counter() - start
+    first = run(args.steps).wall_s
     if logdir:
         tf.profiler.experimental.stop()
-    start = time.perf_counter()
-    model.fit(data, steps_per_epoch=args.steps, epochs=1, verbose=0)
-    second = time.perf_counter() - start
+    second = run(args.steps).wall_s
     print(f"first fit call ({args.steps} steps): {first:.1f} s wall; second call: {second:.1f} s"
           + (" (profiler off)" if args.plain else " (profiler on during the first)"))
     if not logdir:
@@ -247,26 +249,43 @@ def profile_first_fit(model, data, args):
         print(f"  {seconds:7.1f} s  {name[:100]}")
 
 
+def profile_job(workload_name, steps, top, first_fit, plain, no_jit, impl, dump):
+    """The worker's side: builds, compiles and profiles; prints the report, returns the headline figures."""
+    import tensorflow as tf
+
+    args = argparse.Namespace(steps=steps, top=top, plain=plain)
+    w = workload(workload_name)
+    model, _ = keras_model(impl, w)
+    compile_for_training(model, jit_compile=not no_jit)
+    data = repeated_batch(w)
+    print(f"{workload_name}: batch {w['batch']}, {model.count_params()} parameters, TF {tf.__version__}", flush=True)
+    if first_fit:
+        profile_first_fit(model, data, args)
+    else:
+        profile_steps(model, data, args, w["batch"], dump)
+    return {"workload": workload_name, "impl": impl, "steps": steps, "first_fit": first_fit}
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--workload", default="train_default", choices=[k for k, w in WORKLOADS.items() if w["train"]])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks profile", description=__doc__.split("\n")[0])
+    parser.add_argument("--workload", default="train_default", choices=TRAINING)
+    parser.add_argument("--impl", default="keras_vit", choices=KERAS_IMPLS)
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument("--first-fit", action="store_true", help="split the first fit call instead of a step")
     parser.add_argument("--plain", action="store_true", help="with --first-fit: no profiler, walls only")
     parser.add_argument("--no-jit", action="store_true", help="compile without XLA (--first-fit only)")
+    parser.add_argument("--timeout", type=int, default=3600, help="seconds for the profiled process")
     args = parser.parse_args(argv)
-    w = WORKLOADS[args.workload]
-    model, _ = keras_model("keras_vit", w)
-    model.compile(optimizer=keras.optimizers.AdamW(1e-3),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=not args.no_jit)
-    data = repeated_batch(w)
-    print(f"{args.workload}: batch {w['batch']}, {model.count_params()} parameters, TF {tf.__version__}")
-    if args.first_fit:
-        profile_first_fit(model, data, args)
-    else:
-        profile_steps(model, data, args, w["batch"])
-
-
-if __name__ == "__main__":
-    main()
+    ResultLog("profile", None, argv)
+    dump = tempfile.mkdtemp(prefix="xla_dump_")
+    flags = (os.environ.get("XLA_FLAGS", "") + f" --xla_dump_to={dump} --xla_dump_hlo_as_text").strip()
+    # The report is the worker's stdout: pass every line through.
+    result = run_worker("benchmarks.profile_train_step:profile_job",
+                        {"workload_name": args.workload, "steps": args.steps, "top": args.top,
+                         "first_fit": args.first_fit, "plain": args.plain, "no_jit": args.no_jit, "impl": args.impl,
+                         "dump": dump},
+                        env={"XLA_FLAGS": flags}, timeout=args.timeout, echo=("",))
+    if "error" in result:
+        raise SystemExit(f"profile failed: {result['error']}")
+    return result

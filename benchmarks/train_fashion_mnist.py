@@ -1,12 +1,12 @@
-"""Benchmark: train a ViT on the full Fashion-MNIST (60k) within a wall-clock budget.
+"""train-fashion-mnist: train a ViT on the full Fashion-MNIST (60k) within a wall-clock budget.
 
 Reports test accuracy (10k test images), steady-state training images/s, epochs done, wall time
 and every setting, and writes them to a JSON file. Not a test: figures go to
 benchmarks/RESULTS.md with the command, machine, date and load.
 
-    python benchmarks/train_fashion_mnist.py --data ../shared/data/fashion-mnist --budget-minutes 10
-    python benchmarks/train_fashion_mnist.py --data ../shared/data/fashion-mnist --budget-minutes 10 --recipe anchor
-    python benchmarks/train_fashion_mnist.py --data ../shared/data/fashion-mnist --budget-minutes 10 --recipe hybrid
+    python -m benchmarks train-fashion-mnist --data ../shared/data/fashion-mnist --budget-minutes 10
+    python -m benchmarks train-fashion-mnist --data ../shared/data/fashion-mnist --budget-minutes 10 --recipe anchor
+    python -m benchmarks train-fashion-mnist --data ../shared/data/fashion-mnist --budget-minutes 10 --recipe hybrid
 
 --recipe vit (default): keras_vit's default small model (patch 7, D 128, 6 layers) with the
 "compact" recipe. --recipe hybrid: a 2-block encoder of the same width behind a
@@ -30,17 +30,15 @@ import os
 import sys
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import keras
+import tensorflow as tf
+
+from benchmarks import timing
+from benchmarks.machine import cpu_jiffies, cpu_share, loadavg, machine_record
+from keras_vit._atomic import write_text
+from keras_vit.training import DEFAULT_MODEL, TrainConfig, train
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [os.path.dirname(HERE), HERE]  # keras_vit from this checkout, and machine.py
-
-import keras  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-from keras_vit._atomic import write_text  # noqa: E402
-from keras_vit.training.trainer import DEFAULT_MODEL, TrainConfig, train  # noqa: E402
-from machine import cpu_info, cpu_jiffies, cpu_share, loadavg  # noqa: E402
-
 STEM = {"filters": (32, 64, 128), "strides": (2, 2, 2)}
 
 
@@ -77,27 +75,8 @@ SETUPS = {
 }
 
 
-class EpochTimer(keras.callbacks.Callback):
-    """Records each epoch's wall time, to report steady-state speed without compilation."""
-
-    def __init__(self):
-        super().__init__()
-        self.durations = []
-        self.steps = []
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self.start = time.perf_counter()
-        self.steps.append(0)
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.steps[-1] += 1
-
-    def on_epoch_end(self, epoch, logs=None):
-        self.durations.append(time.perf_counter() - self.start)
-
-
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks train-fashion-mnist", description=__doc__.split("\n")[0])
     parser.add_argument("--data", required=True, help="folder with the four Fashion-MNIST IDX .gz files")
     parser.add_argument("--budget-minutes", type=float, default=10.0, help="wall-clock training budget")
     parser.add_argument("--recipe", choices=tuple(SETUPS), default="vit", help="set-up to benchmark")
@@ -149,7 +128,7 @@ def main(argv=None):
             keras.layers.RandomFlip("horizontal", seed=args.seed),
             keras.layers.RandomTranslation(args.translate, args.translate, fill_mode="constant", seed=args.seed),
         ]
-    timer = EpochTimer()
+    timer = timing.step_clock()  # each epoch's wall and steps, to report speed without compilation
     budget = args.budget_minutes * 60
     config = TrainConfig(
         dataset=args.data,
@@ -180,12 +159,14 @@ def main(argv=None):
     wall = time.perf_counter() - wall_start
     settings = result["settings"]
     # Steady state: epochs after the first (which includes tracing and XLA compilation).
-    steady_time = sum(timer.durations[1:]) or sum(timer.durations)
-    steady_steps = sum(timer.steps[1:]) if len(timer.durations) > 1 else sum(timer.steps)
+    durations = [e["wall"] for e in timer.epochs if "wall" in e]
+    steps = [e["steps"] for e in timer.epochs]
+    steady_time = sum(durations[1:]) or sum(durations)
+    steady_steps = sum(steps[1:]) if len(durations) > 1 else sum(steps)
     report = {
         "benchmark": "train_fashion_mnist",
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
+        "command": "python -m benchmarks train-fashion-mnist " + " ".join(sys.argv[2:] if argv is None else argv),
         "setup": args.recipe,
         "test_accuracy": result["test_accuracy"],
         "test_loss": result["test_loss"],
@@ -193,8 +174,8 @@ def main(argv=None):
         "train_seconds": result["train_seconds"],
         "budget_seconds": budget,
         "wall_seconds_total": round(wall, 1),
-        "epoch_seconds": [round(d, 1) for d in timer.durations],
-        "steps_per_epoch_done": timer.steps,
+        "epoch_seconds": [round(d, 1) for d in durations],
+        "steps_per_epoch_done": steps,
         "steady_images_per_second": round(steady_steps * settings["batch_size"] / steady_time, 1),
         "overall_images_per_second": result["images_per_second"],
         "model": model,
@@ -206,11 +187,11 @@ def main(argv=None):
         "load_before": load_before,
         "load_after": loadavg(),
         "cpu_share": cpu_share(jiffies_before, cpu_jiffies()),
-        "machine": {"cpu": cpu_info()[0], "cores": os.cpu_count(), "tensorflow": tf.__version__, "keras": keras.__version__},
+        "machine": {**machine_record(), "tensorflow": tf.__version__, "keras": keras.__version__},
     }
     output = args.output or os.path.join(
         HERE, "results",
-        f"{args.recipe}-{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}.json",
+        f"{args.recipe}-{report['machine']['hardware']}-{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}.json",
     )
     write_text(output, json.dumps(report, indent=2))
     print(json.dumps(report, indent=2))
@@ -218,7 +199,3 @@ def main(argv=None):
           f"{report['steady_images_per_second']:.0f} img/s steady, train {result['train_seconds']:.0f} s, "
           f"load {load_before} -> {report['load_after']}, CPU share {report['cpu_share']}; written to {output}")
     return report
-
-
-if __name__ == "__main__":
-    main()

@@ -1,5 +1,9 @@
 """keras_vit: Vision Transformers for Keras 3 and TensorFlow.
 
+`import keras_vit` is cheap (no Keras, no TensorFlow): subpackages and the names below load on
+first use, and all of them as soon as Keras is loaded, so everything keras_vit registers is
+known to `keras.saving.load_model` (see `keras_vit._registration`).
+
 Example:
 
 >>> import keras_vit
@@ -12,40 +16,38 @@ Example:
 
 __version__ = "0.1.0"
 
-from keras_vit import configs, layers
-from keras_vit import weights
-# Every subpackage, so `keras_vit.training.train(...)` works after a bare `import keras_vit`,
-# and everything registered for serialization (e.g. the WarmupCosine learning-rate schedule of
-# a saved optimizer) is registered before `keras.saving.load_model` needs it.
-from keras_vit import data, export, inspect, models, training
-from keras_vit.applications import decode_predictions, preprocess_input
-from keras_vit.weights import load_weights
+import importlib
+import importlib.util
+
+from keras_vit import _registration, configs
 from keras_vit.configs import VARIANTS
-from keras_vit.layers import (
-    BottleneckUnit,
-    DropPath,
-    MultiHeadSelfAttention,
-    PatchEncoder,
-    Patches,
-    StandardizedConv2D,
-    TokenPooling,
-    TransformerBlock,
-)
-from keras_vit.models import (
-    BiTResNet,
-    R26_ViT_B32,
-    R26_ViT_S32,
-    R50_ViT_B16,
-    R50_ViT_L32,
-    R_ViT_Ti16,
-    ViT,
-    ViT_B8,
-    ViT_B16,
-    ViT_B32,
-    ViT_H14,
-    ViT_L16,
-    ViT_L32,
-    ViT_S16,
-    ViT_S32,
-    ViT_Ti16,
-)
+
+# Public names of the package, by the module that defines them; loaded on first use.
+_NAMES = {
+    "applications": ("decode_predictions", "preprocess_input"),
+    "weights": ("load_weights",),
+    "layers": (
+        "BottleneckUnit", "DropPath", "MultiHeadSelfAttention", "PatchEncoder", "Patches", "StandardizedConv2D",
+        "TokenPooling", "TransformerBlock",
+    ),
+    "models": (
+        "BiTResNet", "R26_ViT_B32", "R26_ViT_S32", "R50_ViT_B16", "R50_ViT_L32", "R_ViT_Ti16", "ViT", "ViT_B8",
+        "ViT_B16", "ViT_B32", "ViT_H14", "ViT_L16", "ViT_L32", "ViT_S16", "ViT_S32", "ViT_Ti16",
+    ),
+}
+_MODULE_OF = {name: module for module, names in _NAMES.items() for name in names}
+
+
+def __getattr__(name):
+    if name in _MODULE_OF:
+        return getattr(importlib.import_module(f"{__name__}.{_MODULE_OF[name]}"), name)
+    if name in _registration.SUBPACKAGES or importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_registration.SUBPACKAGES) | set(_MODULE_OF))
+
+
+_registration.install()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 import os
 import tempfile
 
@@ -20,10 +21,10 @@ def check_rate(name: str, value) -> None:
         raise ValueError(f"Invalid {name}={value!r}. Expected a number in [0, 1).")
 
 
-def check_positive_int(name: str, value) -> None:
-    """Raises ValueError unless `value` is an int >= 1."""
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"Invalid {name}={value!r}. Expected an integer >= 1.")
+def check_positive_int(name: str, value, minimum: int = 1) -> None:
+    """Raises ValueError unless `value` is an int >= `minimum` (default 1)."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"Invalid {name}={value!r}. Expected an integer >= {minimum}.")
 
 
 def check_divisible(name: str, value: int, divisor_name: str, divisor: int) -> None:
@@ -73,3 +74,37 @@ def check_writable_folder(name: str, path) -> None:
         os.rmdir(tempfile.mkdtemp(prefix=".tmp-write-probe-", dir=existing))
     except OSError as error:
         raise ValueError(f"Invalid {name}={path!r}: cannot write in {existing!r} ({error.strerror}).") from None
+
+
+def check_number_in(name: str, value, low: float, high: float, *, include_low: bool = True,
+                    include_high: bool = True) -> None:
+    """Raises ValueError unless `value` is a real number (not NaN, not bool) within [low, high].
+
+    Args:
+        name: str. The argument's name, for the message.
+        value: the value to check.
+        low: float. Lower bound (may be -inf).
+        high: float. Upper bound (may be inf).
+        include_low: bool. Whether `low` itself is allowed. Defaults to True.
+        include_high: bool. Whether `high` itself is allowed. Defaults to True.
+
+    Example:
+
+    >>> check_number_in("label_smoothing", 0.1, 0, 1, include_high=False)
+    >>> check_number_in("learning_rate", float("nan"), 0, float("inf"), include_low=False, include_high=False)
+    Traceback (most recent call last):
+    ...
+    ValueError: Invalid learning_rate=nan. Expected a number in (0, inf).
+    """
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and value == value
+    if ok:
+        ok = (low <= value if include_low else low < value) and (value <= high if include_high else value < high)
+    if not ok:
+        interval = f"{'[' if include_low else '('}{low:g}, {high:g}{']' if include_high else ')'}"
+        raise ValueError(f"Invalid {name}={value!r}. Expected a number in {interval}.")
+
+
+def check_non_negative_int(name: str, value) -> None:
+    """Raises ValueError unless `value` is an int >= 0."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"Invalid {name}={value!r}. Expected an integer >= 0.")

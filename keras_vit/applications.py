@@ -77,10 +77,32 @@ def preprocess_input(x, mode):
             f"Invalid x of shape {shape} for mode={mode!r}: it scales {len(mean)} channels (RGB, "
             f"channels last), the images have {shape[-1]}."
         )
-    if as_numpy:
-        return ((x - np.asarray(mean, x.dtype)) / np.asarray(std, x.dtype)).astype(x.dtype, copy=False)
-    if not keras.backend.is_float_dtype(keras.backend.standardize_dtype(x.dtype)):
+    if not as_numpy and not keras.backend.is_float_dtype(keras.backend.standardize_dtype(x.dtype)):
         x = keras.ops.cast(x, "float32")
+    return scale_pixels(x, mean, std)
+
+
+def scale_pixels(x, mean, std):
+    """Returns `(x - mean) / std` per channel, in `x`'s float dtype: the one pixel scaling of keras_vit.
+
+    `preprocess_input`, the input pipeline, the exports and `predict` all scale through it.
+
+    Args:
+        x: float NumPy array, TensorFlow tensor (tf.data or an exported graph, on any Keras
+            backend) or Keras tensor. Channels-last pixels.
+        mean: sequence of float. 1 or `channels` values on the pixels' scale.
+        std: sequence of float. 1 or `channels` values, each > 0.
+
+    Example:
+
+    >>> scale_pixels(np.array([[0.0, 255.0]], "float32"), (127.5,), (127.5,))
+    array([[-1.,  1.]], dtype=float32)
+    """
+    if isinstance(x, np.ndarray):
+        return ((x - np.asarray(mean, x.dtype)) / np.asarray(std, x.dtype)).astype(x.dtype, copy=False)
+    as_numpy_dtype = getattr(x.dtype, "as_numpy_dtype", None)  # a TensorFlow tensor
+    if as_numpy_dtype is not None:
+        return (x - np.asarray(mean, as_numpy_dtype)) / np.asarray(std, as_numpy_dtype)
     return (x - keras.ops.convert_to_tensor(mean, x.dtype)) / keras.ops.convert_to_tensor(std, x.dtype)
 
 

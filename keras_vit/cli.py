@@ -1,10 +1,10 @@
 """The `keras-vit` command line: one sub-command per job (train, evaluate, export, predict, inspect).
 
-Parsing imports no TensorFlow, so `--help` answers at once: this module's top level imports only
-the standard library and numpy, and the `_add_<job>` functions import only TensorFlow-free
-modules (`keras_vit.configs`, `keras_vit._validation`); handlers import what they need. The
-console script `keras-vit` is `keras_vit_cli.main`, which parses before `keras_vit`'s
-`__init__` (which imports TensorFlow) runs; `python -m keras_vit.cli` works too, more slowly.
+Parsing imports no TensorFlow, so `--help` and `--version` answer at once: `import keras_vit`
+loads no Keras, this module's top level imports only the standard library and numpy, and the
+`_add_<job>` functions import only TensorFlow-free modules (`keras_vit.configs`,
+`keras_vit.choices`); handlers import what they need. The console script `keras-vit` is
+`keras_vit.cli:main`.
 
 Each job adds a function `_add_<job>(subparsers)` that registers its sub-parser and sets
 `func=<handler>`, and lists it in `_COMMANDS`. Handlers take the parsed arguments and return an
@@ -48,21 +48,15 @@ class _VersionAction(argparse.Action):
         super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
 
     def __call__(self, parser, namespace, values, option_string=None):
-        _finish_package_import()
         from keras_vit import __version__
 
         print(f"keras_vit {__version__}")
         parser.exit()
 
 
-def _finish_package_import():
-    """Runs keras_vit's __init__ if the `keras_vit_cli` entry point deferred it to parse quickly."""
-    package = sys.modules["keras_vit"]
-    if package.__dict__.pop("__keras_vit_init_deferred__", False):
-        package.__spec__.loader.exec_module(package)
-
-
 def _add_inspect(subparsers):
+    from keras_vit import choices
+
     parser = subparsers.add_parser(
         "inspect",
         help="write attention-rollout, attention-distance and embedding figures of a model as PNG",
@@ -85,7 +79,7 @@ def _add_inspect(subparsers):
     parser.add_argument(
         "--scale",
         default="auto",
-        choices=("auto", "raw", "unit", "symmetric", "imagenet"),
+        choices=choices.INSPECT_SCALES,
         help="how to scale [0, 255] pixels before the model: raw (the model has its own "
         "preprocessing), unit [0, 1], symmetric [-1, 1] or imagenet mean/std; auto: raw when the "
         "model has a 'preprocessing' layer, else unit (default: auto)",
@@ -116,38 +110,28 @@ def _run_inspect(args):
             file=sys.stderr,
         )
         return 2
-    import keras
+    import keras  # loading Keras registers keras_vit's layers for load_model (keras_vit._registration)
 
-    import keras_vit  # noqa: F401  registers the layers for load_model
-    from keras_vit import configs
     from keras_vit import inspect as vit_inspect
-    from keras_vit.inspect import plots
+    from keras_vit._validation import check_positive_int
+    from keras_vit.inspect import images, plots
 
     if not os.path.isfile(args.model):
         raise FileNotFoundError(f"Model file not found: MODEL={args.model!r}.")
     if not args.model.endswith(".keras"):
         raise ValueError(f"Invalid MODEL={args.model!r}: expected a saved Keras model file ending in .keras.")
-    if args.components < 1:
-        raise ValueError(f"Invalid --components={args.components}: expected an integer >= 1.")
+    check_positive_int("--components", args.components)
     model = keras.saving.load_model(args.model, compile=False)
     probe = vit_inspect.attention_model(model)  # fails early, clearly, on a model that is no ViT
-    encoder = vit_inspect.patch_encoder(model)
 
-    size, channels = _inspect_input_size(model, encoder, args.image_size)
+    size, channels = images.input_size(model, args.image_size)
     if args.images:
-        pixels = np.stack([_load_image(path, size, channels) for path in args.images])
+        pixels = images.load_images(args.images, size, channels)
         titles = [os.path.basename(path) for path in args.images]
     else:
-        pixels, titles = _sample_images(size, channels)
+        pixels, titles = images.sample_images(size, channels)
         print("keras-vit inspect: no IMAGE given, using four Fashion-MNIST sample images", file=sys.stderr)
-    scale = args.scale
-    if scale == "auto":
-        has_preprocessing = any(layer.name == "preprocessing" for layer in vit_inspect.attention.iter_layers(model))
-        scale = "raw" if has_preprocessing else "unit"
-    inputs = pixels
-    if scale != "raw":
-        mean, std = configs.SCALINGS[scale]
-        inputs = (pixels - np.asarray(mean, "float32")) / np.asarray(std, "float32")
+    inputs = images.model_inputs(model, pixels, args.scale)
 
     attentions = vit_inspect.attention_maps(probe, inputs)
     prefix, grid, pixels_per_token = vit_inspect.token_layout(model, attentions.shape[-1], size)
@@ -181,62 +165,6 @@ def _run_inspect(args):
     for path in written:
         print(path)
     return 0
-
-
-def _inspect_input_size(model, encoder, image_size):
-    """Returns ((height, width), channels) that images must have for `model`."""
-    shape = tuple(model.inputs[0].shape)
-    if len(shape) != 4:
-        raise ValueError(f"Invalid MODEL: expected an image input (batch, height, width, channels), got {shape}.")
-    channels = shape[3]
-    if channels not in (1, 3, 4):
-        raise ValueError(f"Invalid MODEL: its input has {channels} channels; image files give 1, 3 or 4.")
-    if shape[1] is not None and shape[2] is not None:
-        if image_size is not None and tuple(image_size) != shape[1:3]:
-            raise ValueError(
-                f"Invalid --image-size={tuple(image_size)}: the model takes {shape[1]}x{shape[2]} images only."
-            )
-        return (shape[1], shape[2]), channels
-    if image_size is not None:
-        if min(image_size) < 1:
-            raise ValueError(f"Invalid --image-size={tuple(image_size)}: expected two positive integers.")
-        return tuple(image_size), channels
-    grid = getattr(encoder, "grid_size", None)
-    if grid is None or encoder.patch_size == 1:
-        raise ValueError("The model accepts any image size; pass --image-size HEIGHT WIDTH.")
-    return (grid[0] * encoder.patch_size, grid[1] * encoder.patch_size), channels
-
-
-def _load_image(path, size, channels):
-    """Reads an image file as float32 (H, W, C) pixels in [0, 255], resized and colour-converted."""
-    import keras
-
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"Image file not found: IMAGE={path!r}.")
-    mode = {1: "grayscale", 3: "rgb", 4: "rgba"}[channels]
-    try:
-        image = keras.utils.load_img(path, color_mode=mode, target_size=size, interpolation="bilinear")
-    except (OSError, SyntaxError) as error:  # PIL raises these for files that are not images
-        raise ValueError(f"Invalid IMAGE={path!r}: not a readable image file ({error}).") from error
-    return keras.utils.img_to_array(image, dtype="float32")
-
-
-def _sample_images(size, channels):
-    """Four test images of the shipped Fashion-MNIST sample, resized to `size` with `channels`."""
-    import keras
-
-    from keras_vit.data import fashion_mnist
-
-    _, (images, labels) = fashion_mnist.load_sample()
-    picks = [int(np.flatnonzero(labels == label)[0]) for label in (0, 1, 7, 9)]
-    pixels = images[picks].astype("float32")[..., None]
-    pixels = keras.ops.convert_to_numpy(keras.ops.image.resize(pixels, size, interpolation="bilinear"))
-    pixels = np.repeat(pixels, channels, axis=-1) if channels != 1 else pixels
-    if channels == 4:
-        pixels[..., 3] = 255.0
-    return pixels, [fashion_mnist.CLASS_NAMES[int(labels[i])] for i in picks]
-
-
 
 
 def _add_export(subparsers):
@@ -285,6 +213,7 @@ def _run_export(args):
     import keras
 
     from keras_vit import export
+    from keras_vit.export.calibration import calibration_images
 
     if not args.saved_model and not args.tflite and not args.onnx:
         raise ValueError("Nothing to export: pass --saved-model DIR, --tflite FILE and/or --onnx FILE.")
@@ -299,7 +228,9 @@ def _run_export(args):
     class_names = export.read_labels(args.labels) if args.labels else export.labels_beside(args.model)
     model = keras.saving.load_model(args.model)
     # Everything the exports read is checked before the first one writes anything.
-    data = _load_images(args.representative_data, model) if args.quantization == "int8" else None
+    data = None
+    if args.quantization == "int8":
+        data = calibration_images(args.representative_data, model.inputs[0].shape[1:], argument="--representative-data")
     try:
         with export.shared_process():
             _export(args, export, model, class_names, data)
@@ -309,101 +240,52 @@ def _run_export(args):
 
 
 def _export(args, export, model, class_names, data):
+    from keras_vit.export._common import failure_reported
+
+    def reported(fmt, target, flags):
+        retry = f"keras-vit export {args.model} {flags}" + (" --overwrite" if args.overwrite else "")
+        return failure_reported(fmt, args.model, retry, os.path.splitext(os.path.abspath(target))[0] + ".export.log")
+
     if args.saved_model:
-        path = export.saved_model(
-            model,
-            args.saved_model,
-            args.version,
-            class_names=class_names,
-            scaling=args.scaling,
-            top_k=args.top_k,
-            overwrite=args.overwrite,
-            jit_compile=args.jit_compile,
-        )
+        with reported("SavedModel", args.saved_model, f"--saved-model {args.saved_model}"):
+            path = export.saved_model(
+                model,
+                args.saved_model,
+                args.version,
+                class_names=class_names,
+                scaling=args.scaling,
+                top_k=args.top_k,
+                overwrite=args.overwrite,
+                jit_compile=args.jit_compile,
+            )
         print(f"SavedModel: {path} (signatures serving_default, serve_bytes{', XLA' if args.jit_compile else ''})")
     if args.tflite:
-        result = export.tflite(
-            model,
-            args.tflite,
-            args.quantization,
-            representative_data=data,
-            calibration_samples=args.calibration_samples,
-            scaling=args.scaling,
-            class_names=class_names,
-            approximate_gelu=args.approximate_gelu,
-            float_ops=() if args.int8_full else export.INT8_FLOAT_OPS,
-            overwrite=args.overwrite,
-        )
+        flags = f"--tflite {args.tflite} --quantization {args.quantization}" + (
+            f" --representative-data {args.representative_data}" if args.representative_data else "")
+        with reported("TFLite", args.tflite, flags):
+            result = export.tflite(
+                model,
+                args.tflite,
+                args.quantization,
+                representative_data=data,
+                calibration_samples=args.calibration_samples,
+                scaling=args.scaling,
+                class_names=class_names,
+                approximate_gelu=args.approximate_gelu,
+                float_ops=() if args.int8_full else export.INT8_FLOAT_OPS,
+                overwrite=args.overwrite,
+            )
         ops = ", ".join(f"{name} x{count}" for name, count in result.ops.items())
         print(f"TFLite ({result.quantization}): {result.path}, {result.size_bytes:,} bytes")
         print(f"ops: {ops}")
     if args.onnx:
         try:
-            result = export.onnx(model, args.onnx, scaling=args.scaling, class_names=class_names, overwrite=args.overwrite)
+            with reported("ONNX", args.onnx, f"--onnx {args.onnx}"):
+                result = export.onnx(model, args.onnx, scaling=args.scaling, class_names=class_names,
+                                     overwrite=args.overwrite)
         except ImportError as error:  # the onnx extra is not installed: say which command installs it
             raise ValueError(str(error)) from None
         print(f"ONNX (opset {result.opset}): {result.path}, {result.size_bytes:,} bytes")
-
-
-def _load_images(source, model):
-    """Calibration images in [0, 255] shaped like the model's input, from a file, folder or the sample."""
-    import numpy as np
-
-    shape = tuple(model.inputs[0].shape[1:])
-    if source == "fashion-mnist-sample":
-        from keras_vit.data import fashion_mnist
-
-        images = fashion_mnist.load_sample()[0][0]
-    elif os.path.isdir(source):
-        images = _decode_folder(source, shape)
-    elif source.endswith((".npy", ".npz")):
-        if not os.path.isfile(source):
-            raise FileNotFoundError(f"Calibration data not found: --representative-data {source!r}.")
-        try:
-            images = np.load(source, allow_pickle=False)
-            if not isinstance(images, np.ndarray):  # .npz: its x_train or first array
-                with images as archive:
-                    images = archive["x_train" if "x_train" in archive.files else archive.files[0]]
-        except (OSError, ValueError, EOFError, IndexError) as error:
-            raise ValueError(f"Invalid --representative-data {source!r}: not a readable {source[-4:]} file ({error}).") from None
-    else:
-        raise ValueError(
-            f"Invalid --representative-data {source!r}. Expected a .npy or .npz file, a folder of "
-            "images or 'fashion-mnist-sample'."
-        )
-    images = np.asarray(images, dtype="float32")
-    if images.ndim == 3 and shape[-1] == 1:
-        images = images[..., None]
-    if images.ndim != 4 or len(images) == 0 or tuple(images.shape[1:]) != shape:
-        raise ValueError(
-            f"Invalid --representative-data {source!r}: got images of shape {tuple(images.shape)}, but the model "
-            f"takes (N, {', '.join(map(str, shape))}) with N >= 1."
-        )
-    return images
-
-
-def _decode_folder(folder, shape):
-    """Every image file of a folder (hidden files skipped) decoded and resized to `shape`; refuses non-images."""
-    import tensorflow as tf
-
-    from keras_vit.export.saved_model import decode_images, error_text
-
-    names = sorted(name for name in os.listdir(folder) if not name.startswith("."))
-    if not names:
-        raise ValueError(f"Invalid --representative-data {folder!r}: the folder holds no image files.")
-    images = []
-    for name in names:
-        path = os.path.join(folder, name)
-        if not os.path.isfile(path):
-            raise ValueError(f"Invalid --representative-data {folder!r}: {name!r} is not an image file.")
-        with open(path, "rb") as f:
-            data = f.read()
-        try:
-            images.append(decode_images(tf.constant([data]), *shape).numpy()[0])
-        except tf.errors.InvalidArgumentError as error:
-            reason = error_text(error).replace("image_bytes[0] ", "it ")
-            raise ValueError(f"Invalid --representative-data {folder!r}: {name!r} is not a readable image ({reason})") from None
-    return images
 
 
 def _add_predict(subparsers):
@@ -422,9 +304,9 @@ def _add_predict(subparsers):
 
 def _run_predict(args):
     from keras_vit import export
+    from keras_vit._validation import check_positive_int
 
-    if args.top_k < 1:
-        raise ValueError(f"Invalid --top-k {args.top_k}. Expected an integer >= 1.")
+    check_positive_int("--top-k", args.top_k)
     class_names = export.read_labels(args.labels) if args.labels else None
     predictor = export.load_predictor(args.model, class_names=class_names, scaling=args.scaling)
     probabilities = predictor.predict_files(args.images)
@@ -436,17 +318,8 @@ def _run_predict(args):
     return 0
 
 
-
-
-# Names of the library's choices, here so that parsing (and --help) needs no TensorFlow import;
-# tests/test_runs.py checks they equal the library's own lists.
-RECIPE_NAMES = ("deit", "finetune", "compact", "anchor")  # training.recipes.RECIPES
-AUGMENT_NAMES = ("none", "flip", "light", "medium", "strong")  # data.augment.PRESETS
-PRECISION_NAMES = ("auto", "float32", "mixed_bfloat16", "mixed_float16")  # training.distribute.PRECISIONS
-STRATEGY_NAMES = ("default", "mirrored", "multi_worker", "tpu")  # training.distribute.STRATEGIES
-
-
 def _add_train(subparsers) -> None:
+    from keras_vit import choices
     from keras_vit.configs import SCALINGS, VARIANTS
 
     parser = subparsers.add_parser(
@@ -480,8 +353,8 @@ def _add_train(subparsers) -> None:
     model = parser.add_argument_group("model")
     model.add_argument("--variant", help=f"ViT variant, one of {', '.join(VARIANTS)} (default: a small ViT: "
                        "patch 7, D 128, 6 layers, 4 heads, MLP 256)")
-    for flag in ("patch-size", "hidden-size", "num-layers", "num-heads", "mlp-dim"):
-        model.add_argument(f"--{flag}", type=int, help=f"override the variant's {flag.replace('-', ' ')}")
+    for field in choices.MODEL_FIELDS:
+        model.add_argument(f"--{field.replace('_', '-')}", type=int, help=f"override the variant's {field.replace('_', ' ')}")
     model.add_argument("--pooling", choices=("token", "gap"), default="token",
                        help="class token or mean of tokens (default: token)")
     model.add_argument("--image-size", type=int, help="input side in pixels (default: the variant's, or the images' "
@@ -491,16 +364,16 @@ def _add_train(subparsers) -> None:
                        help="pixel scaling built into the model: unit [0,1], symmetric [-1,1], imagenet mean/std "
                        "(default: unit)")
     fit = parser.add_argument_group("training")
-    fit.add_argument("--recipe", choices=RECIPE_NAMES, default="compact",
+    fit.add_argument("--recipe", choices=choices.RECIPES, default="compact",
                      help="optimizer/schedule/regularisation recipe (default: compact)")
-    fit.add_argument("--augment", choices=AUGMENT_NAMES, help="augmentation preset (default: the recipe's)")
+    fit.add_argument("--augment", choices=choices.AUGMENT_PRESETS, help="augmentation preset (default: the recipe's)")
     fit.add_argument("--epochs", type=int, default=10, help="number of epochs (default: 10)")
     fit.add_argument("--batch-size", type=int, help="global batch size, split over replicas (default: the recipe's)")
-    fit.add_argument("--precision", choices=PRECISION_NAMES, default="auto", help="dtype policy (default: auto, by hardware)")
+    fit.add_argument("--precision", choices=choices.PRECISIONS, default="auto", help="dtype policy (default: auto, by hardware)")
     fit.add_argument("--jit-compile", choices=("auto", "on", "off"), default="auto",
                      help="compile the train step: XLA, or torch.compile on PyTorch (default: auto, by Keras "
                      "backend, hardware and precision)")
-    fit.add_argument("--strategy", choices=STRATEGY_NAMES, default="default", help="tf.distribute strategy (default: default)")
+    fit.add_argument("--strategy", choices=choices.STRATEGIES, default="default", help="tf.distribute strategy (default: default)")
     fit.add_argument("--budget-minutes", type=float, help="stop after this many minutes of training, summed over "
                      "resumed parts; > 0 (default: no budget)")
     fit.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
@@ -524,15 +397,14 @@ def _add_train(subparsers) -> None:
 
 
 def _run_train(args) -> int:
-    from keras_vit import _validation, configs
+    from keras_vit import _validation, choices, configs
 
     if args.variant is not None:
         configs.get_variant(args.variant)
         args.variant = configs.normalize_variant_name(args.variant)
     if args.validation_split is not None:
         _validation.check_fraction("--validation-split", args.validation_split)
-    for name in ("epochs", "batch_size", "image_size", "max_train_examples", "max_test_examples",
-                 "patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim"):
+    for name in ("epochs", "batch_size", "image_size", "max_train_examples", "max_test_examples", *choices.MODEL_FIELDS):
         if getattr(args, name) is not None:
             _validation.check_positive_int(f"--{name.replace('_', '-')}", getattr(args, name))
     if args.budget_minutes is not None:
@@ -547,7 +419,7 @@ def _run_train(args) -> int:
         test_split=args.test_split or None, validation_split=args.validation_split, download=args.download,
         on_corrupt=args.on_corrupt,
         variant=args.variant,
-        model_overrides={k: getattr(args, k) for k in ("patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim")},
+        model_overrides={k: getattr(args, k) for k in choices.MODEL_FIELDS},
         pooling=args.pooling, image_size=args.image_size, channels=args.channels, scaling=args.scaling,
         recipe=args.recipe, augment=args.augment, epochs=args.epochs, batch_size=args.batch_size,
         precision=args.precision, jit_compile={"auto": None, "on": True, "off": False}[args.jit_compile],
@@ -623,7 +495,6 @@ def main(argv=None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
-    _finish_package_import()
     try:
         return args.func(args) or 0
     except (ValueError, FileNotFoundError, ConnectionError) as error:
@@ -631,6 +502,15 @@ def main(argv=None) -> int:
             raise
         print(f"keras-vit {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except Exception as error:
+        from keras_vit.export import ExportFailed
+
+        if not isinstance(error, ExportFailed) or os.environ.get("KERAS_VIT_DEBUG"):
+            raise
+        # Not the user's mistake: one paragraph (the converter's dump is in the log it names), exit 1.
+        print(f"keras-vit {args.command}: {error}", file=sys.stderr)
+        return 1
+
 
 if __name__ == "__main__":
     sys.exit(main())

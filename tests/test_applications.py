@@ -122,8 +122,13 @@ def test_recipe_loss_refuses_other_activations():
 
 
 @pytest.mark.backends("tensorflow")  # a fresh process importing everything: registration is the same on every backend
-def test_import_exposes_subpackages_and_registers_the_schedule(tmp_path):
-    """A model compiled with the recipes' WarmupCosine loads after a bare `import keras_vit`, in a fresh process."""
+@pytest.mark.parametrize("imports", ["import keras, keras_vit", "import keras_vit, keras", "import keras_vit.layers, keras"])
+def test_import_exposes_subpackages_and_registers_the_schedule(tmp_path, imports):
+    """A model compiled with the recipes' WarmupCosine loads after a bare `import keras_vit`, in a fresh process.
+
+    `import keras_vit` loads no Keras; whichever comes first, keras_vit registers everything
+    once Keras is loaded, before load_model needs it (keras_vit._registration).
+    """
     model = keras_vit.ViT("tiny", num_classes=3)
     schedule = recipes.WarmupCosine(1e-3, total_steps=100, warmup_steps=10)
     model.compile(optimizer=keras.optimizers.AdamW(schedule), loss="sparse_categorical_crossentropy", run_eagerly=True)
@@ -131,10 +136,10 @@ def test_import_exposes_subpackages_and_registers_the_schedule(tmp_path):
     path = str(tmp_path / "vit.keras")
     model.save(path)
     script = (
-        "import keras, keras_vit\n"
+        f"{imports}\n"
+        f"model = keras.saving.load_model({path!r})\n"
         "for name in ('training', 'export', 'data', 'inspect', 'weights', 'layers', 'models', 'configs'):\n"
         "    assert hasattr(getattr(keras_vit, name), '__name__'), name\n"
-        f"model = keras.saving.load_model({path!r})\n"
         "print(model.optimizer.get_config()['learning_rate']['class_name'])\n"
     )
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), TF_CPP_MIN_LOG_LEVEL="3")

@@ -1,35 +1,52 @@
-"""The Fashion-MNIST benchmark script runs end to end on a few real images and records what it did.
+"""The benchmark harness (`python -m benchmarks <subcommand>`) runs end to end on tiny settings and records what it did.
 
-Its figures belong to benchmarks/RESULTS.md, not to tests: this only checks that the script,
-its set-ups and flags still work, on 128 training images of the shipped sample in IDX files.
+Its figures belong to benchmarks/RESULTS.md, not to tests: this only checks that the subcommands,
+their set-ups and flags still work (Fashion-MNIST: 128 training images of the shipped sample in IDX files).
 """
 
 from __future__ import annotations
 
 import gzip
-import importlib.util
+import importlib
 import json
 import os
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
 from keras_vit.data.fashion_mnist import load_sample
 
-BENCHMARKS = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
 def _benchmark(name):
-    """The script benchmarks/<name>.py, imported as a module."""
-    spec = importlib.util.spec_from_file_location(f"{name}_benchmark", BENCHMARKS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """The harness module benchmarks/<name>.py (imported from this checkout, the tests' root)."""
+    return importlib.import_module(f"benchmarks.{name}")
 
 
 @pytest.fixture(scope="module")
 def script():
     return _benchmark("train_fashion_mnist")
+
+
+def test_entry_point_lists_every_subcommand_and_the_readme_explains_each():
+    from benchmarks.__main__ import SUBCOMMANDS
+
+    listed = subprocess.run([sys.executable, "-m", "benchmarks"], cwd=ROOT, capture_output=True, text=True, check=True)
+    readme = (ROOT / "benchmarks" / "README.md").read_text()
+    for name, (module, _) in SUBCOMMANDS.items():
+        assert f"  {name} " in listed.stdout
+        assert f"`{name}`" in readme, name
+        assert hasattr(_benchmark(module), "main")
+    unknown = subprocess.run([sys.executable, "-m", "benchmarks", "nope"], cwd=ROOT, capture_output=True, text=True)
+    assert unknown.returncode == 2 and "unknown subcommand 'nope'" in unknown.stderr
+
+
+def test_no_benchmark_edits_sys_path():
+    sources = [path.read_text() for path in (ROOT / "benchmarks").glob("*.py")]
+    assert sources and not any("sys.path" in source for source in sources)
 
 
 @pytest.fixture(scope="module")
@@ -75,12 +92,12 @@ def test_bad_translate_flags_are_refused(script, idx_folder, capsys, flags, mess
 
 
 def test_speed_comparison_models_output_logits_as_their_loss_expects():
-    """benchmarks/compare.py trains with a from_logits loss; a softmax head would train on probabilities."""
+    """The speed benchmarks train with a from_logits loss; a softmax head would train on probabilities."""
     from keras_vit.models.head import head_activation
 
-    compare = _benchmark("compare")
-    workload = dict(compare.WORKLOADS["train_default"], layers=1, hidden=32, heads=2, mlp=64)
-    model, _ = compare.keras_model("keras_vit", workload)
+    workloads = _benchmark("workloads")
+    workload = dict(workloads.WORKLOADS["train_default"], layers=1, hidden=32, heads=2, mlp=64)
+    model, _ = workloads.keras_model("keras_vit", workload)
     assert head_activation(model) is None
     assert model.output_shape == (None, workload["classes"])
 
@@ -102,7 +119,9 @@ def test_backends_benchmark_quick_run_fits_on_this_backend(tmp_path):
     (table,) = tmp_path.glob("backends-backends-*.md")
     assert f"| {module.label(fit)} | {fit['images_per_s']:.1f} " in table.read_text()
     (lines,) = tmp_path.glob("backends-backends-*.jsonl")
-    assert [json.loads(line) for line in lines.read_text().splitlines()] == json.loads(json.dumps(results))
+    machine, *logged = [json.loads(line) for line in lines.read_text().splitlines()]
+    assert logged == json.loads(json.dumps(results))
+    assert machine["kind"] == "machine" and machine["hardware"] in lines.name and "flags" in machine
 
 
 def test_iterator_teardown_benchmark_times_epochs_outside_their_steps():
@@ -128,3 +147,29 @@ def test_matmul_bound_times_every_matrix_product_of_a_training_step():
     assert flops == 3 * module.vit_flops(**arch) * w["batch"] - patch_input_gradient
     seconds = module.time_products(products, "xla", repeats=1)
     assert set(seconds) == {p[1:] for p in products} and all(t >= 0 for t in seconds.values())
+
+
+def test_one_timing_engine_gives_training_figures_from_a_keras_fit():
+    import keras
+
+    from benchmarks import timing, workloads
+
+    w = workloads.workload("tiny", {"layers": 1})
+    model, _ = workloads.keras_model("keras_vit", w)
+    workloads.compile_for_training(model, jit_compile=False)
+    run = timing.keras_epochs(model, workloads.repeated_batch(w))
+    figures = timing.train_figures(run, w["batch"], short=1, long=3, warm_short=True)
+    assert (figures["first_steps"], figures["steps"], figures["loss_finite"]) == (1, 3, True)
+    assert figures["step_p10_s"] <= figures["step_s"] <= figures["step_p90_s"]
+    assert figures["images_per_s"] == pytest.approx(w["batch"] / figures["step_s"])
+    assert figures["fit_overhead_s"] >= 0 and "step_s_by_difference" in figures
+    assert isinstance(model, keras.Model)
+
+
+def test_worker_protocol_returns_the_childs_result_or_its_error():
+    from benchmarks.workers import run_worker
+
+    ok = run_worker("benchmarks.workloads:parse_overrides", {"text": "patch=4"}, timeout=120)
+    assert ok["patch"] == 4 and ok["process_s"] > 0
+    failed = run_worker("benchmarks.workloads:workload", {"name": "nope"}, timeout=120)
+    assert "workload='nope'" in failed["error"]

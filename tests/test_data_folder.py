@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from keras_vit import cli
-from keras_vit.data import image_headers, pipeline, sources
+from keras_vit.data import image_io, pipeline, sources
 
 # Chi-square with 9 degrees of freedom (10 classes) exceeds this with probability 0.001.
 CHI2_9_P001 = 27.88
@@ -102,8 +102,8 @@ def test_header_sizes_match_decoded_sizes(fmt, tmp_path):
     options = {"progressive": True, "exif": b"Exif\0\0" + bytes(3000)} if fmt == "JPEG" else {}
     image.save(path, fmt, **options)
     decoded = tf.io.decode_image(path.read_bytes(), expand_animations=False)
-    assert image_headers.image_size(str(path)) == tuple(decoded.shape[:2]) == (13, 21)
-    assert image_headers.read_size(io.BytesIO(path.read_bytes()[:8])) is None  # a header cut short
+    assert image_io.image_size(str(path)) == tuple(decoded.shape[:2]) == (13, 21)
+    assert image_io.read_size(io.BytesIO(path.read_bytes()[:8])) is None  # a header cut short
 
 
 def test_image_size_is_the_folders_own_or_must_be_given(tmp_path):
@@ -218,13 +218,28 @@ def test_download_without_network_fails_fast(tmp_path, monkeypatch):
 
 
 def test_folder_pipeline_benchmark_runs_on_a_small_folder():
-    import importlib.util
-    import pathlib
+    from benchmarks import folder_pipeline as module
 
-    path = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "folder_pipeline.py"
-    spec = importlib.util.spec_from_file_location("folder_pipeline_benchmark", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
     record = module.measure_pipeline(files=300, batch_size=32, max_seconds=1.0)
     assert record["files"] == 300 and record["pipeline_images_per_second"] > 0
     assert 0 < record["list_seconds"] <= record["first_batch_seconds"] <= record["first_step_seconds"]
+
+
+def test_folder_images_decode_as_served(tmp_path):
+    # One route from a file to pixels: the folder source decodes as the SavedModel's serve_bytes
+    # does, so a colour-palette BMP (TensorFlow alone decodes it to palette indices) is refused
+    # and skipped, not trained on, and grey comes from colour by the same luma weights.
+    from keras_vit.export.saved_model import decode_images
+
+    Image = pytest.importorskip("PIL.Image")
+    rng = np.random.default_rng(0)
+    colour = rng.integers(0, 255, (6, 6, 3), dtype=np.uint8)
+    for name in ("a", "b"):
+        os.makedirs(tmp_path / name)
+    Image.fromarray(colour).save(tmp_path / "a" / "photo.png")
+    Image.fromarray(colour).quantize(16).save(tmp_path / "b" / "palette.bmp")
+    source = sources.from_folder(str(tmp_path), channels=1)
+    decoded = [image.numpy() for image, _ in source.dataset]
+    assert len(decoded) == 1 and source.corrupt_files() == (str(tmp_path / "b" / "palette.bmp"),)
+    served = decode_images(tf.constant([(tmp_path / "a" / "photo.png").read_bytes()]), 6, 6, 1).numpy()[0]
+    np.testing.assert_array_equal(decoded[0], np.round(served).astype("uint8"))

@@ -109,8 +109,9 @@ class _ConfidentHead(keras.callbacks.Callback):
 
 def test_header_summary_and_evaluate_agree(tmp_path, capsys):
     # deit smooths its labels; the reported test loss must still be what `evaluate` reports.
+    # The precision is named: `auto` depends on the machine (tests/test_machine.py forces each branch).
     config = _config(tmp_path, run_dir=None, epochs=1, recipe="deit", verbose=2, output_dir=str(tmp_path / "out"),
-                     max_test_examples=64, callbacks=[_ConfidentHead()])
+                     max_test_examples=64, callbacks=[_ConfidentHead()], precision="float32")
     result = trainer.train(config)
     out = capsys.readouterr().out
     assert out.startswith("Model:")  # the header comes before training
@@ -134,10 +135,10 @@ def test_budget_summary_counts_the_partial_epoch(tmp_path):
 
 def test_help_imports_no_tensorflow_and_says_defaults_once():
     code = (
-        "import sys, keras_vit_cli\n"
+        "import sys, keras_vit.cli\n"
         "for argv in (['--help'], ['train', '--help'], ['evaluate', '--help'], ['export', '--help'],"
         " ['predict', '--help'], ['inspect', '--help']):\n"
-        "    try:\n        keras_vit_cli.main(argv)\n    except SystemExit:\n        pass\n"
+        "    try:\n        keras_vit.cli.main(argv)\n    except SystemExit:\n        pass\n"
         "print('TF_IMPORTED' if 'tensorflow' in sys.modules or 'keras' in sys.modules else 'NO_TF')\n"
     )
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -149,11 +150,12 @@ def test_help_imports_no_tensorflow_and_says_defaults_once():
 
 
 def test_cli_choices_and_defaults_match_the_library():
+    from keras_vit import choices
     from keras_vit.data.augment import PRESETS
     from keras_vit.training import distribute, recipes
 
-    assert cli.RECIPE_NAMES == tuple(recipes.RECIPES) and cli.AUGMENT_NAMES == tuple(PRESETS)
-    assert cli.PRECISION_NAMES == distribute.PRECISIONS and cli.STRATEGY_NAMES == distribute.STRATEGIES
+    assert choices.RECIPES == tuple(recipes.RECIPES) and choices.AUGMENT_PRESETS == tuple(PRESETS)
+    assert choices.PRECISIONS == distribute.PRECISIONS and choices.STRATEGIES == distribute.STRATEGIES
     args = cli.build_parser().parse_args(["train"])
     defaults = trainer.TrainConfig()
     for field in ("dataset", "train_split", "test_split", "recipe", "epochs", "precision", "strategy", "run_dir",

@@ -118,3 +118,21 @@ def test_multi_worker_mirrored_two_processes_identical_weights(tmp_path):
         np.testing.assert_array_equal(first[key], second[key])
     head_kernel = first[f"arr_{len(first.files) - 2}"]  # zero-initialised: non-zero only after training
     assert np.abs(head_kernel).max() > 0
+
+
+def test_multi_worker_workaround_pins_the_keras_internals_it_sets():
+    # distribute.work_around_multi_worker sets Keras' private `_distribute_strategy` and wraps
+    # `get_metrics_result`: this fails at once (not only in the slow two-process test) when a
+    # Keras release renames either, so the workaround is revisited rather than silently lost.
+    import keras
+    import tensorflow as tf
+
+    from keras_vit.training import distribute
+
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    assert "_distribute_strategy" in vars(model)
+    model._distribute_strategy = None
+    assert model.distribute_strategy is tf.distribute.get_strategy()  # Keras falls back to the enclosing scope's
+    assert callable(model.get_metrics_result)
+    distribute.work_around_multi_worker(model, tf.distribute.get_strategy())  # not multi-worker: untouched
+    assert "get_metrics_result" not in vars(model)

@@ -29,7 +29,7 @@ def die(*args, **kwargs):
 point, argv = sys.argv[1], sys.argv[2:]
 if point == "mid_epoch":  # during epoch 1, after epoch 0's backup
     on_batch = Backup.on_train_batch_end
-    Backup.on_train_batch_end = lambda self, batch, logs=None: die() if self._current_epoch == 1 and batch == 1 else on_batch(self, batch, logs)
+    Backup.on_train_batch_end = lambda self, batch, logs=None: die() if self.epoch == 1 and batch == 1 else on_batch(self, batch, logs)
 elif point == "before_backup":  # epoch 2's CSV row is written, its backup not yet
     on_epoch = Backup.on_epoch_end
     Backup.on_epoch_end = lambda self, epoch, logs=None: die() if epoch == 2 else on_epoch(self, epoch, logs)

@@ -22,6 +22,7 @@ import tensorflow as tf
 
 from keras_vit import configs
 from keras_vit._validation import check_choice, check_positive_int
+from keras_vit.applications import scale_pixels
 from keras_vit.data.augment import Augmenter
 
 
@@ -93,7 +94,7 @@ def make_pipeline(
     num_classes = num_classes or source.num_classes
     drop_remainder = training if drop_remainder is None else drop_remainder
     augmenter = Augmenter(augment if training else "none", image_size, seed=seed)
-    mean, std = (tf.constant(v, tf.float32) for v in configs.SCALINGS.get(scaling, ((0.0,), (1.0,))))
+    mean, std = configs.SCALINGS.get(scaling, ((0.0,), (1.0,)))
 
     def to_float(image, label):
         image = tf.cast(image, tf.float32)
@@ -118,7 +119,7 @@ def make_pipeline(
     def per_batch(images, labels):
         if training:
             images, labels = augmenter.per_batch(images, labels)
-        return (images - mean) / std, labels
+        return scale_pixels(images, mean, std), labels
 
     options = tf.data.Options()
     options.deterministic = (not training) if deterministic is None else deterministic

@@ -24,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_vit._validation import check_choice, check_fraction
-from keras_vit.data.image_headers import image_size as header_image_size
+from keras_vit.data import image_io
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
 ON_CORRUPT = ("skip", "error")
@@ -297,7 +297,7 @@ def _list_folder(directory, on_corrupt) -> _Listing:
         for entry in _visible_entries(os.path.join(directory, class_name)):
             if not entry.name.lower().endswith(IMAGE_EXTENSIONS) or not entry.is_file():
                 continue
-            size = header_image_size(entry.path)
+            size = image_io.image_size(entry.path)
             if size is None:
                 if on_corrupt == "error":
                     raise ValueError(f"Corrupt or unreadable image file {entry.path!r} (on_corrupt='error').")
@@ -326,7 +326,7 @@ def _files_source(listing, indices, channels, on_corrupt, description) -> Source
 
     def decode_or_name(data, path):
         try:
-            return tf.io.decode_image(data, channels=channels, expand_animations=False)
+            return image_io.decode_image(data, channels)
         except tf.errors.InvalidArgumentError:
             raise ValueError(f"Corrupt image file {path.numpy().decode()!r} (on_corrupt='error').") from None
 
@@ -337,7 +337,7 @@ def _files_source(listing, indices, channels, on_corrupt, description) -> Source
         if on_corrupt == "error":  # through Python, to name the file in the error (slower)
             image = tf.py_function(decode_or_name, [data, files[index]], tf.uint8)
         else:
-            image = tf.io.decode_image(data, channels=channels, expand_animations=False)
+            image = image_io.decode_image(data, channels)
         image = tf.ensure_shape(image, (image_size or (None, None)) + (channels,))  # a lying header is corrupt too
         if progress is not None:
             with tf.control_dependencies([image]):

@@ -9,6 +9,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from keras_vit._validation import check_positive_int
 from keras_vit.export import _common, _tensorflow_process
 
 # Opset 17 (ONNX 1.12, 2022): run by every maintained onnxruntime, TensorRT and OpenVINO.
@@ -83,23 +84,15 @@ def onnx(model, path, *, scaling=None, class_names=None, opset=DEFAULT_OPSET, ov
     classes = _common.num_classes(model, what="export to ONNX")
     names = _common.check_class_names(class_names, classes)
     mean_std = _common.resolve_scaling(model, scaling, shape[-1])
-    if not isinstance(opset, int) or isinstance(opset, bool) or opset < 13:
-        raise ValueError(f"Invalid opset={opset!r}. Expected an integer >= 13.")
+    check_positive_int("opset", opset, minimum=13)
     path = _common.output_file(path, ".onnx", overwrite=overwrite)
-    low_precision = sorted({layer.dtype_policy.name for layer in model.layers if layer.compute_dtype != "float32"})
-    if low_precision:
-        raise ValueError(
-            f"Cannot export model {model.name!r} to ONNX: some layers compute in {low_precision}, and "
-            "onnxruntime's CPU kernels take float32. Rebuild it under the 'float32' dtype policy and "
-            "copy the weights with set_weights."
-        )
     onnx_lib = require("onnx")
     require("tf2onnx")
     if _tensorflow_process.needed():
         return _tensorflow_process.call(
             "onnx", model, path, scaling=scaling, class_names=names, opset=opset, overwrite=overwrite
         )
-    proto = _convert(model, shape, mean_std, opset)
+    proto = _convert(_common.float32_model(model), shape, mean_std, opset)
     if names is not None:
         onnx_lib.helper.set_model_props(proto, {LABELS_KEY: "\n".join(names)})
     onnx_lib.checker.check_model(proto, full_check=True)
@@ -115,15 +108,11 @@ def _convert(model, shape, mean_std, opset):
     import tf2onnx.convert
     from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
-    from_probabilities = _common.outputs_probabilities(model)
+    scale, to_probabilities = _common.scale_pixels(mean_std), _common.to_probabilities(model)
 
     @tf.function(input_signature=[tf.TensorSpec((None,) + tuple(shape), tf.float32, name=_common.INPUT_NAME)])
     def serve(images):
-        x = images
-        if mean_std is not None:
-            x = (x - mean_std[0]) / mean_std[1]
-        outputs = tf.cast(model(x, training=False), tf.float32)
-        return {_common.OUTPUT_NAME: outputs if from_probabilities else tf.nn.softmax(outputs, axis=-1)}
+        return {_common.OUTPUT_NAME: to_probabilities(model(scale(images), training=False))}
 
     # Freezing turns the captured weights and the Normalization statistics (eager tensors that
     # tf2onnx would otherwise make graph inputs) into constants.

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import os
-import re
 
 import numpy as np
 import tensorflow as tf
 
+from keras_vit.data import image_io
 from keras_vit.export import _common, tflite_metadata
 from keras_vit.export.onnx import LABELS_KEY as ONNX_LABELS_KEY
 from keras_vit.export.onnx import require
-from keras_vit.export.saved_model import decode_images, error_text
 from keras_vit.export.tflite import INPUT_NAME, OUTPUT_NAME, SIGNATURE
 
 
@@ -68,6 +67,12 @@ class Predictor:
             raise ValueError(
                 f"Invalid images of shape {tuple(images.shape)}: an empty batch; pass at least one image."
             )
+        finite = np.isfinite(images.reshape(len(images), -1)).all(axis=1)
+        if not finite.all():
+            # A quantized file would answer NaN pixels with plausible probabilities.
+            raise ValueError(
+                f"Invalid images: images[{int(np.argmin(finite))}] holds NaN or infinite pixels; expected values in [0, 255]."
+            )
         return np.asarray(self._run_pixels(images), dtype="float32")
 
     def predict_files(self, paths):
@@ -76,23 +81,11 @@ class Predictor:
         A SavedModel exported by `keras_vit.export.saved_model` gets the encoded bytes through
         its `serve_bytes` signature, exactly as TF Serving would.
         """
-        data = []
-        for path in paths:
-            if not os.path.isfile(path):
-                raise FileNotFoundError(f"Image file not found: {path!r}.")
-            with open(path, "rb") as f:
-                data.append(f.read())
-        try:
-            if self._run_bytes is not None:
-                return np.asarray(self._run_bytes(data), dtype="float32")
-            pixels = decode_images(tf.constant(data), *self.image_shape).numpy()
-        except tf.errors.InvalidArgumentError as error:
-            reason = error_text(error)
-            found = re.match(r"image_bytes\[(\d+)\] (.*)", reason)
-            if found:
-                raise ValueError(f"Invalid image file {paths[int(found[1])]!r}: it {found[2]}") from None
-            raise ValueError(f"Cannot decode the images {list(paths)!r}: {reason}") from None
-        return self.predict(pixels)
+        if self._run_bytes is None:
+            return self.predict(image_io.read_image_files(paths, *self.image_shape))
+        data = image_io.read_files(paths)
+        with image_io.naming_files(paths):
+            return np.asarray(self._run_bytes(data), dtype="float32")
 
     def top_k(self, probabilities, k=5):
         """Returns, per image, the k best (class index, label or None, probability), best first."""
@@ -160,15 +153,12 @@ def _keras_predictor(path, class_names, scaling):
     model = keras.saving.load_model(path)
     shape = _common.input_spec(model, what="predict with")
     classes = _common.num_classes(model, what="predict with")
-    mean_std = _common.resolve_scaling(model, scaling, shape[-1])
-    probabilities = _common.outputs_probabilities(model)
+    scale = _common.scale_pixels(_common.resolve_scaling(model, scaling, shape[-1]))
+    to_probabilities = _common.to_probabilities(model)
     names = _names(class_names, _common.labels_beside(path), classes)
 
     def run(images):
-        if mean_std is not None:
-            images = (images - mean_std[0]) / mean_std[1]
-        outputs = np.asarray(model.predict(images, verbose=0, batch_size=64), dtype="float32")
-        return outputs if probabilities else _softmax(outputs)
+        return np.asarray(to_probabilities(model.predict(scale(images), verbose=0, batch_size=64)))
 
     return Predictor(path, "keras", shape, names, run)
 
@@ -246,7 +236,7 @@ def _tflite_predictor(path, class_names):
             results.append(out[: len(images) - start] if padded else out)
         outputs = np.concatenate(results).astype("float32")
         # Files written before every export returned probabilities have a "logits" output.
-        return outputs if output_name == OUTPUT_NAME else _softmax(outputs)
+        return outputs if output_name == OUTPUT_NAME else tf.nn.softmax(outputs, axis=-1).numpy()
 
     return Predictor(path, "tflite", shape, names, run)
 
@@ -272,9 +262,3 @@ def _onnx_predictor(path, class_names):
         )
 
     return Predictor(path, "onnx", shape, names, run)
-
-
-def _softmax(logits):
-    shifted = logits - logits.max(axis=-1, keepdims=True)
-    exp = np.exp(shifted)
-    return exp / exp.sum(axis=-1, keepdims=True)

@@ -18,4 +18,6 @@ from keras_vit.training.recipes import (
     make_schedule,
     no_decay_variables,
 )
-from keras_vit.training.trainer import DEFAULT_MODEL, TrainConfig, evaluate, save_final_artifacts, train
+from keras_vit.training.artifacts import save_final_artifacts
+from keras_vit.training.plan import DEFAULT_MODEL, RunPlan, TrainConfig
+from keras_vit.training.trainer import evaluate, train

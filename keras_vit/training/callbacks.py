@@ -3,27 +3,37 @@
 Keras' BackupAndRestore writes the weights and then the epoch number to two fixed files, so a
 process killed in between (or during the weights write) leaves a backup that is torn or claims
 the wrong epoch. `AtomicBackupAndRestore` writes each backup to a new file, then commits it with
-one atomic rename of a small JSON pointer: a backup is either the old one or the new one.
+one atomic rename of a small JSON pointer (`keras_vit.training.run_state`): a backup is either
+the old one or the new one. It is a plain callback: resuming is `restore` before `fit` and
+`fit(initial_epoch=...)`, both public Keras APIs.
 """
 
 from __future__ import annotations
 
-import json
+import csv
+import importlib.util
+import io
 import math
 import os
 import time
+import warnings
 
 import keras
 
 from keras_vit import _atomic
+from keras_vit.training import run_state
+from keras_vit.training.run_dir import RunDirectory
 
 
-class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
-    """BackupAndRestore whose backups are committed atomically (weights and optimizer state).
+class AtomicBackupAndRestore(keras.callbacks.Callback):
+    """Backs up the weights and optimizer state at every epoch end, committed atomically.
 
-    The pointer (`backup.json`) names the weights of the last finished epoch and records the
-    optimizer steps, the training seconds summed over every process that worked on the run,
-    whether training finished, and `metadata` (the run's configuration fingerprint).
+    The pointer (`backup.json`, see `keras_vit.training.run_state`) names the weights of the
+    last finished epoch and records the optimizer steps, the training seconds summed over every
+    process that worked on the run, whether training finished, and `metadata` (the run's
+    configuration fingerprint). To resume, call `restore(model)` before `fit` and pass
+    `initial_epoch=backup.restored_epoch`; a fit that would start over an existing backup
+    without restoring it is refused.
 
     Args:
         backup_dir: str. Folder of the backup.
@@ -44,29 +54,31 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
     >>> _ = model.fit(x, y, epochs=2, verbose=0, callbacks=[backup])
     >>> sorted(os.listdir(backup_dir))  # the pointer names the weights of the last finished epoch
     ['backup.json', 'epoch-00002.weights.h5']
-    >>> history = model.fit(x, y, epochs=3, verbose=0, callbacks=[AtomicBackupAndRestore(backup_dir)])
+    >>> backup = AtomicBackupAndRestore(backup_dir)
+    >>> backup.restore(model)["epoch"]
+    2
+    >>> history = model.fit(x, y, epochs=3, initial_epoch=backup.restored_epoch, verbose=0, callbacks=[backup])
     >>> history.epoch, os.path.exists(backup_dir)  # resumed after the 2 backed-up epochs, then cleaned up
     ([2], False)
     """
 
-    POINTER = "backup.json"
+    POINTER = run_state.POINTER
 
     def __init__(self, backup_dir, delete_checkpoint=True, metadata=None, on_write=None):
-        super().__init__(backup_dir, save_freq="epoch", delete_checkpoint=delete_checkpoint)
-        self._pointer_path = os.path.join(backup_dir, self.POINTER)
+        super().__init__()
+        self.backup_dir = backup_dir
+        self.delete_checkpoint = delete_checkpoint
         self.metadata = dict(metadata or {})
         self.on_write = on_write
         self.state = None  # the pointer this run restored or last committed
         self.restored_epoch = 0
+        self.epoch = None  # the epoch in progress
         self._fit_start = time.perf_counter()
         self._seconds_before = 0.0  # training time of the processes before this one
 
     def read_state(self):
         """The committed pointer (a dict), or None when there is no backup."""
-        if not os.path.exists(self._pointer_path):
-            return None
-        with open(self._pointer_path) as f:
-            return json.load(f)
+        return run_state.read(self.backup_dir)
 
     def restore(self, model):
         """Loads the backup's weights (and optimizer state) into `model`; returns the pointer or None."""
@@ -84,9 +96,9 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
     def commit(self, **fields):
         """Rewrites the pointer atomically with `fields` updated (e.g. finished=True)."""
         self.state = dict(self.state or self.read_state() or {}, **fields)
-        _atomic.write_json(self._pointer_path, self.state)
+        run_state.commit(self.backup_dir, self.state)
         if self.on_write is not None:
-            self.on_write(self._pointer_path)
+            self.on_write(run_state.path(self.backup_dir))
 
     def train_seconds(self):
         """Training seconds of the whole run so far, including the processes it resumed from."""
@@ -94,22 +106,26 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
 
     def on_train_begin(self, logs=None):
         self._fit_start = time.perf_counter()
-        super().on_train_begin(logs)
+        stored = self.read_state() if self.state is None else None
+        if stored is not None:
+            raise ValueError(
+                f"backup_dir={self.backup_dir!r} holds a backup of epoch {stored['epoch']}: call restore(model) "
+                "and fit(initial_epoch=backup.restored_epoch) to resume from it, or remove it to start over."
+            )
 
-    def _load_model(self):
-        if self.restore(self.model) is not None:
-            self.model._initial_epoch = self.state["epoch"]  # how BackupAndRestore resumes fit()
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
 
-    def _save_model(self):
+    def on_epoch_end(self, epoch, logs=None):
         os.makedirs(self.backup_dir, exist_ok=True)
         previous = (self.state or {}).get("weights")
-        name = f"epoch-{self._current_epoch:05d}.weights.h5"
+        name = f"epoch-{epoch + 1:05d}.weights.h5"
         if self.on_write is not None:  # recorded first: a crash mid-write leaves no unlisted file
             self.on_write(os.path.join(self.backup_dir, name))
         self.model.save_weights(os.path.join(self.backup_dir, name), overwrite=True)
         iterations = self.model.optimizer.iterations if self.model.optimizer is not None else 0
         self.commit(
-            **self.metadata, epoch=self._current_epoch, weights=name, finished=False,
+            **self.metadata, epoch=epoch + 1, weights=name, finished=False,
             steps=int(keras.ops.convert_to_numpy(iterations)), train_seconds=round(self.train_seconds(), 1),
         )
         if previous and previous != name and os.path.exists(os.path.join(self.backup_dir, previous)):
@@ -118,7 +134,7 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
     def on_train_end(self, logs=None):
         if not self.delete_checkpoint or self.state is None:
             return
-        os.remove(self._pointer_path)
+        run_state.delete(self.backup_dir)
         weights = os.path.join(self.backup_dir, self.state["weights"])
         if os.path.exists(weights):
             os.remove(weights)
@@ -286,3 +302,75 @@ class TimeBudget(keras.callbacks.Callback):
 
     def on_train_end(self, logs=None):
         self.elapsed = time.perf_counter() - self.start
+
+
+class ResumableCSVLogger(keras.callbacks.CSVLogger):
+    """CSVLogger (append) that, on resume, drops rows of epochs the backup does not hold.
+
+    It reads the epoch from the backup pointer itself, so it can run before the backup
+    callback: each epoch's row is written before the backup commits that epoch, and a crash in
+    between only repeats a row that this trimming removes.
+
+    Args:
+        filename: str. Path of the CSV file.
+        backup_dir: str. Folder of the `AtomicBackupAndRestore` backup.
+    """
+
+    def __init__(self, filename, backup_dir):
+        super().__init__(filename, append=True)
+        self.backup_dir = backup_dir
+
+    def on_train_begin(self, logs=None):
+        pointer = run_state.read(self.backup_dir)
+        initial_epoch = pointer["epoch"] if pointer else 0
+        if os.path.exists(self.filename):
+            with open(self.filename, newline="") as f:
+                rows = list(csv.reader(f))
+            if rows:
+                kept = [rows[0]] + [r for r in rows[1:] if r and int(r[0]) < initial_epoch]
+                text = io.StringIO()
+                csv.writer(text).writerows(kept)
+                _atomic.write_text(self.filename, text.getvalue())
+        super().on_train_begin(logs)
+
+
+def make_callbacks(run_dir, fingerprint=None):
+    """CSV history, last-model checkpoint, TensorBoard and the crash backup in `run_dir`.
+
+    The backup comes last: it is the commit point of an epoch, after everything else of that
+    epoch is on disk. Each file or folder is listed in the run's manifest before it is written.
+
+    Args:
+        run_dir: str or None. The run folder; None gives no callbacks.
+        fingerprint: dict or None. The configuration, stored with each backup. Defaults to None.
+
+    Example:
+
+    >>> import tempfile
+    >>> callbacks = make_callbacks(os.path.join(tempfile.mkdtemp(), "run"))
+    >>> [type(callback).__name__ for callback in callbacks]
+    ['ResumableCSVLogger', 'AtomicModelCheckpoint', 'TensorBoard', 'AtomicBackupAndRestore']
+    >>> make_callbacks(None)
+    []
+    """
+    if run_dir is None:
+        return []
+    run = RunDirectory(run_dir)
+    os.makedirs(run_dir, exist_ok=True)
+    run.record("history.csv", "checkpoints/last.keras", "tensorboard/")
+    callbacks = [
+        ResumableCSVLogger(run.history_path, run.backup_dir),
+        AtomicModelCheckpoint(os.path.join(run_dir, "checkpoints", "last.keras")),
+    ]
+    if importlib.util.find_spec("tensorboard") is not None:
+        callbacks.append(keras.callbacks.TensorBoard(os.path.join(run_dir, "tensorboard")))
+    else:  # a dependency of keras_vit, but installs made with --no-deps may lack it
+        warnings.warn("tensorboard is not installed: no TensorBoard logs (pip install tensorboard).", stacklevel=2)
+
+    def on_write(path):
+        run.record(os.path.relpath(path, run_dir).replace(os.sep, "/"))
+
+    callbacks.append(AtomicBackupAndRestore(
+        run.backup_dir, delete_checkpoint=False, metadata={"fingerprint": fingerprint}, on_write=on_write,
+    ))
+    return callbacks

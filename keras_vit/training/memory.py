@@ -21,9 +21,8 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import os
-import shutil
-import subprocess
+
+from keras_vit import machine
 
 GIB = 2**30
 
@@ -74,29 +73,6 @@ def estimate_training_memory(blocks, params, batch_size, activation_bytes=4, opt
     )
 
 
-def available_memory():
-    """(bytes, what) of memory a training step may use: the first GPU's free memory when
-    `nvidia-smi` reports one, else /proc/meminfo's MemAvailable; (None, reason) when unknown."""
-    if shutil.which("nvidia-smi") and os.environ.get("CUDA_VISIBLE_DEVICES", "0") not in ("", "-1"):
-        try:
-            out = subprocess.run(
-                ["nvidia-smi", "--query-gpu=memory.free", "--format=csv,noheader,nounits"],
-                capture_output=True, text=True, timeout=10, check=True,
-            ).stdout.split()
-            if out:
-                return int(out[0]) * 2**20, "free memory of GPU 0 (nvidia-smi)"
-        except (OSError, subprocess.SubprocessError, ValueError):
-            pass
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024, "MemAvailable in /proc/meminfo"
-    except OSError:
-        pass
-    return None, "no memory figure on this machine"
-
-
 def check_training_memory(blocks, params, batch_size, image_size, patch_size, activation_bytes=4,
                           available=None, optimizer_slots=2) -> Estimate:
     """Raises ValueError, with the numbers and flags that would fit, when a step cannot fit.
@@ -109,7 +85,7 @@ def check_training_memory(blocks, params, batch_size, image_size, patch_size, ac
         patch_size: int or None. Patch side (for the suggested --patch-size); None suggests none.
         activation_bytes: int. 4 for float32, 2 for mixed precision. Defaults to 4.
         available: (int, str) or None. Bytes available and where the figure comes from;
-            None reads `available_memory()`. Defaults to None.
+            None reads `keras_vit.machine.detect().memory`. Defaults to None.
         optimizer_slots: int. Defaults to 2.
 
     Returns:
@@ -124,7 +100,7 @@ def check_training_memory(blocks, params, batch_size, image_size, patch_size, ac
     ValueError: A training step needs about 487.2 GiB ... exceeds the 16.0 GiB available (test). ... --batch-size 8 ...
     """
     estimate = estimate_training_memory(blocks, params, batch_size, activation_bytes, optimizer_slots)
-    limit, where = available if available is not None else available_memory()
+    limit, where = available if available is not None else machine.detect().memory
     if limit is None or estimate.total <= limit:
         return estimate
 

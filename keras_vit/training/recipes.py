@@ -29,7 +29,8 @@ import math
 
 import keras
 
-from keras_vit._validation import check_positive_int
+from keras_vit._validation import check_choice, check_non_negative_int, check_number_in, check_positive_int
+from keras_vit.data import augment
 from keras_vit.models.head import outputs_probabilities
 
 # Variables that weight decay must not shrink: biases, LayerNorm scale/offset, the position
@@ -89,6 +90,29 @@ class Recipe:
     batch_size: int = 256
     beta_2: float = 0.999
     momentum: float = 0.9
+
+    def __post_init__(self):
+        inf = float("inf")
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"Invalid name={self.name!r}. Expected a non-empty string.")
+        check_choice("optimizer", self.optimizer, ("adamw", "sgd"))
+        check_choice("schedule", self.schedule, ("cosine", "constant"))
+        check_choice("augment", self.augment, tuple(augment.PRESETS))
+        if not isinstance(self.decay_all, bool):
+            raise ValueError(f"Invalid decay_all={self.decay_all!r}. Expected True or False.")
+        check_number_in("learning_rate", self.learning_rate, 0, inf, include_low=False, include_high=False)
+        check_number_in("weight_decay", self.weight_decay, 0, inf, include_high=False)
+        check_number_in("warmup_epochs", self.warmup_epochs, 0, inf, include_high=False)
+        check_number_in("min_learning_rate_ratio", self.min_learning_rate_ratio, 0, 1)
+        check_number_in("label_smoothing", self.label_smoothing, 0, 1, include_high=False)
+        check_number_in("drop_path_rate", self.drop_path_rate, 0, 1, include_high=False)
+        check_number_in("beta_2", self.beta_2, 0, 1, include_high=False)
+        check_number_in("momentum", self.momentum, 0, 1, include_high=False)
+        if self.clip_norm is not None:
+            check_number_in("clip_norm", self.clip_norm, 0, inf, include_low=False, include_high=False)
+        check_positive_int("reference_batch_size", self.reference_batch_size)
+        check_positive_int("batch_size", self.batch_size)
+        check_non_negative_int("warmup_steps", self.warmup_steps)
 
     def learning_rate_for(self, batch_size: int) -> float:
         """Peak learning rate for a global batch of `batch_size` (linear scaling rule)."""
@@ -153,6 +177,10 @@ class WarmupCosine(keras.optimizers.schedules.LearningRateSchedule):
     """
 
     def __init__(self, peak, total_steps, warmup_steps=0, min_ratio=0.0):
+        check_number_in("peak", peak, 0, float("inf"), include_low=False, include_high=False)
+        check_number_in("total_steps", total_steps, 0, float("inf"), include_low=False, include_high=False)
+        check_non_negative_int("warmup_steps", warmup_steps)
+        check_number_in("min_ratio", min_ratio, 0, 1)
         self.peak = float(peak)
         self.warmup_steps = int(warmup_steps)
         self.min_ratio = float(min_ratio)

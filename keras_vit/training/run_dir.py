@@ -25,11 +25,11 @@ import os
 import time
 
 from keras_vit import _atomic
+from keras_vit.training import run_state
 
 MANIFEST = "manifest.json"
 BACKUP = "backup"
 HISTORY = "history.csv"
-POINTER = "backup.json"  # in BACKUP: the last committed epoch (see callbacks.AtomicBackupAndRestore)
 
 
 def fingerprint_differences(stored: dict, current: dict) -> list:
@@ -57,11 +57,7 @@ class RunDirectory:
 
     def backup_state(self):
         """The committed backup's pointer (a dict), or None when there is no backup."""
-        pointer = os.path.join(self.backup_dir, POINTER)
-        if not os.path.isfile(pointer):
-            return None
-        with open(pointer) as f:
-            return json.load(f)
+        return run_state.read(self.backup_dir)
 
     def prepare(self, fingerprint: dict, resume: bool):
         """Makes the folder ready for a run of `fingerprint`; returns the backup state to resume.
@@ -110,8 +106,8 @@ class RunDirectory:
         manifest = self._manifest()
         prefix = BACKUP + "/"
         owned = [p for p in manifest.get("written", []) if p.startswith(prefix)]
-        # The pointer goes first: a crash midway leaves no pointer naming a deleted weights file.
-        owned.sort(key=lambda p: p != prefix + POINTER)
+        if prefix + run_state.POINTER in owned:
+            run_state.delete(self.backup_dir)
         for relative in owned:
             path = os.path.join(self.path, relative)
             if os.path.isfile(path):

@@ -1,331 +1,44 @@
-"""One training run from a config: data, model, recipe, strategy, crash-safe fit, test, artefacts.
+"""One training run from a config: plan, model, crash-safe fit, test, artefacts.
 
-`train(TrainConfig(...))` is what `keras-vit train` and the benchmark call. The run directory
-keeps the crash backup (`backup/`), the last full model (`checkpoints/last.keras`), TensorBoard
-logs (`tensorboard/`), the CSV history (`history.csv`) and the manifest of what the run wrote
-(`run_dir.RunDirectory`); running the same config again after a crash resumes from the last
-completed epoch, or, when training had finished, writes only the final artefacts. The backup
-is deleted only after every final artefact is written (`save_final_artifacts`). `train`'s
-docstring has a complete (tiny) run.
+`train(TrainConfig(...))` is what `keras-vit train` and the benchmark call, a pipeline of small
+parts: `plan.resolve` settles every choice once (`RunPlan`), the model is built and compiled
+under the plan's strategy and precision, `callbacks` make the fit crash-safe, `report` prints
+the header and the summary, and `artifacts` writes the final files. The run directory keeps the
+crash backup (`backup/`, its pointer owned by `run_state`), the last full model
+(`checkpoints/last.keras`), TensorBoard logs (`tensorboard/`), the CSV history (`history.csv`)
+and the manifest of what the run wrote (`run_dir.RunDirectory`); running the same config again
+after a crash resumes from the last completed epoch, or, when training had finished, writes
+only the final artefacts. The backup is deleted only after every final artefact is written.
+`train`'s docstring has a complete (tiny) run.
 """
 
 from __future__ import annotations
 
-import csv
-import dataclasses
-import importlib.util
-import io
 import os
 import time
-import warnings
-import zipfile
 
 import keras
 import tensorflow as tf
 
-from keras_vit import _atomic, _validation, backends, configs
 from keras_vit._validation import check_positive_int
 from keras_vit.data.pipeline import make_pipeline
-from keras_vit.data.sources import load_source, load_splits
+from keras_vit.data.sources import load_source
 from keras_vit.models.head import outputs_probabilities
 from keras_vit.training import callbacks as callbacks_lib
-from keras_vit.training import distribute, memory, recipes
-from keras_vit.training.run_dir import RunDirectory
-
-# The default model of `keras-vit train`: a small ViT for 28x28 images that trains in minutes
-# on a CPU. Patch 7 gives 16 tokens (+1 class token); chosen by measured throughput and accuracy
-# (benchmarks/RESULTS.md).
-DEFAULT_MODEL = {"patch_size": 7, "hidden_size": 128, "num_layers": 6, "num_heads": 4, "mlp_dim": 256}
-MODEL_KEYS = ("patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim")
-
-
-@dataclasses.dataclass
-class TrainConfig:
-    """Everything one training run needs; `keras-vit train --help` documents each field.
-
-    Args:
-        dataset: str. "sample", a folder, or a tfds name. Defaults to "sample".
-        data_dir: str or None. tfds data_dir. Defaults to None.
-        train_split: str. Defaults to "train".
-        test_split: str or None. Split evaluated at the end; None skips it. A flat class folder
-            has none (its held-out validation share is reported instead). Defaults to "test".
-        validation_split: float or None. Share of the training split held out for per-epoch
-            validation, chosen by `seed`; None validates on the test split (a flat class folder
-            holds out 0.1). Defaults to None.
-        download: bool. Let tfds download. Defaults to False.
-        on_corrupt: str. "skip" or "error" for corrupt image files. Defaults to "skip".
-        variant: str or None. A `configs.VARIANTS` name; None for `DEFAULT_MODEL`.
-        model_overrides: dict. patch_size/hidden_size/num_layers/num_heads/mlp_dim overrides.
-        backbone: Keras model or layer, callable or None. A stem for a hybrid ViT (see
-            `keras_vit.ViT(backbone=)`); a callable without arguments is called inside the
-            distribution strategy's scope to build it. Defaults to None.
-        pooling: str. "token" or "gap". Defaults to "token".
-        image_size: int or None. Defaults to the images' own size when they all share one
-            square size (with the default model; a folder whose images differ needs it),
-            else the variant's.
-        channels: int. Model input channels. Defaults to 3.
-        scaling: str. Pixel scaling put in the model (`configs.SCALINGS`). Defaults to "unit".
-        recipe: str. A `recipes.RECIPES` name. Defaults to "compact".
-        augment: str or None. Augmentation preset; None for the recipe's. Defaults to None.
-        epochs: int. Defaults to 10.
-        batch_size: int or None. Global batch size; None for the recipe's. Defaults to None.
-        precision: str. "auto", "float32", "mixed_bfloat16", "mixed_float16". Defaults to "auto".
-        jit_compile: bool or None. None picks by Keras backend, hardware and precision
-            (`distribute.default_jit_compile`). Defaults to None.
-        strategy: str. "default", "mirrored", "multi_worker", "tpu" (the last three on TensorFlow
-            only). Defaults to "default".
-        run_dir: str or None. Logs and crash backups; None keeps none. Defaults to "runs/train".
-        output_dir: str or None. Where the final model goes; None saves nothing.
-            Defaults to "saved_models".
-        name: str. File name stem of the saved model. Defaults to "vit".
-        export: bool. Also write the SavedModel (`<output_dir>/<name>/<version>/`) and
-            `<name>.tflite`. Defaults to False.
-        resume: bool. Resume from the run directory's backup (of the same configuration);
-            False moves an existing backup aside and starts anew. Defaults to True.
-        seed: int. Defaults to 0.
-        budget_seconds: float or None. Wall-clock training budget (> 0), summed over resumed
-            parts; None for no budget. Defaults to None.
-        max_train_examples: int or None. Use only the first N training examples. Defaults to None.
-        max_test_examples: int or None. Use only the first N test (and validation) examples.
-            Defaults to None.
-        verbose: int or str. Keras verbosity (1 = progress bar). Defaults to "auto".
-        cache: bool or None. Cache decoded data in memory; None caches tfds sets of known
-            size under 200k examples (folders stream, arrays are in memory). Defaults to None.
-        callbacks: list. Extra Keras callbacks. Defaults to [].
-
-    Example:
-
-    >>> config = TrainConfig(variant="tiny", epochs=3, model_overrides={"num_layers": 1})
-    >>> config.dataset, config.recipe, config.batch_size, config.precision
-    ('sample', 'compact', None, 'auto')
-    >>> dataclasses.replace(config, recipe="deit").recipe
-    'deit'
-    """
-
-    dataset: str = "sample"
-    data_dir: str | None = None
-    train_split: str = "train"
-    test_split: str | None = "test"
-    validation_split: float | None = None
-    download: bool = False
-    on_corrupt: str = "skip"
-    variant: str | None = None
-    model_overrides: dict = dataclasses.field(default_factory=dict)
-    backbone: object = None
-    pooling: str = "token"
-    image_size: int | None = None
-    channels: int = 3
-    scaling: str = "unit"
-    recipe: str = "compact"
-    augment: str | None = None
-    epochs: int = 10
-    batch_size: int | None = None
-    precision: str = "auto"
-    jit_compile: bool | None = None
-    strategy: str = "default"
-    run_dir: str | None = os.path.join("runs", "train")
-    output_dir: str | None = "saved_models"
-    name: str = "vit"
-    export: bool = False
-    resume: bool = True
-    seed: int = 0
-    budget_seconds: float | None = None
-    max_train_examples: int | None = None
-    max_test_examples: int | None = None
-    verbose: int | str = "auto"
-    cache: bool | None = None
-    callbacks: list = dataclasses.field(default_factory=list)
-
-
-def build_model(config: TrainConfig, num_classes: int, image_size: int, drop_path_rate: float = 0.0):
-    """Builds the ViT of `config` for `num_classes` and `image_size`, with scaling inside the model.
-
-    Args:
-        config: `TrainConfig`. Its variant (or `DEFAULT_MODEL`), model_overrides, pooling,
-            channels and scaling.
-        num_classes: int. Width of the head.
-        image_size: int. Input height and width.
-        drop_path_rate: float. Stochastic depth of the last block. Defaults to 0.
-
-    Example:
-
-    >>> config = TrainConfig(variant="tiny", model_overrides={"num_layers": 1}, channels=1)
-    >>> model = build_model(config, num_classes=10, image_size=28)
-    >>> model.input_shape, model.output_shape, model.layers[1].name
-    ((None, 28, 28, 1), (None, 10), 'preprocessing')
-    >>> sum(layer.name.startswith("encoderblock_") for layer in model.layers)
-    1
-    """
-    from keras_vit.models import ViT
-
-    unknown = set(config.model_overrides) - set(MODEL_KEYS)
-    if unknown:
-        raise ValueError(f"Invalid model_overrides keys {sorted(unknown)}. Expected some of {list(MODEL_KEYS)}.")
-    overrides = {k: v for k, v in config.model_overrides.items() if v is not None}
-    arch = {} if config.variant is not None else dict(DEFAULT_MODEL)
-    arch.update(overrides)
-    backbone = config.backbone
-    if callable(backbone) and not isinstance(backbone, keras.layers.Layer):
-        backbone = backbone()
-    return ViT(
-        config.variant,
-        **arch,
-        backbone=backbone,
-        input_shape=(image_size, image_size, config.channels),
-        num_classes=num_classes,
-        pooling=config.pooling,
-        preprocessing=config.scaling,
-        drop_path_rate=drop_path_rate,
-    )
-
-
-def _count(source):
-    if source.num_examples is None:
-        source.num_examples = int(source.dataset.reduce(0, lambda n, _: n + 1))
-    return source.num_examples
-
-
-def _resolve_image_size(config, source):
-    """Returns (image side, why it was chosen), for the run's header."""
-    if config.image_size is not None:
-        return int(config.image_size), "given"
-    if config.variant is not None:
-        return configs.get_variant(config.variant).image_size, f"variant {config.variant}'s"
-    size = source.image_size
-    if size is None:
-        raise ValueError(
-            f"The images of dataset={config.dataset!r} differ in size (or it is unknown): pass image_size "
-            "(--image-size N) to choose the model's input side."
-        )
-    if size[0] != size[1]:
-        raise ValueError(
-            f"The images of dataset={config.dataset!r} are {size[0]}x{size[1]}, not square: pass image_size "
-            "(--image-size N) to choose the model's input side."
-        )
-    return int(size[0]), f"the images' own ({size[0]}x{size[1]})"
-
-
-def _architecture(config):
-    """The resolved patch_size/hidden_size/num_layers/num_heads/mlp_dim of `config`'s model."""
-    base = DEFAULT_MODEL if config.variant is None else dataclasses.asdict(configs.get_variant(config.variant))
-    arch = {key: base.get(key) for key in MODEL_KEYS}
-    arch.update({k: v for k, v in config.model_overrides.items() if v is not None})
-    return arch
-
-
-def _check_config(config):
-    """Validates the numbers and output paths of `config` before any data is read."""
-    _validation.check_positive_int("epochs", config.epochs)
-    for name in ("batch_size", "image_size", "max_train_examples", "max_test_examples"):
-        if getattr(config, name) is not None:
-            _validation.check_positive_int(name, getattr(config, name))
-    if config.budget_seconds is not None:
-        _validation.check_positive_number("budget_seconds", config.budget_seconds)
-    for name in ("run_dir", "output_dir"):
-        if getattr(config, name) is not None:
-            _validation.check_writable_folder(name, getattr(config, name))
-
-
-def _fingerprint(config, recipe, augment, batch_size, image_size, precision, train_source, num_train):
-    """What a backup must share with the run resuming from it: data, model, recipe, batch."""
-    backbone = config.backbone
-    return {
-        "dataset": config.dataset, "train_split": config.train_split, "validation_split": config.validation_split,
-        "num_train_examples": num_train,
-        "num_classes": train_source.num_classes, "variant": config.variant or "default", **_architecture(config),
-        "backbone": None if backbone is None else getattr(backbone, "name", None) or getattr(backbone, "__name__", type(backbone).__name__),
-        "pooling": config.pooling, "image_size": image_size, "channels": config.channels, "scaling": config.scaling,
-        "recipe": recipe.name, "augment": augment if isinstance(augment, str) else repr(augment),
-        "epochs": config.epochs, "batch_size": batch_size, "precision": precision, "seed": config.seed,
-    }
-
-
-def _check_memory(model, batch_size, replicas, precision, recipe, config, image_size):
-    """Refuses (ValueError) a run whose training step cannot fit the device; returns the estimate."""
-    from keras_vit.layers import TransformerBlock
-
-    blocks = [
-        memory.Block(int(layer.input.shape[1]), int(layer.input.shape[2]), layer.num_heads, layer.mlp_dim)
-        for layer in model.layers
-        if isinstance(layer, TransformerBlock)
-    ]
-    patch_size = _architecture(config)["patch_size"] if config.backbone is None else None
-    return memory.check_training_memory(
-        blocks, model.count_params(), max(batch_size // replicas, 1), image_size, patch_size,
-        activation_bytes=2 if precision.startswith("mixed") else 4, optimizer_slots=2 if recipe.optimizer == "adamw" else 1,
-    )
-
-
-class ResumableCSVLogger(keras.callbacks.CSVLogger):
-    """CSVLogger (append) that, on resume, drops rows of epochs the backup does not hold.
-
-    It reads the epoch from the backup pointer itself, so it can run before the backup
-    callback: each epoch's row is written before the backup commits that epoch, and a crash in
-    between only repeats a row that this trimming removes.
-
-    Args:
-        filename: str. Path of the CSV file.
-        backup_dir: str. Folder of the `AtomicBackupAndRestore` backup.
-    """
-
-    def __init__(self, filename, backup_dir):
-        super().__init__(filename, append=True)
-        self.backup_dir = backup_dir
-
-    def on_train_begin(self, logs=None):
-        pointer = callbacks_lib.AtomicBackupAndRestore(self.backup_dir).read_state()
-        initial_epoch = pointer["epoch"] if pointer else 0
-        if os.path.exists(self.filename):
-            with open(self.filename, newline="") as f:
-                rows = list(csv.reader(f))
-            if rows:
-                kept = [rows[0]] + [r for r in rows[1:] if r and int(r[0]) < initial_epoch]
-                text = io.StringIO()
-                csv.writer(text).writerows(kept)
-                _atomic.write_text(self.filename, text.getvalue())
-        super().on_train_begin(logs)
-
-
-def make_callbacks(run_dir, fingerprint=None):
-    """CSV history, last-model checkpoint, TensorBoard and the crash backup in `run_dir`.
-
-    The backup comes last: it is the commit point of an epoch, after everything else of that
-    epoch is on disk. Each file or folder is listed in the run's manifest before it is written.
-
-    Args:
-        run_dir: str or None. The run folder; None gives no callbacks.
-        fingerprint: dict or None. The configuration, stored with each backup. Defaults to None.
-
-    Example:
-
-    >>> import tempfile
-    >>> callbacks = make_callbacks(os.path.join(tempfile.mkdtemp(), "run"))
-    >>> [type(callback).__name__ for callback in callbacks]
-    ['ResumableCSVLogger', 'AtomicModelCheckpoint', 'TensorBoard', 'AtomicBackupAndRestore']
-    >>> make_callbacks(None)
-    []
-    """
-    if run_dir is None:
-        return []
-    run = RunDirectory(run_dir)
-    os.makedirs(run_dir, exist_ok=True)
-    run.record("history.csv", "checkpoints/last.keras", "tensorboard/")
-    callbacks = [
-        ResumableCSVLogger(run.history_path, run.backup_dir),
-        callbacks_lib.AtomicModelCheckpoint(os.path.join(run_dir, "checkpoints", "last.keras")),
-    ]
-    if importlib.util.find_spec("tensorboard") is not None:
-        callbacks.append(keras.callbacks.TensorBoard(os.path.join(run_dir, "tensorboard")))
-    else:  # a dependency of keras_vit, but installs made with --no-deps may lack it
-        warnings.warn("tensorboard is not installed: no TensorBoard logs (pip install tensorboard).", stacklevel=2)
-
-    def on_write(path):
-        run.record(os.path.relpath(path, run_dir).replace(os.sep, "/"))
-
-    callbacks.append(callbacks_lib.AtomicBackupAndRestore(
-        run.backup_dir, delete_checkpoint=False, metadata={"fingerprint": fingerprint}, on_write=on_write,
-    ))
-    return callbacks
+from keras_vit.training import distribute, memory, plan as plan_lib, recipes
+from keras_vit.training.artifacts import next_saved_model_version, save_final_artifacts
+from keras_vit.training.callbacks import ResumableCSVLogger, make_callbacks  # noqa: F401  (their old home)
+from keras_vit.training.plan import (  # noqa: F401  (public here too: TrainConfig is the trainer's input)
+    DEFAULT_MODEL,
+    MODEL_KEYS,
+    RunPlan,
+    TrainConfig,
+    _count,
+    _resolve_image_size,
+    build_model,
+)
+from keras_vit.training import report
+from keras_vit.training.report import format_summary  # noqa: F401  (public here too)
 
 
 def _score(model, dataset, jit_compile="auto"):
@@ -336,7 +49,7 @@ def _score(model, dataset, jit_compile="auto"):
     training loss) as it is.
     """
     scorer = keras.Model(model.inputs, model.outputs)
-    _work_around_multi_worker(scorer, tf.distribute.get_strategy())
+    distribute.work_around_multi_worker(scorer, tf.distribute.get_strategy())
     scorer.compile(
         loss=keras.losses.CategoricalCrossentropy(from_logits=not outputs_probabilities(model)),
         metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")],
@@ -375,336 +88,159 @@ def train(config: TrainConfig) -> dict:
     >>> result["settings"]["recipe"], result["model"].input_shape
     ('compact', (None, 28, 28, 3))
     """
-    _check_config(config)
-    recipe = recipes.get_recipe(config.recipe)
-    # First: MultiWorkerMirroredStrategy must be created before anything initialises TF's runtime.
-    strategy = distribute.get_strategy(config.strategy)
-    precision = distribute.resolve_precision(config.precision)
-    jit_compile = config.jit_compile
-    distribute.check_jit_compile(jit_compile, strategy)
-    if jit_compile is None:
-        jit_compile = distribute.default_jit_compile(precision=precision, strategy=strategy)
-    batch_size = distribute.global_batch_size(config.batch_size or recipe.batch_size, strategy)
-    augment = config.augment or recipe.augment
-    keras.utils.set_random_seed(config.seed)
-
-    # Every split is found before the first step: a missing one must not cost a training run.
-    train_source, validation_source, test_source = load_splits(
-        config.dataset, config.train_split, config.test_split, config.validation_split, config.seed,
-        config.data_dir, config.on_corrupt, config.download,
-    )
-    train_source = train_source.take(config.max_train_examples)
-    num_train = _count(train_source)
-    if num_train < batch_size:
-        raise ValueError(f"batch_size={batch_size} is larger than the {num_train} training examples.")
-    steps_per_epoch = num_train // batch_size
-    image_size, image_size_reason = _resolve_image_size(config, train_source)
-    if test_source is not None:
-        test_source = test_source.take(config.max_test_examples)
-    cache = config.cache if config.cache is not None else train_source.keys is None and num_train <= 200_000
-    train_ds = make_pipeline(
-        train_source, image_size=image_size, channels=config.channels, scaling=None, batch_size=batch_size,
-        training=True, augment=augment, seed=config.seed, cache=cache,
-    )
-    validation_ds = None
-    if validation_source is not None:
-        validation_source = validation_source.take(config.max_test_examples)
-        validation_ds = make_pipeline(
-            validation_source, image_size=image_size, channels=config.channels, scaling=None, batch_size=batch_size
-        )
-
+    plan = plan_lib.resolve(config)
+    train_ds = _pipeline(plan, plan.train, training=True)
+    validation_ds = _pipeline(plan, plan.validation) if plan.validation is not None else None
     previous_policy = keras.config.dtype_policy()
-    keras.config.set_dtype_policy(precision)
+    keras.config.set_dtype_policy(plan.precision)
     try:
-        with strategy.scope():
-            model = build_model(config, train_source.num_classes, image_size, recipe.drop_path_rate)
-            schedule = recipes.make_schedule(recipe, batch_size, steps_per_epoch, config.epochs)
-            optimizer = recipes.make_optimizer(recipe, model, schedule)
-            model.compile(
-                optimizer=optimizer,
-                loss=recipes.make_loss(recipe, model),
-                metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")],
-                jit_compile=jit_compile,
-            )
-        estimate = _check_memory(model, batch_size, strategy.num_replicas_in_sync, precision, recipe, config, image_size)
-        fingerprint = _fingerprint(config, recipe, augment, batch_size, image_size, precision, train_source, num_train)
-        run = RunDirectory(config.run_dir) if config.run_dir else None
-        state = run.prepare(fingerprint, config.resume) if run else None
-        callbacks = make_callbacks(config.run_dir, fingerprint)
-        backup = callbacks[-1] if callbacks else None
-        seconds_before = state["train_seconds"] if state else 0.0
-        finished = bool(state and state.get("finished"))
-        budget = None
-        if config.budget_seconds is not None and not finished:
-            if config.budget_seconds <= seconds_before:
-                finished = True  # killed after the budget was spent but before it was recorded
-            else:
-                budget = callbacks_lib.TimeBudget(config.budget_seconds - seconds_before, steps_per_epoch, schedule)
-        # The backup stays last: the commit point of an epoch, after every other callback's work.
-        callbacks = callbacks[:-1] + ([budget] if budget else []) + list(config.callbacks) + callbacks[-1:]
+        model, schedule = _compiled_model(plan)
+        estimate = _check_memory(model, plan)
+        plan.attach_run_dir()
+        callbacks, backup = _callbacks(plan, schedule)
         if config.verbose != 0:
-            print(_header(config, model, recipe, augment, precision, jit_compile, strategy, batch_size, steps_per_epoch,
-                          image_size, image_size_reason, train_source, num_train, validation_source, test_source,
-                          estimate, run, state, finished), flush=True)
-
-        _work_around_multi_worker(model, strategy)
-        start = time.perf_counter()
-        steps_before = 0
-        epochs_run = 0
-        history = None
-        with strategy.scope():
-            if finished:
-                backup.restore(model)
-            else:
-                if state:  # the optimizer's step count of the backup, for this process's images/s
-                    steps_before = state.get("steps", 0)
-                history = model.fit(train_ds, epochs=config.epochs, callbacks=callbacks, verbose=config.verbose,
-                                    shuffle=False, validation_data=validation_ds)
-                epochs_run = len(history.epoch)
-        process_seconds = time.perf_counter() - start
-        steps_done = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
-        if backup is not None:
-            if not finished:
-                backup.commit(finished=True, train_seconds=round(backup.train_seconds(), 1), steps=steps_done)
-            epochs_done, train_seconds = backup.state["epoch"], backup.state["train_seconds"]
-        else:
-            epochs_done, train_seconds = epochs_run, process_seconds
-        steps_this_process = steps_done - steps_before if not finished else 0
-        result = {
-            "test_accuracy": None,
-            "test_loss": None,
-            "num_test_examples": None,
-            "epochs_done": epochs_done,
-            "steps_done": steps_done,
-            "last_epoch_partial": steps_done < epochs_done * steps_per_epoch,
-            "initial_epoch": state["epoch"] if state else 0,
-            "train_seconds": round(train_seconds, 1),
-            "images_per_second": round(steps_this_process * batch_size / process_seconds, 1) if steps_this_process else None,
-            "num_train_examples": num_train,
-            "class_names": list(train_source.class_names),
-            "data": {
-                "train": train_source.description,
-                "validation": validation_source.description if validation_source is not None else None,
-                "test": test_source.description if test_source is not None else None,
-                "image_size": image_size_reason,
-            },
-            "validation_accuracy": _last(history, "val_accuracy"),
-            "skipped_files": list(train_source.corrupt_files()),
-            "settings": {
-                "dataset": config.dataset, "variant": config.variant or "default",
-                "image_size": image_size, "channels": config.channels, "recipe": recipe.name,
-                "augment": augment if isinstance(augment, str) else repr(augment), "batch_size": batch_size,
-                "epochs": config.epochs, "precision": precision, "jit_compile": jit_compile, "backend": keras.backend.backend(),
-                "strategy": config.strategy, "replicas": strategy.num_replicas_in_sync,
-                "params": model.count_params(), "seed": config.seed,
-                "estimated_step_memory_gib": round(estimate.total / memory.GIB, 2),
-            },
-        }
-        if test_source is not None:
-            test_ds = make_pipeline(test_source, image_size=image_size, channels=config.channels, scaling=None, batch_size=batch_size)
-            with strategy.scope():
-                scores = _score(model, test_ds, jit_compile)
-            result["test_accuracy"], result["test_loss"] = scores["accuracy"], scores["loss"]
-            result["num_test_examples"] = _count(test_source)
+            print(report.header(plan, model, estimate), flush=True)
+        history, steps_before, process_seconds = _fit(plan, model, train_ds, validation_ds, callbacks, backup)
+        result = _results(plan, model, estimate, history, steps_before, process_seconds, backup)
+        if plan.test is not None:
+            _test(plan, model, result)
         if config.output_dir:
             version = None
             if config.export and backup is not None:
                 # Fixed before exporting, so a run killed during the export redoes the same version.
-                version = backup.state.get("saved_model_version") or _next_saved_model_version(config.output_dir, config.name)
+                version = backup.state.get("saved_model_version") or next_saved_model_version(config.output_dir, config.name)
                 backup.commit(saved_model_version=version)
             result["artifacts"] = save_final_artifacts(
-                model, train_source.class_names, config.output_dir, config.name, result,
-                export=config.export, saved_model_version=version,
+                model, plan.train.class_names, config.output_dir, config.name, result,
+                export=config.export, saved_model_version=version, log_dir=config.run_dir,
             )
-        if run is not None:
-            run.remove_backup()  # every artefact is written and verified: the backup's job is done
+        if plan.run is not None:
+            plan.run.remove_backup()  # every artefact is written and verified: the backup's job is done
         result["model"] = model
         return result
     finally:
         keras.config.set_dtype_policy(previous_policy)
 
 
+def _pipeline(plan, source, training=False):
+    return make_pipeline(
+        source, image_size=plan.image_size, channels=plan.config.channels, scaling=None, batch_size=plan.batch_size,
+        **(dict(training=True, augment=plan.augment, seed=plan.config.seed, cache=plan.cache) if training else {}),
+    )
+
+
+def _compiled_model(plan):
+    """The plan's model, compiled with its recipe inside its strategy's scope; and the learning-rate schedule."""
+    recipe = plan.recipe
+    with plan.strategy.scope():
+        model = build_model(plan.config, plan.train.num_classes, plan.image_size, recipe.drop_path_rate)
+        schedule = recipes.make_schedule(recipe, plan.batch_size, plan.steps_per_epoch, plan.config.epochs)
+        model.compile(
+            optimizer=recipes.make_optimizer(recipe, model, schedule),
+            loss=recipes.make_loss(recipe, model),
+            metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")],
+            jit_compile=plan.jit_compile,
+        )
+    return model, schedule
+
+
+def _callbacks(plan, schedule):
+    """The fit's callbacks, the crash backup last (None without a run directory), and the backup."""
+    config = plan.config
+    callbacks = make_callbacks(config.run_dir, plan.fingerprint())
+    backup = callbacks[-1] if callbacks else None
+    budget = None
+    if config.budget_seconds is not None and not plan.finished:
+        if config.budget_seconds <= plan.seconds_before:
+            plan.finished = True  # killed after the budget was spent but before it was recorded
+        else:
+            budget = callbacks_lib.TimeBudget(config.budget_seconds - plan.seconds_before, plan.steps_per_epoch, schedule)
+    # The backup stays last: the commit point of an epoch, after every other callback's work.
+    return callbacks[:-1] + ([budget] if budget else []) + list(config.callbacks) + callbacks[-1:], backup
+
+
+def _fit(plan, model, train_ds, validation_ds, callbacks, backup):
+    """Trains (resuming from the plan's backup), or restores a finished run; returns (history, steps before, seconds)."""
+    distribute.work_around_multi_worker(model, plan.strategy)
+    start = time.perf_counter()
+    steps_before = 0
+    history = None
+    with plan.strategy.scope():
+        if plan.finished:
+            backup.restore(model)
+        else:
+            if plan.state:  # the backup's weights and optimizer state; its step count, for this process's images/s
+                backup.restore(model)
+                steps_before = plan.state.get("steps", 0)
+            history = model.fit(
+                train_ds, epochs=plan.config.epochs, initial_epoch=backup.restored_epoch if backup else 0,
+                callbacks=callbacks, verbose=plan.config.verbose, shuffle=False, validation_data=validation_ds,
+            )
+    return history, steps_before, time.perf_counter() - start
+
+
+def _results(plan, model, estimate, history, steps_before, process_seconds, backup):
+    """The run's results (without the test metrics and the artefacts); commits a finished backup."""
+    steps_done = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
+    if backup is not None:
+        if not plan.finished:
+            backup.commit(finished=True, train_seconds=round(backup.train_seconds(), 1), steps=steps_done)
+        epochs_done, train_seconds = backup.state["epoch"], backup.state["train_seconds"]
+    else:
+        epochs_done, train_seconds = len(history.epoch) if history is not None else 0, process_seconds
+    steps_this_process = steps_done - steps_before if not plan.finished else 0
+    return {
+        "test_accuracy": None,
+        "test_loss": None,
+        "num_test_examples": None,
+        "epochs_done": epochs_done,
+        "steps_done": steps_done,
+        "last_epoch_partial": steps_done < epochs_done * plan.steps_per_epoch,
+        "initial_epoch": plan.state["epoch"] if plan.state else 0,
+        "train_seconds": round(train_seconds, 1),
+        "images_per_second": round(steps_this_process * plan.batch_size / process_seconds, 1) if steps_this_process else None,
+        "num_train_examples": plan.num_train,
+        "class_names": list(plan.train.class_names),
+        "data": {
+            "train": plan.train.description,
+            "validation": plan.validation.description if plan.validation is not None else None,
+            "test": plan.test.description if plan.test is not None else None,
+            "image_size": plan.image_size_reason,
+        },
+        "validation_accuracy": _last(history, "val_accuracy"),
+        "skipped_files": list(plan.train.corrupt_files()),
+        "settings": plan.settings(model, estimate),
+    }
+
+
+def _test(plan, model, result):
+    """Adds the test split's accuracy and loss to `result`."""
+    with plan.strategy.scope():
+        scores = _score(model, _pipeline(plan, plan.test), plan.jit_compile)
+    result["test_accuracy"], result["test_loss"] = scores["accuracy"], scores["loss"]
+    result["num_test_examples"] = _count(plan.test)
+
+
+def _check_memory(model, plan):
+    """Refuses (ValueError) a run whose training step cannot fit the device; returns the estimate."""
+    from keras_vit.layers import TransformerBlock
+
+    blocks = [
+        memory.Block(int(layer.input.shape[1]), int(layer.input.shape[2]), layer.num_heads, layer.mlp_dim)
+        for layer in model.layers
+        if isinstance(layer, TransformerBlock)
+    ]
+    patch_size = plan.architecture["patch_size"] if plan.config.backbone is None else None
+    return memory.check_training_memory(
+        blocks, model.count_params(), max(plan.batch_size // plan.strategy.num_replicas_in_sync, 1), plan.image_size,
+        patch_size, activation_bytes=2 if plan.precision.startswith("mixed") else 4,
+        optimizer_slots=2 if plan.recipe.optimizer == "adamw" else 1,
+    )
+
+
 def _last(history, key):
     values = history.history.get(key) if history is not None else None
     return float(values[-1]) if values else None
-
-
-def _next_saved_model_version(output_dir, name):
-    from keras_vit.export.saved_model import _resolve_version
-
-    return _resolve_version(os.path.join(output_dir, name), None)
-
-
-def _header(config, model, recipe, augment, precision, jit_compile, strategy, batch_size, steps_per_epoch,
-            image_size, image_size_reason, train_source, num_train, validation_source, test_source, estimate, run,
-            state, finished) -> str:
-    """The lines printed before training: model, data, recipe and hardware, memory, outputs, resume state."""
-    arch = _architecture(config)
-    blocks = [layer for layer in model.layers if layer.name.startswith("encoderblock_")]
-    tokens = int(blocks[0].input.shape[1]) if blocks else None
-    model_line = (
-        f"Model:    {config.variant or 'default ViT'} (patch {arch['patch_size']}, width {arch['hidden_size']}, "
-        f"{arch['num_layers']} layers, {arch['num_heads']} heads, MLP {arch['mlp_dim']}), {tokens} tokens, "
-        f"{model.count_params():,} parameters, pooling {config.pooling}"
-    )
-    if test_source is not None:
-        test = f"test {test_source.num_examples:,} ({config.test_split})" if test_source.num_examples is not None else f"test ({config.test_split})"
-    else:
-        test = "no test split"
-    validation = f"; validation: {validation_source.description}" if validation_source is not None else ""
-    lines = [
-        model_line,
-        f"Data:     {config.dataset}: train {num_train:,} ({config.train_split}), {test}; {train_source.num_classes} classes; "
-        f"images {image_size}x{image_size}x{config.channels} ({image_size_reason}){validation}",
-        f"Training: recipe {recipe.name}, augment {augment if isinstance(augment, str) else 'custom'}, {config.epochs} epochs x "
-        f"{steps_per_epoch} steps at batch {batch_size}, precision {precision}, {_compilation(jit_compile)}, "
-        f"strategy {config.strategy} ({strategy.num_replicas_in_sync} replica{'s' if strategy.num_replicas_in_sync > 1 else ''})"
-        + (f", budget {config.budget_seconds / 60:g} min" if config.budget_seconds is not None else ""),
-        f"Memory:   about {estimate.total / memory.GIB:.2f} GiB per training step (estimate)",
-        f"Outputs:  run dir {os.path.abspath(config.run_dir) if config.run_dir else 'none'}; final model "
-        + (f"{os.path.abspath(os.path.join(config.output_dir, config.name))}.keras"
-           + (" + SavedModel + TFLite" if config.export else "") if config.output_dir else "not saved"),
-    ]
-    if state is None:
-        resume = "new run"
-    elif finished:
-        resume = (f"training had finished (epoch {state['epoch']} of {config.epochs}); writing the final artefacts "
-                  f"only (backup in {run.backup_dir})")
-    else:
-        resume = f"resuming from epoch {state['epoch']} of {config.epochs} (backup in {run.backup_dir})"
-    lines.append(f"Resume:   {resume}")
-    lines.extend(f"          moved the previous run's files aside to {path}" for path in (run.moved if run else []))
-    return "\n".join(lines)
-
-
-def _compilation(jit_compile) -> str:
-    """How the train step runs, e.g. "XLA on, Keras backend jax"."""
-    backend = backends.current()
-    return f"{backend.COMPILER} {'on' if jit_compile else 'off'}, Keras backend {backend.NAME}"
-
-
-def format_summary(result) -> str:
-    """The lines printed after a run: what was trained, for how long, and the test metrics."""
-    settings = result["settings"]
-    partial = ", the last one partial" if result["last_epoch_partial"] else ""
-    speed = f", {result['images_per_second']:.0f} images/s in this process" if result["images_per_second"] else ""
-    lines = [
-        f"Trained {settings['params']:,} parameters for {result['epochs_done']} epochs ({result['steps_done']} steps{partial}) "
-        f"in {result['train_seconds']:.0f} s of training{' including the resumed parts' if result['initial_epoch'] else ''}"
-        f"{speed} ({settings['precision']}, {_compilation(settings['jit_compile'])})."
-    ]
-    if result["test_accuracy"] is not None:
-        lines.append(
-            f"Test accuracy: {result['test_accuracy']:.4f} (loss {result['test_loss']:.4f}, cross-entropy without "
-            f"label smoothing as `keras-vit evaluate` reports it) on {result['num_test_examples']} examples"
-        )
-    elif result["validation_accuracy"] is not None:
-        lines.append(f"Validation accuracy: {result['validation_accuracy']:.4f} on {result['data']['validation']}")
-    skipped = result["skipped_files"]
-    if skipped:
-        lines.append(f"Skipped {len(skipped)} corrupt image files: {', '.join(skipped[:3])}{', ...' if len(skipped) > 3 else ''}")
-    return "\n".join(lines)
-
-
-def _work_around_multi_worker(model, strategy):
-    """Makes `model` fit and evaluate under MultiWorkerMirroredStrategy with Keras 3.15."""
-    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-        # Keras 3.15's symbolic build before fit/evaluate reduces a distributed batch with
-        # strategy.reduce, which fails under MultiWorkerMirroredStrategy. Without a stored
-        # strategy Keras builds at trace time and takes the strategy of the enclosing scope.
-        model._distribute_strategy = None
-        _patch_multi_worker_logs(model)
-
-
-def _patch_multi_worker_logs(model):
-    """Works around Keras 3.15 reducing scalar step logs with `strategy.reduce(..., axis=0)`
-    under MultiWorkerMirroredStrategy: inside replicas the logs are returned with shape (1,)."""
-    get_metrics_result = model.get_metrics_result
-
-    def reshaped_metrics_result():
-        logs = get_metrics_result()
-        if tf.distribute.in_cross_replica_context():
-            return logs
-        return {k: tf.reshape(v, (1,)) if len(getattr(v, "shape", (0,))) == 0 else v for k, v in logs.items()}
-
-    model.get_metrics_result = reshaped_metrics_result
-
-
-def save_final_artifacts(model, class_names, output_dir, name, result, export=False, saved_model_version=None) -> dict:
-    """Writes and verifies the final artefacts of a run; the one place both the CLI and `train` use.
-
-    `<name>.keras`, `<name>.labels.txt`, with `export` the TF Serving SavedModel
-    (`<name>/<version>/`) and `<name>.tflite`, and last `<name>.json` (the results, listing the
-    other artefacts). Each is written atomically (`keras_vit._atomic`), so a crash leaves no
-    half-written artefact, and checked after writing.
-
-    Args:
-        model: keras.Model. The trained model.
-        class_names: sequence of str. One name per class, written one per line.
-        output_dir: str. Folder of the artefacts (created if missing).
-        name: str. File name stem.
-        result: dict. The run's results (`train`'s), written as JSON without the model.
-        export: bool. Also write the SavedModel and the float32 TFLite file. Defaults to False.
-        saved_model_version: int or None. SavedModel version folder, replaced if it exists;
-            None for the next free version. Defaults to None.
-
-    Returns:
-        dict of artefact kind -> path.
-
-    Example:
-
-    >>> import json, tempfile
-    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(2)])
-    >>> result = {"test_accuracy": 0.5}
-    >>> paths = save_final_artifacts(model, ["cat", "dog"], tempfile.mkdtemp(), "pets", result)
-    >>> sorted(os.path.basename(p) for p in paths.values())
-    ['pets.json', 'pets.keras', 'pets.labels.txt']
-    >>> open(paths["labels"]).read().split(), json.load(open(paths["summary"]))["test_accuracy"]
-    (['cat', 'dog'], 0.5)
-    """
-    paths = {
-        "keras": os.path.join(output_dir, f"{name}.keras"),
-        "labels": os.path.join(output_dir, f"{name}.labels.txt"),
-    }
-    callbacks_lib.save_model_atomic(model, paths["keras"])
-    _atomic.write_text(paths["labels"], "".join(f"{c}\n" for c in class_names))
-    if export:
-        from keras_vit import export as export_lib
-
-        # The model carries its scaling layer, so both exports take raw [0, 255] pixels.
-        with export_lib.shared_process():
-            paths["saved_model"] = export_lib.saved_model(
-                model, os.path.join(output_dir, name), saved_model_version, class_names=class_names,
-                overwrite=saved_model_version is not None,
-            )
-            paths["tflite"] = export_lib.tflite(
-                model, os.path.join(output_dir, f"{name}.tflite"), class_names=class_names, overwrite=True
-            ).path
-    paths["summary"] = os.path.join(output_dir, f"{name}.json")
-    summary = {k: v for k, v in result.items() if k not in ("model", "artifacts")}
-    summary["input"] = "raw pixels in [0, 255]; scaling is inside the model"
-    summary["artifacts"] = dict(paths)
-    _atomic.write_json(paths["summary"], summary)
-    _verify_artifacts(paths, len(class_names))
-    return paths
-
-
-def _verify_artifacts(paths, num_classes):
-    """Raises OSError unless each artefact is on disk and looks whole."""
-    problems = []
-    if not zipfile.is_zipfile(paths["keras"]) or "config.json" not in zipfile.ZipFile(paths["keras"]).namelist():
-        problems.append(f"{paths['keras']!r} is not a whole .keras archive")
-    with open(paths["labels"], encoding="utf-8") as f:
-        if len(f.read().splitlines()) != num_classes:
-            problems.append(f"{paths['labels']!r} does not hold {num_classes} class names")
-    if "saved_model" in paths and not os.path.isfile(os.path.join(paths["saved_model"], "saved_model.pb")):
-        problems.append(f"{paths['saved_model']!r} holds no saved_model.pb")
-    if "tflite" in paths:
-        with open(paths["tflite"], "rb") as f:
-            if f.read(8)[4:8] != b"TFL3":
-                problems.append(f"{paths['tflite']!r} is not a TFLite flatbuffer")
-    if problems:
-        raise OSError("Final artefacts failed their check (the run's backup is kept; run again): " + "; ".join(problems))
 
 
 def evaluate(model_path, dataset="sample", split="test", batch_size=256, data_dir=None, on_corrupt="skip",

@@ -1,0 +1,34 @@
+"""Names of the library's choices, importable without Keras or TensorFlow.
+
+`keras-vit --help` lists them without loading TensorFlow. `PRECISIONS`, `STRATEGIES` and
+`INSPECT_SCALES` are the lists `keras_vit.training.distribute` and `keras_vit.inspect.images`
+check against; `RECIPES` and `AUGMENT_PRESETS` name the rows of
+`keras_vit.training.recipes.RECIPES` and `keras_vit.data.augment.PRESETS` (those tables need
+Keras), and tests/test_runs.py checks they agree.
+
+Example:
+
+>>> RECIPES
+('deit', 'finetune', 'compact', 'anchor')
+>>> MODEL_FIELDS
+('patch_size', 'hidden_size', 'num_layers', 'num_heads', 'mlp_dim')
+"""
+
+import dataclasses
+
+from keras_vit.configs import ARCHITECTURE_FIELDS, SCALINGS, ViTConfig
+
+RECIPES = ("deit", "finetune", "compact", "anchor")
+AUGMENT_PRESETS = ("none", "flip", "light", "medium", "strong")
+PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
+STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
+# How `keras_vit.inspect.images.model_inputs` scales [0, 255] pixels: "raw" when the model has
+# its own preprocessing, "auto" to choose by that, or one of configs.SCALINGS.
+INSPECT_SCALES = ("auto", "raw", *SCALINGS)
+# The architecture fields every variant states (those of ViTConfig without a default), in
+# ARCHITECTURE_FIELDS' order: what `keras-vit train` lets one override (--patch-size, ...).
+MODEL_FIELDS = tuple(
+    field for field in ARCHITECTURE_FIELDS
+    if field in {f.name for f in dataclasses.fields(ViTConfig) if f.default is dataclasses.MISSING}
+)
+

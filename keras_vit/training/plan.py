@@ -1,0 +1,343 @@
+"""What a training run will do, resolved once from its `TrainConfig` before the first step.
+
+`resolve(config)` checks the config and settles every choice it leaves open: the recipe, the
+strategy, the precision, XLA, the global batch, the augmentation, the data splits and their
+sizes, the image size and why, the architecture; `RunPlan.attach_run_dir` then reads the run
+directory's backup (resume state). The plan feeds the backup's fingerprint, the settings
+record of the results, the header printed before training and the summary after it
+(`keras_vit.training.report`).
+
+Example:
+
+>>> plan = resolve(TrainConfig(variant="tiny", image_size=28, epochs=1, max_train_examples=32,
+...                            batch_size=16, run_dir=None, output_dir=None, precision="float32"))
+>>> plan.batch_size, plan.steps_per_epoch, plan.image_size, plan.recipe.name, plan.architecture["num_layers"]
+(16, 2, 28, 'compact', 2)
+>>> plan.fingerprint()["num_train_examples"]
+32
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import keras
+
+from keras_vit import _validation, choices, configs
+from keras_vit.data.sources import Source, load_splits
+from keras_vit.training import distribute, memory, recipes
+from keras_vit.training.run_dir import RunDirectory
+
+# The default model of `keras-vit train`: a small ViT for 28x28 images that trains in minutes
+# on a CPU. Patch 7 gives 16 tokens (+1 class token); chosen by measured throughput and accuracy
+# (benchmarks/RESULTS.md).
+DEFAULT_MODEL = {"patch_size": 7, "hidden_size": 128, "num_layers": 6, "num_heads": 4, "mlp_dim": 256}
+MODEL_KEYS = choices.MODEL_FIELDS  # what model_overrides may set
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    """Everything one training run needs; `keras-vit train --help` documents each field.
+
+    Args:
+        dataset: str. "sample", a folder, or a tfds name. Defaults to "sample".
+        data_dir: str or None. tfds data_dir. Defaults to None.
+        train_split: str. Defaults to "train".
+        test_split: str or None. Split evaluated at the end; None skips it. A flat class folder
+            has none (its held-out validation share is reported instead). Defaults to "test".
+        validation_split: float or None. Share of the training split held out for per-epoch
+            validation, chosen by `seed`; None validates on the test split (a flat class folder
+            holds out 0.1). Defaults to None.
+        download: bool. Let tfds download. Defaults to False.
+        on_corrupt: str. "skip" or "error" for corrupt image files. Defaults to "skip".
+        variant: str or None. A `configs.VARIANTS` name; None for `DEFAULT_MODEL`.
+        model_overrides: dict. patch_size/hidden_size/num_layers/num_heads/mlp_dim overrides.
+        backbone: Keras model or layer, callable or None. A stem for a hybrid ViT (see
+            `keras_vit.ViT(backbone=)`); a callable without arguments is called inside the
+            distribution strategy's scope to build it. Defaults to None.
+        pooling: str. "token" or "gap". Defaults to "token".
+        image_size: int or None. Defaults to the images' own size when they all share one
+            square size (with the default model; a folder whose images differ needs it),
+            else the variant's.
+        channels: int. Model input channels. Defaults to 3.
+        scaling: str. Pixel scaling put in the model (`configs.SCALINGS`). Defaults to "unit".
+        recipe: str. A `recipes.RECIPES` name. Defaults to "compact".
+        augment: str or None. Augmentation preset; None for the recipe's. Defaults to None.
+        epochs: int. Defaults to 10.
+        batch_size: int or None. Global batch size; None for the recipe's. Defaults to None.
+        precision: str. "auto", "float32", "mixed_bfloat16", "mixed_float16". Defaults to "auto".
+        jit_compile: bool or None. None picks by Keras backend, hardware and precision
+            (`distribute.default_jit_compile`). Defaults to None.
+        strategy: str. "default", "mirrored", "multi_worker", "tpu" (the last three on TensorFlow
+            only). Defaults to "default".
+        run_dir: str or None. Logs and crash backups; None keeps none. Defaults to "runs/train".
+        output_dir: str or None. Where the final model goes; None saves nothing.
+            Defaults to "saved_models".
+        name: str. File name stem of the saved model. Defaults to "vit".
+        export: bool. Also write the SavedModel (`<output_dir>/<name>/<version>/`) and
+            `<name>.tflite`. Defaults to False.
+        resume: bool. Resume from the run directory's backup (of the same configuration);
+            False moves an existing backup aside and starts anew. Defaults to True.
+        seed: int. Defaults to 0.
+        budget_seconds: float or None. Wall-clock training budget (> 0), summed over resumed
+            parts; None for no budget. Defaults to None.
+        max_train_examples: int or None. Use only the first N training examples. Defaults to None.
+        max_test_examples: int or None. Use only the first N test (and validation) examples.
+            Defaults to None.
+        verbose: int or str. Keras verbosity (1 = progress bar). Defaults to "auto".
+        cache: bool or None. Cache decoded data in memory; None caches tfds sets of known
+            size under 200k examples (folders stream, arrays are in memory). Defaults to None.
+        callbacks: list. Extra Keras callbacks. Defaults to [].
+
+    Example:
+
+    >>> config = TrainConfig(variant="tiny", epochs=3, model_overrides={"num_layers": 1})
+    >>> config.dataset, config.recipe, config.batch_size, config.precision
+    ('sample', 'compact', None, 'auto')
+    >>> dataclasses.replace(config, recipe="deit").recipe
+    'deit'
+    """
+
+    dataset: str = "sample"
+    data_dir: str | None = None
+    train_split: str = "train"
+    test_split: str | None = "test"
+    validation_split: float | None = None
+    download: bool = False
+    on_corrupt: str = "skip"
+    variant: str | None = None
+    model_overrides: dict = dataclasses.field(default_factory=dict)
+    backbone: object = None
+    pooling: str = "token"
+    image_size: int | None = None
+    channels: int = 3
+    scaling: str = "unit"
+    recipe: str = "compact"
+    augment: str | None = None
+    epochs: int = 10
+    batch_size: int | None = None
+    precision: str = "auto"
+    jit_compile: bool | None = None
+    strategy: str = "default"
+    run_dir: str | None = os.path.join("runs", "train")
+    output_dir: str | None = "saved_models"
+    name: str = "vit"
+    export: bool = False
+    resume: bool = True
+    seed: int = 0
+    budget_seconds: float | None = None
+    max_train_examples: int | None = None
+    max_test_examples: int | None = None
+    verbose: int | str = "auto"
+    cache: bool | None = None
+    callbacks: list = dataclasses.field(default_factory=list)
+
+
+def build_model(config: TrainConfig, num_classes: int, image_size: int, drop_path_rate: float = 0.0):
+    """Builds the ViT of `config` for `num_classes` and `image_size`, with scaling inside the model.
+
+    Args:
+        config: `TrainConfig`. Its variant (or `DEFAULT_MODEL`), model_overrides, pooling,
+            channels and scaling.
+        num_classes: int. Width of the head.
+        image_size: int. Input height and width.
+        drop_path_rate: float. Stochastic depth of the last block. Defaults to 0.
+
+    Example:
+
+    >>> config = TrainConfig(variant="tiny", model_overrides={"num_layers": 1}, channels=1)
+    >>> model = build_model(config, num_classes=10, image_size=28)
+    >>> model.input_shape, model.output_shape, model.layers[1].name
+    ((None, 28, 28, 1), (None, 10), 'preprocessing')
+    >>> sum(layer.name.startswith("encoderblock_") for layer in model.layers)
+    1
+    """
+    from keras_vit.models import ViT
+
+    unknown = set(config.model_overrides) - set(MODEL_KEYS)
+    if unknown:
+        raise ValueError(f"Invalid model_overrides keys {sorted(unknown)}. Expected some of {list(MODEL_KEYS)}.")
+    overrides = {k: v for k, v in config.model_overrides.items() if v is not None}
+    arch = {} if config.variant is not None else dict(DEFAULT_MODEL)
+    arch.update(overrides)
+    backbone = config.backbone
+    if callable(backbone) and not isinstance(backbone, keras.layers.Layer):
+        backbone = backbone()
+    return ViT(
+        config.variant,
+        **arch,
+        backbone=backbone,
+        input_shape=(image_size, image_size, config.channels),
+        num_classes=num_classes,
+        pooling=config.pooling,
+        preprocessing=config.scaling,
+        drop_path_rate=drop_path_rate,
+    )
+
+
+def _count(source):
+    if source.num_examples is None:
+        source.num_examples = int(source.dataset.reduce(0, lambda n, _: n + 1))
+    return source.num_examples
+
+
+def _resolve_image_size(config, source):
+    """Returns (image side, why it was chosen), for the run's header."""
+    if config.image_size is not None:
+        return int(config.image_size), "given"
+    if config.variant is not None:
+        return configs.get_variant(config.variant).image_size, f"variant {config.variant}'s"
+    size = source.image_size
+    if size is None:
+        raise ValueError(
+            f"The images of dataset={config.dataset!r} differ in size (or it is unknown): pass image_size "
+            "(--image-size N) to choose the model's input side."
+        )
+    if size[0] != size[1]:
+        raise ValueError(
+            f"The images of dataset={config.dataset!r} are {size[0]}x{size[1]}, not square: pass image_size "
+            "(--image-size N) to choose the model's input side."
+        )
+    return int(size[0]), f"the images' own ({size[0]}x{size[1]})"
+
+
+def _architecture(config):
+    """The resolved patch_size/hidden_size/num_layers/num_heads/mlp_dim of `config`'s model."""
+    base = DEFAULT_MODEL if config.variant is None else dataclasses.asdict(configs.get_variant(config.variant))
+    arch = {key: base.get(key) for key in MODEL_KEYS}
+    arch.update({k: v for k, v in config.model_overrides.items() if v is not None})
+    return arch
+
+
+def _check_config(config):
+    """Validates the numbers and output paths of `config` before any data is read."""
+    _validation.check_positive_int("epochs", config.epochs)
+    for name in ("batch_size", "image_size", "max_train_examples", "max_test_examples"):
+        if getattr(config, name) is not None:
+            _validation.check_positive_int(name, getattr(config, name))
+    if config.budget_seconds is not None:
+        _validation.check_positive_number("budget_seconds", config.budget_seconds)
+    for name in ("run_dir", "output_dir"):
+        if getattr(config, name) is not None:
+            _validation.check_writable_folder(name, getattr(config, name))
+
+
+@dataclasses.dataclass
+class RunPlan:
+    """A training run with every choice resolved; see `resolve`.
+
+    Attributes: `config` (the `TrainConfig`), `recipe`, `strategy`, `precision` (a dtype
+    policy name), `jit_compile` (bool), `batch_size` (global), `augment` (preset name or
+    config), `architecture` (the model's core fields), `train`, `validation` and `test` (data
+    `Source`s; the last two may be None), `num_train`, `steps_per_epoch`, `image_size`,
+    `image_size_reason`, `cache`; after `attach_run_dir`: `run` (`RunDirectory` or None),
+    `state` (the backup pointer resumed from, or None) and `finished` (training had ended).
+    """
+
+    config: TrainConfig
+    recipe: recipes.Recipe
+    strategy: object
+    precision: str
+    jit_compile: bool
+    batch_size: int
+    augment: object
+    architecture: dict
+    train: Source
+    validation: Source | None
+    test: Source | None
+    num_train: int
+    steps_per_epoch: int
+    image_size: int
+    image_size_reason: str
+    cache: bool
+    run: RunDirectory | None = None
+    state: dict | None = None
+    finished: bool = False
+
+    @property
+    def augment_name(self) -> str:
+        return self.augment if isinstance(self.augment, str) else repr(self.augment)
+
+    def fingerprint(self) -> dict:
+        """What a backup must share with the run resuming from it: data, model, recipe, batch."""
+        config, backbone = self.config, self.config.backbone
+        return {
+            "dataset": config.dataset, "train_split": config.train_split, "validation_split": config.validation_split,
+            "num_train_examples": self.num_train,
+            "num_classes": self.train.num_classes, "variant": config.variant or "default", **self.architecture,
+            "backbone": None if backbone is None else getattr(backbone, "name", None) or getattr(backbone, "__name__", type(backbone).__name__),
+            "pooling": config.pooling, "image_size": self.image_size, "channels": config.channels, "scaling": config.scaling,
+            "recipe": self.recipe.name, "augment": self.augment_name,
+            "epochs": config.epochs, "batch_size": self.batch_size, "precision": self.precision, "seed": config.seed,
+        }
+
+    def settings(self, model, estimate) -> dict:
+        """The settings record of the run's results (and of `<name>.json`)."""
+        config = self.config
+        return {
+            "dataset": config.dataset, "variant": config.variant or "default",
+            "image_size": self.image_size, "channels": config.channels, "recipe": self.recipe.name,
+            "augment": self.augment_name, "batch_size": self.batch_size,
+            "epochs": config.epochs, "precision": self.precision, "jit_compile": self.jit_compile, "backend": keras.backend.backend(),
+            "strategy": config.strategy, "replicas": self.strategy.num_replicas_in_sync,
+            "params": model.count_params(), "seed": config.seed,
+            "estimated_step_memory_gib": round(estimate.total / memory.GIB, 2),
+        }
+
+    def attach_run_dir(self):
+        """Readies the run directory (`RunDirectory.prepare`): the backup to resume, or a fresh start."""
+        if self.config.run_dir:
+            self.run = RunDirectory(self.config.run_dir)
+            self.state = self.run.prepare(self.fingerprint(), self.config.resume)
+        self.finished = bool(self.state and self.state.get("finished"))
+
+    @property
+    def seconds_before(self) -> float:
+        """Training seconds of the processes this run resumes from."""
+        return self.state["train_seconds"] if self.state else 0.0
+
+
+def resolve(config: TrainConfig) -> RunPlan:
+    """Checks `config` and resolves what the run will do; reads the data splits' listings, trains nothing.
+
+    Args:
+        config: `TrainConfig`. The run to plan.
+
+    Returns:
+        A `RunPlan` (without its run directory: see `RunPlan.attach_run_dir`).
+    """
+    _check_config(config)
+    recipe = recipes.get_recipe(config.recipe)
+    # First: MultiWorkerMirroredStrategy must be created before anything initialises TF's runtime.
+    strategy = distribute.get_strategy(config.strategy)
+    precision = distribute.resolve_precision(config.precision)
+    jit_compile = config.jit_compile
+    distribute.check_jit_compile(jit_compile, strategy)
+    if jit_compile is None:
+        jit_compile = distribute.default_jit_compile(precision=precision, strategy=strategy)
+    batch_size = distribute.global_batch_size(config.batch_size or recipe.batch_size, strategy)
+    augment = config.augment or recipe.augment
+    keras.utils.set_random_seed(config.seed)
+
+    # Every split is found before the first step: a missing one must not cost a training run.
+    train_source, validation_source, test_source = load_splits(
+        config.dataset, config.train_split, config.test_split, config.validation_split, config.seed,
+        config.data_dir, config.on_corrupt, config.download,
+    )
+    train_source = train_source.take(config.max_train_examples)
+    num_train = _count(train_source)
+    if num_train < batch_size:
+        raise ValueError(f"batch_size={batch_size} is larger than the {num_train} training examples.")
+    image_size, image_size_reason = _resolve_image_size(config, train_source)
+    if test_source is not None:
+        test_source = test_source.take(config.max_test_examples)
+    if validation_source is not None:
+        validation_source = validation_source.take(config.max_test_examples)
+    cache = config.cache if config.cache is not None else train_source.keys is None and num_train <= 200_000
+    return RunPlan(
+        config=config, recipe=recipe, strategy=strategy, precision=precision, jit_compile=jit_compile,
+        batch_size=batch_size, augment=augment, architecture=_architecture(config), train=train_source,
+        validation=validation_source, test=test_source, num_train=num_train, steps_per_epoch=num_train // batch_size,
+        image_size=image_size, image_size_reason=image_size_reason, cache=cache,
+    )

@@ -1,0 +1,85 @@
+"""The text a training run prints: the header before the first step and the summary after the last."""
+
+from __future__ import annotations
+
+import os
+
+from keras_vit import backends
+from keras_vit.training import memory
+
+
+def header(plan, model, estimate) -> str:
+    """The lines printed before training: model, data, recipe and hardware, memory, outputs, resume state.
+
+    Args:
+        plan: `keras_vit.training.plan.RunPlan`, with its run directory attached.
+        model: keras.Model. The compiled model.
+        estimate: `keras_vit.training.memory` estimate of a training step.
+    """
+    config, arch, run, state = plan.config, plan.architecture, plan.run, plan.state
+    train_source, test_source, validation_source = plan.train, plan.test, plan.validation
+    image_size, strategy = plan.image_size, plan.strategy
+    blocks = [layer for layer in model.layers if layer.name.startswith("encoderblock_")]
+    tokens = int(blocks[0].input.shape[1]) if blocks else None
+    model_line = (
+        f"Model:    {config.variant or 'default ViT'} (patch {arch['patch_size']}, width {arch['hidden_size']}, "
+        f"{arch['num_layers']} layers, {arch['num_heads']} heads, MLP {arch['mlp_dim']}), {tokens} tokens, "
+        f"{model.count_params():,} parameters, pooling {config.pooling}"
+    )
+    if test_source is not None:
+        test = f"test {test_source.num_examples:,} ({config.test_split})" if test_source.num_examples is not None else f"test ({config.test_split})"
+    else:
+        test = "no test split"
+    validation = f"; validation: {validation_source.description}" if validation_source is not None else ""
+    lines = [
+        model_line,
+        f"Data:     {config.dataset}: train {plan.num_train:,} ({config.train_split}), {test}; {train_source.num_classes} classes; "
+        f"images {image_size}x{image_size}x{config.channels} ({plan.image_size_reason}){validation}",
+        f"Training: recipe {plan.recipe.name}, augment {plan.augment if isinstance(plan.augment, str) else 'custom'}, {config.epochs} epochs x "
+        f"{plan.steps_per_epoch} steps at batch {plan.batch_size}, precision {plan.precision}, {compilation(plan.jit_compile)}, "
+        f"strategy {config.strategy} ({strategy.num_replicas_in_sync} replica{'s' if strategy.num_replicas_in_sync > 1 else ''})"
+        + (f", budget {config.budget_seconds / 60:g} min" if config.budget_seconds is not None else ""),
+        f"Memory:   about {estimate.total / memory.GIB:.2f} GiB per training step (estimate)",
+        f"Outputs:  run dir {os.path.abspath(config.run_dir) if config.run_dir else 'none'}; final model "
+        + (f"{os.path.abspath(os.path.join(config.output_dir, config.name))}.keras"
+           + (" + SavedModel + TFLite" if config.export else "") if config.output_dir else "not saved"),
+    ]
+    if state is None:
+        resume = "new run"
+    elif plan.finished:
+        resume = (f"training had finished (epoch {state['epoch']} of {config.epochs}); writing the final artefacts "
+                  f"only (backup in {run.backup_dir})")
+    else:
+        resume = f"resuming from epoch {state['epoch']} of {config.epochs} (backup in {run.backup_dir})"
+    lines.append(f"Resume:   {resume}")
+    lines.extend(f"          moved the previous run's files aside to {path}" for path in (run.moved if run else []))
+    return "\n".join(lines)
+
+
+def compilation(jit_compile) -> str:
+    """How the train step runs, e.g. "XLA on, Keras backend jax"."""
+    backend = backends.current()
+    return f"{backend.COMPILER} {'on' if jit_compile else 'off'}, Keras backend {backend.NAME}"
+
+
+def format_summary(result) -> str:
+    """The lines printed after a run: what was trained, for how long, and the test metrics."""
+    settings = result["settings"]
+    partial = ", the last one partial" if result["last_epoch_partial"] else ""
+    speed = f", {result['images_per_second']:.0f} images/s in this process" if result["images_per_second"] else ""
+    lines = [
+        f"Trained {settings['params']:,} parameters for {result['epochs_done']} epochs ({result['steps_done']} steps{partial}) "
+        f"in {result['train_seconds']:.0f} s of training{' including the resumed parts' if result['initial_epoch'] else ''}"
+        f"{speed} ({settings['precision']}, {compilation(settings['jit_compile'])})."
+    ]
+    if result["test_accuracy"] is not None:
+        lines.append(
+            f"Test accuracy: {result['test_accuracy']:.4f} (loss {result['test_loss']:.4f}, cross-entropy without "
+            f"label smoothing as `keras-vit evaluate` reports it) on {result['num_test_examples']} examples"
+        )
+    elif result["validation_accuracy"] is not None:
+        lines.append(f"Validation accuracy: {result['validation_accuracy']:.4f} on {result['data']['validation']}")
+    skipped = result["skipped_files"]
+    if skipped:
+        lines.append(f"Skipped {len(skipped)} corrupt image files: {', '.join(skipped[:3])}{', ...' if len(skipped) > 3 else ''}")
+    return "\n".join(lines)
