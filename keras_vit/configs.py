@@ -168,8 +168,12 @@ FAMILY_FIELDS = (
     "layer_scale_init", "mlp_activation", "approximate_gelu", "layer_norm_epsilon", "pre_norm", "patch_bias",
     "projection_size",
 )
+# The paper ViT's value of each family field (ViTConfig's defaults): what a layout states and a
+# model gets unless an argument, a row or the file says otherwise.
+FAMILY_DEFAULTS = {field.name: field.default for field in dataclasses.fields(ViTConfig) if field.name in FAMILY_FIELDS}
 # Of those, the ones a caller may set to another value than the checkpoint's: the patch size
-# (FlexiViT's pseudo-inverse kernel resize, the image size kept), the head (a new
+# given as patch_size= (FlexiViT's pseudo-inverse kernel resize, the image size kept; a
+# variant's other patch size stays a contradiction), the head (a new
 # task or feature extraction, the projection left out), the GELU form, LayerNorm epsilon and the
 # LayerScale init (numerics; a loaded scale replaces it), and the grid (the position embedding is
 # resampled). Any other difference is a contradiction and is refused.

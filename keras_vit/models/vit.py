@@ -270,9 +270,8 @@ def resolve_config(variant=None, checkpoint=None, *, backbone=None, **arguments)
     given = {key: value for key, value in arguments.items() if not _is_unset(key, value)}
     if row is not None:
         from_variant = {key: getattr(row, key) for key in ("patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim")}
-        paper = configs.ViTConfig(1, 1, 1, 1, 1)
         from_variant.update({key: getattr(row, key) for key in configs.FAMILY_FIELDS
-                             if getattr(row, key) != getattr(paper, key)})
+                             if getattr(row, key) != configs.FAMILY_DEFAULTS[key]})
         if from_variant.get("pooling") == "auto":
             del from_variant["pooling"]
         if backbone is None:
@@ -291,7 +290,9 @@ def resolve_config(variant=None, checkpoint=None, *, backbone=None, **arguments)
         elif field in from_variant:
             value, source = from_variant[field], f"variant={variant!r}"
         file_value = found.get(field)
-        if source is not None and file_value is not None and field not in configs.ADJUSTABLE_FIELDS:
+        # A patch size differs from the file's only when asked for (FlexiViT resize), not through a variant.
+        adjustable = field in configs.ADJUSTABLE_FIELDS and (field != "patch_size" or source == "given")
+        if source is not None and file_value is not None and not adjustable:
             if _normalized(value) != _normalized(file_value):
                 conflicts.append(f"{field}: {value!r} ({source}), the file has {file_value!r}")
         config[field] = value if source is not None else file_value
@@ -365,19 +366,19 @@ def _fill_defaults(config, checkpoint, given):
             "(a timm CLIP tower: OpenAI's weights use QuickGELU, LAION's and DFN's GELU): pass "
             "mlp_activation='quick_gelu' or mlp_activation='gelu'."
         )
-    for field, default in _FAMILY_DEFAULTS.items():
+    for field in _PAPER_DEFAULTED:
         if config[field] is None:
-            config[field] = default
+            config[field] = configs.FAMILY_DEFAULTS[field]
     if config["stem"] is not None:
         config["stem"] = tuple(config["stem"])
         config["stem_width"] = config["stem_width"] or 64
 
 
-# What a field none of the arguments, variant or checkpoint state defaults to: the paper's ViT.
-_FAMILY_DEFAULTS = {
-    "distillation_token": False, "num_register_tokens": 0, "prefix_position_embedding": True,
-    "mlp_activation": "gelu", "pre_norm": False, "patch_bias": True,
-}
+# Family fields that take the paper ViT's value when neither the arguments, the variant nor the
+# checkpoint state one (class_token, pooling, GELU form and epsilon have their own rules above;
+# None is itself the paper's value of layer_scale_init and projection_size).
+_PAPER_DEFAULTED = ("distillation_token", "num_register_tokens", "prefix_position_embedding", "mlp_activation",
+                    "pre_norm", "patch_bias")
 
 
 def _check_config(config, checkpoint):

@@ -40,7 +40,7 @@ from typing import Callable
 
 import numpy as np
 
-from keras_vit.configs import ARCHITECTURE_FIELDS
+from keras_vit.configs import ARCHITECTURE_FIELDS, FAMILY_DEFAULTS
 from keras_vit.weights.files import CheckpointError, read_npz, read_safetensors
 from keras_vit.weights.hybrid import npz_stem_architecture
 from keras_vit.weights.mapping import Entry, register_layer_mapping
@@ -210,17 +210,9 @@ def _with_top(arch, tensors, layout, source_prefix, grid=None, path=""):
         arch["position_embedding"] = None
     arch.setdefault("stem", None)
     arch.setdefault("stem_width", None)
-    for field, value in PAPER_VIT_FIELDS.items():
+    for field, value in FAMILY_DEFAULTS.items():  # what the layout's tensors did not say otherwise
         arch.setdefault(field, value)
     return arch
-
-
-# The family fields as the paper's ViT has them: what a layout states unless its tensors say otherwise.
-PAPER_VIT_FIELDS = {
-    "distillation_token": False, "num_register_tokens": 0, "prefix_position_embedding": True,
-    "layer_scale_init": None, "mlp_activation": "gelu", "pre_norm": False, "patch_bias": True,
-    "projection_size": None,
-}
 
 
 # --------------------------------------------------------------------------------------------
