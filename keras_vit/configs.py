@@ -32,6 +32,15 @@ class ViTConfig:
             feeds the transformer (`keras_vit.models.resnet.BiTResNet`); () is the root alone.
             None (plain ViT) patches the pixels. Defaults to None.
         stem_width: int. Root width of the ResNet stem. Defaults to 64.
+        family: str. The model family the row belongs to ("vit" for the paper's variants,
+            "deit", "deit3", "dinov2", "siglip", "clip"). Defaults to "vit".
+        class_token, pooling, distillation_token, num_register_tokens,
+        prefix_position_embedding, layer_scale_init, mlp_activation, approximate_gelu,
+        layer_norm_epsilon, pre_norm, patch_bias, projection_size: the architecture fields of
+        `keras_vit.ViT` with the same names; a row states those that differ from the paper's
+        ViT (the defaults here: class token, "auto" pooling, no distillation or register tokens,
+        position rows for the prefix tokens, no LayerScale, exact GELU, LayerNorm epsilon 1e-6,
+        no LayerNorm before the encoder, patch bias, no projection).
 
     Example:
 
@@ -52,6 +61,19 @@ class ViTConfig:
     description: str = ""
     stem: tuple[int, ...] | None = None
     stem_width: int = 64
+    family: str = "vit"
+    class_token: bool = True
+    pooling: str = "auto"
+    distillation_token: bool = False
+    num_register_tokens: int = 0
+    prefix_position_embedding: bool = True
+    layer_scale_init: float | None = None
+    mlp_activation: str = "gelu"
+    approximate_gelu: bool = False
+    layer_norm_epsilon: float = 1e-6
+    pre_norm: bool = False
+    patch_bias: bool = True
+    projection_size: int | None = None
 
     @property
     def stem_stride(self) -> int:
@@ -90,18 +112,75 @@ VARIANTS: dict[str, ViTConfig] = {
     ),
 }
 
+
+def _family(family, patch, hidden, mlp, heads, layers, image_size, description, **fields):
+    return ViTConfig(patch, hidden, mlp, heads, layers, image_size=image_size, description=description, family=family,
+                     **fields)
+
+
+# The families in use today (timm's and Hugging Face's configs for the published checkpoints).
+_DEIT_DISTILLED = dict(distillation_token=True, layer_norm_epsilon=1e-6)
+_DEIT3 = dict(prefix_position_embedding=False, layer_scale_init=1e-6)
+_DINOV2 = dict(layer_scale_init=1e-5)
+_DINOV2_REG = dict(layer_scale_init=1e-5, num_register_tokens=4, prefix_position_embedding=False)
+_SIGLIP = dict(class_token=False, pooling="map", approximate_gelu=True)
+_CLIP = dict(pre_norm=True, patch_bias=False, mlp_activation="quick_gelu", layer_norm_epsilon=1e-5)
+VARIANTS.update({
+    "DeiT_Ti16_distilled": _family("deit", 16, 192, 768, 3, 12, 224, "DeiT-Ti/16 distilled", **_DEIT_DISTILLED),
+    "DeiT_S16_distilled": _family("deit", 16, 384, 1536, 6, 12, 224, "DeiT-S/16 distilled", **_DEIT_DISTILLED),
+    "DeiT_B16_distilled": _family("deit", 16, 768, 3072, 12, 12, 224, "DeiT-B/16 distilled", **_DEIT_DISTILLED),
+    "DeiT3_S16": _family("deit3", 16, 384, 1536, 6, 12, 224, "DeiT-III S/16", **_DEIT3),
+    "DeiT3_B16": _family("deit3", 16, 768, 3072, 12, 12, 224, "DeiT-III B/16", **_DEIT3),
+    "DeiT3_L16": _family("deit3", 16, 1024, 4096, 16, 24, 224, "DeiT-III L/16", **_DEIT3),
+    "DINOv2_S14": _family("dinov2", 14, 384, 1536, 6, 12, 518, "DINOv2 ViT-S/14", **_DINOV2),
+    "DINOv2_B14": _family("dinov2", 14, 768, 3072, 12, 12, 518, "DINOv2 ViT-B/14", **_DINOV2),
+    "DINOv2_L14": _family("dinov2", 14, 1024, 4096, 16, 24, 518, "DINOv2 ViT-L/14", **_DINOV2),
+    "DINOv2_S14_reg4": _family("dinov2", 14, 384, 1536, 6, 12, 518, "DINOv2 ViT-S/14, 4 registers", **_DINOV2_REG),
+    "DINOv2_B14_reg4": _family("dinov2", 14, 768, 3072, 12, 12, 518, "DINOv2 ViT-B/14, 4 registers", **_DINOV2_REG),
+    "DINOv2_L14_reg4": _family("dinov2", 14, 1024, 4096, 16, 24, 518, "DINOv2 ViT-L/14, 4 registers", **_DINOV2_REG),
+    "SigLIP_B16": _family("siglip", 16, 768, 3072, 12, 12, 224, "SigLIP ViT-B/16 image tower", **_SIGLIP),
+    "SigLIP_L16": _family("siglip", 16, 1024, 4096, 16, 24, 256, "SigLIP ViT-L/16 image tower", **_SIGLIP),
+    "SigLIP_So400m14": _family("siglip", 14, 1152, 4304, 16, 27, 224, "SigLIP So400m/14 image tower", **_SIGLIP),
+    "CLIP_B32": _family("clip", 32, 768, 3072, 12, 12, 224, "CLIP ViT-B/32 image tower", projection_size=512, **_CLIP),
+    "CLIP_B16": _family("clip", 16, 768, 3072, 12, 12, 224, "CLIP ViT-B/16 image tower", projection_size=512, **_CLIP),
+    "CLIP_L14": _family("clip", 14, 1024, 4096, 16, 24, 224, "CLIP ViT-L/14 image tower", projection_size=768, **_CLIP),
+    # Tiny rows of each family for tests and smoke runs: odd widths, 2 blocks.
+    "tiny_deit": _family("deit", 4, 24, 40, 2, 2, 16, "tiny distilled DeiT test model", **_DEIT_DISTILLED),
+    "tiny_dinov2": _family("dinov2", 4, 24, 40, 2, 2, 16, "tiny DINOv2 (3 registers) test model",
+                           layer_scale_init=0.1, num_register_tokens=3),
+    "tiny_siglip": _family("siglip", 4, 24, 40, 2, 2, 16, "tiny SigLIP test model", **_SIGLIP),
+    "tiny_clip": _family("clip", 4, 24, 40, 2, 2, 16, "tiny CLIP test model", projection_size=20, **_CLIP),
+})
+
 # The fields that describe a ViT's architecture, in the order messages list them. A checkpoint
 # (`keras_vit.weights.Checkpoint.architecture`) states each of them, None where its layout does
 # not store it; the builder resolves every one into the model's config (`model.vit_config`).
 ARCHITECTURE_FIELDS = (
     "patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim", "class_token", "pooling",
     "representation_size", "position_embedding", "grid_size", "channels", "approximate_gelu",
-    "layer_norm_epsilon", "stem", "stem_width", "num_classes",
+    "layer_norm_epsilon", "stem", "stem_width", "num_classes", "distillation_token", "num_register_tokens",
+    "prefix_position_embedding", "layer_scale_init", "mlp_activation", "pre_norm", "patch_bias",
+    "projection_size",
 )
-# Of those, the ones a caller may set to another value than the checkpoint's: the head (a new
-# task or feature extraction), the GELU form and LayerNorm epsilon (numerics), and the grid (the
-# position embedding is resampled). Any other difference is a contradiction and is refused.
-ADJUSTABLE_FIELDS = ("pooling", "representation_size", "grid_size", "approximate_gelu", "layer_norm_epsilon", "num_classes")
+# The family fields of `ViTConfig` a variant row passes on when they differ from the paper ViT's.
+FAMILY_FIELDS = (
+    "class_token", "pooling", "distillation_token", "num_register_tokens", "prefix_position_embedding",
+    "layer_scale_init", "mlp_activation", "approximate_gelu", "layer_norm_epsilon", "pre_norm", "patch_bias",
+    "projection_size",
+)
+# The paper ViT's value of each family field (ViTConfig's defaults): what a layout states and a
+# model gets unless an argument, a row or the file says otherwise.
+FAMILY_DEFAULTS = {field.name: field.default for field in dataclasses.fields(ViTConfig) if field.name in FAMILY_FIELDS}
+# Of those, the ones a caller may set to another value than the checkpoint's: the patch size
+# given as patch_size= (FlexiViT's pseudo-inverse kernel resize, the image size kept; a
+# variant's other patch size stays a contradiction), the head (a new
+# task or feature extraction, the projection left out), the GELU form, LayerNorm epsilon and the
+# LayerScale init (numerics; a loaded scale replaces it), and the grid (the position embedding is
+# resampled). Any other difference is a contradiction and is refused.
+ADJUSTABLE_FIELDS = (
+    "patch_size", "pooling", "representation_size", "grid_size", "approximate_gelu", "layer_norm_epsilon", "num_classes",
+    "projection_size", "layer_scale_init",
+)
 
 # How pixel values in [0, 255] are mapped to what a model was trained on: (mean, std) per
 # channel, applied as (x - mean) / std. The original Google checkpoints use "symmetric",
@@ -110,6 +189,8 @@ SCALINGS: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
     "unit": ((0.0,), (255.0,)),
     "symmetric": ((127.5,), (127.5,)),
     "imagenet": ((0.485 * 255, 0.456 * 255, 0.406 * 255), (0.229 * 255, 0.224 * 255, 0.225 * 255)),
+    # OpenAI CLIP's mean and std (OpenCLIP's too); SigLIP uses "symmetric", DINOv2 "imagenet".
+    "clip": ((0.48145466 * 255, 0.4578275 * 255, 0.40821073 * 255), (0.26862954 * 255, 0.26130258 * 255, 0.27577711 * 255)),
 }
 
 

@@ -13,6 +13,7 @@ EXAMPLES = sorted(pathlib.Path(__file__).resolve().parents[1].joinpath("examples
 PROMISED = {
     "distributed_training.py": ["over 2 replica(s)", "test accuracy:", "saved "],
     "export_tf_serving.py": ["exported ", "serve_bytes and serving_default agree: True"],
+    "finetune_families.py": ["dinov2: linear probe: test accuracy", "siglip: fine-tuned: test accuracy"],
     "finetune_pretrained.py": ["8x8 grid -> 12x12 grid", "test accuracy:", "same predictions"],
     "hybrid_vit.py": ["r_tiny_hybrid: test accuracy", "mobilenetv2_hybrid: test accuracy", "same predictions"],
     "mixed_precision_xla.py": ["fastest: "],

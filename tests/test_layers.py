@@ -4,7 +4,9 @@ import pytest
 
 from helpers import ALL_BACKENDS, check_layer, to_numpy
 from keras_vit.layers import (
+    AttentionPooling,
     BottleneckUnit,
+    LayerScale,
     DropPath,
     MultiHeadSelfAttention,
     PatchEncoder,
@@ -45,6 +47,25 @@ LAYER_CASES = {
         {"hidden_size": 16, "num_heads": 4, "mlp_dim": 24, "approximate_gelu": True, "attention_dropout_rate": 0.1},
         (2, 5, 16),
     ),
+    "patch_encoder_registers_distilled_no_prefix_pos": (
+        PatchEncoder,
+        {"patch_size": 4, "hidden_size": 12, "distillation_token": True, "num_register_tokens": 3,
+         "prefix_position_embedding": False, "use_bias": False},
+        (2, 8, 12, 3),
+    ),
+    "transformer_block_layer_scale_swiglu": (
+        TransformerBlock,
+        {"hidden_size": 12, "num_heads": 3, "mlp_dim": 20, "mlp_activation": "swiglu", "layer_scale_init": 0.1},
+        (2, 5, 12),
+    ),
+    "transformer_block_quick_gelu": (
+        TransformerBlock, {"hidden_size": 12, "num_heads": 2, "mlp_dim": 20, "mlp_activation": "quick_gelu"}, (2, 5, 12),
+    ),
+    "layer_scale": (LayerScale, {"init_value": 0.5}, (2, 5, 12)),
+    "attention_pooling": (
+        AttentionPooling, {"hidden_size": 12, "num_heads": 3, "mlp_dim": 20, "approximate_gelu": True}, (2, 5, 12),
+    ),
+    "token_pooling_distillation": (TokenPooling, {"mode": "token", "num_prefix_tokens": 2, "token_index": 1}, (2, 5, 8)),
     "self_attention": (MultiHeadSelfAttention, {"hidden_size": 16, "num_heads": 4, "dropout_rate": 0.1}, (2, 5, 16)),
     "token_pooling_token": (TokenPooling, {"mode": "token", "num_prefix_tokens": 1}, (2, 5, 8)),
     "token_pooling_gap": (TokenPooling, {"mode": "gap", "num_prefix_tokens": 0}, (2, 5, 8)),

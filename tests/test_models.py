@@ -19,7 +19,31 @@ TIMM_COUNTS = {
     "L16": 304_326_632,
     "R26_S32": 36_431_912,
 }
-PAPER_VARIANTS = sorted(k for k in VARIANTS if "tiny" not in k)
+# timm 1.0.31 parameter counts of the family rows, built with pretrained=False (no download) at
+# the row's image size; (timm model, num_classes): 0 classes compares the backbone
+# (include_top=False, no projection: timm's CLIP head is the projection with a bias).
+TIMM_FAMILY_COUNTS = {
+    "DeiT_Ti16_distilled": ("deit_tiny_distilled_patch16_224", 1000, 5_910_800),
+    "DeiT_S16_distilled": ("deit_small_distilled_patch16_224", 1000, 22_436_432),
+    "DeiT_B16_distilled": ("deit_base_distilled_patch16_224", 1000, 87_338_192),
+    "DeiT3_S16": ("deit3_small_patch16_224", 1000, 22_059_496),
+    "DeiT3_B16": ("deit3_base_patch16_224", 1000, 86_585_320),
+    "DeiT3_L16": ("deit3_large_patch16_224", 1000, 304_374_760),
+    "DINOv2_S14": ("vit_small_patch14_dinov2", 0, 22_056_192),
+    "DINOv2_B14": ("vit_base_patch14_dinov2", 0, 86_579_712),
+    "DINOv2_L14": ("vit_large_patch14_dinov2", 0, 304_367_616),
+    "DINOv2_S14_reg4": ("vit_small_patch14_reg4_dinov2", 0, 22_057_344),
+    "DINOv2_B14_reg4": ("vit_base_patch14_reg4_dinov2", 0, 86_582_016),
+    "DINOv2_L14_reg4": ("vit_large_patch14_reg4_dinov2", 0, 304_370_688),
+    "SigLIP_B16": ("vit_base_patch16_siglip_224", 0, 92_884_224),
+    "SigLIP_L16": ("vit_large_patch16_siglip_256", 0, 315_956_224),
+    "SigLIP_So400m14": ("vit_so400m_patch14_siglip_224", 0, 427_680_704),
+    "CLIP_B32": ("vit_base_patch32_clip_224", 0, 87_456_000),
+    "CLIP_B16": ("vit_base_patch16_clip_224", 0, 85_799_424),
+    "CLIP_L14": ("vit_large_patch14_clip_224", 0, 303_179_776),
+}
+PAPER_VARIANTS = sorted(k for k in VARIANTS if "tiny" not in k and VARIANTS[k].family == "vit")
+FAMILY_VARIANTS = sorted(k for k in VARIANTS if "tiny" not in k and VARIANTS[k].family != "vit")
 
 
 def stem_params(row):
@@ -39,14 +63,23 @@ def stem_params(row):
     return channels, count
 
 
-def expected_params(row, num_classes, image_size):
-    """Parameter count of a ViT written out from the paper's equations, independent of the builder."""
+def expected_params(row, num_classes, image_size, projection=True):
+    """Parameter count of a ViT written out from the paper's equations (and the family fields'
+    definitions), independent of the builder; num_classes=0 counts the model without a head."""
     d, m = row.hidden_size, row.mlp_dim
-    tokens = (image_size // row.pixel_patch_size) ** 2 + 1
+    prefix = int(row.class_token) + int(row.distillation_token)
+    tokens = (image_size // row.pixel_patch_size) ** 2 + (prefix if row.prefix_position_embedding else 0)
     channels, stem = stem_params(row)
-    embed = row.patch_size**2 * channels * d + d + d + tokens * d
-    block = 2 * 2 * d + 4 * (d * d + d) + (d * m + m) + (m * d + d)
-    return stem + embed + row.num_layers * block + 2 * d + d * num_classes + num_classes
+    embed = row.patch_size**2 * channels * d + d * row.patch_bias + d * prefix + d * row.num_register_tokens + tokens * d
+    inner = 2 * m if row.mlp_activation == "swiglu" else m
+    mlp = (d * inner + inner) + (m * d + d)
+    block = 2 * 2 * d + 4 * (d * d + d) + mlp + 2 * d * (row.layer_scale_init is not None)
+    pooling = d + 4 * (d * d + d) + 2 * d + mlp if row.pooling == "map" else 0
+    width = row.projection_size if projection and row.projection_size else d
+    projection_params = d * row.projection_size if projection and row.projection_size else 0
+    heads = (1 + row.distillation_token) * (width * num_classes + num_classes) if num_classes else 0
+    return (stem + embed + 2 * d * row.pre_norm + row.num_layers * block + 2 * d + pooling + projection_params
+            + heads)
 
 
 # Full-size models: TensorFlow's run counts them; every backend builds each variant reduced below.
@@ -60,6 +93,15 @@ def test_variant_parameter_count(variant):
     if variant in TIMM_COUNTS:
         assert count == TIMM_COUNTS[variant]
     del model
+    if variant in TIMM_FAMILY_COUNTS:
+        _, classes, timm_count = TIMM_FAMILY_COUNTS[variant]
+        if classes == 0:
+            backbone = keras_vit.ViT(variant, include_top=False, projection_size=None)
+            count = backbone.count_params()
+            assert count == expected_params(row, 0, row.image_size, projection=False)
+            del backbone
+        if timm_count is not None:
+            assert count == timm_count
 
 
 @pytest.mark.backends("tensorflow")

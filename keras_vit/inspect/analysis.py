@@ -252,7 +252,7 @@ def position_embeddings(model):
         if height is not None and width is not None:
             grid = (height // encoder.patch_size, width // encoder.patch_size)
     if encoder.position_embedding == "learned":
-        table = keras.ops.convert_to_numpy(encoder.pos_embedding)[0, encoder.num_prefix_tokens:]
+        table = keras.ops.convert_to_numpy(encoder.pos_embedding)[0, encoder.num_position_prefix_tokens:]
     elif encoder.position_embedding == "sincos2d" and grid is not None:
         table = keras.ops.convert_to_numpy(sincos2d_embedding(grid[0], grid[1], encoder.hidden_size))
     else:

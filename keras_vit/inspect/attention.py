@@ -9,17 +9,25 @@ import keras
 import numpy as np
 
 from keras_vit.layers import PatchEncoder, TransformerBlock
+from keras_vit.models.vit import _WithAttention  # one wrapper for this probe and intermediates_model
 
 
-def _functional(model, argument="model"):
-    """Returns the functional graph behind `model` (Sequential models keep one inside)."""
-    graph = getattr(model, "_functional", None) if isinstance(model, keras.Sequential) else model
-    if not isinstance(model, keras.Model) or graph is None or not hasattr(graph, "_run_through_graph"):
+def _check_graph_model(model, argument="model"):
+    """Raises ValueError unless `model` is a functional or Sequential keras model (a graph to re-run)."""
+    if not isinstance(model, keras.Model) or not _is_graph_model(model):
         raise ValueError(
             f"Invalid {argument}={_describe(model)}: expected a built functional or Sequential keras "
             "model (subclassed models have no graph to walk)."
         )
-    return graph
+
+
+def _is_graph_model(model):
+    if isinstance(model, keras.Sequential):
+        return True
+    try:
+        return bool(model.inputs) and bool(model.outputs)
+    except (AttributeError, ValueError):  # a subclassed model has no symbolic inputs
+        return False
 
 
 def _describe(model):
@@ -83,10 +91,12 @@ def patch_encoder(model):
 def attention_model(model):
     """Returns a model sharing `model`'s weights whose outputs are the attention of every block.
 
-    The graph of `model` is re-run on a fresh input, each TransformerBlock called with
-    `return_attention_scores=True`; whatever comes before the blocks (preprocessing, a CNN
-    stem, the patch embedding) runs unchanged. Outputs are a list, one (B, heads, T, T) tensor
-    per block, input side first.
+    The graph of `model` is re-run on a fresh input with public Keras APIs
+    (`keras.models.clone_model` sharing every layer, `call_function` calling each
+    TransformerBlock with `return_attention_scores=True`, nested models probed the same way);
+    whatever comes before the blocks (preprocessing, a CNN stem, the patch embedding) runs
+    unchanged. Outputs are a list, one (B, heads, T, T) tensor per block, input side first. A
+    keras_vit model also offers `model.intermediates_model()` (every block's tokens too).
 
     Args:
         model: keras.Model. A functional or Sequential model containing TransformerBlock layers,
@@ -105,68 +115,37 @@ def attention_model(model):
     >>> [tuple(output.shape) for output in probe.outputs]
     [(None, 2, 65, 65), (None, 2, 65, 65)]
     """
-    graph = _functional(model)
+    _check_graph_model(model)
     if not transformer_blocks(model):
         raise ValueError(
             f"Invalid model={_describe(model)}: it has no TransformerBlock layers, so there are no "
             "attention weights to read. Expected a keras_vit Vision Transformer."
         )
-    inputs = [
-        keras.Input(batch_shape=tensor.shape, dtype=tensor.dtype, name=tensor.name)
-        for tensor in graph.inputs
-    ]
-    scores = []
-    _run_collecting(graph, inputs, scores)
-    probe = keras.Model(inputs[0] if len(inputs) == 1 else inputs, scores, name=f"{model.name}_attention")
+    clone, scores = _clone_collecting(model)
+    probe = keras.Model(clone.inputs, scores, name=f"{model.name}_attention")
     _MADE_PROBES.add(probe)
     return probe
 
 
-def _run_collecting(graph, inputs, scores):
-    """Runs `graph` symbolically on `inputs`, appending each block's attention to `scores`."""
+def _clone_collecting(model):
+    """Re-runs `model`'s graph sharing its layers; returns (clone, attention of each block)."""
+    scores = []
 
-    def operation_fn(operation):
-        if isinstance(operation, TransformerBlock):
+    def call_function(layer, *args, **kwargs):
+        if isinstance(layer, TransformerBlock):
+            tokens, attention = _WithAttention(layer)(*args, **kwargs)
+            scores.append(attention)
+            return tokens
+        if isinstance(layer, keras.Model) and transformer_blocks(layer):
+            _check_graph_model(layer, "nested model")
+            inner, inner_scores = _clone_collecting(layer)
+            outputs = keras.Model(inner.inputs, [inner.outputs, inner_scores])(*args)
+            scores.extend(outputs[1])
+            return outputs[0][0] if len(outputs[0]) == 1 else outputs[0]
+        return layer(*args, **kwargs)
 
-            def call_block(*args, **kwargs):
-                tokens, attention = _BlockWithAttention(operation)(*args, **kwargs)
-                scores.append(attention)
-                return tokens
-
-            return call_block
-        if isinstance(operation, keras.Model) and transformer_blocks(operation):
-            nested = _functional(operation, "nested model")
-
-            def call_nested(*args, **kwargs):
-                if kwargs:
-                    # Only `training` reaches a nested model here; the symbolic graph has no use for it.
-                    kwargs.pop("training", None)
-                return _run_collecting(nested, keras.tree.flatten(args), scores)
-
-            return call_nested
-        return operation
-
-    return graph._run_through_graph(inputs, operation_fn=operation_fn)
-
-
-class _BlockWithAttention(keras.layers.Layer):
-    """Calls a TransformerBlock (shared, not copied) with return_attention_scores=True.
-
-    Calling the block itself would add a node whose outputs Keras does not track (a layer's
-    outputs are taken from its first call, which returned tokens only), so the probe model
-    could not output the scores. This transient wrapper is never saved.
-    """
-
-    def __init__(self, block, **kwargs):
-        super().__init__(name=f"{block.name}_attention", dtype=block.dtype_policy, **kwargs)
-        self.block = block
-        self.built = True
-
-    def call(self, inputs, training=None):
-        return self.block(inputs, training=training, return_attention_scores=True)
-
-    def compute_output_spec(self, inputs, training=None):
-        return self.block.compute_output_spec(inputs, return_attention_scores=True)
+    clone = keras.models.clone_model(model, clone_function=lambda layer: layer, call_function=call_function)
+    return clone, scores
 
 
 # Building the probe costs a graph trace; keep one per live model.

@@ -1,7 +1,9 @@
 """Keras layers that make up a Vision Transformer; each is serializable under package keras_vit."""
 
+from keras_vit.layers.attention_pooling import AttentionPooling
 from keras_vit.layers.bottleneck_unit import BottleneckUnit
 from keras_vit.layers.drop_path import DropPath
+from keras_vit.layers.layer_scale import LayerScale
 from keras_vit.layers.patch_encoder import PatchEncoder, sincos2d_embedding
 from keras_vit.layers.patches import Patches
 from keras_vit.layers.self_attention import MultiHeadSelfAttention
@@ -10,8 +12,10 @@ from keras_vit.layers.token_pooling import TokenPooling
 from keras_vit.layers.transformer_block import TransformerBlock
 
 __all__ = [
+    "AttentionPooling",
     "BottleneckUnit",
     "DropPath",
+    "LayerScale",
     "MultiHeadSelfAttention",
     "PatchEncoder",
     "Patches",

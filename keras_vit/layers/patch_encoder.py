@@ -18,7 +18,10 @@ class PatchEncoder(keras.layers.Layer):
     """Embeds images (B, H, W, C) as tokens (B, T, D): z0 = [x_class; x_p E] + E_pos.
 
     The projection E is a convolution with kernel = stride = P, so its kernel has the (P, P, C,
-    D) layout of the original checkpoints. T = N + 1 with a class token, N otherwise.
+    D) layout of the original checkpoints. The tokens are, in this order: the class token, the
+    distillation token (DeiT), the register tokens, then the N patch tokens; T counts them all.
+    Register tokens never get a position embedding (DINOv2-reg); the class and distillation
+    tokens get one unless `prefix_position_embedding=False` (DeiT-III, timm's `no_embed_class`).
 
     Args:
         patch_size: int. Side P of the square patches.
@@ -35,6 +38,14 @@ class PatchEncoder(keras.layers.Layer):
         interpolation: str. How the learned embedding is resampled at call time: "bilinear"
             (vit_jax), "bicubic" (timm) or "bicubic_hf" (Hugging Face); see
             `keras_vit.layers.grid_resampling`. Defaults to "bicubic".
+        distillation_token: bool. Add DeiT's learnable distillation token after the class
+            token. Defaults to False.
+        num_register_tokens: int. Learnable register tokens after the class (and distillation)
+            token (Darcet et al. 2024). Defaults to 0.
+        prefix_position_embedding: bool. The learned or sincos2d embedding has rows for the
+            class and distillation tokens; False adds it to the patch tokens only. Defaults to
+            True.
+        use_bias: bool. The patch projection has a bias (False for CLIP). Defaults to True.
 
     Example:
 
@@ -51,6 +62,10 @@ class PatchEncoder(keras.layers.Layer):
         position_embedding="learned",
         grid_size=None,
         interpolation="bicubic",
+        distillation_token=False,
+        num_register_tokens=0,
+        prefix_position_embedding=True,
+        use_bias=True,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -74,10 +89,24 @@ class PatchEncoder(keras.layers.Layer):
         self.position_embedding = position_embedding
         self.grid_size = grid_size
         self.interpolation = interpolation
+        if not isinstance(num_register_tokens, int) or isinstance(num_register_tokens, bool) or num_register_tokens < 0:
+            raise ValueError(f"Invalid num_register_tokens={num_register_tokens!r}. Expected an integer >= 0.")
+        self.distillation_token = bool(distillation_token)
+        self.num_register_tokens = num_register_tokens
+        self.prefix_position_embedding = bool(prefix_position_embedding)
+        self.use_bias = bool(use_bias)
 
     @property
     def num_prefix_tokens(self):
-        return int(self.class_token)
+        """Tokens before the patch tokens: class, distillation and register tokens."""
+        return int(self.class_token) + int(self.distillation_token) + self.num_register_tokens
+
+    @property
+    def num_position_prefix_tokens(self):
+        """Rows of the position embedding before the patch rows (class and distillation tokens)."""
+        if not self.prefix_position_embedding:
+            return 0
+        return int(self.class_token) + int(self.distillation_token)
 
     def build(self, input_shape):
         _check_image_shape(input_shape, self.patch_size)
@@ -88,9 +117,16 @@ class PatchEncoder(keras.layers.Layer):
         self.kernel = self.add_weight(
             name="kernel", shape=(p, p, channels, d), initializer="lecun_normal"
         )
-        self.bias = self.add_weight(name="bias", shape=(d,), initializer="zeros")
+        self.bias = self.add_weight(name="bias", shape=(d,), initializer="zeros") if self.use_bias else None
         if self.class_token:
             self.cls = self.add_weight(name="class_token", shape=(1, 1, d), initializer="zeros")
+        if self.distillation_token:
+            self.dist = self.add_weight(name="distillation_token", shape=(1, 1, d), initializer="zeros")
+        if self.num_register_tokens:
+            self.registers = self.add_weight(
+                name="register_tokens", shape=(1, self.num_register_tokens, d),
+                initializer=keras.initializers.RandomNormal(stddev=1e-6),
+            )
         if self.position_embedding == "learned":
             if self.grid_size is None:
                 if height is None or width is None:
@@ -99,7 +135,7 @@ class PatchEncoder(keras.layers.Layer):
                         f"(the stored grid), got grid_size=None and input_shape={tuple(input_shape)}."
                     )
                 self.grid_size = (height // p, width // p)
-            num_tokens = self.grid_size[0] * self.grid_size[1] + self.num_prefix_tokens
+            num_tokens = self.grid_size[0] * self.grid_size[1] + self.num_position_prefix_tokens
             self.pos_embedding = self.add_weight(
                 name="position_embedding",
                 shape=(1, num_tokens, d),
@@ -111,21 +147,38 @@ class PatchEncoder(keras.layers.Layer):
         p, d = self.patch_size, self.hidden_size
         # With a dynamic image size the build-time check saw None: check the actual size.
         _check_image_shape(tuple(images.shape), p)
-        x = ops.conv(images, self.kernel, strides=p, padding="valid") + self.bias
+        x = ops.conv(images, self.kernel, strides=p, padding="valid")
+        if self.use_bias:
+            x = x + self.bias
         shape = ops.shape(x)
         rows, cols = shape[1], shape[2]
         x = ops.reshape(x, (-1, rows * cols, d))
-        if self.class_token:
-            cls = ops.broadcast_to(ops.cast(self.cls, x.dtype), (ops.shape(x)[0], 1, d))
-            x = ops.concatenate([cls, x], axis=1)
+        batch = ops.shape(x)[0]
+        position_prefix = ([self.cls] if self.class_token else []) + ([self.dist] if self.distillation_token else [])
+        if self.prefix_position_embedding:
+            x = self._prepend(x, position_prefix)
         if self.position_embedding == "learned":
             x = x + ops.cast(self._position_embedding_for(images.shape[1:3], rows, cols), x.dtype)
         elif self.position_embedding == "sincos2d":
             pos = sincos2d_embedding(rows, cols, d, dtype=x.dtype)
-            if self.class_token:
-                pos = ops.concatenate([ops.zeros((1, d), x.dtype), pos], axis=0)
+            if self.num_position_prefix_tokens:
+                pos = ops.concatenate([ops.zeros((self.num_position_prefix_tokens, d), x.dtype), pos], axis=0)
             x = x + pos[None]
+        if not self.prefix_position_embedding:
+            x = self._prepend(x, position_prefix)
+        if self.num_register_tokens:
+            # After the class and distillation tokens, before the patches; never position-embedded.
+            first = int(self.class_token) + int(self.distillation_token)
+            registers = ops.broadcast_to(ops.cast(self.registers, x.dtype), (batch, self.num_register_tokens, d))
+            x = ops.concatenate([x[:, :first], registers, x[:, first:]], axis=1)
         return x
+
+    def _prepend(self, x, tokens):
+        if not tokens:
+            return x
+        batch, d = ops.shape(x)[0], self.hidden_size
+        tokens = [ops.broadcast_to(ops.cast(token, x.dtype), (batch, 1, d)) for token in tokens]
+        return ops.concatenate(tokens + [x], axis=1)
 
     def _position_embedding_for(self, static_size, rows, cols):
         p = self.patch_size
@@ -133,8 +186,8 @@ class PatchEncoder(keras.layers.Layer):
             return self.pos_embedding
         # Another (or a not yet known) grid: resample the patch rows, keep the class-token row.
         table = ops.cast(self.pos_embedding, "float32")
-        prefix = table[0, : self.num_prefix_tokens]
-        grid = ops.reshape(table[0, self.num_prefix_tokens:], self.grid_size + (self.hidden_size,))
+        prefix = table[0, : self.num_position_prefix_tokens]
+        grid = ops.reshape(table[0, self.num_position_prefix_tokens:], self.grid_size + (self.hidden_size,))
         grid = resample_grid(grid, rows, cols, self.interpolation)
         grid = ops.reshape(grid, (-1, self.hidden_size))
         return ops.concatenate([prefix, grid], axis=0)[None]
@@ -157,6 +210,10 @@ class PatchEncoder(keras.layers.Layer):
             "position_embedding": self.position_embedding,
             "grid_size": self.grid_size,
             "interpolation": self.interpolation,
+            "distillation_token": self.distillation_token,
+            "num_register_tokens": self.num_register_tokens,
+            "prefix_position_embedding": self.prefix_position_embedding,
+            "use_bias": self.use_bias,
         }
 
 

@@ -8,6 +8,8 @@ from keras import ops
 from keras_vit._validation import check_choice
 
 POOLINGS = ("token", "gap", "max")
+# Builder-level poolings that are layers of their own: "map" is `AttentionPooling`.
+ALL_POOLINGS = POOLINGS + ("map",)
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
@@ -17,8 +19,10 @@ class TokenPooling(keras.layers.Layer):
     Args:
         mode: str. "token" takes token 0 (the class token); "gap" averages the tokens after
             the first `num_prefix_tokens`, "max" takes their maximum. Defaults to "token".
-        num_prefix_tokens: int. Leading non-patch tokens (1 with a class token, else 0).
-            Defaults to 1.
+        num_prefix_tokens: int. Leading non-patch tokens (class, distillation and register
+            tokens). Defaults to 1.
+        token_index: int. The token "token" pooling takes: 0 the class token, 1 DeiT's
+            distillation token. Defaults to 0.
 
     Example:
 
@@ -27,7 +31,7 @@ class TokenPooling(keras.layers.Layer):
     (2, 8)
     """
 
-    def __init__(self, mode="token", num_prefix_tokens=1, **kwargs):
+    def __init__(self, mode="token", num_prefix_tokens=1, token_index=0, **kwargs):
         super().__init__(**kwargs)
         check_choice("pooling", mode, POOLINGS)
         if mode == "token" and num_prefix_tokens < 1:
@@ -35,12 +39,17 @@ class TokenPooling(keras.layers.Layer):
                 "pooling='token' needs a class token, got num_prefix_tokens="
                 f"{num_prefix_tokens!r}. Use class_token=True or pooling='gap'."
             )
+        if mode == "token" and not 0 <= token_index < num_prefix_tokens:
+            raise ValueError(
+                f"Invalid token_index={token_index!r}: expected a prefix token, 0 to {num_prefix_tokens - 1}."
+            )
         self.mode = mode
         self.num_prefix_tokens = num_prefix_tokens
+        self.token_index = token_index
 
     def call(self, tokens):
         if self.mode == "token":
-            return tokens[:, 0]
+            return tokens[:, self.token_index]
         if self.mode == "max":
             return ops.max(tokens[:, self.num_prefix_tokens:], axis=1)
         return ops.mean(tokens[:, self.num_prefix_tokens:], axis=1)
@@ -49,4 +58,9 @@ class TokenPooling(keras.layers.Layer):
         return (input_shape[0], input_shape[-1])
 
     def get_config(self):
-        return {**super().get_config(), "mode": self.mode, "num_prefix_tokens": self.num_prefix_tokens}
+        return {
+            **super().get_config(),
+            "mode": self.mode,
+            "num_prefix_tokens": self.num_prefix_tokens,
+            "token_index": self.token_index,
+        }

@@ -7,9 +7,14 @@ import math
 import keras
 from keras import ops
 
-from keras_vit._validation import check_divisible, check_positive_int, check_rate
+from keras_vit._validation import check_choice, check_divisible, check_positive_int, check_rate
 from keras_vit.layers.drop_path import DropPath
+from keras_vit.layers.layer_scale import LayerScale
 from keras_vit.layers.self_attention import MultiHeadSelfAttention
+
+# MLP kinds: "gelu" (exact or tanh, `approximate_gelu`), "quick_gelu" (x * sigmoid(1.702 x), OpenAI
+# CLIP) and "swiglu" (silu(x W_gate) * (x W), DINOv2 giant; the first Dense holds gate then value).
+MLP_ACTIVATIONS = ("gelu", "quick_gelu", "swiglu")
 
 
 def gelu(x, approximate=False):
@@ -34,11 +39,35 @@ def gelu(x, approximate=False):
     return 0.5 * x * (1.0 + ops.erf(x * (1.0 / math.sqrt(2.0))))
 
 
+def mlp_activation(x, kind="gelu", approximate_gelu=False):
+    """The MLP's nonlinearity of kind `kind` (see `MLP_ACTIVATIONS`); "swiglu" halves the width.
+
+    Args:
+        x: tensor. Output of the MLP's first Dense layer.
+        kind: str. "gelu", "quick_gelu" or "swiglu". Defaults to "gelu".
+        approximate_gelu: bool. tanh GELU for kind "gelu". Defaults to False.
+
+    Example:
+
+    >>> import numpy as np
+    >>> tuple(mlp_activation(np.ones((2, 8), "float32"), "swiglu").shape)
+    (2, 4)
+    """
+    if kind == "quick_gelu":
+        return x * ops.sigmoid(ops.cast(1.702, x.dtype) * x)
+    if kind == "swiglu":
+        gate, value = ops.split(x, 2, axis=-1)
+        return ops.silu(gate) * value
+    return gelu(x, approximate_gelu)
+
+
 @keras.saving.register_keras_serializable(package="keras_vit")
 class TransformerBlock(keras.layers.Layer):
     """Pre-LN encoder block: x + MSA(LN(x)), then x + MLP(LN(x)).
 
-    The MLP is Dense(mlp_dim) -> GELU -> Dropout -> Dense(D) -> Dropout. Stochastic depth drops
+    The MLP is Dense(mlp_dim) -> GELU -> Dropout -> Dense(D) -> Dropout (SwiGLU: Dense(2 mlp_dim),
+    gate and value halves). With `layer_scale_init`, each branch is scaled per channel by a
+    `LayerScale` (`layer_scale_1`, `layer_scale_2`) before the residual sum. Stochastic depth drops
     each residual branch per sample. Call with `return_attention_scores=True` to also get the
     attention weights (B, heads, T, T).
 
@@ -52,6 +81,10 @@ class TransformerBlock(keras.layers.Layer):
         approximate_gelu: bool. Use the tanh approximation of GELU, as the original Flax
             checkpoints were trained with; False uses the exact erf form. Defaults to False.
         layer_norm_epsilon: float. Epsilon of both LayerNorms. Defaults to 1e-6.
+        mlp_activation: str. "gelu", "quick_gelu" or "swiglu" (see `MLP_ACTIVATIONS`).
+            Defaults to "gelu".
+        layer_scale_init: float or None. Initial LayerScale value; None has no LayerScale.
+            Defaults to None.
 
     Example:
 
@@ -72,6 +105,8 @@ class TransformerBlock(keras.layers.Layer):
         drop_path_rate=0.0,
         approximate_gelu=False,
         layer_norm_epsilon=1e-6,
+        mlp_activation="gelu",
+        layer_scale_init=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -82,6 +117,7 @@ class TransformerBlock(keras.layers.Layer):
         check_rate("dropout_rate", dropout_rate)
         check_rate("attention_dropout_rate", attention_dropout_rate)
         check_rate("drop_path_rate", drop_path_rate)
+        check_choice("mlp_activation", mlp_activation, MLP_ACTIVATIONS)
         self.hidden_size = hidden_size
         self.num_heads = num_heads
         self.mlp_dim = mlp_dim
@@ -90,6 +126,8 @@ class TransformerBlock(keras.layers.Layer):
         self.drop_path_rate = drop_path_rate
         self.approximate_gelu = bool(approximate_gelu)
         self.layer_norm_epsilon = layer_norm_epsilon
+        self.mlp_activation = mlp_activation
+        self.layer_scale_init = layer_scale_init
 
         policy = self.dtype_policy
         self.norm1 = keras.layers.LayerNormalization(
@@ -102,10 +140,15 @@ class TransformerBlock(keras.layers.Layer):
         self.norm2 = keras.layers.LayerNormalization(
             epsilon=layer_norm_epsilon, dtype=policy, name="norm2"
         )
-        self.mlp_dense_0 = keras.layers.Dense(mlp_dim, dtype=policy, name="mlp_dense_0")
+        inner = 2 * mlp_dim if mlp_activation == "swiglu" else mlp_dim
+        self.mlp_dense_0 = keras.layers.Dense(inner, dtype=policy, name="mlp_dense_0")
         self.mlp_dense_1 = keras.layers.Dense(hidden_size, dtype=policy, name="mlp_dense_1")
         self.mlp_dropout = keras.layers.Dropout(dropout_rate, dtype=policy, name="mlp_dropout")
         self.drop_path = DropPath(drop_path_rate, dtype=policy, name="drop_path")
+        self.layer_scale_1 = self.layer_scale_2 = None
+        if layer_scale_init is not None:
+            self.layer_scale_1 = LayerScale(layer_scale_init, dtype=policy, name="layer_scale_1")
+            self.layer_scale_2 = LayerScale(layer_scale_init, dtype=policy, name="layer_scale_2")
 
     def build(self, input_shape):
         if len(input_shape) != 3 or input_shape[-1] != self.hidden_size:
@@ -118,6 +161,9 @@ class TransformerBlock(keras.layers.Layer):
         self.norm2.build(input_shape)
         self.mlp_dense_0.build(input_shape)
         self.mlp_dense_1.build(tuple(input_shape[:-1]) + (self.mlp_dim,))
+        if self.layer_scale_1 is not None:
+            self.layer_scale_1.build(input_shape)
+            self.layer_scale_2.build(input_shape)
         super().build(input_shape)
 
     def call(self, inputs, training=None, return_attention_scores=False):
@@ -127,14 +173,18 @@ class TransformerBlock(keras.layers.Layer):
         else:
             x = self.attention(x, training=training)
         x = self.attention_dropout(x, training=training)
+        if self.layer_scale_1 is not None:
+            x = self.layer_scale_1(x)
         x = inputs + self.drop_path(x, training=training)
 
         y = self.norm2(x)
         y = self.mlp_dense_0(y)
-        y = gelu(y, self.approximate_gelu)
+        y = mlp_activation(y, self.mlp_activation, self.approximate_gelu)
         y = self.mlp_dropout(y, training=training)
         y = self.mlp_dense_1(y)
         y = self.mlp_dropout(y, training=training)
+        if self.layer_scale_2 is not None:
+            y = self.layer_scale_2(y)
         y = x + self.drop_path(y, training=training)
         if return_attention_scores:
             return y, scores
@@ -158,4 +208,6 @@ class TransformerBlock(keras.layers.Layer):
             "drop_path_rate": self.drop_path_rate,
             "approximate_gelu": self.approximate_gelu,
             "layer_norm_epsilon": self.layer_norm_epsilon,
+            "mlp_activation": self.mlp_activation,
+            "layer_scale_init": self.layer_scale_init,
         }

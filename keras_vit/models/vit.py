@@ -9,17 +9,16 @@ from keras_vit._validation import (
     check_choice,
     check_divisible,
     check_positive_int,
+    check_positive_number,
     check_rate,
 )
-from keras_vit.layers import PatchEncoder, TokenPooling, TransformerBlock
+from keras_vit.layers import AttentionPooling, PatchEncoder, TokenPooling, TransformerBlock
 from keras_vit.layers.patch_encoder import POSITION_EMBEDDINGS
-from keras_vit.layers.token_pooling import POOLINGS
+from keras_vit.layers.token_pooling import ALL_POOLINGS
+from keras_vit.layers.transformer_block import MLP_ACTIVATIONS
 from keras_vit.weights import INTERPOLATIONS, Checkpoint, load_weights
 from keras_vit.weights.registry import imagenet_checkpoint
 from keras_vit.models.resnet import BiTResNet
-
-# The functional model class keras.Model(inputs, outputs) returns; not exported by keras itself.
-from keras.src.models.functional import Functional
 
 # Symbolic probe size for a backbone's true stride: a multiple of every stride in common use
 # (powers of two up to 64, x3, x5, x7), so ceil-rounded feature maps cannot hide a bad fit.
@@ -54,6 +53,14 @@ def ViT(
     approximate_gelu=None,
     layer_norm_epsilon=None,
     interpolation=None,
+    distillation_token=None,
+    num_register_tokens=None,
+    prefix_position_embedding=None,
+    layer_scale_init=None,
+    mlp_activation=None,
+    pre_norm=None,
+    patch_bias=None,
+    projection_size="auto",
     name=None,
 ):
     """Builds a Vision Transformer as a functional Keras model (a `VisionTransformer`).
@@ -96,7 +103,8 @@ def ViT(
             checkpoint's with `weights=`, else 1000.
         classes: int or None. Alias of `num_classes`, as in keras.applications.
         pooling: str or None. "token" (class token), "gap" or its alias "avg" (mean of the
-            patch tokens), "max" (maximum over the patch tokens); with `include_top=False`, None
+            patch tokens), "max" (maximum over the patch tokens), "map" (attention pooling with a learned
+            probe, SigLIP); with `include_top=False`, None
             returns all tokens. "auto" takes the checkpoint's ("gap" when it has no class
             token), else "token" with a class token and "gap" without. Defaults to "auto".
         representation_size: int, None or "auto". Width of the pre-training head's Dense +
@@ -134,7 +142,39 @@ def ViT(
             grid, when loading and at call time: "bilinear" (vit_jax), "bicubic" (timm) or
             "bicubic_hf" (Hugging Face). None picks the checkpoint ecosystem's, else
             "bicubic". Defaults to None.
+        distillation_token: bool or None. DeiT's distillation token (after the class token)
+            and a second head `head_dist` on it; the model returns the mean of both heads'
+            logits (then `classifier_activation`), as DeiT's own code at inference. Fine-tuning
+            with `num_classes=N` trains both new heads on the labels (no teacher). None takes
+            the checkpoint's or the variant's, else False. Defaults to None.
+        num_register_tokens: int or None. Register tokens after the class (and distillation)
+            token, with no position embedding (DINOv2 with registers). None takes the
+            checkpoint's or the variant's, else 0. Defaults to None.
+        prefix_position_embedding: bool or None. Whether the class and distillation tokens
+            get position-embedding rows; False adds it to the patches only (DeiT-III, timm's
+            DINOv2-reg). None takes the checkpoint's or the variant's, else True. Defaults to None.
+        layer_scale_init: float or None. LayerScale on each residual branch, initialised to
+            this value (1e-5 DINOv2, 1e-6 DeiT-III); None takes the checkpoint's or the
+            variant's, else no LayerScale. Defaults to None.
+        mlp_activation: str or None. "gelu" (exact or tanh, see `approximate_gelu`),
+            "quick_gelu" (OpenAI CLIP) or "swiglu" (DINOv2 giant). None takes the checkpoint's
+            or the variant's, else "gelu". Defaults to None.
+        pre_norm: bool or None. A LayerNorm ("pre_norm") on the tokens before the first
+            block (CLIP's ln_pre). None takes the checkpoint's or the variant's, else False.
+            Defaults to None.
+        patch_bias: bool or None. The patch projection has a bias (CLIP's has none). None
+            takes the checkpoint's or the variant's, else True. Defaults to None.
+        projection_size: int, None or "auto". Width of a linear projection without bias
+            ("projection") after pooling: CLIP's visual projection to the image-text embedding.
+            With `include_top=False` the model returns it; None leaves it out. "auto" takes the
+            checkpoint's or the variant's, else None. Defaults to "auto".
         name: str or None. Model name. Defaults to "vit_<variant>" or "vit".
+
+    With `include_top=False` the model returns the family's own image embedding: the class
+    token after the final LayerNorm (DINOv2's `pooler_output`, DeiT), the attention-pool output
+    with `pooling="map"` (SigLIP), the projected class token with `projection_size` (CLIP's
+    `image_embeds`). `pooling=None` returns every token after the final LayerNorm, in the order
+    class token, distillation token, register tokens, patch tokens (row by row).
 
     Returns:
         A `VisionTransformer` (a functional `keras.Model` whose `get_config()` also carries
@@ -182,6 +222,14 @@ def ViT(
         attention_dropout_rate=attention_dropout_rate,
         drop_path_rate=drop_path_rate,
         interpolation=interpolation,
+        distillation_token=distillation_token,
+        num_register_tokens=num_register_tokens,
+        prefix_position_embedding=prefix_position_embedding,
+        layer_scale_init=layer_scale_init,
+        mlp_activation=mlp_activation,
+        pre_norm=pre_norm,
+        patch_bias=patch_bias,
+        projection_size=projection_size,
         name=name,
         backbone=backbone,
     )
@@ -222,6 +270,10 @@ def resolve_config(variant=None, checkpoint=None, *, backbone=None, **arguments)
     given = {key: value for key, value in arguments.items() if not _is_unset(key, value)}
     if row is not None:
         from_variant = {key: getattr(row, key) for key in ("patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim")}
+        from_variant.update({key: getattr(row, key) for key in configs.FAMILY_FIELDS
+                             if getattr(row, key) != configs.FAMILY_DEFAULTS[key]})
+        if from_variant.get("pooling") == "auto":
+            del from_variant["pooling"]
         if backbone is None:
             from_variant.update(stem=row.stem, stem_width=row.stem_width if row.stem is not None else None)
     else:
@@ -238,7 +290,9 @@ def resolve_config(variant=None, checkpoint=None, *, backbone=None, **arguments)
         elif field in from_variant:
             value, source = from_variant[field], f"variant={variant!r}"
         file_value = found.get(field)
-        if source is not None and file_value is not None and field not in configs.ADJUSTABLE_FIELDS:
+        # A patch size differs from the file's only when asked for (FlexiViT resize), not through a variant.
+        adjustable = field in configs.ADJUSTABLE_FIELDS and (field != "patch_size" or source == "given")
+        if source is not None and file_value is not None and not adjustable:
             if _normalized(value) != _normalized(file_value):
                 conflicts.append(f"{field}: {value!r} ({source}), the file has {file_value!r}")
         config[field] = value if source is not None else file_value
@@ -274,7 +328,7 @@ _BUILD_DEFAULTS = {
 
 
 def _is_unset(key, value):
-    if key in ("pooling", "representation_size"):  # None is a choice here: no pooling, no pre-logits
+    if key in ("pooling", "representation_size", "projection_size"):  # None is a choice: no pooling, no layer
         return isinstance(value, str) and value == "auto"
     return value is None
 
@@ -306,9 +360,25 @@ def _fill_defaults(config, checkpoint, given):
         config["layer_norm_epsilon"] = 1e-6
     if config["num_classes"] is None:
         config["num_classes"] = 1000
+    if config["mlp_activation"] is None and checkpoint is not None:
+        raise ValueError(
+            f"The checkpoint {checkpoint.path!r} ({checkpoint.layout} layout) does not say its MLP activation "
+            "(a timm CLIP tower: OpenAI's weights use QuickGELU, LAION's and DFN's GELU): pass "
+            "mlp_activation='quick_gelu' or mlp_activation='gelu'."
+        )
+    for field in _PAPER_DEFAULTED:
+        if config[field] is None:
+            config[field] = configs.FAMILY_DEFAULTS[field]
     if config["stem"] is not None:
         config["stem"] = tuple(config["stem"])
         config["stem_width"] = config["stem_width"] or 64
+
+
+# Family fields that take the paper ViT's value when neither the arguments, the variant nor the
+# checkpoint state one (class_token, pooling, GELU form and epsilon have their own rules above;
+# None is itself the paper's value of layer_scale_init and projection_size).
+_PAPER_DEFAULTED = ("distillation_token", "num_register_tokens", "prefix_position_embedding", "mlp_activation",
+                    "pre_norm", "patch_bias")
 
 
 def _check_config(config, checkpoint):
@@ -328,9 +398,18 @@ def _check_config(config, checkpoint):
         check_positive_int(key, config[key])
     check_divisible("hidden_size", config["hidden_size"], "num_heads", config["num_heads"])
     check_choice("position_embedding", config["position_embedding"], POSITION_EMBEDDINGS)
-    check_choice("pooling", config["pooling"], POOLINGS + ("avg", None))
-    if config["representation_size"] is not None:
-        check_positive_int("representation_size", config["representation_size"])
+    check_choice("pooling", config["pooling"], ALL_POOLINGS + ("avg", None))
+    check_choice("mlp_activation", config["mlp_activation"], MLP_ACTIVATIONS)
+    for key in ("representation_size", "projection_size"):
+        if config[key] is not None:
+            check_positive_int(key, config[key])
+    registers = config["num_register_tokens"]
+    if not isinstance(registers, int) or isinstance(registers, bool) or registers < 0:
+        raise ValueError(f"Invalid num_register_tokens={registers!r}. Expected an integer >= 0.")
+    if config["layer_scale_init"] is not None:
+        check_positive_number("layer_scale_init", config["layer_scale_init"])
+    if config["distillation_token"] and not config["class_token"]:
+        raise ValueError("distillation_token=True needs class_token=True (DeiT puts it after the class token).")
     if config["pooling"] == "token" and not config["class_token"]:
         raise ValueError("pooling='token' needs class_token=True; use pooling='gap' without a class token.")
 
@@ -343,7 +422,12 @@ def _check_build_arguments(config):
         if not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes < 1:
             raise ValueError(f"Invalid num_classes={num_classes!r}: include_top=True needs an integer >= 1.")
         if config["pooling"] is None:
-            raise ValueError("include_top=True needs pooling='token', 'gap', 'avg' or 'max', got pooling=None.")
+            raise ValueError("include_top=True needs pooling='token', 'gap', 'avg', 'max' or 'map', got pooling=None.")
+        if config["distillation_token"] and config["pooling"] != "token":
+            raise ValueError(
+                f"A distilled model's two heads read the class and distillation tokens: include_top=True "
+                f"needs pooling='token', got pooling={config['pooling']!r}."
+            )
     for rate_name in ("dropout_rate", "attention_dropout_rate", "drop_path_rate"):
         check_rate(rate_name, config[rate_name])
 
@@ -359,7 +443,8 @@ def _resolve_image_size(image_size, config, row, found, backbone):
             raise ValueError(f"Invalid image_size={image_size!r}. Expected an int, (height, width), None or 'auto'.")
         grid = found.get("grid_size")
         if grid is not None and backbone is None:
-            pixels = _pixel_patch(config)
+            # The file's own patch: a new patch_size= (FlexiViT resize) keeps the image size.
+            pixels = _pixel_patch({**config, "patch_size": found.get("patch_size") or config["patch_size"]})
             return (grid[0] * pixels, grid[1] * pixels)
         side = row.image_size if row is not None else 224
         return (side, side)
@@ -424,49 +509,133 @@ def build(config, *, backbone=None, input_shape=None, input_tensor=None):
         backbone = BiTResNet(stem, config["stem_width"], channels=inputs.shape[-1], name="resnet")
     if backbone is not None:
         x = _apply_backbone(backbone, x, config["patch_size"])
-    encoder = PatchEncoder(
+    x = _encoder_graph(config, x, _new_layer)
+    model_inputs = keras.utils.get_source_inputs(input_tensor) if input_tensor is not None else inputs
+    return VisionTransformer(model_inputs, x, name=config["name"], vit_config=config)
+
+
+def _new_layer(name, make):
+    """The layer factory of `build`: every layer is made fresh."""
+    return make()
+
+
+def _encoder_graph(config, x, layer, collect=None):
+    """Applies the embedding, blocks, norm, pooling and heads a config describes to feature map x.
+
+    `layer(name, make)` returns the layer called `name`, made by `make()` when building; the
+    intermediates model (`VisionTransformer.intermediates_model`) passes one that returns the
+    built model's own layer, so both graphs come from this one function. `collect`, when given,
+    is a dict that receives each block's tokens and attention weights.
+    """
+    hidden, heads, epsilon = config["hidden_size"], config["num_heads"], config["layer_norm_epsilon"]
+    encoder = layer("embedding", lambda: PatchEncoder(
         config["patch_size"],
-        config["hidden_size"],
+        hidden,
         class_token=config["class_token"],
         position_embedding=config["position_embedding"],
         grid_size=config["grid_size"] if None in tuple(x.shape[1:3]) else None,
         interpolation=config["interpolation"],
+        distillation_token=config["distillation_token"],
+        num_register_tokens=config["num_register_tokens"],
+        prefix_position_embedding=config["prefix_position_embedding"],
+        use_bias=config["patch_bias"],
         name="embedding",
-    )
+    ))
     x = encoder(x)
-    x = keras.layers.Dropout(config["dropout_rate"], name="embedding_dropout")(x)
+    x = layer("embedding_dropout", lambda: keras.layers.Dropout(config["dropout_rate"], name="embedding_dropout"))(x)
+    if config["pre_norm"]:
+        x = layer("pre_norm", lambda: keras.layers.LayerNormalization(epsilon=epsilon, name="pre_norm"))(x)
     depth = config["num_layers"]
     for i in range(depth):
-        x = TransformerBlock(
-            config["hidden_size"],
-            config["num_heads"],
+        block = layer(f"encoderblock_{i}", lambda i=i: TransformerBlock(
+            hidden,
+            heads,
             config["mlp_dim"],
             dropout_rate=config["dropout_rate"],
             attention_dropout_rate=config["attention_dropout_rate"],
             drop_path_rate=config["drop_path_rate"] * i / max(depth - 1, 1),
             approximate_gelu=config["approximate_gelu"],
-            layer_norm_epsilon=config["layer_norm_epsilon"],
+            layer_norm_epsilon=epsilon,
+            mlp_activation=config["mlp_activation"],
+            layer_scale_init=config["layer_scale_init"],
             name=f"encoderblock_{i}",
-        )(x)
-    x = keras.layers.LayerNormalization(epsilon=config["layer_norm_epsilon"], name="encoder_norm")(x)
-    if config["pooling"] is not None:
-        x = TokenPooling(config["pooling"], num_prefix_tokens=encoder.num_prefix_tokens, name="pooling")(x)
+        ))
+        if collect is None:
+            x = block(x)
+        else:
+            x, attention = _WithAttention(block)(x)
+            collect["blocks"].append(x)
+            collect["attention"].append(attention)
+    x = layer("encoder_norm", lambda: keras.layers.LayerNormalization(epsilon=epsilon, name="encoder_norm"))(x)
+    if collect is not None:
+        collect["tokens"] = x
+    tokens = x
+    pooling = config["pooling"]
+    if pooling == "map":
+        pool = layer("pooling", lambda: AttentionPooling(
+            hidden, heads, config["mlp_dim"], mlp_activation=config["mlp_activation"],
+            approximate_gelu=config["approximate_gelu"], layer_norm_epsilon=epsilon, name="pooling",
+        ))
+        if collect is None:
+            x = pool(tokens)
+        else:
+            x, collect["pooling_attention"] = _WithAttention(pool)(tokens)
+    elif pooling is not None:
+        prefix = encoder.num_prefix_tokens
+        x = layer("pooling", lambda: TokenPooling(pooling, num_prefix_tokens=prefix, name="pooling"))(tokens)
+    if config["projection_size"] is not None and pooling is not None:  # it projects the pooled embedding
+        x = layer("projection", lambda: keras.layers.Dense(
+            config["projection_size"], use_bias=False, name="projection"))(x)
     if config["representation_size"] is not None:
-        x = keras.layers.Dense(config["representation_size"], activation="tanh", name="pre_logits")(x)
-    if config["include_top"]:
-        x = keras.layers.Dense(
-            config["num_classes"],
-            activation=config["classifier_activation"],
-            kernel_initializer="zeros",
-            dtype="float32",
-            name="head",
-        )(x)
-    model_inputs = keras.utils.get_source_inputs(input_tensor) if input_tensor is not None else inputs
-    return VisionTransformer(model_inputs, x, name=config["name"], vit_config=config)
+        x = layer("pre_logits", lambda: keras.layers.Dense(
+            config["representation_size"], activation="tanh", name="pre_logits"))(x)
+    if collect is not None:
+        collect["embedding"] = x
+    if not config["include_top"]:
+        return x
+    activation = config["classifier_activation"]
+    if not config["distillation_token"]:
+        return layer("head", lambda: _head(config["num_classes"], activation, "head"))(x)
+    # DeiT distilled: the mean of the class-token and distillation-token heads' logits.
+    dist = layer("pooling_dist", lambda: TokenPooling(
+        "token", num_prefix_tokens=encoder.num_prefix_tokens, token_index=1, name="pooling_dist"))(tokens)
+    logits = [layer("head", lambda: _head(config["num_classes"], None, "head"))(x),
+              layer("head_dist", lambda: _head(config["num_classes"], None, "head_dist"))(dist)]
+    x = layer("head_average", lambda: keras.layers.Average(dtype="float32", name="head_average"))(logits)
+    if activation is not None:
+        x = layer("head_activation", lambda: keras.layers.Activation(
+            activation, dtype="float32", name="head_activation"))(x)
+    return x
+
+
+def _head(num_classes, activation, name):
+    return keras.layers.Dense(num_classes, activation=activation, kernel_initializer="zeros", dtype="float32", name=name)
+
+
+class _WithAttention(keras.layers.Layer):
+    """Calls a block or attention pooling (shared, not copied) with return_attention_scores=True.
+
+    A layer's outputs in a functional graph are read from its call; calling the model's own
+    block again with another signature would leave the attention untracked, so this transient
+    wrapper makes the call. It is never saved: intermediates models are rebuilt from the model.
+    """
+
+    def __init__(self, inner, **kwargs):
+        super().__init__(name=f"{inner.name}_with_attention", dtype=inner.dtype_policy, **kwargs)
+        self.inner = inner
+        self.built = True
+
+    def call(self, inputs, training=None):
+        if isinstance(self.inner, TransformerBlock):
+            return self.inner(inputs, training=training, return_attention_scores=True)
+        return self.inner(inputs, return_attention_scores=True)
+
+    def compute_output_spec(self, inputs, training=None):
+        return self.inner.compute_output_spec(inputs, return_attention_scores=True)
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
-class VisionTransformer(Functional):
+class VisionTransformer(keras.Model):
     """A functional ViT that keeps the resolved config it was built from (`vit_config`).
 
     `get_config()` is the functional graph plus "vit_config", so `.keras` files reload it with
@@ -499,6 +668,46 @@ class VisionTransformer(Functional):
 
     def get_config(self):
         return {**super().get_config(), "vit_config": self.vit_config}
+
+    def intermediates_model(self):
+        """A model sharing this model's layers that returns every block's tokens and attention.
+
+        Its output is a dict: "blocks" (list, one (B, T, D) tensor per block, input side
+        first, before the final LayerNorm), "attention" (list, one (B, heads, T, T) per
+        block), "tokens" (B, T, D) (every token after the final LayerNorm: class,
+        distillation, register, then patch tokens), "embedding" (what `include_top=False`
+        returns, absent with `pooling=None`), "output" (the model's output) and, with
+        `pooling="map"`, "pooling_attention" (B, heads, 1, T), the probe's attention. It is
+        built with public Keras APIs from `vit_config`, like timm's `forward_intermediates`
+        and big_vision's `out` dict, for dense features, probing and the attention figures.
+
+        Example:
+
+        >>> import numpy as np, keras_vit
+        >>> model = keras_vit.ViT("tiny", num_classes=3)
+        >>> out = model.intermediates_model()(np.zeros((1, 32, 32, 3), "float32"))
+        >>> len(out["blocks"]), tuple(out["attention"][0].shape), tuple(out["tokens"].shape)
+        (2, (1, 2, 65, 65), (1, 65, 32))
+        """
+        config = self.vit_config
+        if config is None:
+            raise ValueError(
+                f"Model {self.name!r} has no vit_config (it was loaded from a file saved as a plain functional "
+                "model): rebuild it with keras_vit.ViT or use keras_vit.inspect.attention_model."
+            )
+        inputs = keras.Input(batch_shape=self.inputs[0].shape, dtype=self.inputs[0].dtype, name="images")
+        x = inputs
+        if config["preprocessing"] is not None:
+            x = self.get_layer("preprocessing")(x)
+        stem = "resnet" if config["backbone"] is None and config["stem"] is not None else config["backbone"]
+        if stem is not None:
+            x = self.get_layer(stem)(x)
+        collect = {"blocks": [], "attention": []}
+        output = _encoder_graph(config, x, lambda name, make: self.get_layer(name), collect)
+        collect["output"] = output
+        if config["pooling"] is None:
+            del collect["embedding"]
+        return keras.Model(inputs, collect, name=f"{self.name}_intermediates")
 
 
 def _frozen(config):

@@ -40,11 +40,11 @@ from typing import Callable
 
 import numpy as np
 
-from keras_vit.configs import ARCHITECTURE_FIELDS
+from keras_vit.configs import ARCHITECTURE_FIELDS, FAMILY_DEFAULTS
 from keras_vit.weights.files import CheckpointError, read_npz, read_safetensors
 from keras_vit.weights.hybrid import npz_stem_architecture
 from keras_vit.weights.mapping import Entry, register_layer_mapping
-from keras_vit.weights.resample import resample_position_embedding
+from keras_vit.weights.resample import resample_position_embedding, resize_patch_kernel
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +62,7 @@ class Layout:
         normalize: callable raw tensors -> (tensors, names, source_prefix_tokens).
         architecture: callable (tensors, source_prefix_tokens, config, path) -> dict with every
             field of `keras_vit.configs.ARCHITECTURE_FIELDS`.
+        head_dist_keys: (str, str). Kernel and bias of DeiT's distillation head.
     """
 
     name: str
@@ -73,6 +74,7 @@ class Layout:
     interpolation: str
     normalize: Callable
     architecture: Callable
+    head_dist_keys: tuple = ()
 
 
 # --------------------------------------------------------------------------------------------
@@ -85,7 +87,7 @@ def _position_entry(key, encoder, context):
     def to_model(array, shape):
         array = array.reshape((1,) + array.shape[-2:])
         source_prefix = context.source_prefix_tokens
-        model_prefix = encoder.num_prefix_tokens
+        model_prefix = encoder.num_position_prefix_tokens
         if source_prefix > model_prefix:
             raise CheckpointError("the checkpoint has a class-token row but the model has no class token")
         patches = array.shape[1] - source_prefix
@@ -110,6 +112,21 @@ def _position_entry(key, encoder, context):
     return Entry(key, encoder.pos_embedding, to_model)
 
 
+def _patch_kernel_entry(key, encoder, context, to_hwio=None, from_hwio=None):
+    """The patch-embedding kernel, resized with FlexiViT's pseudo-inverse when the patch sizes differ."""
+
+    def to_model(array, shape):
+        array = to_hwio(array, shape) if to_hwio is not None else array
+        if array.ndim == 4 and array.shape[0] == array.shape[1] and array.shape[2:] == tuple(shape[2:]) \
+                and array.shape[0] != shape[0]:
+            context.log(f"Resizing the {array.shape[0]}x{array.shape[0]} patch kernel to {shape[0]}x{shape[1]} "
+                        "(FlexiViT pseudo-inverse resize).")
+            array = resize_patch_kernel(array, shape[0])
+        return array
+
+    return Entry(key, encoder.kernel, to_model, from_hwio or (lambda array: array))
+
+
 def _reshape_to(array, shape):
     return array.reshape(shape)
 
@@ -130,7 +147,8 @@ def _keras_conv_to_torch(array):
 
 def _attention(layer):
     """{"query"|"key"|"value"|"out": (kernel, bias)} of a TransformerBlock's attention."""
-    parts = layer.attention.projections()
+    # A TransformerBlock keeps them in its attention layer; AttentionPooling holds them itself.
+    parts = (layer.attention if hasattr(layer, "attention") else layer).projections()
     parts["out"] = parts.pop("output")
     return parts
 
@@ -144,7 +162,10 @@ def _block_index(layer):
 
 def _register_top(layout, torch_linear):
     """The head and pre-logits Dense layers of `layout`, keys from its record."""
-    for layer_name, keys in (("head", layout.head_keys), ("pre_logits", layout.pre_logits_keys)):
+    for layer_name, keys in (("head", layout.head_keys), ("pre_logits", layout.pre_logits_keys),
+                             ("head_dist", layout.head_dist_keys)):
+        if not keys:
+            continue
         kernel_key, bias_key = keys
 
         def fn(layer, context, kernel_key=kernel_key, bias_key=bias_key):
@@ -189,6 +210,8 @@ def _with_top(arch, tensors, layout, source_prefix, grid=None, path=""):
         arch["position_embedding"] = None
     arch.setdefault("stem", None)
     arch.setdefault("stem_width", None)
+    for field, value in FAMILY_DEFAULTS.items():  # what the layout's tensors did not say otherwise
+        arch.setdefault(field, value)
     return arch
 
 
@@ -198,7 +221,7 @@ def _with_top(arch, tensors, layout, source_prefix, grid=None, path=""):
 
 @register_layer_mapping("vit_jax", "PatchEncoder")
 def _npz_embedding(layer, context):
-    entries = [Entry("embedding/kernel", layer.kernel), Entry("embedding/bias", layer.bias)]
+    entries = [_patch_kernel_entry("embedding/kernel", layer, context), Entry("embedding/bias", layer.bias)]
     if layer.class_token:
         entries.append(Entry("cls", layer.cls))
     if layer.position_embedding == "learned":
@@ -218,6 +241,20 @@ def _npz_block(layer, context):
     for i, dense in enumerate((layer.mlp_dense_0, layer.mlp_dense_1)):
         key = prefix + f"MlpBlock_3/Dense_{i}"
         entries += [Entry(key + "/kernel", dense.kernel), Entry(key + "/bias", dense.bias)]
+    return entries
+
+
+@register_layer_mapping("vit_jax", "AttentionPooling")
+def _npz_attention_pooling(layer, context):
+    """big_vision's MAPHead (SigLIP): probe, attention, LayerNorm, MLP."""
+    entries = [Entry("MAPHead_0/probe", layer.probe)]
+    for part, (kernel, bias) in _attention(layer).items():
+        key = "MAPHead_0/MultiHeadDotProductAttention_0/" + part
+        entries += [Entry(key + "/kernel", kernel), Entry(key + "/bias", bias)]
+    entries += [Entry("MAPHead_0/LayerNorm_0/scale", layer.norm.gamma), Entry("MAPHead_0/LayerNorm_0/bias", layer.norm.beta)]
+    for i, dense in enumerate((layer.mlp_dense_0, layer.mlp_dense_1)):
+        entries += [Entry(f"MAPHead_0/MlpBlock_0/Dense_{i}/kernel", dense.kernel),
+                    Entry(f"MAPHead_0/MlpBlock_0/Dense_{i}/bias", dense.bias)]
     return entries
 
 
@@ -241,12 +278,18 @@ def normalize_npz(raw):
     """
     tensors, names = {}, {}
     top_level_posemb = False
+    # big_vision's two-tower checkpoints (SigLIP, LiT) keep the image tower under img/.
+    two_towers = any(key.split("/")[:2] in (["params", "img"], ["img"]) for key in raw)
     for original, array in raw.items():
         key = original
         for prefix in ("opt/target/", "params/"):
             if key.startswith(prefix):
                 key = key[len(prefix):]
                 break
+        if two_towers:
+            if not key.startswith("img/"):
+                continue  # the text tower and the temperature/bias scalars
+            key = key[len("img/"):]
         if key == "pos_embedding":
             key, top_level_posemb = "Transformer/posembed_input/pos_embedding", True
         parts = key.split("/")
@@ -280,7 +323,7 @@ def npz_architecture(tensors, source_prefix, config, path):
         "channels": int(kernel.shape[2]),
         "class_token": class_token,
         # vit_jax: classifier="token" reads the class token; "gap" (no `cls` param) the mean.
-        "pooling": "token" if class_token else "gap",
+        "pooling": "map" if "MAPHead_0/probe" in tensors else "token" if class_token else "gap",
         "approximate_gelu": True,
         "layer_norm_epsilon": 1e-6,
     }
@@ -294,15 +337,65 @@ def npz_architecture(tensors, source_prefix, config, path):
 
 @register_layer_mapping("hf", "PatchEncoder")
 def _hf_embedding(layer, context):
-    entries = [
-        Entry("embeddings.patch_embeddings.projection.weight", layer.kernel, _torch_conv, _keras_conv_to_torch),
-        Entry("embeddings.patch_embeddings.projection.bias", layer.bias),
-    ]
+    entries = [_patch_kernel_entry("embeddings.patch_embeddings.projection.weight", layer, context, _torch_conv,
+                                   _keras_conv_to_torch)]
+    if layer.use_bias:
+        entries.append(Entry("embeddings.patch_embeddings.projection.bias", layer.bias))
     if layer.class_token:
-        entries.append(Entry("embeddings.cls_token", layer.cls))
+        entries.append(Entry("embeddings.cls_token", layer.cls, _reshape_to))  # CLIP stores it as (D,)
+    if layer.distillation_token:
+        entries.append(Entry("embeddings.distillation_token", layer.dist))
+    if layer.num_register_tokens:
+        entries.append(Entry("embeddings.register_tokens", layer.registers))
     if layer.position_embedding == "learned":
         entries.append(_position_entry(LAYOUTS["hf"].position_key, layer, context))
     return entries
+
+
+def _layer_scale_entries(layer, keys):
+    if layer.layer_scale_1 is None:
+        return []
+    return [Entry(keys[0], layer.layer_scale_1.gamma), Entry(keys[1], layer.layer_scale_2.gamma)]
+
+
+def _fused_attention_entries(parts, qkv_weight, qkv_bias, out_prefix, split_kv=False):
+    """Query, key and value fused in one PyTorch Linear (or query apart and key-value fused)."""
+    entries = []
+    names = ("key", "value") if split_kv else ("query", "key", "value")
+    for index, part in enumerate(names):
+        weight, bias = _fused_part(index, len(names))
+        entries += [Entry(qkv_weight, parts[part][0], weight), Entry(qkv_bias, parts[part][1], bias)]
+    return entries + [
+        Entry(out_prefix + ".weight", parts["out"][0], _torch_linear),
+        Entry(out_prefix + ".bias", parts["out"][1]),
+    ]
+
+
+def _norm_entries(norm, key, scale="weight", bias="bias"):
+    return [Entry(f"{key}.{scale}", norm.gamma), Entry(f"{key}.{bias}", norm.beta)]
+
+
+def _dense_entries(dense, key):
+    entries = [Entry(key + ".weight", dense.kernel, _torch_linear)]
+    if dense.use_bias:
+        entries.append(Entry(key + ".bias", dense.bias))
+    return entries
+
+
+@register_layer_mapping("hf", "AttentionPooling")
+def _hf_attention_pooling(layer, context):
+    parts = _attention(layer)
+    return (
+        [Entry("head.probe", layer.probe)]
+        + _fused_attention_entries(parts, "head.attention.in_proj_weight", "head.attention.in_proj_bias",
+                                   "head.attention.out_proj")
+        + _norm_entries(layer.norm, "head.layernorm")
+        + _dense_entries(layer.mlp_dense_0, "head.mlp.fc1") + _dense_entries(layer.mlp_dense_1, "head.mlp.fc2")
+    )
+
+
+register_layer_mapping("hf", "pre_norm", lambda layer, context: _norm_entries(layer, "pre_layernorm"))
+register_layer_mapping("hf", "projection", lambda layer, context: _dense_entries(layer, "visual_projection"))
 
 
 @register_layer_mapping("hf", "TransformerBlock")
@@ -323,22 +416,179 @@ def _hf_block(layer, context):
         ]
     for dense, name in ((layer.mlp_dense_0, "intermediate.dense"), (layer.mlp_dense_1, "output.dense")):
         entries += [Entry(prefix + name + ".weight", dense.kernel, _torch_linear), Entry(prefix + name + ".bias", dense.bias)]
-    return entries
+    return entries + _layer_scale_entries(layer, (prefix + "layer_scale1.lambda1", prefix + "layer_scale2.lambda1"))
 
 
 register_layer_mapping("hf", "encoder_norm", lambda layer, context: [
     Entry("layernorm.weight", layer.gamma), Entry("layernorm.bias", layer.beta)])
 
 
-def normalize_hf(raw):
+@dataclasses.dataclass(frozen=True)
+class HFFamily:
+    """How one Hugging Face `model_type` names a ViT's tensors and states its architecture.
+
+    Every family's keys are renamed to the canonical Hugging Face ViT names (plus the names of
+    the parts ViT lacks: `embeddings.distillation_token`, `embeddings.register_tokens`,
+    `encoder.layer.{i}.layer_scale{1,2}.lambda1`, `pre_layernorm`, `head.*` (attention pooling),
+    `visual_projection`, `classifier_dist`), so one set of layer mappings reads them all.
+
+    Args:
+        prefixes: tuple of str. Leading parts dropped from every key (e.g. "vision_model.").
+        renames: tuple of (regex, replacement). Applied in order to each key.
+        ignored: tuple of regex. Keys of other towers or of training only (CLIP's text
+            model, DINOv2's mask token) that are not read.
+        source_prefix: int. Position-embedding rows before the patch rows.
+        defaults: dict. The family config class's defaults for keys a config.json may omit.
+        architecture: callable (tensors, config, path) -> dict of the fields it states.
+        refused: tuple of (key, why). Tensors of a head keras_vit does not build.
+        vision_key: str or None. Where a two-tower config nests the vision config.
+        interpolation: str or None. How its own code resamples the position embedding, when
+            not as Hugging Face's ViT ("bicubic_hf"). Defaults to None.
+    """
+
+    prefixes: tuple
+    renames: tuple
+    ignored: tuple
+    source_prefix: int
+    defaults: dict
+    architecture: Callable
+    refused: tuple = ()
+    vision_key: str | None = None
+    interpolation: str | None = None
+
+    def vision_config(self, config):
+        nested = config.get(self.vision_key) if self.vision_key else None
+        return {**config, **nested} if isinstance(nested, dict) else config
+
+
+def _vit_family(tensors, config, path):
+    return {}
+
+
+def _deit_family(tensors, config, path):
+    return {"distillation_token": True}
+
+
+def _dinov2_family(tensors, config, path):
+    swiglu = bool(config.get("use_swiglu_ffn", False))
+    fc1 = _require(tensors, "encoder.layer.0.intermediate.dense.weight", path)
+    scale = config.get("layerscale_value", 1.0)
+    fields = {
+        "mlp_dim": int(fc1.shape[0]) // (2 if swiglu else 1),
+        "layer_scale_init": float(scale) if "encoder.layer.0.layer_scale1.lambda1" in tensors else None,
+        "num_register_tokens": int(config.get("num_register_tokens", 0) or 0),
+    }
+    if swiglu:
+        fields["mlp_activation"] = "swiglu"
+    return fields
+
+
+def _siglip_family(tensors, config, path):
+    return {"class_token": False, "pooling": "map" if "head.probe" in tensors else None}
+
+
+def _clip_family(tensors, config, path):
+    projection = tensors.get("visual_projection.weight")
+    return {
+        "pre_norm": True, "patch_bias": False,
+        "projection_size": int(projection.shape[0]) if projection is not None else None,
+    }
+
+
+_CLIP_LIKE_RENAMES = (
+    (r"^embeddings\.patch_embedding\.", "embeddings.patch_embeddings.projection."),
+    (r"^embeddings\.position_embedding\.weight$", "embeddings.position_embeddings"),
+    (r"^embeddings\.class_embedding$", "embeddings.cls_token"),
+    (r"^pre_layrnorm\.", "pre_layernorm."),
+    (r"^encoder\.layers\.(\d+)\.layer_norm1\.", r"encoder.layer.\1.layernorm_before."),
+    (r"^encoder\.layers\.(\d+)\.layer_norm2\.", r"encoder.layer.\1.layernorm_after."),
+    (r"^encoder\.layers\.(\d+)\.self_attn\.q_proj\.", r"encoder.layer.\1.attention.attention.query."),
+    (r"^encoder\.layers\.(\d+)\.self_attn\.k_proj\.", r"encoder.layer.\1.attention.attention.key."),
+    (r"^encoder\.layers\.(\d+)\.self_attn\.v_proj\.", r"encoder.layer.\1.attention.attention.value."),
+    (r"^encoder\.layers\.(\d+)\.self_attn\.out_proj\.", r"encoder.layer.\1.attention.output.dense."),
+    (r"^encoder\.layers\.(\d+)\.mlp\.fc1\.", r"encoder.layer.\1.intermediate.dense."),
+    (r"^encoder\.layers\.(\d+)\.mlp\.fc2\.", r"encoder.layer.\1.output.dense."),
+    (r"^post_layernorm\.", "layernorm."),
+)
+_DINOV2_RENAMES = (
+    (r"^encoder\.layer\.(\d+)\.norm1\.", r"encoder.layer.\1.layernorm_before."),
+    (r"^encoder\.layer\.(\d+)\.norm2\.", r"encoder.layer.\1.layernorm_after."),
+    (r"^encoder\.layer\.(\d+)\.mlp\.(fc1|weights_in)\.", r"encoder.layer.\1.intermediate.dense."),
+    (r"^encoder\.layer\.(\d+)\.mlp\.(fc2|weights_out)\.", r"encoder.layer.\1.output.dense."),
+)
+_TEXT_TOWER = (r"^text_model\.", r"^text_projection\.", r"^logit_scale$", r"^logit_bias$", r"position_ids$")
+_DINOV2 = HFFamily(
+    ("dinov2.",), _DINOV2_RENAMES, (r"^embeddings\.mask_token$",), 1,
+    {"hidden_act": "gelu", "layer_norm_eps": 1e-6, "image_size": 224, "patch_size": 14}, _dinov2_family,
+    refused=(("classifier.weight", "Dinov2ForImageClassification's head reads the class token and the mean "
+              "patch token together; load the backbone (Dinov2Model) and add a head with num_classes="),),
+)
+_SIGLIP = HFFamily(
+    ("vision_model.",), _CLIP_LIKE_RENAMES, _TEXT_TOWER, 0,
+    {"hidden_act": "gelu_pytorch_tanh", "layer_norm_eps": 1e-6, "image_size": 224, "patch_size": 16},
+    _siglip_family, vision_key="vision_config",
+)
+_CLIP = HFFamily(
+    ("vision_model.",), _CLIP_LIKE_RENAMES, _TEXT_TOWER, 1,
+    {"hidden_act": "quick_gelu", "layer_norm_eps": 1e-5, "image_size": 224, "patch_size": 32},
+    _clip_family, vision_key="vision_config",
+)
+# model_type (config.json) -> family. SigLIP 2's fixed-resolution checkpoints are model_type
+# "siglip"; model_type "siglip2" is the NaFlex variant (linear patch embedding, any aspect), not built here.
+HF_FAMILIES = {
+    "vit": HFFamily(("vit.",), (), (), 1, {}, _vit_family),
+    "deit": HFFamily(
+        ("deit.",), ((r"^cls_classifier\.", "classifier."), (r"^distillation_classifier\.", "classifier_dist.")),
+        (), 2, {}, _deit_family,
+        refused=(("classifier.weight", "DeiTForImageClassification's single head reads the class token only; "
+                  "keras_vit builds DeiT's two heads (DeiTForImageClassificationWithTeacher)"),),
+    ),
+    "dinov2": _DINOV2,
+    # Its interpolate_pos_encoding antialiases (torch bicubic, antialias=True): timm's resampling.
+    "dinov2_with_registers": dataclasses.replace(_DINOV2, interpolation="bicubic"),
+    "siglip": _SIGLIP,
+    "siglip_vision_model": _SIGLIP,
+    "clip": _CLIP,
+    "clip_vision_model": _CLIP,
+}
+
+
+def hf_family(config, path):
+    """The `HFFamily` of a config.json, refused naming its model_type when there is none."""
+    model_type = config.get("model_type", "vit")
+    if model_type not in HF_FAMILIES:
+        raise CheckpointError(
+            f"Hugging Face config {path!r}: model_type={model_type!r} is not a family keras_vit builds; "
+            f"supported model_type values: {sorted(HF_FAMILIES)}."
+        )
+    return HF_FAMILIES[model_type]
+
+
+def normalize_hf(raw, family=None):
+    """Renames a Hugging Face family's keys to the canonical names (see `HFFamily`)."""
+    family = family or HF_FAMILIES["vit"]
     tensors, names = {}, {}
     for original, array in raw.items():
-        key = original[len("vit."):] if original.startswith("vit.") else original
+        key = original
+        for prefix in family.prefixes:
+            if key.startswith(prefix):
+                key = key[len(prefix):]
+                break
+        if any(re.search(pattern, key) for pattern in family.ignored):
+            continue
+        for pattern, replacement in family.renames:
+            key = re.sub(pattern, replacement, key)
+        if key in tensors:
+            raise CheckpointError(f"Keys {names[key]!r} and {original!r} both map to {key!r}.")
         tensors[key], names[key] = array, original
-    return tensors, names, 1
+    return tensors, names, family.source_prefix
 
 
-_HF_GELUS = {"gelu": False, "gelu_new": True, "gelu_pytorch_tanh": True, "gelu_fast": True}
+# Hugging Face hidden_act -> (mlp_activation, approximate_gelu).
+_HF_ACTIVATIONS = {
+    "gelu": ("gelu", False), "gelu_new": ("gelu", True), "gelu_pytorch_tanh": ("gelu", True),
+    "gelu_fast": ("gelu", True), "quick_gelu": ("quick_gelu", False),
+}
 
 
 def _config_int(config, key, path, default=None):
@@ -353,17 +603,19 @@ def _config_int(config, key, path, default=None):
 
 def hf_architecture(tensors, source_prefix, config, path):
     """Every architecture field from a Hugging Face ViT config.json (the head from the tensors)."""
-    act = config.get("hidden_act", "gelu")
-    if act not in _HF_GELUS:
+    family = HF_FAMILIES[config.get("model_type", "vit")]
+    config = family.vision_config(config)
+    act = config.get("hidden_act", family.defaults.get("hidden_act", "gelu"))
+    if act not in _HF_ACTIVATIONS:
         raise CheckpointError(
-            f"Hugging Face config {path!r}: unsupported hidden_act={act!r}; expected one of {sorted(_HF_GELUS)}."
+            f"Hugging Face config {path!r}: unsupported hidden_act={act!r}; expected one of {sorted(_HF_ACTIVATIONS)}."
         )
-    epsilon = config.get("layer_norm_eps", 1e-12)
+    epsilon = config.get("layer_norm_eps", family.defaults.get("layer_norm_eps", 1e-12))
     if not isinstance(epsilon, (int, float)) or isinstance(epsilon, bool) or not epsilon > 0:
         raise CheckpointError(f"Hugging Face config {path!r}: layer_norm_eps is {epsilon!r}; expected a number > 0.")
     # HF ViTConfig's own defaults where a key is absent: what transformers itself would build.
-    patch = _config_int(config, "patch_size", path, 16)
-    image = config.get("image_size", 224)
+    patch = _config_int(config, "patch_size", path, family.defaults.get("patch_size", 16))
+    image = config.get("image_size", family.defaults.get("image_size", 224))
     image = tuple(image) if isinstance(image, (list, tuple)) else (image, image)
     for side in image:
         if not isinstance(side, int) or isinstance(side, bool) or side < 1:
@@ -374,13 +626,16 @@ def hf_architecture(tensors, source_prefix, config, path):
         "hidden_size": _config_int(config, "hidden_size", path),
         "num_layers": _config_int(config, "num_hidden_layers", path),
         "num_heads": _config_int(config, "num_attention_heads", path),
-        "mlp_dim": _config_int(config, "intermediate_size", path),
         "channels": _config_int(config, "num_channels", path, 3),
         "class_token": True,
         "pooling": "token",
-        "approximate_gelu": _HF_GELUS[act],
+        "mlp_activation": _HF_ACTIVATIONS[act][0],
+        "approximate_gelu": _HF_ACTIVATIONS[act][1],
         "layer_norm_epsilon": float(epsilon),
     }
+    arch.update(family.architecture(tensors, config, path))
+    if "mlp_dim" not in arch:
+        arch["mlp_dim"] = _config_int(config, "intermediate_size", path)
     grid = (image[0] // patch, image[1] // patch)
     return _with_top(arch, tensors, LAYOUTS["hf"], source_prefix, grid, path)
 
@@ -391,24 +646,28 @@ def hf_architecture(tensors, source_prefix, config, path):
 
 @register_layer_mapping("timm", "PatchEncoder")
 def _timm_embedding(layer, context):
-    entries = [
-        Entry("patch_embed.proj.weight", layer.kernel, _torch_conv, _keras_conv_to_torch),
-        Entry("patch_embed.proj.bias", layer.bias),
-    ]
+    entries = [_patch_kernel_entry("patch_embed.proj.weight", layer, context, _torch_conv, _keras_conv_to_torch)]
+    if layer.use_bias:
+        entries.append(Entry("patch_embed.proj.bias", layer.bias))
     if layer.class_token:
         entries.append(Entry("cls_token", layer.cls))
+    if layer.distillation_token:
+        entries.append(Entry("dist_token", layer.dist))
+    if layer.num_register_tokens:
+        entries.append(Entry("reg_token", layer.registers))
     if layer.position_embedding == "learned":
         entries.append(_position_entry(LAYOUTS["timm"].position_key, layer, context))
     return entries
 
 
-def _qkv_part(index):
+def _fused_part(index, parts=3):
+    """Slice `index` of `parts` equal slices of a fused PyTorch Linear's weight and bias."""
     def weight(array, shape):
-        width = array.shape[0] // 3
+        width = array.shape[0] // parts
         return array[index * width:(index + 1) * width].T.reshape(shape)
 
     def bias(array, shape):
-        width = array.shape[0] // 3
+        width = array.shape[0] // parts
         return array[index * width:(index + 1) * width].reshape(shape)
 
     return weight, bias
@@ -421,19 +680,26 @@ def _timm_block(layer, context):
     entries = []
     for norm, name in ((layer.norm1, "norm1"), (layer.norm2, "norm2")):
         entries += [Entry(prefix + name + ".weight", norm.gamma), Entry(prefix + name + ".bias", norm.beta)]
-    for index, part in enumerate(("query", "key", "value")):
-        weight, bias = _qkv_part(index)
-        entries += [
-            Entry(prefix + "attn.qkv.weight", parts[part][0], weight),
-            Entry(prefix + "attn.qkv.bias", parts[part][1], bias),
-        ]
-    entries += [
-        Entry(prefix + "attn.proj.weight", parts["out"][0], _torch_linear),
-        Entry(prefix + "attn.proj.bias", parts["out"][1]),
-    ]
+    entries += _fused_attention_entries(parts, prefix + "attn.qkv.weight", prefix + "attn.qkv.bias", prefix + "attn.proj")
     for dense, name in ((layer.mlp_dense_0, "mlp.fc1"), (layer.mlp_dense_1, "mlp.fc2")):
         entries += [Entry(prefix + name + ".weight", dense.kernel, _torch_linear), Entry(prefix + name + ".bias", dense.bias)]
-    return entries
+    return entries + _layer_scale_entries(layer, (prefix + "ls1.gamma", prefix + "ls2.gamma"))
+
+
+@register_layer_mapping("timm", "AttentionPooling")
+def _timm_attention_pooling(layer, context):
+    parts = _attention(layer)
+    query_weight, query_bias = _fused_part(0, 1)
+    return (
+        [Entry("attn_pool.latent", layer.probe),
+         Entry("attn_pool.q.weight", parts["query"][0], query_weight), Entry("attn_pool.q.bias", parts["query"][1], query_bias)]
+        + _fused_attention_entries(parts, "attn_pool.kv.weight", "attn_pool.kv.bias", "attn_pool.proj", split_kv=True)
+        + _norm_entries(layer.norm, "attn_pool.norm")
+        + _dense_entries(layer.mlp_dense_0, "attn_pool.mlp.fc1") + _dense_entries(layer.mlp_dense_1, "attn_pool.mlp.fc2")
+    )
+
+
+register_layer_mapping("timm", "pre_norm", lambda layer, context: _norm_entries(layer, "norm_pre"))
 
 
 register_layer_mapping("timm", "encoder_norm", lambda layer, context: [
@@ -441,7 +707,36 @@ register_layer_mapping("timm", "encoder_norm", lambda layer, context: [
 
 
 def normalize_timm(raw):
-    return dict(raw), {key: key for key in raw}, int("cls_token" in raw)
+    """timm keys as they are, SwiGLU's unpacked fc1_g / fc1_x packed into fc1 (gate first)."""
+    tensors, names = {}, {}
+    for key, array in raw.items():
+        match = re.fullmatch(r"(blocks\.\d+\.mlp\.)fc1_([gx])\.(weight|bias)", key)
+        if match is None:
+            tensors[key], names[key] = array, key
+            continue
+        packed = f"{match.group(1)}fc1.{match.group(3)}"
+        gate = raw.get(f"{match.group(1)}fc1_g.{match.group(3)}")
+        value = raw.get(f"{match.group(1)}fc1_x.{match.group(3)}")
+        if gate is not None and value is not None:
+            tensors[packed] = np.concatenate([np.asarray(gate), np.asarray(value)], axis=0)
+            names[packed] = f"{match.group(1)}fc1_g/fc1_x.{match.group(3)}"
+        else:
+            tensors[key], names[key] = array, key
+    return tensors, names, _timm_position_prefix(tensors)
+
+
+def _timm_position_prefix(tensors):
+    """Rows of pos_embed before the patch rows: the prefix tokens', or none (timm's no_embed_class)."""
+    pos = tensors.get("pos_embed")
+    if pos is None:
+        return 0
+    rows = int(pos.shape[-2])
+    prefix = sum(int(key in tensors) for key in ("cls_token", "dist_token"))
+    if "reg_token" in tensors:
+        prefix += int(tensors["reg_token"].shape[-2])
+    if prefix and math.isqrt(rows - prefix) ** 2 == rows - prefix:
+        return prefix
+    return 0 if math.isqrt(rows) ** 2 == rows else prefix
 
 
 def timm_architecture(tensors, source_prefix, config, path):
@@ -451,19 +746,40 @@ def timm_architecture(tensors, source_prefix, config, path):
             f"Checkpoint {path!r} has timm's fc_norm (a LayerNorm after pooling), which keras_vit's "
             "ViT does not build: its encoder norm comes before pooling."
         )
+    if "blocks.0.mlp.norm.weight" in tensors:
+        raise CheckpointError(f"Checkpoint {path!r} has a LayerNorm inside the MLP (blocks.0.mlp.norm), which keras_vit does not build.")
     weight = _require(tensors, "patch_embed.proj.weight", path)
     class_token = "cls_token" in tensors
+    registers = int(tensors["reg_token"].shape[-2]) if "reg_token" in tensors else 0
+    if registers and source_prefix > class_token + ("dist_token" in tensors):
+        raise CheckpointError(
+            f"Checkpoint {path!r} has position-embedding rows for its register tokens; keras_vit adds none to registers."
+        )
+    fc1 = _require(tensors, "blocks.0.mlp.fc1.weight", path)
+    fc2 = _require(tensors, "blocks.0.mlp.fc2.weight", path)
+    swiglu = int(fc1.shape[0]) == 2 * int(fc2.shape[1])
+    pre_norm = "norm_pre.weight" in tensors
     arch = {
         "patch_size": int(weight.shape[-1]),
         "hidden_size": int(weight.shape[0]),
         "num_layers": _count_blocks(tensors, r"blocks\.(\d+)\.", path),
         "num_heads": None,
-        "mlp_dim": int(_require(tensors, "blocks.0.mlp.fc1.weight", path).shape[0]),
+        "mlp_dim": int(fc2.shape[1]),
         "channels": int(weight.shape[1]),
         "class_token": class_token,
-        "pooling": "token" if class_token else "gap",
+        "pooling": "map" if "attn_pool.latent" in tensors else "token" if class_token else "gap",
         "approximate_gelu": False,
-        "layer_norm_epsilon": 1e-6,
+        "layer_norm_epsilon": 1e-5 if pre_norm else 1e-6,  # timm's CLIP towers use 1e-5
+        "distillation_token": "dist_token" in tensors,
+        "num_register_tokens": registers,
+        "prefix_position_embedding": source_prefix > 0 or not class_token,
+        "layer_scale_init": 1e-5 if "blocks.0.ls1.gamma" in tensors else None,
+        # timm's CLIP towers (norm_pre) come with QuickGELU (OpenAI) or GELU (LAION, DFN); the
+        # file does not say which, so the caller must (`_fill_defaults` refuses to guess).
+        "mlp_activation": "swiglu" if swiglu else None if pre_norm else "gelu",
+        "pre_norm": pre_norm,
+        "patch_bias": "patch_embed.proj.bias" in tensors,
+        "projection_size": None,
     }
     return _with_top(arch, tensors, LAYOUTS["timm"], source_prefix, path=path)
 
@@ -481,10 +797,12 @@ LAYOUTS = {
         # HF keeps the ImageNet-21k pre-logits Dense + tanh as ViTModel's pooler.
         ("classifier.weight", "classifier.bias"), ("pooler.dense.weight", "pooler.dense.bias"),
         "embeddings.position_embeddings", "bicubic_hf", normalize_hf, hf_architecture,
+        ("classifier_dist.weight", "classifier_dist.bias"),
     ),
     "timm": Layout(
         "timm", "safetensors", "patch_embed.proj.weight", ("head.weight", "head.bias"),
         ("pre_logits.fc.weight", "pre_logits.fc.bias"), "pos_embed", "bicubic", normalize_timm, timm_architecture,
+        ("head_dist.weight", "head_dist.bias"),
     ),
 }
 _register_top(LAYOUTS["vit_jax"], torch_linear=False)
@@ -495,33 +813,53 @@ _register_top(LAYOUTS["timm"], torch_linear=True)
 def read_checkpoint(path, fmt):
     """Reads a file of format `fmt` ("npz", "safetensors", "hf_directory").
 
+    A safetensors file whose config.json (beside it, or in the folder) names a `model_type` is
+    read as that Hugging Face family (`HF_FAMILIES`; another model_type is refused, naming it);
+    else as timm when it has timm's keys, else as a Hugging Face ViT.
+
     Returns (layout, tensors, names, source_prefix_tokens, architecture), `layout` a `Layout`.
     """
-    config, config_path = None, None
     if fmt == "npz":
-        raw = read_npz(path)
-        candidates = [LAYOUTS["vit_jax"]]
+        layout = LAYOUTS["vit_jax"]
+        tensors, names, source_prefix = layout.normalize(read_npz(path))
+        return _read_as(layout, tensors, names, source_prefix, None, path)
+    if fmt == "hf_directory":
+        config_path = os.path.join(path, "config.json")
+        path = os.path.join(path, "model.safetensors")
     else:
-        if fmt == "hf_directory":
-            config_path = os.path.join(path, "config.json")
-            path = os.path.join(path, "model.safetensors")
-        else:
-            config_path = os.path.join(os.path.dirname(os.path.abspath(path)), "config.json")
-        raw = read_safetensors(path)
-        candidates = [LAYOUTS["hf"], LAYOUTS["timm"]]
-    for layout in candidates:
-        tensors, names, source_prefix = layout.normalize(raw)
-        if layout.marker not in tensors and len(candidates) > 1:
-            continue
-        if layout.name == "hf":
-            config = read_hf_config(config_path, path)
-            path = config_path  # its errors name the config, where the architecture is written
-        arch = layout.architecture(tensors, source_prefix, config, path)
-        return layout, tensors, names, source_prefix, {field: arch[field] for field in ARCHITECTURE_FIELDS}
+        config_path = os.path.join(os.path.dirname(os.path.abspath(path)), "config.json")
+    raw = read_safetensors(path)
+    config = read_hf_config(config_path, path) if os.path.isfile(config_path) else None
+    if config is not None and "model_type" in config:
+        family = hf_family(config, config_path)
+        tensors, names, source_prefix = normalize_hf(raw, family)
+        for key, why in family.refused:
+            if key in raw or any(original.endswith("." + key) for original in raw):
+                raise CheckpointError(f"Checkpoint {path!r} has {key!r}: {why}.")
+        record = LAYOUTS["hf"]
+        if family.interpolation is not None:
+            record = dataclasses.replace(record, interpolation=family.interpolation)
+        return _read_as(record, tensors, names, source_prefix, config, config_path)
+    timm = LAYOUTS["timm"]
+    if timm.marker in raw:
+        tensors, names, source_prefix = timm.normalize(raw)
+        return _read_as(timm, tensors, names, source_prefix, None, path)
+    tensors, names, source_prefix = normalize_hf(raw)
+    if LAYOUTS["hf"].marker in tensors:
+        config = read_hf_config(config_path, path)
+        return _read_as(LAYOUTS["hf"], tensors, names, source_prefix, config, config_path)
+    sample = ", ".join(sorted(raw)[:3])
     raise CheckpointError(
         f"Safetensors file {path!r} holds neither Hugging Face ViT keys (embeddings.patch_embeddings...) "
-        "nor timm ViT keys (patch_embed.proj.weight)."
+        f"nor timm ViT keys (patch_embed.proj.weight), and no config.json with a model_type is beside it "
+        f"(its first keys: {sample}). Supported: timm ViT state dicts and Hugging Face model_type "
+        f"{sorted(HF_FAMILIES)}."
     )
+
+
+def _read_as(layout, tensors, names, source_prefix, config, path):
+    arch = layout.architecture(tensors, source_prefix, config, path)
+    return layout, tensors, names, source_prefix, {field: arch[field] for field in ARCHITECTURE_FIELDS}
 
 
 def read_hf_config(config_path, weights_path):

@@ -107,7 +107,7 @@ def load_weights(model, weights, *, skip_mismatch=False, interpolation=None, cac
     )
     entries = build_entries(model, context)
     layer_names = {layer.name for layer in model.layers}
-    head_keys, pre_logits_keys = record.head_keys, record.pre_logits_keys
+    head_keys, pre_logits_keys = record.head_keys + record.head_dist_keys, record.pre_logits_keys
     ignored = []
     if "head" not in layer_names:
         ignored += head_keys

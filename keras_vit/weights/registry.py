@@ -2,7 +2,11 @@
 
 A sha256 is listed only where it was read from a published source; entries whose hash is not
 known here hold None and are downloaded unverified (keras.utils.get_file checks the hash when
-there is one). The URLs are the google-research/vision_transformer bucket.
+there is one). None of the family presets (DeiT, DeiT-III, DINOv2, SigLIP, CLIP, AugReg,
+FlexiViT) has a hash yet: they were added on a machine without access to the files, and a hash
+is never made up. The original ViT URLs are the google-research/vision_transformer bucket; the
+families' are the Hugging Face hub (timm's safetensors, or a `save_pretrained` folder: its
+config.json and model.safetensors) and the big_vision bucket.
 """
 
 from __future__ import annotations
@@ -26,7 +30,18 @@ class CheckpointSpec:
     Args:
         url: str. Where it is downloaded from (https:// or file://).
         sha256: str or None. Hex digest checked after download; None skips the check.
-        variant: str. Row of `keras_vit.configs.VARIANTS` it was trained with.
+        variant: str. Row of `keras_vit.configs.VARIANTS` it was trained with (timm files do
+            not store the head count: the row gives it).
+        config_url: str or None. A Hugging Face checkpoint's config.json; the two files are
+            fetched into one folder. Defaults to None.
+        source: str. Who published it and where. Defaults to "".
+        resolution: int or None. Image side it was trained at. Defaults to None.
+        pooling: str or None. What `include_top=False` returns ("token", "map", "gap").
+            Defaults to None.
+        preprocessing: str or None. The pixel scaling it expects, a key of
+            `keras_vit.configs.SCALINGS` (pass it as `preprocessing=` to `keras_vit.ViT`).
+            Defaults to None.
+        licence: str. The weights' licence. Defaults to "".
 
     Example:
 
@@ -38,6 +53,12 @@ class CheckpointSpec:
     url: str
     sha256: str | None
     variant: str
+    config_url: str | None = None
+    source: str = ""
+    resolution: int | None = None
+    pooling: str | None = None
+    preprocessing: str | None = None
+    licence: str = ""
 
 
 def _i21k(variant, name):
@@ -63,6 +84,67 @@ CHECKPOINTS: dict[str, CheckpointSpec] = {
     "ViT-L_16-i21k-i1k-224": _i1k("L16", "ViT-L_16-224"),
     "ViT-L_32-i21k-i1k-384": _i1k("L32", "ViT-L_32"),
 }
+
+_HUB = "https://huggingface.co"
+
+
+def _timm(variant, repo, resolution, pooling, preprocessing, licence):
+    return CheckpointSpec(f"{_HUB}/timm/{repo}/resolve/main/model.safetensors", None, variant, source=f"timm: {repo}",
+                          resolution=resolution, pooling=pooling, preprocessing=preprocessing, licence=licence)
+
+
+def _hf(variant, repo, resolution, pooling, preprocessing, licence):
+    base = f"{_HUB}/{repo}/resolve/main"
+    return CheckpointSpec(f"{base}/model.safetensors", None, variant, config_url=f"{base}/config.json",
+                          source=f"Hugging Face: {repo}", resolution=resolution, pooling=pooling,
+                          preprocessing=preprocessing, licence=licence)
+
+
+# The families in use today. The architecture is always read from the file; `variant` names the
+# table row of the same shape.
+CHECKPOINTS.update({
+    "deit_tiny_distilled_patch16_224": _timm("DeiT_Ti16_distilled", "deit_tiny_distilled_patch16_224.fb_in1k", 224,
+                                             "token", "imagenet", "Apache-2.0"),
+    "deit_small_distilled_patch16_224": _timm("DeiT_S16_distilled", "deit_small_distilled_patch16_224.fb_in1k", 224,
+                                              "token", "imagenet", "Apache-2.0"),
+    "deit_base_distilled_patch16_224": _timm("DeiT_B16_distilled", "deit_base_distilled_patch16_224.fb_in1k", 224,
+                                             "token", "imagenet", "Apache-2.0"),
+    "deit3_small_patch16_224": _timm("DeiT3_S16", "deit3_small_patch16_224.fb_in1k", 224, "token", "imagenet",
+                                     "Apache-2.0"),
+    "deit3_base_patch16_224": _timm("DeiT3_B16", "deit3_base_patch16_224.fb_in1k", 224, "token", "imagenet",
+                                    "Apache-2.0"),
+    "deit3_large_patch16_224": _timm("DeiT3_L16", "deit3_large_patch16_224.fb_in1k", 224, "token", "imagenet",
+                                     "Apache-2.0"),
+    "dinov2-small": _hf("DINOv2_S14", "facebook/dinov2-small", 518, "token", "imagenet", "Apache-2.0"),
+    "dinov2-base": _hf("DINOv2_B14", "facebook/dinov2-base", 518, "token", "imagenet", "Apache-2.0"),
+    "dinov2-large": _hf("DINOv2_L14", "facebook/dinov2-large", 518, "token", "imagenet", "Apache-2.0"),
+    "dinov2-with-registers-small": _hf("DINOv2_S14_reg4", "facebook/dinov2-with-registers-small", 518, "token",
+                                       "imagenet", "Apache-2.0"),
+    "dinov2-with-registers-base": _hf("DINOv2_B14_reg4", "facebook/dinov2-with-registers-base", 518, "token",
+                                      "imagenet", "Apache-2.0"),
+    "dinov2-with-registers-large": _hf("DINOv2_L14_reg4", "facebook/dinov2-with-registers-large", 518, "token",
+                                       "imagenet", "Apache-2.0"),
+    "siglip-base-patch16-224": _hf("SigLIP_B16", "google/siglip-base-patch16-224", 224, "map", "symmetric",
+                                   "Apache-2.0"),
+    "siglip-so400m-patch14-224": _hf("SigLIP_So400m14", "google/siglip-so400m-patch14-224", 224, "map", "symmetric",
+                                     "Apache-2.0"),
+    "siglip2-base-patch16-224": _hf("SigLIP_B16", "google/siglip2-base-patch16-224", 224, "map", "symmetric",
+                                    "Apache-2.0"),
+    "clip-vit-base-patch32": _hf("CLIP_B32", "openai/clip-vit-base-patch32", 224, "token", "clip", "MIT"),
+    "clip-vit-base-patch16": _hf("CLIP_B16", "openai/clip-vit-base-patch16", 224, "token", "clip", "MIT"),
+    "clip-vit-large-patch14": _hf("CLIP_L14", "openai/clip-vit-large-patch14", 224, "token", "clip", "MIT"),
+    "openclip-vit-b-32-laion2b": _hf("CLIP_B32", "laion/CLIP-ViT-B-32-laion2B-s34B-b79K", 224, "token", "clip", "MIT"),
+    "augreg-B_16-i21k-i1k-224": CheckpointSpec(
+        f"{_BUCKET}/augreg/B_16-i21k-300ep-lr_0.001-aug_medium1-wd_0.1-do_0.0-sd_0.0--imagenet2012-steps_20k-lr_0.01-res_224.npz",
+        None, "B16", source="google-research/vision_transformer AugReg", resolution=224, pooling="token",
+        preprocessing="symmetric", licence="Apache-2.0",
+    ),
+    "flexivit-b-i1k": CheckpointSpec(
+        "https://storage.googleapis.com/big_vision/flexivit/flexivit_b_i1k.npz", None, "B16",
+        source="google-research/big_vision FlexiViT (pass patch_size= for any patch size)", resolution=240,
+        pooling="token", preprocessing="symmetric", licence="Apache-2.0",
+    ),
+})
 
 # weights="imagenet": the ImageNet-1k fine-tuned checkpoint of each variant, at 224 px where
 # vit_jax publishes one (as keras.applications' default input size), else at 384 px.
@@ -119,6 +201,15 @@ def fetch_checkpoint(name, cache_dir=None):
         os.makedirs(cache_dir, exist_ok=True)
     suffix = os.path.splitext(urllib.parse.urlparse(spec.url).path)[1] or ".npz"
     try:
+        if spec.config_url is not None:
+            # A Hugging Face checkpoint: config.json and model.safetensors side by side in one folder.
+            folder = f"keras_vit/{name}"
+            keras.utils.get_file(fname="config.json", origin=spec.config_url, cache_dir=cache_dir, cache_subdir=folder)
+            weights = keras.utils.get_file(
+                fname="model.safetensors", origin=spec.url, file_hash=spec.sha256, hash_algorithm="sha256",
+                cache_dir=cache_dir, cache_subdir=folder,
+            )
+            return os.path.dirname(weights)
         return keras.utils.get_file(
             fname=f"{name}{suffix}",
             origin=spec.url,

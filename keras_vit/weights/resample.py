@@ -81,3 +81,49 @@ def _pair(name, value):
     if len(value) != 2 or min(value) < 1:
         raise ValueError(f"Invalid {name}={value!r}. Expected a positive int or (rows, cols).")
     return value
+
+
+def _bilinear_resize_matrix(old, new):
+    """(new, old) matrix of a half-pixel-centred bilinear resize without antialiasing (tf.image.resize)."""
+    matrix = np.zeros((new, old))
+    for i in range(new):
+        source = min(max((i + 0.5) * old / new - 0.5, 0.0), old - 1.0)
+        low = int(np.floor(source))
+        high = min(low + 1, old - 1)
+        matrix[i, low] += 1.0 - (source - low)
+        matrix[i, high] += source - low
+    return matrix
+
+
+def resize_patch_kernel(kernel, new_patch_size):
+    """Resizes a patch-embedding kernel (P, P, C, D) to (P', P', C, D) with FlexiViT's pseudo-inverse resize.
+
+    With B the bilinear resize of a P x P patch to P' x P' (half-pixel centres, no antialias,
+    as `tf.image.resize`), the new kernel is pinv(B^T) w for each input-output channel pair:
+    the least-squares solution of <x, w> = <B x, w'> (Beyer et al. 2023, FlexiViT, eq. 5), so
+    a resized image gives the same tokens as the original image with the original kernel when
+    upsampling, and the closest tokens when downsampling. Computed in float64.
+
+    Args:
+        kernel: array (P, P, C, D), the HWIO kernel of `PatchEncoder`.
+        new_patch_size: int or (int, int). New patch side P'.
+
+    Returns:
+        NumPy array (P', P', C, D) of the kernel's dtype.
+
+    Example:
+
+    >>> resize_patch_kernel(np.ones((16, 16, 3, 8), "float32"), 8).shape
+    (8, 8, 3, 8)
+    """
+    kernel = np.asarray(kernel)
+    if kernel.ndim != 4 or kernel.shape[0] != kernel.shape[1]:
+        raise ValueError(f"Invalid kernel of shape {kernel.shape}. Expected a square patch kernel (P, P, C, D).")
+    new = _pair("new_patch_size", new_patch_size)
+    old = kernel.shape[:2]
+    if tuple(old) == new:
+        return kernel
+    resize = np.kron(_bilinear_resize_matrix(old[0], new[0]), _bilinear_resize_matrix(old[1], new[1]))
+    pinv = np.linalg.pinv(resize.T)  # (P'^2, P^2)
+    flat = kernel.reshape(old[0] * old[1], -1).astype("float64")
+    return (pinv @ flat).reshape(new + kernel.shape[2:]).astype(kernel.dtype)

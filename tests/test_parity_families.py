@@ -1,0 +1,252 @@
+"""Parity of DINOv2, SigLIP, CLIP and DeiT with their reference implementations.
+
+Random models of odd sizes (hidden 36, 3 heads, 2 blocks, MLP ratio 2.5, 3 registers) are built
+with Hugging Face transformers (saved with save_pretrained) and timm (state dict saved as
+safetensors), every weight redrawn so that LayerNorm scales, LayerScale and heads are far from
+their initial values (a missing or swapped one changes the output), then loaded with
+`keras_vit.ViT(weights=...)` alone and compared in float32 within 1e-4.
+"""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="parity tests need torch (pip install -e '.[parity]')")
+transformers = pytest.importorskip("transformers", reason="parity tests need transformers (the parity extra)")
+
+import keras_vit  # noqa: E402
+from _timm_import import import_timm  # noqa: E402
+from helpers import ALL_BACKENDS, to_numpy  # noqa: E402
+from keras_vit.weights import CheckpointError  # noqa: E402
+
+pytestmark = ALL_BACKENDS
+
+HIDDEN, HEADS, LAYERS, MLP, PATCH, IMAGE, REGISTERS = 36, 3, 2, 90, 7, 28, 3
+
+
+def _redraw(model, seed=0):
+    """Every parameter redrawn: norms and layer scales around 1, everything else around 0."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            noise = torch.randn(param.shape, generator=generator) * 0.3
+            scale_like = any(part in name for part in ("norm", "layer_scale", "ls1", "ls2", "lambda1"))
+            param.copy_(1.0 + noise if scale_like and param.ndim == 1 and not name.endswith("bias") else noise)
+    return model.eval()
+
+
+def _images(batch=2, size=IMAGE, seed=1):
+    return np.random.default_rng(seed).normal(size=(batch, size, size, 3)).astype("float32")
+
+
+def _torch(model, images, **kwargs):
+    with torch.no_grad():
+        return model(pixel_values=torch.from_numpy(images.transpose(0, 3, 1, 2)), **kwargs)
+
+
+def _close(keras_output, expected):
+    diff = np.abs(to_numpy(keras_output) - np.asarray(expected)).max()
+    assert diff <= 1e-4, diff
+
+
+def _save(model, folder):
+    model.save_pretrained(folder)
+    return str(folder)
+
+
+def _hf_dinov2(registers=0, swiglu=False):
+    common = dict(hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS, mlp_ratio=3,  # HF takes an int ratio
+                  image_size=IMAGE, patch_size=PATCH, use_swiglu_ffn=swiglu, layerscale_value=1e-5)
+    if registers:
+        config = transformers.Dinov2WithRegistersConfig(num_register_tokens=registers, **common)
+        return _redraw(transformers.Dinov2WithRegistersModel(config))
+    return _redraw(transformers.Dinov2Model(transformers.Dinov2Config(**common)))
+
+
+@pytest.mark.parametrize("registers, swiglu", [(0, False), (REGISTERS, False), (0, True)])
+def test_hf_dinov2_pooler_and_tokens(registers, swiglu, tmp_path):
+    hf = _hf_dinov2(registers, swiglu)
+    folder = _save(hf, tmp_path)
+    images = _images()
+    expected = _torch(hf, images)
+    model = keras_vit.ViT(weights=folder, include_top=False)
+    assert model.vit_config["num_register_tokens"] == registers
+    assert model.vit_config["mlp_activation"] == ("swiglu" if swiglu else "gelu")
+    _close(model(images), expected.pooler_output.numpy())
+    tokens = keras_vit.ViT(weights=folder, include_top=False, pooling=None)
+    _close(tokens(images), expected.last_hidden_state.numpy())  # class, registers, patches
+
+
+def _siglip_vision_config():
+    return transformers.SiglipVisionConfig(
+        hidden_size=HIDDEN, intermediate_size=MLP, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+        image_size=IMAGE, patch_size=PATCH,
+    )
+
+
+def test_hf_siglip_attention_pool(tmp_path):
+    hf = _redraw(transformers.SiglipVisionModel(_siglip_vision_config()))
+    folder = _save(hf, tmp_path)
+    images = _images()
+    model = keras_vit.ViT(weights=folder, include_top=False)
+    assert model.vit_config["pooling"] == "map" and model.vit_config["class_token"] is False
+    _close(model(images), _torch(hf, images).pooler_output.numpy())
+
+
+def test_hf_siglip_two_towers_reads_the_image_tower(tmp_path):
+    text = transformers.SiglipTextConfig(hidden_size=16, intermediate_size=24, num_hidden_layers=1,
+                                         num_attention_heads=2, vocab_size=50)
+    config = transformers.SiglipConfig(text_config=text.to_dict(), vision_config=_siglip_vision_config().to_dict())
+    hf = _redraw(transformers.SiglipModel(config))
+    folder = _save(hf, tmp_path)
+    images = _images()
+    with torch.no_grad():
+        expected = hf.get_image_features(pixel_values=torch.from_numpy(images.transpose(0, 3, 1, 2)))
+    expected = getattr(expected, "pooler_output", expected)
+    _close(keras_vit.ViT(weights=folder, include_top=False)(images), expected.numpy())
+
+
+def _clip_vision_config(act="quick_gelu"):
+    return transformers.CLIPVisionConfig(
+        hidden_size=HIDDEN, intermediate_size=MLP, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+        image_size=IMAGE, patch_size=PATCH, projection_dim=20, hidden_act=act,
+    )
+
+
+@pytest.mark.parametrize("projection", [True, False])
+def test_hf_clip_vision_embeds(projection, tmp_path):
+    cls = transformers.CLIPVisionModelWithProjection if projection else transformers.CLIPVisionModel
+    hf = _redraw(cls(_clip_vision_config()))
+    folder = _save(hf, tmp_path)
+    images = _images()
+    expected = _torch(hf, images)
+    model = keras_vit.ViT(weights=folder, include_top=False)
+    assert model.vit_config["projection_size"] == (20 if projection else None)
+    assert model.vit_config["mlp_activation"] == "quick_gelu" and model.vit_config["pre_norm"] is True
+    _close(model(images), (expected.image_embeds if projection else expected.pooler_output).numpy())
+
+
+def test_hf_clip_two_towers_image_features(tmp_path):
+    text = transformers.CLIPTextConfig(hidden_size=16, intermediate_size=24, num_hidden_layers=1,
+                                       num_attention_heads=2, vocab_size=50, projection_dim=20)
+    config = transformers.CLIPConfig(text_config=text.to_dict(), vision_config=_clip_vision_config("gelu").to_dict(),
+                                     projection_dim=20)
+    hf = _redraw(transformers.CLIPModel(config))
+    folder = _save(hf, tmp_path)
+    images = _images()
+    with torch.no_grad():
+        expected = hf.get_image_features(pixel_values=torch.from_numpy(images.transpose(0, 3, 1, 2)))
+    expected = getattr(expected, "pooler_output", expected)
+    model = keras_vit.ViT(weights=folder, include_top=False)
+    assert model.vit_config["mlp_activation"] == "gelu"
+    _close(model(images), expected.numpy())
+
+
+def test_hf_deit_distilled_averages_both_heads(tmp_path):
+    config = transformers.DeiTConfig(
+        hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS, intermediate_size=MLP,
+        image_size=IMAGE, patch_size=PATCH, num_labels=7,
+    )
+    hf = _redraw(transformers.DeiTForImageClassificationWithTeacher(config))
+    folder = _save(hf, tmp_path)
+    images = _images()
+    model = keras_vit.ViT(weights=folder, classifier_activation=None)
+    assert model.output_shape == (None, 7) and model.vit_config["distillation_token"] is True
+    _close(model(images), _torch(hf, images).logits.numpy())
+    # Either head alone is far from the mean: the test would catch a dropped or swapped head.
+    cls_only = _torch(hf, images).cls_logits.numpy()
+    assert np.abs(cls_only - to_numpy(model(images))).max() > 1e-2
+
+
+def test_hf_unknown_model_type_is_refused_naming_it(tmp_path):
+    hf = _hf_dinov2()
+    folder = _save(hf, tmp_path)
+    with open(os.path.join(folder, "config.json")) as f:
+        config = json.load(f)
+    config["model_type"] = "beit"
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(config, f)
+    with pytest.raises(CheckpointError, match=r"model_type='beit'.*supported model_type values: \['clip'"):
+        keras_vit.ViT(weights=folder)
+
+
+# ------------------------------------------------------------------------------------------
+# timm
+
+timm = import_timm()
+needs_timm = pytest.mark.skipif(timm is None, reason="timm parity needs timm (pip install --no-deps timm)")
+
+
+def _timm_file(name, tmp_path, **kwargs):
+    from safetensors.torch import save_file
+
+    kwargs = {"img_size": IMAGE, "patch_size": PATCH, "embed_dim": HIDDEN, "depth": LAYERS, "num_heads": HEADS,
+              "mlp_ratio": MLP / HIDDEN, **kwargs}
+    model = _redraw(timm.create_model(name, pretrained=False, **kwargs))
+    path = os.path.join(tmp_path, "model.safetensors")
+    save_file({key: value.contiguous() for key, value in model.state_dict().items()}, path)
+    return model, path
+
+
+def _timm_output(model, images):
+    with torch.no_grad():
+        return model(torch.from_numpy(images.transpose(0, 3, 1, 2))).numpy()
+
+
+@needs_timm
+@pytest.mark.parametrize(
+    "name, kwargs, expected_fields",
+    [
+        ("vit_small_patch14_dinov2", {"num_classes": 0}, {"layer_scale_init": 1e-5}),
+        ("vit_small_patch14_reg4_dinov2", {"num_classes": 0, "reg_tokens": REGISTERS},
+         {"num_register_tokens": REGISTERS, "prefix_position_embedding": False}),
+        ("vit_giant_patch14_dinov2", {"num_classes": 0, "mlp_ratio": 2 * MLP / HIDDEN}, {"mlp_activation": "swiglu"}),
+        ("deit3_small_patch16_224", {"num_classes": 5}, {"prefix_position_embedding": False}),
+        ("deit_tiny_distilled_patch16_224", {"num_classes": 5}, {"distillation_token": True}),
+        ("vit_base_patch16_siglip_224", {"num_classes": 0}, {"pooling": "map", "class_token": False}),
+        ("vit_base_patch16_siglip_224", {"num_classes": 6}, {"pooling": "map"}),
+    ],
+)
+def test_timm_family_matches(name, kwargs, expected_fields, tmp_path):
+    if name == "vit_giant_patch14_dinov2":
+        kwargs = {**kwargs, "mlp_ratio": 2 * MLP / HIDDEN}
+    torch_model, path = _timm_file(name, tmp_path, **kwargs)
+    images = _images()
+    include_top = kwargs["num_classes"] > 0
+    model = keras_vit.ViT(weights=path, num_heads=HEADS, include_top=include_top, classifier_activation=None)
+    for field, value in expected_fields.items():
+        assert model.vit_config[field] == value, field
+    _close(model(images), _timm_output(torch_model, images))
+
+
+@needs_timm
+def test_timm_unpacked_swiglu_matches(tmp_path):
+    torch_model, path = _timm_file("vit_small_patch14_dinov2", tmp_path, num_classes=0,
+                                   mlp_layer=timm.layers.SwiGLU, act_layer=torch.nn.SiLU)
+    images = _images()
+    model = keras_vit.ViT(weights=path, num_heads=HEADS, include_top=False)
+    assert model.vit_config["mlp_activation"] == "swiglu"
+    _close(model(images), _timm_output(torch_model, images))
+
+
+@needs_timm
+def test_timm_clip_needs_its_activation_then_matches(tmp_path):
+    torch_model, path = _timm_file("vit_base_patch16_clip_quickgelu_224", tmp_path, num_classes=5)
+    with pytest.raises(ValueError, match="mlp_activation='quick_gelu'"):
+        keras_vit.ViT(weights=path, num_heads=HEADS)
+    model = keras_vit.ViT(weights=path, num_heads=HEADS, mlp_activation="quick_gelu", classifier_activation=None)
+    assert model.vit_config["pre_norm"] is True and model.vit_config["patch_bias"] is False
+    images = _images()
+    _close(model(images), _timm_output(torch_model, images))
+
+
+@pytest.mark.parametrize("registers", [0, REGISTERS])  # bicubic, then antialiased bicubic
+def test_hf_dinov2_at_another_resolution_matches_its_interpolation(registers, tmp_path):
+    hf = _hf_dinov2(registers)
+    folder = _save(hf, tmp_path)
+    images = _images(size=IMAGE + PATCH)  # a 5x5 grid from the stored 4x4
+    expected = _torch(hf, images).pooler_output.numpy()
+    _close(keras_vit.ViT(weights=folder, include_top=False, image_size=IMAGE + PATCH)(images), expected)
+    _close(keras_vit.ViT(weights=folder, include_top=False, image_size=None)(images), expected)
