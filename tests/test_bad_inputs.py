@@ -94,3 +94,55 @@ def test_non_finite_pixels_are_refused_before_any_model_sees_them(tmp_path):
         assert predictor.predict(images).shape == (3, 3)
         with pytest.raises(ValueError, match=r"images\[1\] holds NaN or infinite pixels"):
             predictor.predict(bad)
+
+
+@pytest.mark.backends("tensorflow", "jax", "torch")
+def test_contradicting_num_classes_and_classes_is_refused():
+    """Issue 29: ViT(num_classes=3, classes=5) built a 5-class head in silence."""
+    import keras_vit
+
+    with pytest.raises(ValueError, match=r"num_classes=3 and classes=5"):
+        keras_vit.ViT("tiny", num_classes=3, classes=5)
+    assert keras_vit.ViT("tiny", num_classes=3, classes=3).output_shape == (None, 3)  # the same: accepted
+    assert keras_vit.ViT("tiny", classes=4).output_shape == (None, 4)
+
+
+@pytest.mark.backends("tensorflow", "jax", "torch")
+def test_wrong_channels_are_named_before_the_convolution():
+    """Issue 29: a 1-channel model on a 3-channel batch failed with Conv2D's 'number of groups (3)'."""
+    import keras_vit
+
+    model = keras_vit.ViT("tiny", num_classes=3, input_shape=(32, 32, 1), preprocessing="unit")
+    with pytest.raises(ValueError, match=r"shape \(2, 32, 32, 3\).*takes 1 channel"):
+        model(np.zeros((2, 32, 32, 3), "float32"))
+    assert tuple(model(np.zeros((2, 32, 32, 1), "float32")).shape) == (2, 3)
+
+
+@pytest.mark.backends("tensorflow", "jax", "torch")
+@pytest.mark.parametrize("side", [0, 30, 2])
+def test_free_image_size_refuses_sides_the_patch_does_not_divide(side):
+    """Issue 29: with image_size=None a 30x30 image for patch 4 gave the output of its 28x28 crop, a 0x0
+    image vanished from the batch, and 2x2 failed in a reshape about 'a multiple of 128'."""
+    import keras_vit
+
+    model = keras_vit.ViT("tiny", num_classes=3, input_shape=(None, None, 3), position_embedding="sincos2d",
+                          preprocessing="unit")
+    with pytest.raises(ValueError, match=rf"got {side}x{side}.*|multiples of 4"):
+        model(np.zeros((1, side, side, 3), "float32"))
+    assert tuple(model(np.zeros((1, 28, 28, 3), "float32")).shape) == (1, 3)
+
+
+def test_saved_model_with_a_free_size_refuses_sides_the_patch_does_not_divide(tmp_path):
+    import keras_vit
+    import tensorflow as tf
+    from keras_vit import export
+    from keras_vit.export.saved_model import error_text
+
+    model = keras_vit.ViT("tiny", num_classes=3, input_shape=(None, None, 3), position_embedding="sincos2d",
+                          preprocessing="unit")
+    serving = tf.saved_model.load(export.saved_model(model, str(tmp_path / "s"))).signatures["serving_default"]
+    assert serving(images=tf.zeros((2, 28, 28, 3)))["probabilities"].shape == (2, 3)
+    for shape in [(1, 30, 30, 3), (1, 0, 0, 3), (1, 2, 2, 3)]:
+        with pytest.raises(tf.errors.InvalidArgumentError) as error:
+            serving(images=tf.zeros(shape))
+        assert "positive multiples of 4 (the patch)" in error_text(error.value), error_text(error.value)

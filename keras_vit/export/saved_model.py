@@ -165,7 +165,16 @@ def _serving_module(model, image_shape, mean_std, k, names, *, jit_compile, max_
         check = require(
             fits, f"images must be float32 pixels of shape {expected} with batch >= 1; got shape {{}}.", tf.shape(images)
         )
-        with tf.control_dependencies([check]):
+        checks = [check]
+        multiple = getattr(model, "pixel_multiple", None)
+        if multiple and (height is None or width is None):
+            # A free image size: TensorFlow's VALID patch convolution would crop, or drop a 0 px image.
+            sides = shape[1:3]
+            checks.append(require(
+                tf.reduce_all(tf.logical_and(sides > 0, tf.equal(sides % multiple, 0))),
+                f"images must have a height and width that are positive multiples of {multiple} (the patch); "
+                "got shape {}.", tf.shape(images)))
+        with tf.control_dependencies(checks):
             images = tf.identity(images)
         with tf.control_dependencies([_finite_check(images)]):
             return outputs(tf.identity(images))

@@ -193,6 +193,11 @@ def ViT(
         weights = imagenet_checkpoint(variant)
     if weights is not None:
         checkpoint = weights if isinstance(weights, Checkpoint) else Checkpoint(weights)
+    if classes is not None and num_classes is not None and classes != num_classes:
+        raise ValueError(
+            f"Contradicting num_classes={num_classes!r} and classes={classes!r}: `classes` is the "
+            "keras.applications name of `num_classes`. Pass one of them."
+        )
     channels = None
     if input_tensor is not None and len(input_tensor.shape) == 4:
         image_size, channels = tuple(input_tensor.shape[1:3]), input_tensor.shape[-1]
@@ -668,6 +673,38 @@ class VisionTransformer(keras.Model):
 
     def get_config(self):
         return {**super().get_config(), "vit_config": self.vit_config}
+
+    def call(self, inputs, training=None, mask=None, **kwargs):
+        # Checked here, where the model's own input is known: past this point a wrong channel
+        # count surfaces as Conv2D's "depth of output is not a multiple of the number of groups".
+        shape, expected = getattr(inputs, "shape", None), self.inputs[0].shape if self.inputs else None
+        if shape is not None and expected is not None and len(shape) == len(expected) == 4:
+            if None not in (shape[-1], expected[-1]) and shape[-1] != expected[-1]:
+                raise ValueError(
+                    f"Invalid images of shape {tuple(shape)} for model {self.name!r}: it takes {expected[-1]} "
+                    f"channel{'s' if expected[-1] != 1 else ''}, shape (batch, {expected[1]}, {expected[2]}, "
+                    f"{expected[-1]}). Convert the images (e.g. to greyscale) or build the model with "
+                    f"input_shape=(..., {shape[-1]})."
+                )
+            multiple = self.pixel_multiple
+            for axis in (1, 2):
+                side = shape[axis]
+                if expected[axis] is None and side is not None and multiple and (side < 1 or side % multiple):
+                    # A free image size would otherwise crop the image (or drop it, at 0 px) in silence.
+                    raise ValueError(
+                        f"Invalid images of shape {tuple(shape)} for model {self.name!r}: with a free image "
+                        f"size, height and width must be positive multiples of {multiple} (its patch), "
+                        f"got {shape[1]}x{shape[2]}."
+                    )
+        return super().call(inputs, training=training, mask=mask, **kwargs)
+
+    @property
+    def pixel_multiple(self):
+        """int or None. What image sides must be a multiple of (the patch, through any stem); None with a custom backbone."""
+        config = self._vit_config
+        if config is None or config.get("backbone") is not None:
+            return None
+        return _pixel_patch(config)
 
     def intermediates_model(self):
         """A model sharing this model's layers that returns every block's tokens and attention.
