@@ -72,8 +72,11 @@ class TrainConfig:
         precision: str. "auto", "float32", "mixed_bfloat16", "mixed_float16". Defaults to "auto".
         jit_compile: bool or None. None picks by Keras backend, hardware and precision
             (`distribute.default_jit_compile`). Defaults to None.
-        strategy: str. "default", "mirrored", "multi_worker", "tpu" (the last three on TensorFlow
-            only). Defaults to "default".
+        strategy: str. "default"; "mirrored", "multi_worker", "tpu" (tf.distribute, TensorFlow
+            only); "data_parallel", "model_parallel" (keras.distribution, JAX only). Defaults to
+            "default".
+        mesh: str or None. "BATCHxMODEL" device mesh of "model_parallel" (and "data_parallel",
+            "Nx1"); None uses every device (model parallel: all on the model axis). Defaults to None.
         run_dir: str or None. Logs and crash backups; None keeps none. Defaults to "runs/train".
         output_dir: str or None. Where the final model goes; None saves nothing.
             Defaults to "saved_models".
@@ -123,6 +126,7 @@ class TrainConfig:
     precision: str = "auto"
     jit_compile: bool | None = None
     strategy: str = "default"
+    mesh: str | None = None
     run_dir: str | None = os.path.join("runs", "train")
     output_dir: str | None = "saved_models"
     name: str = "vit"
@@ -240,7 +244,7 @@ def _fingerprint(config, recipe, augment, batch_size, image_size, precision, tra
     }
 
 
-def _check_memory(model, batch_size, replicas, precision, recipe, config, image_size):
+def _check_memory(model, batch_size, replicas, precision, recipe, config, image_size, mesh=None, host_devices=1):
     """Refuses (ValueError) a run whose training step cannot fit the device; returns the estimate."""
     from keras_vit.layers import TransformerBlock
 
@@ -253,6 +257,7 @@ def _check_memory(model, batch_size, replicas, precision, recipe, config, image_
     return memory.check_training_memory(
         blocks, model.count_params(), max(batch_size // replicas, 1), image_size, patch_size,
         activation_bytes=2 if precision.startswith("mixed") else 4, optimizer_slots=2 if recipe.optimizer == "adamw" else 1,
+        mesh=mesh, available=memory.available_memory(host_devices if distribute.accelerator() == "cpu" else 1),
     )
 
 
@@ -378,7 +383,7 @@ def train(config: TrainConfig) -> dict:
     _check_config(config)
     recipe = recipes.get_recipe(config.recipe)
     # First: MultiWorkerMirroredStrategy must be created before anything initialises TF's runtime.
-    strategy = distribute.get_strategy(config.strategy)
+    strategy = distribute.get_strategy(config.strategy, mesh=config.mesh)
     precision = distribute.resolve_precision(config.precision)
     jit_compile = config.jit_compile
     distribute.check_jit_compile(jit_compile, strategy)
@@ -426,7 +431,8 @@ def train(config: TrainConfig) -> dict:
                 metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")],
                 jit_compile=jit_compile,
             )
-        estimate = _check_memory(model, batch_size, strategy.num_replicas_in_sync, precision, recipe, config, image_size)
+        estimate = _check_memory(model, batch_size, strategy.num_replicas_in_sync, precision, recipe, config, image_size,
+                                 getattr(strategy, "mesh", None), getattr(strategy, "local_devices", 1))
         fingerprint = _fingerprint(config, recipe, augment, batch_size, image_size, precision, train_source, num_train)
         run = RunDirectory(config.run_dir) if config.run_dir else None
         state = run.prepare(fingerprint, config.resume) if run else None
@@ -443,6 +449,9 @@ def train(config: TrainConfig) -> dict:
         # The backup stays last: the commit point of an epoch, after every other callback's work.
         callbacks = callbacks[:-1] + ([budget] if budget else []) + list(config.callbacks) + callbacks[-1:]
         if config.verbose != 0:
+            if isinstance(strategy, distribute.MeshStrategy):
+                with strategy.scope():  # its slots now, created split, so the header can measure them
+                    model.optimizer.build(model.trainable_variables)
             print(_header(config, model, recipe, augment, precision, jit_compile, strategy, batch_size, steps_per_epoch,
                           image_size, image_size_reason, train_source, num_train, validation_source, test_source,
                           estimate, run, state, finished), flush=True)
@@ -496,6 +505,7 @@ def train(config: TrainConfig) -> dict:
                 "augment": augment if isinstance(augment, str) else repr(augment), "batch_size": batch_size,
                 "epochs": config.epochs, "precision": precision, "jit_compile": jit_compile, "backend": keras.backend.backend(),
                 "strategy": config.strategy, "replicas": strategy.num_replicas_in_sync,
+                "mesh": "x".join(map(str, strategy.mesh)) if isinstance(strategy, distribute.MeshStrategy) else None,
                 "params": model.count_params(), "seed": config.seed,
                 "estimated_step_memory_gib": round(estimate.total / memory.GIB, 2),
             },
@@ -560,7 +570,8 @@ def _header(config, model, recipe, augment, precision, jit_compile, strategy, ba
         f"{steps_per_epoch} steps at batch {batch_size}, precision {precision}, {_compilation(jit_compile)}, "
         f"strategy {config.strategy} ({strategy.num_replicas_in_sync} replica{'s' if strategy.num_replicas_in_sync > 1 else ''})"
         + (f", budget {config.budget_seconds / 60:g} min" if config.budget_seconds is not None else ""),
-        f"Memory:   about {estimate.total / memory.GIB:.2f} GiB per training step (estimate)",
+        f"Memory:   about {estimate.total / memory.GIB:.2f} GiB per training step (estimate)"
+        + (f" per device; {strategy.describe(model)}" if isinstance(strategy, distribute.MeshStrategy) else ""),
         f"Outputs:  run dir {os.path.abspath(config.run_dir) if config.run_dir else 'none'}; final model "
         + (f"{os.path.abspath(os.path.join(config.output_dir, config.name))}.keras"
            + (" + SavedModel + TFLite" if config.export else "") if config.output_dir else "not saved"),
