@@ -1,8 +1,7 @@
 """Runs in a subprocess of tests/test_distribution.py, with 8 host CPU devices (XLA_FLAGS set by
 the caller before JAX starts); prints one JSON line of what it measured.
 
-    python tests/distribution_worker.py mesh            # (a)-(d) on one process
-    python tests/distribution_worker.py fit_losses      # one process: the losses of a short fit
+    python tests/distribution_worker.py mesh FOLDER     # (a)-(d), the giant, a short fit's losses
     python tests/distribution_worker.py fit_losses PROCESS_ID NUM_PROCESSES COORDINATOR
 """
 
@@ -123,10 +122,26 @@ def mesh_checks():
     out["specs_after_load"] = {
         v.path: list(dist.sharding_of(v)) for v in mesh_model.variables
     }
+    # The one-process run the two-process test compares with.
+    out["fit_losses"] = fit_losses()
+
+    # The largest giant, one block at its widths, built on a 1x8 mesh: each variable is created split.
+    out["giants"] = {}
+    for variant in ("e14",):
+        from keras_vit import ViT
+
+        distribution = dist.model_parallel("1x8")
+        with distribution.scope():
+            giant = ViT(variant, num_layers=1, num_classes=1000)
+        total = sum(int(np.prod(v.shape)) * 4 for v in giant.variables)
+        out["giants"][variant] = {"total_bytes": total, "bytes_per_device": dist.bytes_per_device(giant.variables),
+                                  "params": giant.count_params()}
+        del giant
     return out
 
 
 def fit_losses(process_id=None, num_processes=None, coordinator=None):
+    """The losses of 6 steps on a 4x2 mesh, over one process's 8 devices or two processes' 4 each."""
     import keras
 
     from keras_vit import distribution as dist
