@@ -309,37 +309,49 @@ def _run_export(args):
 
 
 def _export(args, export, model, class_names, data):
+    from keras_vit.export._common import failure_reported
+
+    def reported(fmt, target, flags):
+        retry = f"keras-vit export {args.model} {flags}" + (" --overwrite" if args.overwrite else "")
+        return failure_reported(fmt, args.model, retry, os.path.splitext(os.path.abspath(target))[0] + ".export.log")
+
     if args.saved_model:
-        path = export.saved_model(
-            model,
-            args.saved_model,
-            args.version,
-            class_names=class_names,
-            scaling=args.scaling,
-            top_k=args.top_k,
-            overwrite=args.overwrite,
-            jit_compile=args.jit_compile,
-        )
+        with reported("SavedModel", args.saved_model, f"--saved-model {args.saved_model}"):
+            path = export.saved_model(
+                model,
+                args.saved_model,
+                args.version,
+                class_names=class_names,
+                scaling=args.scaling,
+                top_k=args.top_k,
+                overwrite=args.overwrite,
+                jit_compile=args.jit_compile,
+            )
         print(f"SavedModel: {path} (signatures serving_default, serve_bytes{', XLA' if args.jit_compile else ''})")
     if args.tflite:
-        result = export.tflite(
-            model,
-            args.tflite,
-            args.quantization,
-            representative_data=data,
-            calibration_samples=args.calibration_samples,
-            scaling=args.scaling,
-            class_names=class_names,
-            approximate_gelu=args.approximate_gelu,
-            float_ops=() if args.int8_full else export.INT8_FLOAT_OPS,
-            overwrite=args.overwrite,
-        )
+        flags = f"--tflite {args.tflite} --quantization {args.quantization}" + (
+            f" --representative-data {args.representative_data}" if args.representative_data else "")
+        with reported("TFLite", args.tflite, flags):
+            result = export.tflite(
+                model,
+                args.tflite,
+                args.quantization,
+                representative_data=data,
+                calibration_samples=args.calibration_samples,
+                scaling=args.scaling,
+                class_names=class_names,
+                approximate_gelu=args.approximate_gelu,
+                float_ops=() if args.int8_full else export.INT8_FLOAT_OPS,
+                overwrite=args.overwrite,
+            )
         ops = ", ".join(f"{name} x{count}" for name, count in result.ops.items())
         print(f"TFLite ({result.quantization}): {result.path}, {result.size_bytes:,} bytes")
         print(f"ops: {ops}")
     if args.onnx:
         try:
-            result = export.onnx(model, args.onnx, scaling=args.scaling, class_names=class_names, overwrite=args.overwrite)
+            with reported("ONNX", args.onnx, f"--onnx {args.onnx}"):
+                result = export.onnx(model, args.onnx, scaling=args.scaling, class_names=class_names,
+                                     overwrite=args.overwrite)
         except ImportError as error:  # the onnx extra is not installed: say which command installs it
             raise ValueError(str(error)) from None
         print(f"ONNX (opset {result.opset}): {result.path}, {result.size_bytes:,} bytes")
@@ -648,6 +660,14 @@ def main(argv=None) -> int:
             raise
         print(f"keras-vit {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except Exception as error:
+        from keras_vit.export import ExportFailed
+
+        if not isinstance(error, ExportFailed) or os.environ.get("KERAS_VIT_DEBUG"):
+            raise
+        # Not the user's mistake: one paragraph (the converter's dump is in the log it names), exit 1.
+        print(f"keras-vit {args.command}: {error}", file=sys.stderr)
+        return 1
 
 if __name__ == "__main__":
     sys.exit(main())

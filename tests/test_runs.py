@@ -109,8 +109,9 @@ class _ConfidentHead(keras.callbacks.Callback):
 
 def test_header_summary_and_evaluate_agree(tmp_path, capsys):
     # deit smooths its labels; the reported test loss must still be what `evaluate` reports.
+    # The precision is named: `auto` depends on the machine (tests/test_machine.py forces each branch).
     config = _config(tmp_path, run_dir=None, epochs=1, recipe="deit", verbose=2, output_dir=str(tmp_path / "out"),
-                     max_test_examples=64, callbacks=[_ConfidentHead()])
+                     max_test_examples=64, callbacks=[_ConfidentHead()], precision="float32")
     result = trainer.train(config)
     out = capsys.readouterr().out
     assert out.startswith("Model:")  # the header comes before training

@@ -67,32 +67,7 @@ def test_batch_size_must_divide_over_replicas():
         distribute.resolve_precision("float8")
 
 
-def _fake_cpuinfo(tmp_path, flags):
-    path = tmp_path / f"cpuinfo-{len(flags)}"
-    path.write_text(f"processor\t: 0\nmodel name\t: Fake CPU\nflags\t\t: fpu sse2 {' '.join(flags)}\n\n"
-                    f"processor\t: 1\nflags\t\t: fpu sse2 {' '.join(flags)}\n")
-    return str(path)
-
-
-def test_default_precision_follows_the_cpus_native_bfloat16(tmp_path):
-    # bfloat16 only where the CPU multiplies it natively; emulated bfloat16 ran 2-5x slower.
-    for flags, expected in [((), "float32"), (("avx2", "avx512f"), "float32"), (("avx512f", "avx512_bf16"), "mixed_bfloat16"),
-                            (("amx_tile", "amx_bf16"), "mixed_bfloat16")]:
-        assert distribute.default_precision("cpu", cpuinfo=_fake_cpuinfo(tmp_path, flags)) == expected, flags
-    assert distribute.default_precision("cpu", cpuinfo=str(tmp_path / "missing")) == "float32"
-
-
-# jit_compile's default on CPU for float32 and for mixed_bfloat16: XLA on TensorFlow (float32 only:
-# oneDNN runs bfloat16 faster) and JAX; PyTorch stays eager (torch.compile trained ~60x slower).
-CPU_JIT_DEFAULTS = {"tensorflow": (True, False), "jax": (True, True), "torch": (False, False)}
-
-
-def test_cpu_defaults():
-    float32, bfloat16 = CPU_JIT_DEFAULTS[keras.backend.backend()]
-    assert distribute.default_jit_compile("cpu", "float32") is float32
-    assert distribute.default_jit_compile("cpu", "mixed_bfloat16") is bfloat16
-    assert distribute.default_jit_compile("cpu", "float32", distribute.get_strategy("default")) is float32
-    assert distribute.default_precision("tpu") == "mixed_bfloat16"
+# The machine-dependent defaults (precision, jit_compile, memory) are tested per branch in test_machine.py.
 
 
 def test_default_strategy_is_one_replica_on_every_backend():

@@ -1,6 +1,9 @@
 """Deployment: SavedModel for TF Serving, TFLite/LiteRT files (float and quantized), ONNX, prediction.
 
-Every exported artifact takes float32 NHWC pixels in [0, 255] and returns probabilities. Class
+Every exported artifact takes float32 NHWC pixels in [0, 255] and returns probabilities, and
+computes in float32 whatever dtype policy the model was trained under (mixed_bfloat16 and
+mixed_float16 models keep float32 variables, so nothing is lost); a low-precision file is written
+only when asked for: TFLite `quantization="float16"`, `"dynamic"` or `"int8"`. Class
 names come from `class_names=`, from the labels an export stored in the artifact, or from
 `<model>.labels.txt` or `labels.txt` (one name per line) beside the model file.
 
@@ -11,7 +14,7 @@ Example:
 ('none', 'float16', 'dynamic', 'int8')
 """
 
-from keras_vit.export._common import LABELS_FILENAME, labels_beside, read_labels
+from keras_vit.export._common import LABELS_FILENAME, ExportFailed, labels_beside, read_labels
 from keras_vit.export.onnx import ONNXExport, onnx
 from keras_vit.export.predict import Predictor, load_predictor
 from keras_vit.export._tensorflow_process import shared_process

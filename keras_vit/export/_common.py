@@ -1,15 +1,24 @@
-"""What the SavedModel and TFLite exports share: the input contract, class names, atomic writes.
+"""What every export shares: the input contract, float32 compute, class names, atomic writes.
 
 Every exported artifact takes float32 NHWC pixels in [0, 255]. A model built with
 `preprocessing=` scales them itself; for a model without that layer the export puts the scaling
 named by `scaling=` into the exported graph.
+
+Precision rule: every export computes in float32, whatever dtype policy the model was trained or
+built under (`float32_model`). A mixed-precision model keeps its variables in float32 already, so
+nothing is lost; its bfloat16/float16 compute would put ops into the graph that TFLite's builtin
+kernels and onnxruntime's CPU kernels lack, and outputs that differ between runtimes. A
+low-precision file is written only where the user asks for one: TFLite `quantization="float16"`
+(float16 weights), `"dynamic"` and `"int8"`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 
+import keras
 import numpy as np
 
 from keras_vit import configs
@@ -225,3 +234,183 @@ def output_file(path, suffix, *, overwrite):
     if os.path.exists(path) and not overwrite:
         raise FileExistsError(f"{path!r} already exists; pass overwrite=True (--overwrite) to replace it.")
     return path
+
+
+# Dtype policies and dtypes that compute below float32; an export copy replaces them.
+_LOW_PRECISION = ("mixed_bfloat16", "mixed_float16", "bfloat16", "float16")
+
+
+def float32_model(model):
+    """Returns `model` when every layer computes in float32, else a float32 copy with the same weights.
+
+    The copy is rebuilt from `model.get_config()` with each low-precision dtype policy replaced by
+    "float32", then given `model.get_weights()` (float32 variables under mixed precision).
+
+    Args:
+        model: keras.Model. A functional model (any keras_vit builder, or one loaded from `.keras`).
+
+    Example:
+
+    >>> import keras_vit
+    >>> keras.config.set_dtype_policy("mixed_bfloat16")
+    >>> mixed = keras_vit.ViT("tiny", num_classes=3)
+    >>> keras.config.set_dtype_policy("float32")
+    >>> copy = float32_model(mixed)
+    >>> copy is mixed, {layer.compute_dtype for layer in copy.layers}
+    (False, {'float32'})
+    >>> float32_model(copy) is copy
+    True
+    """
+    if not any(_computes_below_float32(layer) for layer in _all_layers(model)):
+        return model
+    previous = keras.config.dtype_policy()
+    # Layers without a dtype of their own take the global policy when they are created.
+    keras.config.set_dtype_policy("float32")
+    try:
+        copy = model.__class__.from_config(_float32_config(model.get_config()))
+    finally:
+        keras.config.set_dtype_policy(previous)
+    copy.set_weights(model.get_weights())
+    return copy
+
+
+def _all_layers(model):
+    for layer in getattr(model, "layers", ()):
+        yield layer
+        yield from _all_layers(layer)
+
+
+def _computes_below_float32(layer):
+    return layer.dtype_policy.name in _LOW_PRECISION or layer.compute_dtype in _LOW_PRECISION
+
+
+def _float32_config(config):
+    """`config` with every low-precision "dtype" entry (policy name, policy dict or dtype) made "float32"."""
+    if isinstance(config, list):
+        return [_float32_config(item) for item in config]
+    if not isinstance(config, dict):
+        return config
+    result = {}
+    for key, value in config.items():
+        if key == "dtype" and _names_low_precision(value):
+            result[key] = "float32"
+        else:
+            result[key] = _float32_config(value)
+    return result
+
+
+def _names_low_precision(dtype):
+    if isinstance(dtype, dict) and dtype.get("class_name") == "DTypePolicy":
+        dtype = dtype.get("config", {}).get("name")
+    return isinstance(dtype, str) and dtype in _LOW_PRECISION
+
+
+class ExportFailed(RuntimeError):
+    """An export of a saved model failed; the message is one paragraph a person can act on.
+
+    Args:
+        fmt: str. The format, e.g. "TFLite" or "SavedModel".
+        cause: BaseException. What the converter raised.
+        model_path: str. The saved `.keras` model the export can be retried from.
+        retry: str. The `keras-vit export` command that retries it.
+        log_path: str. The file holding the converter's whole output and the traceback.
+
+    Example:
+
+    >>> error = ExportFailed("TFLite", ValueError("op X unsupported\\nMLIR ..."), "m.keras",
+    ...                      "keras-vit export m.keras --tflite m.tflite", "run/m.export.log")
+    >>> print(error)  # doctest: +NORMALIZE_WHITESPACE
+    The TFLite export failed: ValueError: op X unsupported. The trained model is saved in m.keras;
+    retry the export from it with `keras-vit export m.keras --tflite m.tflite`. The converter's
+    whole output is in run/m.export.log.
+    """
+
+    def __init__(self, fmt, cause, model_path, retry, log_path):
+        self.fmt, self.cause, self.model_path, self.retry, self.log_path = fmt, cause, model_path, retry, log_path
+        first_line = (str(cause).strip().splitlines() or [""])[0]
+        if len(first_line) > 200:
+            first_line = first_line[:200] + "..."
+        super().__init__(
+            f"The {fmt} export failed: {type(cause).__name__}: {first_line.rstrip('.')}. The trained model is "
+            f"saved in {model_path}; retry the export from it with `{retry}`. The converter's whole output "
+            f"is in {log_path}."
+        )
+
+
+@contextlib.contextmanager
+def output_to(log_path):
+    """Within the block, everything written to file descriptors 1 and 2 goes to `log_path` (appended).
+
+    TensorFlow's converters write their diagnostics (a TFLite conversion error dumps the whole
+    MLIR module, thousands of lines) from C++ straight to the process's stderr, which Python's
+    `sys.stderr` does not see; only swapping the descriptors catches them.
+
+    Example:
+
+    >>> path = os.path.join(tempfile.mkdtemp(), "export.log")
+    >>> with output_to(path):
+    ...     _ = os.write(2, b"from C++\\n")
+    >>> open(path).read()
+    'from C++\\n'
+    """
+    import sys
+
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    saved = [os.dup(1), os.dup(2)]
+    try:
+        with open(log_path, "ab") as log:
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+            try:
+                yield log_path
+            finally:
+                for stream in (sys.stdout, sys.stderr):
+                    stream.flush()
+                os.dup2(saved[0], 1)
+                os.dup2(saved[1], 2)
+    finally:
+        for fd in saved:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def failure_reported(fmt, model_path, retry, log_path):
+    """Runs one export with its terminal output held back; a converter failure becomes `ExportFailed`.
+
+    What the converter printed and the traceback are appended to `log_path` when it fails, and
+    dropped when it succeeds.
+
+    The caller's own argument errors (ValueError, FileExistsError, FileNotFoundError) pass through
+    unchanged: they are the user's to fix and already say how.
+
+    Args:
+        fmt: str. The format, for the message ("SavedModel", "TFLite", "ONNX").
+        model_path: str. The saved model the export reads.
+        retry: str. The `keras-vit export` command that retries this export.
+        log_path: str. Where the converter's output and the traceback go on failure (appended).
+
+    Example:
+
+    >>> log = os.path.join(tempfile.mkdtemp(), "vit.export.log")
+    >>> with failure_reported("ONNX", "vit.keras", "keras-vit export vit.keras --onnx vit.onnx", log):
+    ...     raise RuntimeError("Unsupported ops: Foo")
+    Traceback (most recent call last):
+    ...
+    keras_vit.export._common.ExportFailed: The ONNX export failed: RuntimeError: Unsupported ops: Foo. ...
+    """
+    import traceback
+
+    with tempfile.TemporaryDirectory(prefix="keras_vit_export_") as folder:
+        captured = os.path.join(folder, "output.log")
+        try:
+            with output_to(captured):
+                yield
+        except (ValueError, FileExistsError, FileNotFoundError, ImportError):
+            raise
+        except Exception as error:
+            with open(captured, encoding="utf-8", errors="replace") as f:
+                output = f.read()
+            with open(log_path, "a", encoding="utf-8") as log:
+                log.write(f"{fmt} export of {model_path}:\n{output}\n{''.join(traceback.format_exception(error))}\n")
+            raise ExportFailed(fmt, error, model_path, retry, log_path) from error

@@ -86,20 +86,13 @@ def onnx(model, path, *, scaling=None, class_names=None, opset=DEFAULT_OPSET, ov
     if not isinstance(opset, int) or isinstance(opset, bool) or opset < 13:
         raise ValueError(f"Invalid opset={opset!r}. Expected an integer >= 13.")
     path = _common.output_file(path, ".onnx", overwrite=overwrite)
-    low_precision = sorted({layer.dtype_policy.name for layer in model.layers if layer.compute_dtype != "float32"})
-    if low_precision:
-        raise ValueError(
-            f"Cannot export model {model.name!r} to ONNX: some layers compute in {low_precision}, and "
-            "onnxruntime's CPU kernels take float32. Rebuild it under the 'float32' dtype policy and "
-            "copy the weights with set_weights."
-        )
     onnx_lib = require("onnx")
     require("tf2onnx")
     if _tensorflow_process.needed():
         return _tensorflow_process.call(
             "onnx", model, path, scaling=scaling, class_names=names, opset=opset, overwrite=overwrite
         )
-    proto = _convert(model, shape, mean_std, opset)
+    proto = _convert(_common.float32_model(model), shape, mean_std, opset)
     if names is not None:
         onnx_lib.helper.set_model_props(proto, {LABELS_KEY: "\n".join(names)})
     onnx_lib.checker.check_model(proto, full_check=True)

@@ -51,7 +51,8 @@ def saved_model(
     A bad request fails with INVALID_ARGUMENT and a message naming the problem: an empty
     batch, images of the wrong shape, an empty string, bytes that are not an image, or an
     image whose header declares more than `max_pixels` pixels (refused before decoding).
-    The model's variables are stored once, as float32 or as the model keeps them.
+    The model's variables are stored once, in float32, and the graph computes in float32 also
+    for a model trained under mixed precision (see `keras_vit.export`).
 
     The version is written to a hidden temporary folder inside `base_dir` and renamed, so TF
     Serving (which only loads folders named by integers) never sees a half-written version;
@@ -116,6 +117,7 @@ def saved_model(
             "saved_model", model, base_dir, version, class_names=names, scaling=scaling, top_k=top_k,
             overwrite=overwrite, jit_compile=jit_compile, max_pixels=max_pixels,
         )
+    model = _common.float32_model(model)
     module, signatures = _serving_module(model, (height, width, channels), mean_std, min(top_k, classes), names,
                              jit_compile=jit_compile, max_pixels=max_pixels)
     with _common.atomic_directory(target, overwrite=overwrite) as tmp:

@@ -84,7 +84,8 @@ def tflite(
     image-classifier description and, when `class_names` are given, a `labels.txt`
     associated file, read by the LiteRT metadata tools and by `load_predictor`.
 
-    Quantization:
+    Quantization (the file computes in float32 whatever the model's dtype policy, see
+    `keras_vit.export`; only these options lower it):
     - "none": float32 weights and compute.
     - "float16": float16 weights, dequantized to float32 at load (GPU delegates run them in
       half precision).
@@ -161,6 +162,7 @@ def tflite(
             calibration_samples=calibration_samples, approximate_gelu=approximate_gelu,
             batch_size=batch_size, float_ops=tuple(float_ops), overwrite=overwrite,
         )
+    model = _common.float32_model(model)
     if approximate_gelu:
         model = with_tanh_gelu(model)
     wrapper = _export_wrapper(model, shape, mean_std)

@@ -8,16 +8,8 @@ they are keras.distribution's over a device mesh (`MeshStrategy`: "data_parallel
 "model_parallel", which splits the weights, see `keras_vit.distribution`); on PyTorch only
 "default" (one device, `SingleDevice`) runs.
 
-Defaults for precision and XLA, chosen by measurement (see benchmarks/RESULTS.md); what differs
-per Keras backend lives in `keras_vit.backends`:
-
-- GPU/TPU: mixed precision (bfloat16 where supported, else float16 with loss scaling) and
-  `jit_compile=True` on TensorFlow and JAX.
-- CPU with native bfloat16 matrix instructions (avx512_bf16 or amx_bf16): mixed bfloat16,
-  on TensorFlow without XLA (oneDNN's bfloat16 matrix products, about 2x float32 there; XLA's
-  bfloat16 was slower than its float32).
-- Other CPUs: float32, with XLA on TensorFlow; bfloat16 is emulated there and ran 2-5x slower.
-- PyTorch: `jit_compile=False` (torch.compile trained a ViT about 60x slower on CPU).
+Defaults for precision and XLA depend on the machine and the Keras backend: `keras_vit.machine`
+lists each with the measurement that chose it.
 
 Example:
 
@@ -33,7 +25,7 @@ import contextlib
 import tensorflow as tf
 
 from keras_vit import backends
-from keras_vit._hardware import native_bfloat16, read_cpuinfo
+from keras_vit import machine as machine_lib
 
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu", "data_parallel", "model_parallel")
 _MESH_STRATEGIES = ("data_parallel", "model_parallel")  # keras.distribution's, on JAX
@@ -171,71 +163,58 @@ def global_batch_size(batch_size: int, strategy) -> int:
     return batch_size
 
 
-def accelerator() -> str:
+def accelerator(machine: machine_lib.Machine | None = None) -> str:
     """Returns "tpu", "gpu" or "cpu": the kind of device training will run on.
+
+    Args:
+        machine: keras_vit.machine.Machine or None. None detects this one. Defaults to None.
 
     Example:
 
     >>> accelerator() in ("tpu", "gpu", "cpu")
     True
     """
-    return backends.current().accelerator()
+    return (machine or machine_lib.detect()).accelerator
 
 
-def default_precision(device: str | None = None, cpuinfo: str = "/proc/cpuinfo") -> str:
-    """The dtype policy for `device` (default: the one found), chosen by the hardware.
-
-    bfloat16 on TPU, on GPUs from Ampere on (float16 before) and on CPUs with native bfloat16
-    matrix instructions (avx512_bf16 or amx_bf16 in `cpuinfo`'s flags); float32 on other CPUs.
+def default_precision(machine: machine_lib.Machine | None = None) -> str:
+    """The dtype policy `precision="auto"` picks: `keras_vit.machine.default_precision` of this machine.
 
     Args:
-        device: str or None. "cpu", "gpu" or "tpu"; None uses `accelerator()`. For "gpu" the
-            first visible GPU's compute capability decides. Defaults to None.
-        cpuinfo: str. The /proc/cpuinfo-format file whose flags decide for "cpu"; unreadable
-            means float32. Defaults to "/proc/cpuinfo".
+        machine: keras_vit.machine.Machine or None. None detects this one. Defaults to None.
 
     Example:
 
-    >>> default_precision("tpu"), default_precision("cpu", cpuinfo="/nonexistent")
+    >>> from keras_vit.machine import Machine
+    >>> default_precision(Machine("tpu")), default_precision(Machine("cpu", cpu_flags=frozenset({"amx_bf16"})))
     ('mixed_bfloat16', 'float32')
     """
-    device = device or accelerator()
-    if device == "tpu":
-        return "mixed_bfloat16"
-    if device == "gpu":
-        backend = backends.current()
-        major = backend.gpu_compute_capability()
-        if major is None:
-            raise ValueError(
-                f"Invalid device='gpu': the Keras backend {backend.NAME!r} sees no GPU on this machine. "
-                "Expected 'cpu' or None."
-            )
-        return "mixed_bfloat16" if major >= 8 else "mixed_float16"
-    return "mixed_bfloat16" if native_bfloat16(read_cpuinfo(cpuinfo)[1]) else "float32"
+    return machine_lib.default_precision(machine or machine_lib.detect())
 
 
-def default_jit_compile(device: str | None = None, precision: str = "float32", strategy=None) -> bool:
-    """Whether to compile the train step for `device`, `precision` and `strategy` on this Keras backend.
+def default_jit_compile(precision: str = "float32", strategy=None, machine: machine_lib.Machine | None = None) -> bool:
+    """Whether to compile the train step for `precision` and `strategy` on this Keras backend and machine.
 
     JAX: always (XLA). PyTorch: never (torch.compile was far slower). TensorFlow: XLA except on
     CPU for mixed precision (under XLA bfloat16 matrix products are slower than float32 on CPU,
     while oneDNN outside XLA runs them fast) or when the strategy all-reduces gradients (several
     replicas, or several workers): XLA cannot compile collectives for CPU devices (see
-    `check_jit_compile`). The rule of each backend is its `keras_vit.backends` module's.
+    `check_jit_compile`). The table of every machine-dependent default is `keras_vit.machine`'s.
 
     Args:
-        device: str or None. "cpu", "gpu" or "tpu"; None uses `accelerator()`. Defaults to None.
         precision: str. The dtype policy of the run. Defaults to "float32".
         strategy: tf.distribute.Strategy or None. The strategy of the run. Defaults to None.
+        machine: keras_vit.machine.Machine or None. None detects this one. Defaults to None.
 
     Example:
 
-    >>> default_jit_compile("cpu"), default_jit_compile("cpu", "mixed_bfloat16")  # on TensorFlow
+    >>> from keras_vit.machine import Machine
+    >>> default_jit_compile("float32", machine=Machine()), default_jit_compile("mixed_bfloat16", machine=Machine())
     (True, False)
-    >>> default_jit_compile("gpu", "mixed_float16")
+    >>> default_jit_compile("mixed_float16", machine=Machine("gpu", 7))  # on TensorFlow
     True
     """
-    return backends.current().default_jit_compile(device or accelerator(), precision, _uses_collectives(strategy))
+    return machine_lib.default_jit_compile(machine or machine_lib.detect(), precision, _uses_collectives(strategy))
 
 
 def _uses_collectives(strategy) -> bool:
@@ -244,7 +223,7 @@ def _uses_collectives(strategy) -> bool:
     )
 
 
-def check_jit_compile(jit_compile, strategy, device: str | None = None) -> None:
+def check_jit_compile(jit_compile, strategy, machine: machine_lib.Machine | None = None) -> None:
     """Raises ValueError for `jit_compile=True` with a strategy that XLA cannot compile on CPU.
 
     TensorFlow's XLA has no CPU implementation of the collectives (all-reduce) that
@@ -255,19 +234,20 @@ def check_jit_compile(jit_compile, strategy, device: str | None = None) -> None:
     Args:
         jit_compile: bool or None. The requested setting (None: automatic, always accepted).
         strategy: tf.distribute.Strategy. The strategy of the run.
-        device: str or None. "cpu", "gpu" or "tpu"; None uses `accelerator()`. Defaults to None.
+        machine: keras_vit.machine.Machine or None. None detects this one. Defaults to None.
 
     Example:
 
-    >>> check_jit_compile(True, get_strategy("default"), "cpu")  # one replica: fine
+    >>> from keras_vit.machine import Machine
+    >>> check_jit_compile(True, get_strategy("default"), Machine())  # one replica: fine
     >>> class TwoReplicas:  # stands in for MirroredStrategy over two logical CPU devices
     ...     num_replicas_in_sync = 2
-    >>> check_jit_compile(True, TwoReplicas(), "cpu")
+    >>> check_jit_compile(True, TwoReplicas(), Machine())
     Traceback (most recent call last):
     ...
     ValueError: jit_compile=True cannot be used with TwoReplicas over 2 CPU replicas: ...
     """
-    if jit_compile is True and (device or accelerator()) == "cpu" and _uses_collectives(strategy):
+    if jit_compile is True and accelerator(machine) == "cpu" and _uses_collectives(strategy):
         raise ValueError(
             f"jit_compile=True cannot be used with {type(strategy).__name__} over "
             f"{strategy.num_replicas_in_sync} CPU replicas: XLA cannot compile the gradient "
@@ -275,11 +255,12 @@ def check_jit_compile(jit_compile, strategy, device: str | None = None) -> None:
         )
 
 
-def resolve_precision(precision: str = "auto") -> str:
-    """Maps "auto" to `default_precision()` and checks the name.
+def resolve_precision(precision: str = "auto", machine: machine_lib.Machine | None = None) -> str:
+    """Maps "auto" to `default_precision(machine)` and checks the name.
 
     Args:
         precision: str. "auto" or one of `PRECISIONS`. Defaults to "auto".
+        machine: keras_vit.machine.Machine or None. None detects this one. Defaults to None.
 
     Example:
 
@@ -288,4 +269,4 @@ def resolve_precision(precision: str = "auto") -> str:
     """
     if precision not in PRECISIONS:
         raise ValueError(f"Invalid precision={precision!r}. Expected one of {list(PRECISIONS)}.")
-    return default_precision() if precision == "auto" else precision
+    return default_precision(machine) if precision == "auto" else precision

@@ -26,9 +26,8 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import os
-import shutil
-import subprocess
+
+from keras_vit import machine
 
 GIB = 2**30
 
@@ -89,31 +88,21 @@ def estimate_training_memory(blocks, params, batch_size, activation_bytes=4, opt
     )
 
 
-def available_memory(host_devices=1):
-    """(bytes, what) of memory a training step may use: the first GPU's free memory when
-    `nvidia-smi` reports one, else /proc/meminfo's MemAvailable shared by `host_devices` devices
-    (JAX's host CPU devices of one mesh); (None, reason) when unknown."""
-    if shutil.which("nvidia-smi") and os.environ.get("CUDA_VISIBLE_DEVICES", "0") not in ("", "-1"):
-        try:
-            out = subprocess.run(
-                ["nvidia-smi", "--query-gpu=memory.free", "--format=csv,noheader,nounits"],
-                capture_output=True, text=True, timeout=10, check=True,
-            ).stdout.split()
-            if out:
-                return int(out[0]) * 2**20, "free memory of GPU 0 (nvidia-smi)"
-        except (OSError, subprocess.SubprocessError, ValueError):
-            pass
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    if host_devices > 1:
-                        return (int(line.split()[1]) * 1024 // host_devices,
-                                f"MemAvailable in /proc/meminfo shared by {host_devices} host devices")
-                    return int(line.split()[1]) * 1024, "MemAvailable in /proc/meminfo"
-    except OSError:
-        pass
-    return None, "no memory figure on this machine"
+def shared_memory(available, devices):
+    """(bytes, what) of `available` memory for one of `devices` host devices sharing it.
+
+    JAX's host CPU devices (XLA_FLAGS=--xla_force_host_platform_device_count) all live in the
+    machine's one memory, so each may plan with its share.
+
+    Example:
+
+    >>> shared_memory((16 * GIB, "MemAvailable"), 8)
+    (2147483648, 'MemAvailable shared by 8 host devices')
+    """
+    limit, where = available
+    if limit is None or devices <= 1:
+        return available
+    return limit // devices, f"{where} shared by {devices} host devices"
 
 
 def check_training_memory(blocks, params, batch_size, image_size, patch_size, activation_bytes=4,
@@ -128,7 +117,7 @@ def check_training_memory(blocks, params, batch_size, image_size, patch_size, ac
         patch_size: int or None. Patch side (for the suggested --patch-size); None suggests none.
         activation_bytes: int. 4 for float32, 2 for mixed precision. Defaults to 4.
         available: (int, str) or None. Bytes available and where the figure comes from;
-            None reads `available_memory()`. Defaults to None.
+            None reads `keras_vit.machine.detect().memory`. Defaults to None.
         optimizer_slots: int. Defaults to 2.
         mesh: (int, int) or None. (batch, model) sizes of the device mesh; `batch_size` and
             `available` are then per device. None is one device. Defaults to None.
@@ -155,7 +144,7 @@ def check_training_memory(blocks, params, batch_size, image_size, patch_size, ac
     """
     batch_axis, model_shards = mesh if mesh is not None else (1, 1)
     estimate = estimate_training_memory(blocks, params, batch_size, activation_bytes, optimizer_slots, model_shards)
-    limit, where = available if available is not None else available_memory()
+    limit, where = available if available is not None else machine.detect().memory
     if limit is None or estimate.total <= limit:
         return estimate
 

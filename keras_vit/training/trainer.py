@@ -24,6 +24,7 @@ import keras
 import tensorflow as tf
 
 from keras_vit import _atomic, _validation, backends, configs
+from keras_vit import machine as machine_lib
 from keras_vit._validation import check_positive_int
 from keras_vit.data.pipeline import make_pipeline
 from keras_vit.data.sources import load_source, load_splits
@@ -257,8 +258,14 @@ def _check_memory(model, batch_size, replicas, precision, recipe, config, image_
     return memory.check_training_memory(
         blocks, model.count_params(), max(batch_size // replicas, 1), image_size, patch_size,
         activation_bytes=2 if precision.startswith("mixed") else 4, optimizer_slots=2 if recipe.optimizer == "adamw" else 1,
-        mesh=mesh, available=memory.available_memory(host_devices if distribute.accelerator() == "cpu" else 1),
+        mesh=mesh, available=_available_per_device(host_devices),
     )
+
+
+def _available_per_device(host_devices):
+    """The memory figure one device plans with: host CPU devices of a mesh share the machine's."""
+    found = machine_lib.detect()
+    return memory.shared_memory(found.memory, host_devices if found.accelerator == "cpu" else 1)
 
 
 class ResumableCSVLogger(keras.callbacks.CSVLogger):
@@ -524,7 +531,7 @@ def train(config: TrainConfig) -> dict:
                 backup.commit(saved_model_version=version)
             result["artifacts"] = save_final_artifacts(
                 model, train_source.class_names, config.output_dir, config.name, result,
-                export=config.export, saved_model_version=version,
+                export=config.export, saved_model_version=version, log_dir=config.run_dir,
             )
         if run is not None:
             run.remove_backup()  # every artefact is written and verified: the backup's job is done
@@ -641,7 +648,8 @@ def _patch_multi_worker_logs(model):
     model.get_metrics_result = reshaped_metrics_result
 
 
-def save_final_artifacts(model, class_names, output_dir, name, result, export=False, saved_model_version=None) -> dict:
+def save_final_artifacts(model, class_names, output_dir, name, result, export=False, saved_model_version=None,
+                         log_dir=None) -> dict:
     """Writes and verifies the final artefacts of a run; the one place both the CLI and `train` use.
 
     `<name>.keras`, `<name>.labels.txt`, with `export` the TF Serving SavedModel
@@ -658,6 +666,9 @@ def save_final_artifacts(model, class_names, output_dir, name, result, export=Fa
         export: bool. Also write the SavedModel and the float32 TFLite file. Defaults to False.
         saved_model_version: int or None. SavedModel version folder, replaced if it exists;
             None for the next free version. Defaults to None.
+        log_dir: str or None. Where `<name>.export.log` (the converters' output) goes; a failed
+            export raises `keras_vit.export.ExportFailed` naming it, the `.keras` file kept.
+            Defaults to `output_dir`.
 
     Returns:
         dict of artefact kind -> path.
@@ -680,23 +691,43 @@ def save_final_artifacts(model, class_names, output_dir, name, result, export=Fa
     callbacks_lib.save_model_atomic(model, paths["keras"])
     _atomic.write_text(paths["labels"], "".join(f"{c}\n" for c in class_names))
     if export:
-        from keras_vit import export as export_lib
-
-        # The model carries its scaling layer, so both exports take raw [0, 255] pixels.
-        with export_lib.shared_process():
-            paths["saved_model"] = export_lib.saved_model(
-                model, os.path.join(output_dir, name), saved_model_version, class_names=class_names,
-                overwrite=saved_model_version is not None,
-            )
-            paths["tflite"] = export_lib.tflite(
-                model, os.path.join(output_dir, f"{name}.tflite"), class_names=class_names, overwrite=True
-            ).path
+        paths.update(_export(model, class_names, output_dir, name, saved_model_version, log_dir or output_dir,
+                             paths["keras"]))
     paths["summary"] = os.path.join(output_dir, f"{name}.json")
     summary = {k: v for k, v in result.items() if k not in ("model", "artifacts")}
     summary["input"] = "raw pixels in [0, 255]; scaling is inside the model"
     summary["artifacts"] = dict(paths)
     _atomic.write_json(paths["summary"], summary)
     _verify_artifacts(paths, len(class_names))
+    return paths
+
+
+def _export(model, class_names, output_dir, name, saved_model_version, log_dir, keras_path) -> dict:
+    """Writes the SavedModel and the float32 TFLite file; a failure raises `ExportFailed`, one paragraph.
+
+    The converters' output goes to `<log_dir>/<name>.export.log` when one fails, not to the
+    terminal: a failed TFLite conversion prints the whole MLIR module.
+    """
+    from keras_vit import export as export_lib
+    from keras_vit.export._common import failure_reported
+
+    os.makedirs(log_dir, exist_ok=True)
+    log_path = os.path.join(log_dir, f"{name}.export.log")
+    saved_model_dir = os.path.join(output_dir, name)
+    tflite_path = os.path.join(output_dir, f"{name}.tflite")
+    # The model carries its scaling layer, so both exports take raw [0, 255] pixels.
+    steps = (
+        ("SavedModel", "saved_model", f"--saved-model {saved_model_dir}", lambda: export_lib.saved_model(
+            model, saved_model_dir, saved_model_version, class_names=class_names,
+            overwrite=saved_model_version is not None)),
+        ("TFLite", "tflite", f"--tflite {tflite_path} --overwrite", lambda: export_lib.tflite(
+            model, tflite_path, class_names=class_names, overwrite=True).path),
+    )
+    paths = {}
+    with export_lib.shared_process():
+        for fmt, kind, flags, write in steps:
+            with failure_reported(fmt, keras_path, f"keras-vit export {keras_path} {flags}", log_path):
+                paths[kind] = write()
     return paths
 
 

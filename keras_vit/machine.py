@@ -1,0 +1,156 @@
+"""What this machine is, and every training default that depends on it, decided in one place.
+
+`detect()` reads the machine once into a `Machine`; each default below is a function of a
+`Machine`, so a test can hand it any machine (a GPU, a CPU with or without bfloat16
+instructions) on whatever machine the test runs (`tests/test_machine.py` forces every branch,
+`keras-vit train` and its exports included).
+
+| default | branch | choice | why (measurement) |
+|---|---|---|---|
+| precision | TPU | mixed_bfloat16 | bfloat16 matrix units |
+| precision | GPU, compute capability >= 8 | mixed_bfloat16 | bfloat16 tensor cores, no loss scaling |
+| precision | GPU, compute capability < 8 | mixed_float16 | float16 tensor cores; Keras scales the loss |
+| precision | CPU (any flags) | float32 | on an AMD EPYC Zen 5 with avx512_bf16, `model.fit` of the default model ran float32 + XLA at 1.13-1.22x mixed_bfloat16 (issue 24; `benchmarks/precision_xla.py`, RESULTS "Precision and XLA"); without avx512_bf16/amx_bf16 bfloat16 is emulated, 2-5x slower |
+| jit_compile | TensorFlow, CPU, float32, one replica | XLA on | 1.25x without XLA (RESULTS) |
+| jit_compile | TensorFlow, CPU, mixed precision | XLA off | XLA's bfloat16 matrix products ran below its float32 ones; oneDNN's run ~2x |
+| jit_compile | TensorFlow, CPU, several replicas or workers | XLA off | XLA cannot compile the gradient all-reduce for CPU devices |
+| jit_compile | TensorFlow, GPU/TPU | XLA on | |
+| jit_compile | JAX | XLA on | JAX without jit dispatches every op from Python |
+| jit_compile | PyTorch | off | torch.compile trained ~60x slower on CPU |
+| threads | all | the runtime's own (one per core) | 2/2 against 1/1 TensorFlow threads: no winner on 2 cores (RESULTS) |
+| memory check | GPU seen by `nvidia-smi` | the first GPU's free memory | |
+| memory check | otherwise, Linux | MemAvailable from /proc/meminfo | |
+| memory check | no figure | no check | refusing on a guess would stop runs that fit |
+
+Example:
+
+>>> cpu = Machine(accelerator="cpu", cpu_flags=frozenset({"avx2", "avx512_bf16"}))
+>>> default_precision(cpu), default_precision(Machine(accelerator="gpu", gpu_capability=7))
+('float32', 'mixed_float16')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import subprocess
+
+from keras_vit import _hardware, backends
+
+ACCELERATORS = ("cpu", "gpu", "tpu")
+
+
+@dataclasses.dataclass(frozen=True)
+class Machine:
+    """The facts about a machine that training defaults depend on.
+
+    Args:
+        accelerator: str. "cpu", "gpu" or "tpu": where the Keras backend computes. Defaults to "cpu".
+        gpu_capability: int or None. Major CUDA compute capability of the first GPU. Defaults to None.
+        cpu_flags: frozenset of str. The CPU's instruction-set flags (/proc/cpuinfo). Defaults to none.
+        memory: (int or None, str). Bytes a training step may use and where that figure comes
+            from; None when unknown. Defaults to (None, "no memory figure on this machine").
+
+    Example:
+
+    >>> Machine("gpu", 9).gpu_capability
+    9
+    >>> Machine("npu")
+    Traceback (most recent call last):
+    ...
+    ValueError: Invalid accelerator='npu'. Expected one of ['cpu', 'gpu', 'tpu'].
+    """
+
+    accelerator: str = "cpu"
+    gpu_capability: int | None = None
+    cpu_flags: frozenset = frozenset()
+    memory: tuple = (None, "no memory figure on this machine")
+
+    def __post_init__(self):
+        if self.accelerator not in ACCELERATORS:
+            raise ValueError(f"Invalid accelerator={self.accelerator!r}. Expected one of {list(ACCELERATORS)}.")
+        if self.accelerator == "gpu" and self.gpu_capability is None:
+            raise ValueError("Invalid Machine: accelerator='gpu' needs gpu_capability (the major CUDA compute capability).")
+
+
+def detect(cpuinfo: str = "/proc/cpuinfo", meminfo: str = "/proc/meminfo") -> Machine:
+    """Reads this machine as the current Keras backend sees it.
+
+    Args:
+        cpuinfo: str. The /proc/cpuinfo-format file with the CPU flags. Defaults to "/proc/cpuinfo".
+        meminfo: str. The /proc/meminfo-format file with MemAvailable. Defaults to "/proc/meminfo".
+
+    Example:
+
+    >>> detect().accelerator in ACCELERATORS
+    True
+    """
+    backend = backends.current()
+    accelerator = backend.accelerator()
+    return Machine(
+        accelerator=accelerator,
+        gpu_capability=backend.gpu_compute_capability() if accelerator == "gpu" else None,
+        cpu_flags=frozenset(_hardware.read_cpuinfo(cpuinfo)[1]),
+        memory=available_memory(meminfo),
+    )
+
+
+def default_precision(machine: Machine) -> str:
+    """The dtype policy `precision="auto"` picks on `machine` (see the table above).
+
+    Example:
+
+    >>> default_precision(Machine("tpu")), default_precision(Machine("gpu", 8)), default_precision(Machine())
+    ('mixed_bfloat16', 'mixed_bfloat16', 'float32')
+    """
+    if machine.accelerator == "tpu":
+        return "mixed_bfloat16"
+    if machine.accelerator == "gpu":
+        return "mixed_bfloat16" if machine.gpu_capability >= 8 else "mixed_float16"
+    return "float32"
+
+
+def default_jit_compile(machine: Machine, precision: str, collectives: bool) -> bool:
+    """Whether to compile the train step on `machine` for `precision`, by the current Keras backend's rule.
+
+    Args:
+        machine: Machine.
+        precision: str. The run's dtype policy.
+        collectives: bool. Whether the step all-reduces gradients (several replicas or workers).
+
+    Example:
+
+    >>> default_jit_compile(Machine(), "float32", False), default_jit_compile(Machine(), "mixed_bfloat16", False)
+    (True, False)
+    """
+    return backends.current().default_jit_compile(machine.accelerator, precision, collectives)
+
+
+def available_memory(meminfo: str = "/proc/meminfo"):
+    """(bytes, what) a training step may use: the first GPU's free memory when `nvidia-smi`
+    reports one, else MemAvailable in `meminfo`; (None, reason) when unknown.
+
+    Example:
+
+    >>> available_memory("/nonexistent")[1] in ("no memory figure on this machine", "free memory of GPU 0 (nvidia-smi)")
+    True
+    """
+    if shutil.which("nvidia-smi") and os.environ.get("CUDA_VISIBLE_DEVICES", "0") not in ("", "-1"):
+        try:
+            out = subprocess.run(
+                ["nvidia-smi", "--query-gpu=memory.free", "--format=csv,noheader,nounits"],
+                capture_output=True, text=True, timeout=10, check=True,
+            ).stdout.split()
+            if out:
+                return int(out[0]) * 2**20, "free memory of GPU 0 (nvidia-smi)"
+        except (OSError, subprocess.SubprocessError, ValueError):
+            pass
+    try:
+        with open(meminfo) as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024, "MemAvailable in /proc/meminfo"
+    except OSError:
+        pass
+    return None, "no memory figure on this machine"
