@@ -166,7 +166,8 @@ def test_resume_after_a_kill_under_a_mesh(tmp_path):
 
     killed = run(["-c", KILLER] + command)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
-    assert "mesh batch 2 x model 4 (8 devices, 1 process)" in killed.stdout
+    header = killed.stdout
+    assert "per device; mesh batch 2 x model 4 (8 devices, 1 process); weights + optimizer state" in header
     assert json.loads((tmp_path / "run" / "backup" / "backup.json").read_text())["epoch"] == 1
     resumed = run(["-c", "import sys; from keras_vit import cli; sys.exit(cli.main(sys.argv[1:]))"] + command)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
@@ -198,6 +199,23 @@ def test_unknown_and_uneven_variables_are_replicated():
     assert distribution.layout_of("encoderblock_0/layer_scale/gamma", (64,), 4) == (None,)
     assert distribution.layout_of("head/kernel", (768, 21843), 4) == (None, None)  # 21,843 classes: odd
     assert distribution.layout_of("encoderblock_0/mlp_gate/kernel", (64, 256), 4) == (None, "model")
+
+
+def test_a_plan_that_does_not_fit_names_the_mesh_that_would():
+    from keras_vit.training import memory
+
+    e14 = [memory.Block(257, 1792, 16, 15360)] * 56
+    params, gib16 = 3_807_214_312, (16 * memory.GIB, "test")
+    # Data parallel holds 56.7 GiB of weights + AdamW per device; a model axis of 4 holds 14.2, and
+    # float32 activations (no rematerialisation) of 1.5 GiB an example leave room for 1 per device.
+    with pytest.raises(ValueError, match=r"per device on mesh 8x1 .* Flags that would fit: --mesh 2x4 --batch-size 2 "
+                                         r"\(--strategy model_parallel\)"):
+        memory.check_training_memory(e14, params, 2, 224, 14, available=gib16, mesh=(8, 1))
+    fits = memory.check_training_memory(e14, params, 1, 224, 14, available=gib16, mesh=(2, 4))
+    assert fits.total < 16 * memory.GIB
+    g14 = [memory.Block(257, 1408, 16, 6144)] * 40  # fits at the same global batch on 4x2
+    with pytest.raises(ValueError, match=r"Flags that would fit: --mesh 4x2 \(--strategy model_parallel\)"):
+        memory.check_training_memory(g14, 1_012_611_432, 4, 224, 14, available=gib16, mesh=(8, 1))
 
 
 def test_mesh_shapes_are_checked():

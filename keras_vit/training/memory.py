@@ -88,6 +88,22 @@ def estimate_training_memory(blocks, params, batch_size, activation_bytes=4, opt
     )
 
 
+def _mesh_fixes(batch_axis, model_shards, global_batch, fits, blocks, params, activation_bytes, optimizer_slots, limit):
+    """The smallest model axis of the same devices that fits this global batch, else the smallest
+    that fits with a smaller batch (as flags)."""
+    devices = batch_axis * model_shards
+    meshes = [(devices // m, m) for m in range(1, devices + 1) if devices % m == 0]
+    for b, m in meshes:
+        if global_batch % b == 0 and fits(blocks, global_batch // b, m):
+            return [] if (b, m) == (batch_axis, model_shards) else [f"--mesh {b}x{m} (--strategy model_parallel)"]
+    for b, m in meshes:
+        one = estimate_training_memory(blocks, params, 1, activation_bytes, optimizer_slots, m)
+        per_device = (limit - one.weights) // max(one.activations, 1)
+        if per_device >= 1:
+            return [f"--mesh {b}x{m} --batch-size {per_device * b} (--strategy model_parallel)"]
+    return []
+
+
 def shared_memory(available, devices):
     """(bytes, what) of `available` memory for one of `devices` host devices sharing it.
 
@@ -154,11 +170,8 @@ def check_training_memory(blocks, params, batch_size, image_size, patch_size, ac
     per_example = max(estimate.activations // batch_size, 1)
     fixes = []
     if mesh is not None:
-        devices, global_batch = batch_axis * model_shards, batch_size * batch_axis
-        meshes = [(devices // m, m) for m in range(1, devices + 1) if devices % m == 0 and global_batch % (devices // m) == 0]
-        fitting = next(((b, m) for b, m in meshes if fits(blocks, global_batch // b, m)), None)
-        if fitting is not None and fitting != (batch_axis, model_shards):
-            fixes.append(f"--mesh {fitting[0]}x{fitting[1]} (--strategy model_parallel)")
+        fixes.extend(_mesh_fixes(batch_axis, model_shards, batch_size * batch_axis, fits, blocks, params, activation_bytes,
+                                 optimizer_slots, limit))
     max_batch = (limit - estimate.weights) // per_example
     if max_batch >= 1:
         fixes.append(f"--batch-size {max_batch * batch_axis}")
