@@ -514,7 +514,7 @@ def _add_train(subparsers) -> None:
                      "backend, hardware and precision)")
     fit.add_argument("--strategy", choices=STRATEGY_NAMES, default="default",
                      help="mirrored, multi_worker, tpu: tf.distribute (TensorFlow); data_parallel, model_parallel: "
-                     "keras.distribution over a device mesh (JAX) (default: default, one device)")
+                     "keras.distribution over a device mesh, on JAX (default: default, one device)")
     fit.add_argument("--mesh", help="BATCHxMODEL devices of --strategy model_parallel, e.g. 2x4 (default: every "
                      "device on the model axis; data_parallel: Nx1)")
     fit.add_argument("--coordinator", help="host:port of process 0 of a multi-process JAX run (default: "
