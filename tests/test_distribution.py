@@ -176,6 +176,36 @@ def test_resume_after_a_kill_under_a_mesh(tmp_path):
     assert summary["steps_done"] == 8 and summary["settings"]["mesh"] == "2x4"
 
 
+@JAX
+def test_keras_vit_train_in_two_processes(tmp_path):
+    """The command line's multi-process flags, end to end: 20 test images at batch 16 split between
+    two processes by whole batches only (a partial batch has no static size to split), so 4 are
+    named as not scored rather than failing or vanishing."""
+    port = _free_port()
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "keras_vit.cli", "train", "--variant", "tiny", "--num-heads", "4", "--image-size", "16",
+             "--epochs", "1", "--batch-size", "16", "--max-train-examples", "32", "--max-test-examples", "20",
+             "--precision", "float32", "--strategy", "model_parallel", "--mesh", "4x2",
+             "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2", "--process-id", str(i),
+             "--run-dir", str(tmp_path / f"run{i}"), "--output-dir", str(tmp_path / f"out{i}"), "--no-export", "--quiet"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(4), cwd=str(tmp_path))
+        for i in range(2)
+    ]
+    try:
+        outputs = [worker.communicate(timeout=400) for worker in workers]
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.kill()
+    for worker, (out, err) in zip(workers, outputs):
+        assert worker.returncode == 0, err[-3000:]
+        assert "mesh batch 4 x model 2 (8 devices, 2 processes)" in out
+        assert "on 16 examples (4 beyond the last whole batch not scored" in out
+    summaries = [json.loads((tmp_path / f"out{i}" / "vit.json").read_text()) for i in range(2)]
+    assert summaries[0]["test_loss"] == summaries[1]["test_loss"] and summaries[0]["steps_done"] == 2
+
+
 # Without a mesh: the layout rules and the refusals.
 
 @JAX

@@ -61,7 +61,8 @@ class MeshStrategy:
         self.distribution = distribution
         self.mesh = distribution_lib.mesh_shape(distribution)
         self.num_replicas_in_sync = self.mesh[0]  # the global batch is split over the "batch" axis
-        self.local_devices = self.mesh[0] * self.mesh[1] // distribution_lib.process_count()
+        self.processes = distribution_lib.process_count()
+        self.local_devices = self.mesh[0] * self.mesh[1] // self.processes
 
     def scope(self):
         return self.distribution.scope()
@@ -131,6 +132,18 @@ def get_strategy(name: str = "default", devices=None, mesh=None):
     except (ValueError, tf.errors.NotFoundError) as error:
         raise ValueError(f"strategy='tpu' was asked for but no TPU was found: {error}") from error
     return tf.distribute.TPUStrategy(resolver)
+
+
+def whole_batches_only(strategy) -> bool:
+    """Whether evaluation must drop a last partial batch: Keras splits a tf.data dataset between
+    processes by its static batch size, which a partial last batch leaves unknown.
+
+    Example:
+
+    >>> whole_batches_only(get_strategy("default"))
+    False
+    """
+    return isinstance(strategy, MeshStrategy) and strategy.processes > 1
 
 
 def global_batch_size(batch_size: int, strategy) -> int:

@@ -422,7 +422,8 @@ def train(config: TrainConfig) -> dict:
     if validation_source is not None:
         validation_source = validation_source.take(config.max_test_examples)
         validation_ds = make_pipeline(
-            validation_source, image_size=image_size, channels=config.channels, scaling=None, batch_size=batch_size
+            validation_source, image_size=image_size, channels=config.channels, scaling=None, batch_size=batch_size,
+            drop_remainder=distribute.whole_batches_only(strategy),
         )
 
     previous_policy = keras.config.dtype_policy()
@@ -518,11 +519,16 @@ def train(config: TrainConfig) -> dict:
             },
         }
         if test_source is not None:
-            test_ds = make_pipeline(test_source, image_size=image_size, channels=config.channels, scaling=None, batch_size=batch_size)
+            whole = distribute.whole_batches_only(strategy)
+            test_ds = make_pipeline(test_source, image_size=image_size, channels=config.channels, scaling=None,
+                                    batch_size=batch_size, drop_remainder=whole)
             with strategy.scope():
                 scores = _score(model, test_ds, jit_compile)
             result["test_accuracy"], result["test_loss"] = scores["accuracy"], scores["loss"]
             result["num_test_examples"] = _count(test_source)
+            if whole:  # what was scored; the summary names the examples left out
+                result["unscored_test_examples"] = result["num_test_examples"] % batch_size
+                result["num_test_examples"] -= result["unscored_test_examples"]
         if config.output_dir:
             version = None
             if config.export and backup is not None:
@@ -615,6 +621,8 @@ def format_summary(result) -> str:
         lines.append(
             f"Test accuracy: {result['test_accuracy']:.4f} (loss {result['test_loss']:.4f}, cross-entropy without "
             f"label smoothing as `keras-vit evaluate` reports it) on {result['num_test_examples']} examples"
+            + (f" ({result['unscored_test_examples']} beyond the last whole batch not scored: several processes "
+               "split whole batches only)" if result.get("unscored_test_examples") else "")
         )
     elif result["validation_accuracy"] is not None:
         lines.append(f"Validation accuracy: {result['validation_accuracy']:.4f} on {result['data']['validation']}")
