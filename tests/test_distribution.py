@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -44,8 +45,36 @@ def _result(completed):
 
 
 @pytest.fixture(scope="module")
-def mesh(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("mesh")
+def mesh(tmp_path_factory, worker_id):
+    """The worker's measurements, made once per test session even when pytest-xdist spreads this
+    module's tests over several workers (they share the session's temporary folder)."""
+    if worker_id == "master":
+        return _measure(tmp_path_factory.mktemp("mesh"))
+    shared = tmp_path_factory.getbasetemp().parent
+    result, lock = shared / "distribution_mesh.json", shared / "distribution_mesh.lock"
+    try:
+        os.close(os.open(lock, os.O_CREAT | os.O_EXCL))
+    except FileExistsError:  # another worker measures: wait for its file
+        deadline = time.monotonic() + 900
+        while not result.exists():
+            assert time.monotonic() < deadline, "the other xdist worker's measurement did not finish"
+            time.sleep(1)
+        measured = json.loads(result.read_text())
+        assert "error" not in measured, measured.get("error")
+        return measured
+    try:
+        measured = _measure(tmp_path_factory.mktemp("mesh"))
+    except BaseException as error:  # the waiting worker fails at once too
+        measured = {"error": f"the measuring worker failed: {error}"[:4000]}
+        raise
+    finally:
+        partial = shared / "distribution_mesh.json.part"
+        partial.write_text(json.dumps(measured))
+        os.replace(partial, result)
+    return measured
+
+
+def _measure(folder):
     completed = subprocess.run([sys.executable, WORKER, "mesh", str(folder)], capture_output=True, text=True,
                                env=_env(8), timeout=600)
     return _result(completed)
