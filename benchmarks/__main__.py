@@ -13,6 +13,7 @@ SUBCOMMANDS = {
     "compare": ("compare", "How fast does keras_vit train and infer against keras-hub, timm and the matmul roofline on this CPU?"),
     "backends": ("backends", "Which Keras backend (TensorFlow, JAX, PyTorch), precision and thread setting trains fastest here?"),
     "precision-xla": ("precision_xla", "Does --precision auto pick the fastest precision x XLA set-up on this machine?"),
+    "distribution": ("distribution", "Per-device memory and step time of data vs model parallel on JAX (8 host devices)?"),
     "step": ("step", "Images/s of any implementation x precision x XLA x backend set-up, side by side?"),
     "ab-train-step": ("ab_train_step", "Does a candidate code change make a training step faster (variants in one process)?"),
     "profile": ("profile_train_step", "Where does a training step's time go, and the first fit call's?"),

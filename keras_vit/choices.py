@@ -21,7 +21,7 @@ from keras_vit.configs import ARCHITECTURE_FIELDS, SCALINGS, ViTConfig
 RECIPES = ("deit", "finetune", "compact", "anchor")
 AUGMENT_PRESETS = ("none", "flip", "light", "medium", "strong")
 PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
-STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
+STRATEGIES = ("default", "mirrored", "multi_worker", "tpu", "data_parallel", "model_parallel")
 # How `keras_vit.inspect.images.model_inputs` scales [0, 255] pixels: "raw" when the model has
 # its own preprocessing, "auto" to choose by that, or one of configs.SCALINGS.
 INSPECT_SCALES = ("auto", "raw", *SCALINGS)

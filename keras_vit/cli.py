@@ -373,7 +373,16 @@ def _add_train(subparsers) -> None:
     fit.add_argument("--jit-compile", choices=("auto", "on", "off"), default="auto",
                      help="compile the train step: XLA, or torch.compile on PyTorch (default: auto, by Keras "
                      "backend, hardware and precision)")
-    fit.add_argument("--strategy", choices=choices.STRATEGIES, default="default", help="tf.distribute strategy (default: default)")
+    fit.add_argument("--strategy", choices=choices.STRATEGIES, default="default",
+                     help="mirrored, multi_worker, tpu: tf.distribute (TensorFlow); data_parallel, model_parallel: "
+                     "keras.distribution over a device mesh, on JAX (default: default, one device)")
+    fit.add_argument("--mesh", help="BATCHxMODEL devices of --strategy model_parallel, e.g. 2x4 (default: every "
+                     "device on the model axis; data_parallel: Nx1)")
+    fit.add_argument("--coordinator", help="host:port of process 0 of a multi-process JAX run (default: "
+                     "KERAS_DISTRIBUTION_JOB_ADDRESSES, or the platform's, e.g. Cloud TPU)")
+    fit.add_argument("--num-processes", type=int, help="processes of a multi-process JAX run "
+                     "(default: KERAS_DISTRIBUTION_NUM_PROCESSES)")
+    fit.add_argument("--process-id", type=int, help="this process's index, from 0 (default: KERAS_DISTRIBUTION_PROCESS_ID)")
     fit.add_argument("--budget-minutes", type=float, help="stop after this many minutes of training, summed over "
                      "resumed parts; > 0 (default: no budget)")
     fit.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
@@ -404,6 +413,14 @@ def _run_train(args) -> int:
         args.variant = configs.normalize_variant_name(args.variant)
     if args.budget_minutes is not None:  # the flag's own unit: TrainConfig counts seconds
         _validation.check_positive_number("--budget-minutes", args.budget_minutes)
+    if args.mesh is not None:
+        from keras_vit import distribution
+
+        distribution.parse_mesh(args.mesh)
+    if args.num_processes is not None or os.environ.get("KERAS_DISTRIBUTION_NUM_PROCESSES"):
+        from keras_vit import distribution
+
+        distribution.initialize(args.coordinator, args.num_processes, args.process_id)  # before any computation
 
     from keras_vit.training.plan import check_config
     from keras_vit.training.trainer import TrainConfig, format_summary, train
@@ -417,7 +434,7 @@ def _run_train(args) -> int:
         pooling=args.pooling, image_size=args.image_size, channels=args.channels, scaling=args.scaling,
         recipe=args.recipe, augment=args.augment, epochs=args.epochs, batch_size=args.batch_size,
         precision=args.precision, jit_compile={"auto": None, "on": True, "off": False}[args.jit_compile],
-        strategy=args.strategy, run_dir=args.run_dir, output_dir=args.output_dir, name=args.name,
+        strategy=args.strategy, mesh=args.mesh, run_dir=args.run_dir, output_dir=args.output_dir, name=args.name,
         export=args.export, resume=args.resume,
         seed=args.seed, budget_seconds=args.budget_minutes * 60 if args.budget_minutes is not None else None,
         max_train_examples=args.max_train_examples, max_test_examples=args.max_test_examples,

@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import re
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,6 +97,12 @@ VARIANTS: dict[str, ViTConfig] = {
     "L16": ViTConfig(16, 1024, 4096, 16, 24, description="ViT-L/16"),
     "L32": ViTConfig(32, 1024, 4096, 16, 24, description="ViT-L/32"),
     "H14": ViTConfig(14, 1280, 5120, 16, 32, description="ViT-H/14"),
+    # The giant ones of "Scaling Vision Transformers" (Zhai et al. 2022, Table 2) and PaLI, as
+    # big_vision's decode_variant writes them; they need model parallel training
+    # (keras_vit.distribution). ViT-g and ViT-G differ only by the case of their letter.
+    "g14": ViTConfig(14, 1408, 6144, 16, 40, description="ViT-g/14 (giant, 1.0B)"),
+    "G14": ViTConfig(14, 1664, 8192, 16, 48, description="ViT-G/14 (Giant, 1.8B)"),
+    "e14": ViTConfig(14, 1792, 15360, 16, 56, description="ViT-e/14 (enormous, 3.8B)"),
     # A few-thousand-parameter model for tests and smoke runs; not a paper variant.
     "tiny": ViTConfig(4, 32, 64, 2, 2, image_size=32, description="tiny test model"),
     # Hybrids (paper section 3.1): the patch size counts cells of the ResNet feature map.
@@ -240,21 +247,23 @@ def normalize_variant_name(name: str) -> str:
 
     >>> [normalize_variant_name(name) for name in ("ViT-B/16", "vit_b16", "R50+ViT-B/16", "mine")]
     ['B16', 'B16', 'R50_B16', 'mine']
+    >>> normalize_variant_name("ViT-g/14"), normalize_variant_name("ViT-G/14")  # the case decides here
+    ('g14', 'G14')
     """
     if not isinstance(name, str):
         raise ValueError(f"variant must be a string, got variant={name!r}.")
-    for known in VARIANTS:
-        if _canonical(known) == _canonical(name):
-            return known
-    return name
+    matches = [known for known in VARIANTS if _canonical(known) == _canonical(name)]
+    if len(matches) > 1:
+        matches = [known for known in matches if _canonical(known, keep_case=True) == _canonical(name, keep_case=True)]
+    return matches[0] if len(matches) == 1 else name
 
 
-def _canonical(name):
+def _canonical(name, keep_case=False):
     # "ViT-B/16", "vit_b16", "R50+ViT-B/16" and "R50_ViT_B16" all reduce to "b16" / "r50b16".
-    key = name.strip().lower().replace("vit", "")
+    key = re.sub("vit", "", name.strip(), flags=re.IGNORECASE)
     for char in "/-_+ ":
         key = key.replace(char, "")
-    return key
+    return key if keep_case else key.lower()
 
 
 def builder_name(variant: str) -> str:

@@ -81,7 +81,14 @@ def test_default_strategy_is_one_replica_on_every_backend():
 @pytest.mark.parametrize("name", ["mirrored", "tpu"])
 def test_tf_distribute_strategies_are_refused_on_other_backends(name):
     backend = keras.backend.backend()
-    with pytest.raises(ValueError, match=f"strategy='{name}' needs tf.distribute, which the Keras backend '{backend}'"):
+    with pytest.raises(ValueError, match=f"strategy='{name}' needs tf.distribute on KERAS_BACKEND=tensorflow; the Keras backend '{backend}'"):
+        distribute.get_strategy(name)
+
+
+@pytest.mark.backends("torch")
+@pytest.mark.parametrize("name", ["data_parallel", "model_parallel"])
+def test_mesh_strategies_are_refused_on_pytorch(name):
+    with pytest.raises(ValueError, match=f"strategy='{name}' needs keras.distribution on KERAS_BACKEND=jax; the Keras backend 'torch'"):
         distribute.get_strategy(name)
 
 

@@ -1,4 +1,4 @@
-"""JAX: always compiled with XLA (uncompiled JAX runs op by op); one device, no tf.distribute.
+"""JAX: always compiled with XLA (uncompiled JAX runs op by op); keras.distribution, no tf.distribute.
 
 Example:
 
@@ -10,7 +10,9 @@ from __future__ import annotations
 
 NAME = "jax"
 COMPILER = "XLA"  # what jit_compile=True turns on
-STRATEGIES = ("default",)
+# "data_parallel" and "model_parallel" are keras.distribution's DataParallel and ModelParallel
+# over a device mesh (`keras_vit.distribution`); tf.distribute's strategies need TensorFlow.
+STRATEGIES = ("default", "data_parallel", "model_parallel")
 
 
 def accelerator() -> str:
@@ -43,3 +45,31 @@ def has_float64() -> bool:
 def default_jit_compile(device: str, precision: str, collectives: bool) -> bool:
     """Always XLA: JAX without jit dispatches every operation from Python."""
     return True
+
+
+def prepare_processes() -> None:
+    """Readies JAX for several processes before `jax.distributed.initialize`.
+
+    CPU devices have no cross-process collectives unless one is chosen: gloo (shipped with
+    jaxlib) all-reduces between host processes over TCP. GPUs and TPUs bring their own.
+    """
+    import jax
+
+    if getattr(jax.config, "jax_cpu_collectives_implementation", None) in (None, "", "none"):
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+
+
+def device_bytes(variables) -> dict:
+    """{device: bytes} that the shards of `variables` (Keras variables) hold on each local device."""
+    held = {}
+    for variable in variables:
+        for shard in variable.value.addressable_shards:
+            held[shard.device] = held.get(shard.device, 0) + shard.data.nbytes
+    return held
+
+
+def sharding_spec(variable) -> tuple:
+    """The mesh axis (or None) each dimension of `variable` is split over, e.g. (None, "model")."""
+    sharding = variable.value.sharding
+    spec = tuple(getattr(sharding, "spec", ()))
+    return spec + (None,) * (len(variable.shape) - len(spec))

@@ -13,6 +13,9 @@ from keras_vit.models.vit import (
     ViT_B16,
     ViT_B32,
     ViT_H14,
+    ViT_e14,
+    ViT_g14,
+    ViT_G14,
     ViT_L16,
     ViT_L32,
     ViT_S16,
@@ -29,4 +32,4 @@ __all__ = [
     "R50_ViT_B16",
     "R50_ViT_L32",
     "R_ViT_Ti16",
-    "ViT", "ViT_B8", "ViT_B16", "ViT_B32", "ViT_H14", "ViT_L16", "ViT_L32", "ViT_S16", "ViT_S32", "ViT_Ti16"]
+    "ViT", "ViT_B8", "ViT_B16", "ViT_B32", "ViT_H14", "ViT_g14", "ViT_G14", "ViT_e14", "ViT_L16", "ViT_L32", "ViT_S16", "ViT_S32", "ViT_Ti16"]

@@ -896,6 +896,9 @@ ViT_B32 = _named_builder("B32")
 ViT_L16 = _named_builder("L16")
 ViT_L32 = _named_builder("L32")
 ViT_H14 = _named_builder("H14")
+ViT_g14 = _named_builder("g14")
+ViT_G14 = _named_builder("G14")
+ViT_e14 = _named_builder("e14")
 
 
 R50_ViT_B16 = _named_builder("R50_B16")

@@ -2,8 +2,11 @@
 
 The batch size given to keras_vit is always the global batch: Keras splits each batch over the
 replicas of the strategy, so it must divide evenly. The learning rate follows the global batch
-(linear scaling, `Recipe.learning_rate_for`). Strategies are TensorFlow's (tf.distribute); on
-JAX and PyTorch only "default" (one device, `SingleDevice`) runs.
+(linear scaling, `Recipe.learning_rate_for`). On TensorFlow the strategies are tf.distribute's
+("mirrored", "multi_worker", "tpu": data parallel, every replica holds the whole model); on JAX
+they are keras.distribution's over a device mesh (`MeshStrategy`: "data_parallel", and
+"model_parallel", which splits the weights, see `keras_vit.distribution`); on PyTorch only
+"default" (one device, `SingleDevice`) runs.
 
 Defaults for precision and XLA depend on the machine and the Keras backend: `keras_vit.machine`
 lists each with the measurement that chose it.
@@ -26,6 +29,8 @@ from keras_vit import machine as machine_lib
 from keras_vit._validation import check_positive_int
 from keras_vit.choices import PRECISIONS, STRATEGIES  # named there so that --help needs no TensorFlow
 
+_MESH_STRATEGIES = ("data_parallel", "model_parallel")  # keras.distribution's, on JAX
+
 
 class SingleDevice:
     """The "default" strategy on JAX and PyTorch: one replica, and a scope that does nothing."""
@@ -36,16 +41,56 @@ class SingleDevice:
         return contextlib.nullcontext()
 
 
-def get_strategy(name: str = "default", devices=None):
+class MeshStrategy:
+    """A keras.distribution (JAX) in the shape of a tf.distribute strategy, for the trainer.
+
+    Args:
+        distribution: `keras.distribution.Distribution`. DataParallel or ModelParallel.
+
+    Example (JAX only, so skipped in the TensorFlow doctests):
+
+    >>> from keras_vit import distribution
+    >>> strategy = MeshStrategy(distribution.model_parallel((1, 1)))  # doctest: +SKIP
+    >>> strategy.num_replicas_in_sync, strategy.mesh  # doctest: +SKIP
+    (1, (1, 1))
+    """
+
+    def __init__(self, distribution):
+        from keras_vit import distribution as distribution_lib
+
+        self.distribution = distribution
+        self.mesh = distribution_lib.mesh_shape(distribution)
+        self.num_replicas_in_sync = self.mesh[0]  # the global batch is split over the "batch" axis
+        self.processes = distribution_lib.process_count()
+        self.local_devices = self.mesh[0] * self.mesh[1] // self.processes
+
+    def scope(self):
+        return self.distribution.scope()
+
+    def describe(self, model=None) -> str:
+        """The mesh, and with `model` what its weights and optimizer state take on the fullest device."""
+        from keras_vit import distribution as distribution_lib
+
+        text = distribution_lib.describe(self.distribution)
+        if model is not None:
+            variables = list(model.variables) + list(getattr(model.optimizer, "variables", []))
+            text += f"; weights + optimizer state {distribution_lib.bytes_per_device(variables) / 2**20:,.1f} MiB per device"
+        return text
+
+
+def get_strategy(name: str = "default", devices=None, mesh=None):
     """Returns the distribution strategy called `name`.
 
     Args:
-        name: str. "default" (no distribution), "mirrored" (all local GPUs, or the given
-            devices), "multi_worker" (MultiWorkerMirroredStrategy; the cluster comes from the
-            TF_CONFIG environment variable) or "tpu". Defaults to "default". On JAX and PyTorch
-            only "default" (a `SingleDevice`).
+        name: str. "default" (no distribution); on TensorFlow "mirrored" (all local GPUs, or
+            the given devices), "multi_worker" (MultiWorkerMirroredStrategy; the cluster comes
+            from the TF_CONFIG environment variable) or "tpu"; on JAX "data_parallel" (every
+            device) or "model_parallel" (weights split over a mesh's "model" axis), each a
+            `MeshStrategy`. Defaults to "default". On PyTorch only "default" (a `SingleDevice`).
         devices: list of str or None. Devices for "mirrored". Defaults to all local GPUs, or
             all logical CPU devices when there is no GPU.
+        mesh: str, (int, int) or None. "BATCHxMODEL" for "model_parallel" (default: every
+            device on "model") and "data_parallel" ("Nx1"). Defaults to None.
 
     Example:
 
@@ -54,16 +99,22 @@ def get_strategy(name: str = "default", devices=None):
     >>> get_strategy("gpus")
     Traceback (most recent call last):
     ...
-    ValueError: Unknown strategy='gpus'. Expected one of ['default', 'mirrored', 'multi_worker', 'tpu'].
+    ValueError: Unknown strategy='gpus'. Expected one of ['default', 'mirrored', 'multi_worker', 'tpu', 'data_parallel', 'model_parallel'].
     """
     if name not in STRATEGIES:
         raise ValueError(f"Unknown strategy={name!r}. Expected one of {list(STRATEGIES)}.")
     backend = backends.current()
     if name not in backend.STRATEGIES:
+        needs = "keras.distribution on KERAS_BACKEND=jax" if name in _MESH_STRATEGIES else "tf.distribute on KERAS_BACKEND=tensorflow"
         raise ValueError(
-            f"strategy={name!r} needs tf.distribute, which the Keras backend {backend.NAME!r} cannot use. "
-            f"Expected one of {list(backend.STRATEGIES)}, or KERAS_BACKEND=tensorflow."
+            f"strategy={name!r} needs {needs}; the Keras backend {backend.NAME!r} runs {list(backend.STRATEGIES)}."
         )
+    if mesh is not None and name not in _MESH_STRATEGIES:
+        raise ValueError(f"mesh={mesh!r} applies to strategy 'data_parallel' or 'model_parallel', not {name!r}.")
+    if name in _MESH_STRATEGIES:
+        from keras_vit import distribution
+
+        return MeshStrategy(distribution.get_distribution(name, mesh))
     if backend.NAME != "tensorflow":
         return SingleDevice()
     if name == "default":
@@ -81,6 +132,18 @@ def get_strategy(name: str = "default", devices=None):
     except (ValueError, tf.errors.NotFoundError) as error:
         raise ValueError(f"strategy='tpu' was asked for but no TPU was found: {error}") from error
     return tf.distribute.TPUStrategy(resolver)
+
+
+def whole_batches_only(strategy) -> bool:
+    """Whether evaluation must drop a last partial batch: Keras splits a tf.data dataset between
+    processes by its static batch size, which a partial last batch leaves unknown.
+
+    Example:
+
+    >>> whole_batches_only(get_strategy("default"))
+    False
+    """
+    return isinstance(strategy, MeshStrategy) and strategy.processes > 1
 
 
 def global_batch_size(batch_size: int, strategy) -> int:

@@ -10,6 +10,11 @@ pass (layer norms, q/k/v, attention logits and probabilities, MLP, residuals) an
 parameters, their gradients and the optimizer's slots. It leaves out what XLA fuses away and a
 hybrid ViT's ResNet stem, so it is a lower bound of the peak: a refused run would not have fit.
 
+On a device mesh (`keras_vit.distribution`) the estimate is per device: each device holds the
+batch / "batch"-axis examples, and 1 / "model"-axis of the weights, gradients, optimizer slots,
+attention maps and MLP activations (the residual stream is whole on every device). A plan that
+does not fit names the mesh of the same devices that would.
+
 Example:
 
 >>> blocks = [Block(tokens=3137, hidden_size=128, num_heads=4, mlp_dim=256)] * 6
@@ -50,7 +55,8 @@ class Estimate:
         return self.activations + self.weights
 
 
-def estimate_training_memory(blocks, params, batch_size, activation_bytes=4, optimizer_slots=2) -> Estimate:
+def estimate_training_memory(blocks, params, batch_size, activation_bytes=4, optimizer_slots=2,
+                             model_shards=1) -> Estimate:
     """Estimates the memory of one training step at `batch_size` (per device).
 
     Args:
@@ -60,21 +66,63 @@ def estimate_training_memory(blocks, params, batch_size, activation_bytes=4, opt
         activation_bytes: int. Bytes per activation: 4 for float32, 2 for mixed precision.
             Defaults to 4.
         optimizer_slots: int. Per-parameter optimizer variables (2 for Adam/AdamW). Defaults to 2.
+        model_shards: int. Devices on the mesh's "model" axis, over which weights, attention
+            heads and MLP units are split. Defaults to 1.
+
+    Example (ViT-e/14's weights and AdamW state, alone and split 8 ways):
+
+    >>> e14 = [Block(257, 1792, 16, 15360)] * 56
+    >>> [round(estimate_training_memory(e14, 3_805_000_000, 1, model_shards=m).weights / GIB, 1) for m in (1, 8)]
+    [56.7, 7.1]
     """
     per_example = attention = 0
     for b in blocks:
-        maps = 2 * b.num_heads * b.tokens * b.tokens  # logits and softmax probabilities
+        maps = 2 * b.num_heads * b.tokens * b.tokens // model_shards  # logits and softmax probabilities
         attention += maps
-        per_example += maps + b.tokens * (12 * b.hidden_size + 2 * b.mlp_dim)
+        # LayerNorms and residuals whole; q/k/v, attention context and the MLP's units split.
+        per_example += maps + b.tokens * (9 * b.hidden_size + (3 * b.hidden_size + 2 * b.mlp_dim) // model_shards)
     return Estimate(
         activations=per_example * batch_size * activation_bytes,
         attention=attention * batch_size * activation_bytes,
-        weights=params * 4 * (2 + optimizer_slots),  # float32 weights, gradients, slots
+        weights=-(-params // model_shards) * 4 * (2 + optimizer_slots),  # float32 weights, gradients, slots
     )
 
 
+def _mesh_fixes(batch_axis, model_shards, global_batch, fits, blocks, params, activation_bytes, optimizer_slots, limit):
+    """The smallest model axis of the same devices that fits this global batch, else the smallest
+    that fits with a smaller batch (as flags)."""
+    devices = batch_axis * model_shards
+    meshes = [(devices // m, m) for m in range(1, devices + 1) if devices % m == 0]
+    for b, m in meshes:
+        if global_batch % b == 0 and fits(blocks, global_batch // b, m):
+            return [] if (b, m) == (batch_axis, model_shards) else [f"--mesh {b}x{m} (--strategy model_parallel)"]
+    for b, m in meshes:
+        one = estimate_training_memory(blocks, params, 1, activation_bytes, optimizer_slots, m)
+        per_device = (limit - one.weights) // max(one.activations, 1)
+        if per_device >= 1:
+            return [f"--mesh {b}x{m} --batch-size {per_device * b} (--strategy model_parallel)"]
+    return []
+
+
+def shared_memory(available, devices):
+    """(bytes, what) of `available` memory for one of `devices` host devices sharing it.
+
+    JAX's host CPU devices (XLA_FLAGS=--xla_force_host_platform_device_count) all live in the
+    machine's one memory, so each may plan with its share.
+
+    Example:
+
+    >>> shared_memory((16 * GIB, "MemAvailable"), 8)
+    (2147483648, 'MemAvailable shared by 8 host devices')
+    """
+    limit, where = available
+    if limit is None or devices <= 1:
+        return available
+    return limit // devices, f"{where} shared by {devices} host devices"
+
+
 def check_training_memory(blocks, params, batch_size, image_size, patch_size, activation_bytes=4,
-                          available=None, optimizer_slots=2) -> Estimate:
+                          available=None, optimizer_slots=2, mesh=None) -> Estimate:
     """Raises ValueError, with the numbers and flags that would fit, when a step cannot fit.
 
     Args:
@@ -87,6 +135,8 @@ def check_training_memory(blocks, params, batch_size, image_size, patch_size, ac
         available: (int, str) or None. Bytes available and where the figure comes from;
             None reads `keras_vit.machine.detect().memory`. Defaults to None.
         optimizer_slots: int. Defaults to 2.
+        mesh: (int, int) or None. (batch, model) sizes of the device mesh; `batch_size` and
+            `available` are then per device. None is one device. Defaults to None.
 
     Returns:
         The `Estimate`, when the step fits (or no memory figure is known).
@@ -98,20 +148,33 @@ def check_training_memory(blocks, params, batch_size, image_size, patch_size, ac
     Traceback (most recent call last):
     ...
     ValueError: A training step needs about 487.2 GiB ... exceeds the 16.0 GiB available (test). ... --batch-size 8 ...
+
+    ViT-g/14 with AdamW at 4 images per device on 8 devices of 16 GiB: data parallel (8x1) cannot
+    hold its 15 GiB of weights and optimizer state per device; a model axis of 2 can:
+
+    >>> g14 = [Block(257, 1408, 16, 6144)] * 40
+    >>> check_training_memory(g14, 1_011_000_000, 4, 224, 14, available=(16 * GIB, "test"), mesh=(8, 1))
+    Traceback (most recent call last):
+    ...
+    ValueError: A training step needs about 20.8 GiB per device on mesh 8x1 ... Flags that would fit: --mesh 4x2 ...
     """
-    estimate = estimate_training_memory(blocks, params, batch_size, activation_bytes, optimizer_slots)
+    batch_axis, model_shards = mesh if mesh is not None else (1, 1)
+    estimate = estimate_training_memory(blocks, params, batch_size, activation_bytes, optimizer_slots, model_shards)
     limit, where = available if available is not None else machine.detect().memory
     if limit is None or estimate.total <= limit:
         return estimate
 
-    def fits(new_blocks, batch):
-        return estimate_training_memory(new_blocks, params, batch, activation_bytes, optimizer_slots).total <= limit
+    def fits(new_blocks, batch, shards=model_shards):
+        return estimate_training_memory(new_blocks, params, batch, activation_bytes, optimizer_slots, shards).total <= limit
 
     per_example = max(estimate.activations // batch_size, 1)
     fixes = []
+    if mesh is not None:
+        fixes.extend(_mesh_fixes(batch_axis, model_shards, batch_size * batch_axis, fits, blocks, params, activation_bytes,
+                                 optimizer_slots, limit))
     max_batch = (limit - estimate.weights) // per_example
     if max_batch >= 1:
-        fixes.append(f"--batch-size {max_batch}")
+        fixes.append(f"--batch-size {max_batch * batch_axis}")
     if patch_size and blocks:
         prefix = blocks[0].tokens - (image_size // patch_size) ** 2
 
@@ -128,8 +191,9 @@ def check_training_memory(blocks, params, batch_size, image_size, patch_size, ac
             fixes.append(f"--image-size {size}")
     tokens = blocks[0].tokens if blocks else 0
     heads = blocks[0].num_heads if blocks else 0
+    on_mesh = f" per device on mesh {batch_axis}x{model_shards}" if mesh is not None else ""
     raise ValueError(
-        f"A training step needs about {estimate.total / GIB:.1f} GiB (activations {estimate.activations / GIB:.1f} GiB "
+        f"A training step needs about {estimate.total / GIB:.1f} GiB{on_mesh} (activations {estimate.activations / GIB:.1f} GiB "
         f"at batch {batch_size}, of which attention maps {estimate.attention / GIB:.1f} GiB: {heads} heads x "
         f"{tokens:,} x {tokens:,} tokens x {len(blocks)} blocks; parameters, gradients and optimizer state "
         f"{estimate.weights / GIB:.2f} GiB), which exceeds the {limit / GIB:.1f} GiB available ({where}). "

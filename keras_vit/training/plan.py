@@ -72,8 +72,11 @@ class TrainConfig:
         precision: str. "auto", "float32", "mixed_bfloat16", "mixed_float16". Defaults to "auto".
         jit_compile: bool or None. None picks by Keras backend, hardware and precision
             (`distribute.default_jit_compile`). Defaults to None.
-        strategy: str. "default", "mirrored", "multi_worker", "tpu" (the last three on TensorFlow
-            only). Defaults to "default".
+        strategy: str. "default"; "mirrored", "multi_worker", "tpu" (tf.distribute, TensorFlow
+            only); "data_parallel", "model_parallel" (keras.distribution, JAX only). Defaults to
+            "default".
+        mesh: str or None. "BATCHxMODEL" device mesh of "model_parallel" (and "data_parallel",
+            "Nx1"); None uses every device (model parallel: all on the model axis). Defaults to None.
         run_dir: str or None. Logs and crash backups; None keeps none. Defaults to "runs/train".
         output_dir: str or None. Where the final model goes; None saves nothing.
             Defaults to "saved_models".
@@ -123,6 +126,7 @@ class TrainConfig:
     precision: str = "auto"
     jit_compile: bool | None = None
     strategy: str = "default"
+    mesh: str | None = None
     run_dir: str | None = os.path.join("runs", "train")
     output_dir: str | None = "saved_models"
     name: str = "vit"
@@ -331,6 +335,7 @@ class RunPlan:
             "augment": self.augment_name, "batch_size": self.batch_size,
             "epochs": config.epochs, "precision": self.precision, "jit_compile": self.jit_compile, "backend": keras.backend.backend(),
             "strategy": config.strategy, "replicas": self.strategy.num_replicas_in_sync,
+            "mesh": "x".join(map(str, self.strategy.mesh)) if isinstance(self.strategy, distribute.MeshStrategy) else None,
             "params": model.count_params(), "seed": config.seed,
             "estimated_step_memory_gib": round(estimate.total / memory.GIB, 2),
         }
@@ -360,7 +365,7 @@ def resolve(config: TrainConfig) -> RunPlan:
     check_config(config)
     recipe = recipes.get_recipe(config.recipe)
     # First: MultiWorkerMirroredStrategy must be created before anything initialises TF's runtime.
-    strategy = distribute.get_strategy(config.strategy)
+    strategy = distribute.get_strategy(config.strategy, mesh=config.mesh)
     precision = distribute.resolve_precision(config.precision)
     jit_compile = config.jit_compile
     distribute.check_jit_compile(jit_compile, strategy)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from keras_vit import backends
-from keras_vit.training import memory
+from keras_vit.training import distribute, memory
 
 
 def header(plan, model, estimate) -> str:
@@ -39,7 +39,8 @@ def header(plan, model, estimate) -> str:
         f"{plan.steps_per_epoch} steps at batch {plan.batch_size}, precision {plan.precision}, {compilation(plan.jit_compile)}, "
         f"strategy {config.strategy} ({strategy.num_replicas_in_sync} replica{'s' if strategy.num_replicas_in_sync > 1 else ''})"
         + (f", budget {config.budget_seconds / 60:g} min" if config.budget_seconds is not None else ""),
-        f"Memory:   about {estimate.total / memory.GIB:.2f} GiB per training step (estimate)",
+        f"Memory:   about {estimate.total / memory.GIB:.2f} GiB per training step (estimate)"
+        + (f" per device; {strategy.describe(model)}" if isinstance(strategy, distribute.MeshStrategy) else ""),
         f"Outputs:  run dir {os.path.abspath(config.run_dir) if config.run_dir else 'none'}; final model "
         + (f"{os.path.abspath(os.path.join(config.output_dir, config.name))}.keras"
            + (" + SavedModel + TFLite" if config.export else "") if config.output_dir else "not saved"),
@@ -76,6 +77,8 @@ def format_summary(result) -> str:
         lines.append(
             f"Test accuracy: {result['test_accuracy']:.4f} (loss {result['test_loss']:.4f}, cross-entropy without "
             f"label smoothing as `keras-vit evaluate` reports it) on {result['num_test_examples']} examples"
+            + (f" ({result['unscored_test_examples']} beyond the last whole batch not scored: several processes "
+               "split whole batches only)" if result.get("unscored_test_examples") else "")
         )
     elif result["validation_accuracy"] is not None:
         lines.append(f"Validation accuracy: {result['validation_accuracy']:.4f} on {result['data']['validation']}")

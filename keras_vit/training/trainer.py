@@ -20,6 +20,7 @@ import time
 import keras
 import tensorflow as tf
 
+from keras_vit import machine
 from keras_vit._validation import check_positive_int
 from keras_vit.data.pipeline import make_pipeline
 from keras_vit.data.sources import load_source
@@ -90,7 +91,7 @@ def train(config: TrainConfig) -> dict:
     """
     plan = plan_lib.resolve(config)
     train_ds = _pipeline(plan, plan.train, training=True)
-    validation_ds = _pipeline(plan, plan.validation) if plan.validation is not None else None
+    validation_ds = _pipeline(plan, plan.validation, whole=True) if plan.validation is not None else None
     previous_policy = keras.config.dtype_policy()
     keras.config.set_dtype_policy(plan.precision)
     try:
@@ -99,6 +100,9 @@ def train(config: TrainConfig) -> dict:
         plan.attach_run_dir()
         callbacks, backup = _callbacks(plan, schedule)
         if config.verbose != 0:
+            if isinstance(plan.strategy, distribute.MeshStrategy):
+                with plan.strategy.scope():  # its slots now, created split, so the header can measure them
+                    model.optimizer.build(model.trainable_variables)
             print(report.header(plan, model, estimate), flush=True)
         history, steps_before, process_seconds = _fit(plan, model, train_ds, validation_ds, callbacks, backup)
         result = _results(plan, model, estimate, history, steps_before, process_seconds, backup)
@@ -122,10 +126,14 @@ def train(config: TrainConfig) -> dict:
         keras.config.set_dtype_policy(previous_policy)
 
 
-def _pipeline(plan, source, training=False):
+def _pipeline(plan, source, training=False, whole=False):
+    """The batched pipeline of `source`; `whole`: only whole batches where several processes must split them."""
+    extra = dict(training=True, augment=plan.augment, seed=plan.config.seed, cache=plan.cache) if training else {}
+    if whole and distribute.whole_batches_only(plan.strategy):
+        extra["drop_remainder"] = True
     return make_pipeline(
         source, image_size=plan.image_size, channels=plan.config.channels, scaling=None, batch_size=plan.batch_size,
-        **(dict(training=True, augment=plan.augment, seed=plan.config.seed, cache=plan.cache) if training else {}),
+        **extra,
     )
 
 
@@ -216,9 +224,12 @@ def _results(plan, model, estimate, history, steps_before, process_seconds, back
 def _test(plan, model, result):
     """Adds the test split's accuracy and loss to `result`."""
     with plan.strategy.scope():
-        scores = _score(model, _pipeline(plan, plan.test), plan.jit_compile)
+        scores = _score(model, _pipeline(plan, plan.test, whole=True), plan.jit_compile)
     result["test_accuracy"], result["test_loss"] = scores["accuracy"], scores["loss"]
     result["num_test_examples"] = _count(plan.test)
+    if distribute.whole_batches_only(plan.strategy):  # what was scored; the summary names the examples left out
+        result["unscored_test_examples"] = result["num_test_examples"] % plan.batch_size
+        result["num_test_examples"] -= result["unscored_test_examples"]
 
 
 def _check_memory(model, plan):
@@ -235,7 +246,14 @@ def _check_memory(model, plan):
         blocks, model.count_params(), max(plan.batch_size // plan.strategy.num_replicas_in_sync, 1), plan.image_size,
         patch_size, activation_bytes=2 if plan.precision.startswith("mixed") else 4,
         optimizer_slots=2 if plan.recipe.optimizer == "adamw" else 1,
+        mesh=getattr(plan.strategy, "mesh", None), available=_available_per_device(getattr(plan.strategy, "local_devices", 1)),
     )
+
+
+def _available_per_device(host_devices):
+    """The memory figure one device plans with: host CPU devices of a mesh share the machine's."""
+    found = machine.detect()
+    return memory.shared_memory(found.memory, host_devices if found.accelerator == "cpu" else 1)
 
 
 def _last(history, key):
