@@ -121,6 +121,9 @@ def _run_inspect(args):
     if not args.model.endswith(".keras"):
         raise ValueError(f"Invalid MODEL={args.model!r}: expected a saved Keras model file ending in .keras.")
     check_positive_int("--components", args.components)
+    from keras_vit._validation import check_writable_folder
+
+    check_writable_folder("--out", args.out)  # before the model loads: an existing file there is a mistake
     model = keras.saving.load_model(args.model, compile=False)
     probe = vit_inspect.attention_model(model)  # fails early, clearly, on a model that is no ViT
 
@@ -485,6 +488,10 @@ def _run_evaluate(args) -> int:
                       args.download, args.max_examples, args.validation_split, args.seed)
     print(f"{args.dataset}:{args.split}: accuracy {scores['accuracy']:.4f}, loss {scores['loss']:.4f} "
           f"on {scores['num_examples']} examples ({scores['data']})")
+    if scores["skipped_files"]:
+        from keras_vit.training.report import skipped_line
+
+        print(skipped_line(scores["skipped_files"]))
     return 0
 
 

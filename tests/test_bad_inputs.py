@@ -146,3 +146,123 @@ def test_saved_model_with_a_free_size_refuses_sides_the_patch_does_not_divide(tm
         with pytest.raises(tf.errors.InvalidArgumentError) as error:
             serving(images=tf.zeros(shape))
         assert "positive multiples of 4 (the patch)" in error_text(error.value), error_text(error.value)
+
+
+def test_evaluate_names_a_keras_file_that_is_no_image_classifier(tmp_path, capsys):
+    """Issue 29: `keras-vit evaluate` on another .keras file said 'not enough values to unpack (expected 3, got 1)'."""
+    import keras
+    from keras_vit import cli
+
+    path = str(tmp_path / "dense.keras")
+    keras.Sequential([keras.Input((8,)), keras.layers.Dense(10)]).save(path)
+    assert cli.main(["evaluate", path, "--max-examples", "16"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "dense.keras" in err and "expected images (batch, height, width, channels)" in err
+
+
+def test_inspect_out_that_is_a_file_is_one_line(tmp_path, capsys):
+    """Issue 29: `keras-vit inspect ... --out FILE` with FILE an existing file ended in a FileExistsError traceback."""
+    import keras_vit
+    from keras_vit import cli
+
+    pytest.importorskip("matplotlib")
+    model = str(tmp_path / "vit.keras")
+    keras_vit.ViT("tiny", num_classes=3, preprocessing="unit").save(model)
+    taken = tmp_path / "figures"
+    taken.write_text("not a folder")
+    assert cli.main(["inspect", model, "--out", str(taken)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--out" in err and "it is a file" in err
+    assert taken.read_text() == "not a folder"
+
+
+def test_header_counts_the_validation_images_used(tmp_path, capsys):
+    """Issue 29: with --max-test-examples 256 the header still said 'validation: 2,000 in-memory images'."""
+    from keras_vit import cli
+
+    argv = ["train", "--variant", "tiny", "--image-size", "28", "--num-layers", "1", "--epochs", "1", "--batch-size", "32",
+            "--max-train-examples", "64", "--max-test-examples", "48", "--validation-split", "0.1", "--quiet",
+            "--jit-compile", "off", "--precision", "float32", "--no-export", "--run-dir", str(tmp_path / "run"),
+            "--output-dir", str(tmp_path / "out")]
+    assert cli.main(argv) == 0, capsys.readouterr().err
+    header = capsys.readouterr().out
+    assert "validation: the first 48 of " in header, header
+
+
+def test_a_folder_run_prints_no_ran_out_of_data_warning(tmp_path, capsys):
+    """Issue 29: every folder run printed Keras' 'Your input ran out of data' (its length is unknown)."""
+    import warnings
+
+    import tensorflow as tf
+    from keras_vit import cli
+
+    for c in range(2):
+        (tmp_path / "data" / f"c{c}").mkdir(parents=True)
+        for i in range(12):
+            pixels = np.random.default_rng(i + 100 * c).integers(0, 256, (16, 16, 3)).astype("uint8")
+            (tmp_path / "data" / f"c{c}" / f"{i}.png").write_bytes(tf.io.encode_png(pixels).numpy())
+    argv = ["train", "--dataset", str(tmp_path / "data"), "--num-layers", "1", "--epochs", "2", "--batch-size", "8",
+            "--quiet", "--jit-compile", "off", "--precision", "float32", "--no-export",
+            "--run-dir", str(tmp_path / "run"), "--output-dir", str(tmp_path / "out")]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert cli.main(argv) == 0, capsys.readouterr().err
+    assert not [w for w in caught if "ran out of data" in str(w.message)]
+    assert not list((tmp_path / "run").rglob(".tmp*")), "a temporary file was left in the run directory"
+
+
+def _folder_with_a_cut_jpeg(root):
+    import tensorflow as tf
+
+    for c in range(2):
+        (root / f"c{c}").mkdir(parents=True)
+        for i in range(8):
+            pixels = np.random.default_rng(i + 100 * c).integers(0, 256, (16, 16, 3)).astype("uint8")
+            (root / f"c{c}" / f"{i}.jpg").write_bytes(tf.io.encode_jpeg(pixels).numpy())
+    whole = tf.io.encode_jpeg(np.zeros((16, 16, 3), "uint8")).numpy()
+    (root / "c0" / "cut.jpg").write_bytes(whole[: len(whole) // 2])  # a valid header, a truncated body
+    return str(root)
+
+
+def test_on_corrupt_error_names_the_file_in_one_line(tmp_path, capsys):
+    """Issue 29: a truncated JPEG under --on-corrupt error gave a 50-line TensorFlow traceback in epoch 1."""
+    from keras_vit import cli
+
+    root = _folder_with_a_cut_jpeg(tmp_path / "data")
+    argv = ["train", "--dataset", root, "--num-layers", "1", "--epochs", "1", "--batch-size", "4", "--quiet",
+            "--jit-compile", "off", "--precision", "float32", "--no-export", "--on-corrupt", "error",
+            "--run-dir", str(tmp_path / "run"), "--output-dir", str(tmp_path / "out")]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "cut.jpg" in err and "--on-corrupt skip" in err, err[:3000]
+
+
+def test_counts_are_of_images_used_and_evaluate_reports_skipped_files(tmp_path, capsys):
+    """Issue 29: with --on-corrupt skip, vit.json and evaluate counted the files listed (a JPEG with a valid
+    header and a cut body is skipped while decoding, after the count), and evaluate never said it skipped one."""
+    import json
+
+    from keras_vit import cli
+
+    root = _folder_with_a_cut_jpeg(tmp_path / "data")  # 17 files listed, 16 decode
+    out = tmp_path / "out"
+    argv = ["train", "--dataset", root, "--num-layers", "1", "--epochs", "1", "--batch-size", "4", "--quiet",
+            "--jit-compile", "off", "--precision", "float32", "--no-export", "--validation-split", "0.25",
+            "--run-dir", str(tmp_path / "run"), "--output-dir", str(out)]
+    assert cli.main(argv) == 0, capsys.readouterr().err
+    header = capsys.readouterr().out
+    import re
+
+    listed = int(re.search(r"train (\d+) \(train\)", header).group(1))
+    summary = json.loads((out / "vit.json").read_text())
+    cut_in_train = any("cut.jpg" in f for f in summary["skipped_files"])
+    assert summary["num_train_examples"] == listed - cut_in_train
+    # The two shares hold 17 files, one of them cut: together 16 images scored and one file reported.
+    used, reported = 0, 0
+    for split in ("train", "validation"):
+        argv = ["evaluate", str(out / "vit.keras"), "--dataset", root, "--split", split, "--validation-split", "0.25"]
+        assert cli.main(argv) == 0
+        printed = capsys.readouterr().out
+        used += int(re.search(r"on (\d+) examples", printed).group(1))
+        reported += printed.count("Skipped 1 corrupt image files") and "cut.jpg" in printed
+    assert (used, reported) == (16, 1)

@@ -15,8 +15,10 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+import re
 import socket
 from typing import Callable
 
@@ -114,8 +116,8 @@ class Source:
 
         >>> source = from_arrays(np.zeros((6, 2, 2), "uint8"), [0, 1, 2, 0, 1, 2])
         >>> small = source.take(4)
-        >>> small.num_examples, len(list(small.shuffled(seed=0)))
-        (4, 4)
+        >>> small.num_examples, len(list(small.shuffled(seed=0))), small.description
+        (4, 4, 'the first 4 of 6 in-memory images')
         """
         if count is None or (self.num_examples is not None and count >= self.num_examples):
             return self
@@ -126,6 +128,7 @@ class Source:
             keys=None if self.keys is None else self.keys.take(count),
             reorder=None,  # a fresh file order would take other examples every epoch
             files=self.files[:count],
+            description=f"the first {count:,} of {self.description}" if self.description else "",
         )
 
     def corrupt_files(self) -> tuple:
@@ -138,11 +141,26 @@ class Source:
         >>> source.corrupt_files()
         ()
         """
+        return tuple(self.corrupt) + self._failed_in_pipeline()
+
+    def num_used(self) -> int | None:
+        """Examples actually used: `num_examples` less the files whose decoding failed in the
+        pipeline (after one full pass; before it, the files listed).
+
+        Example:
+
+        >>> from_arrays(np.zeros((3, 2, 2), "uint8"), [0, 1, 0]).num_used()
+        3
+        """
+        if self.num_examples is None:
+            return None
+        return self.num_examples - len(self._failed_in_pipeline())
+
+    def _failed_in_pipeline(self) -> tuple:
         if self._progress is None or not self.files:
-            return tuple(self.corrupt)
+            return ()
         progress = self._progress.numpy()[: len(self.files)]
-        failed = [self.files[i] for i in np.flatnonzero(progress == 1)]
-        return tuple(self.corrupt) + tuple(failed)
+        return tuple(self.files[i] for i in np.flatnonzero(progress == 1))
 
 
 def from_arrays(images, labels, class_names=None) -> Source:
@@ -315,6 +333,38 @@ def _list_folder(directory, on_corrupt) -> _Listing:
     return _Listing(directory, class_names, paths, np.asarray(labels, "int32"), sizes, corrupt)
 
 
+# What a folder pipeline raises, inside tf.data, for a file it cannot decode under on_corrupt="error".
+_CORRUPT = "Corrupt image file {!r} (on_corrupt='error'): it does not decode"
+_CORRUPT_FOUND = re.compile(r"Corrupt image file ('.*?') \(on_corrupt='error'\): it does not decode")
+
+
+@contextlib.contextmanager
+def corrupt_files_named():
+    """Within the block, a pipeline's undecodable file (on_corrupt="error") raises one ValueError naming it.
+
+    tf.data reports it as an InvalidArgumentError holding the whole iterator stack, with the
+    file's name deep inside.
+
+    Example:
+
+    >>> with corrupt_files_named():
+    ...     raise tf.errors.InvalidArgumentError(None, None, "... " + _CORRUPT.format("/d/cat/cut.jpg") + " ...")
+    Traceback (most recent call last):
+    ...
+    ValueError: Corrupt image file '/d/cat/cut.jpg' (on_corrupt='error'): it does not decode. Remove or replace it, or pass on_corrupt='skip' (--on-corrupt skip) to leave such files out.
+    """
+    try:
+        yield
+    except tf.errors.InvalidArgumentError as error:
+        found = _CORRUPT_FOUND.search(error.message or "")
+        if found is None:
+            raise
+        raise ValueError(
+            f"Corrupt image file {found.group(1)} (on_corrupt='error'): it does not decode. Remove or replace it, or "
+            "pass on_corrupt='skip' (--on-corrupt skip) to leave such files out."
+        ) from None
+
+
 def _files_source(listing, indices, channels, on_corrupt, description) -> Source:
     """A streaming `Source` of the files `indices` of `listing`: decoded inside tf.data."""
     paths = [listing.paths[i] for i in indices]
@@ -328,7 +378,7 @@ def _files_source(listing, indices, channels, on_corrupt, description) -> Source
         try:
             return image_io.decode_image(data, channels)
         except tf.errors.InvalidArgumentError:
-            raise ValueError(f"Corrupt image file {path.numpy().decode()!r} (on_corrupt='error').") from None
+            raise ValueError(_CORRUPT.format(path.numpy().decode())) from None
 
     def load(index):
         started = [progress.scatter_max(tf.IndexedSlices(tf.ones([1], tf.int32), index[None]))] if progress is not None else []

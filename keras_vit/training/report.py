@@ -82,7 +82,17 @@ def format_summary(result) -> str:
         )
     elif result["validation_accuracy"] is not None:
         lines.append(f"Validation accuracy: {result['validation_accuracy']:.4f} on {result['data']['validation']}")
-    skipped = result["skipped_files"]
-    if skipped:
-        lines.append(f"Skipped {len(skipped)} corrupt image files: {', '.join(skipped[:3])}{', ...' if len(skipped) > 3 else ''}")
+    if result["skipped_files"]:
+        lines.append(skipped_line(result["skipped_files"]))
     return "\n".join(lines)
+
+
+def skipped_line(files) -> str:
+    """The line every command that reads a folder prints about the corrupt files it skipped.
+
+    Example:
+
+    >>> skipped_line(["a.jpg", "b.png", "c.gif", "d.bmp"])
+    'Skipped 4 corrupt image files: a.jpg, b.png, c.gif, ...'
+    """
+    return f"Skipped {len(files)} corrupt image files: {', '.join(files[:3])}{', ...' if len(files) > 3 else ''}"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 
 import keras
 import tensorflow as tf
@@ -23,7 +24,7 @@ import tensorflow as tf
 from keras_vit import machine
 from keras_vit._validation import check_positive_int
 from keras_vit.data.pipeline import make_pipeline
-from keras_vit.data.sources import load_source
+from keras_vit.data.sources import corrupt_files_named, load_source
 from keras_vit.models.head import outputs_probabilities
 from keras_vit.training import callbacks as callbacks_lib
 from keras_vit.training import distribute, memory, plan as plan_lib, recipes
@@ -56,7 +57,8 @@ def _score(model, dataset, jit_compile="auto"):
         metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")],
         jit_compile=jit_compile,
     )
-    scores = scorer.evaluate(dataset, return_dict=True, verbose=0)
+    with corrupt_files_named():
+        scores = scorer.evaluate(dataset, return_dict=True, verbose=0)
     return {"accuracy": float(scores["accuracy"]), "loss": float(scores["loss"])}
 
 
@@ -180,10 +182,14 @@ def _fit(plan, model, train_ds, validation_ds, callbacks, backup):
             if plan.state:  # the backup's weights and optimizer state; its step count, for this process's images/s
                 backup.restore(model)
                 steps_before = plan.state.get("steps", 0)
-            history = model.fit(
-                train_ds, epochs=plan.config.epochs, initial_epoch=backup.restored_epoch if backup else 0,
-                callbacks=callbacks, verbose=plan.config.verbose, shuffle=False, validation_data=validation_ds,
-            )
+            with warnings.catch_warnings(), corrupt_files_named():
+                # A folder's pipeline has no known length (corrupt files drop out while decoding),
+                # so every epoch ends by running out of data: Keras' warning about it is noise here.
+                warnings.filterwarnings("ignore", message="Your input ran out of data")
+                history = model.fit(
+                    train_ds, epochs=plan.config.epochs, initial_epoch=backup.restored_epoch if backup else 0,
+                    callbacks=callbacks, verbose=plan.config.verbose, shuffle=False, validation_data=validation_ds,
+                )
     return history, steps_before, time.perf_counter() - start
 
 
@@ -207,7 +213,7 @@ def _results(plan, model, estimate, history, steps_before, process_seconds, back
         "initial_epoch": plan.state["epoch"] if plan.state else 0,
         "train_seconds": round(train_seconds, 1),
         "images_per_second": round(steps_this_process * plan.batch_size / process_seconds, 1) if steps_this_process else None,
-        "num_train_examples": plan.num_train,
+        "num_train_examples": plan.train.num_used() if history is not None else plan.num_train,
         "class_names": list(plan.train.class_names),
         "data": {
             "train": plan.train.description,
@@ -226,7 +232,8 @@ def _test(plan, model, result):
     with plan.strategy.scope():
         scores = _score(model, _pipeline(plan, plan.test, whole=True), plan.jit_compile)
     result["test_accuracy"], result["test_loss"] = scores["accuracy"], scores["loss"]
-    result["num_test_examples"] = _count(plan.test)
+    _count(plan.test)
+    result["num_test_examples"] = plan.test.num_used()  # the images scored, not the files listed
     if distribute.whole_batches_only(plan.strategy):  # what was scored; the summary names the examples left out
         result["unscored_test_examples"] = result["num_test_examples"] % plan.batch_size
         result["num_test_examples"] -= result["unscored_test_examples"]
@@ -302,13 +309,22 @@ def evaluate(model_path, dataset="sample", split="test", batch_size=256, data_di
         check_positive_int("max_examples", max_examples)
     source = load_source(dataset, split, data_dir, on_corrupt, download, validation_split, seed).take(max_examples)
     model = keras.saving.load_model(model_path, compile=False)
-    height, width, channels = model.input_shape[1:]
-    num_classes = model.output_shape[-1]
+    # A .keras file of another model (not an image classifier) must be named, not fail in unpacking.
+    from keras_vit.export import _common
+
+    try:
+        height, width, channels = _common.static_image_shape(model, what="evaluate")
+        num_classes = _common.num_classes(model, what="evaluate")
+    except ValueError as error:
+        raise ValueError(f"Invalid model={model_path!r}: {error}") from None
     if source.num_classes != num_classes:
         raise ValueError(
             f"dataset={dataset!r} has {source.num_classes} classes but the model predicts {num_classes}."
         )
     ds = make_pipeline(source, image_size=(height, width), channels=channels, scaling=None, batch_size=batch_size)
     data = source.description + (" (training data)" if split == "train" else "")
-    return dict(_score(model, ds), num_examples=_count(source), data=data)
+    scores = _score(model, ds)
+    _count(source)
+    # After the full pass: the images scored, and the files skipped as corrupt (listing or decoding).
+    return dict(scores, num_examples=source.num_used(), data=data, skipped_files=list(source.corrupt_files()))
 
