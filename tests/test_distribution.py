@@ -175,7 +175,7 @@ from keras_vit.training.callbacks import AtomicBackupAndRestore as Backup
 
 on_batch = Backup.on_train_batch_end
 Backup.on_train_batch_end = lambda self, batch, logs=None: (
-    os.kill(os.getpid(), signal.SIGKILL) if self._current_epoch == 1 and batch == 1 else on_batch(self, batch, logs))
+    os.kill(os.getpid(), signal.SIGKILL) if self.epoch == 1 and batch == 1 else on_batch(self, batch, logs))
 sys.exit(cli.main(sys.argv[1:]))
 """
 

@@ -687,14 +687,14 @@ class VisionTransformer(keras.Model):
                     f"input_shape=(..., {shape[-1]})."
                 )
             multiple = self.pixel_multiple
-            for axis in (1, 2):
+            for axis, side_name in ((1, "height"), (2, "width")):
                 side = shape[axis]
                 if expected[axis] is None and side is not None and multiple and (side < 1 or side % multiple):
                     # A free image size would otherwise crop the image (or drop it, at 0 px) in silence.
                     raise ValueError(
-                        f"Invalid images of shape {tuple(shape)} for model {self.name!r}: with a free image "
-                        f"size, height and width must be positive multiples of {multiple} (its patch), "
-                        f"got {shape[1]}x{shape[2]}."
+                        f"Invalid image {side_name}={side} for model {self.name!r} (images of shape "
+                        f"{tuple(shape)}): with a free image size, height and width must be positive "
+                        f"multiples of patch_size={multiple}."
                     )
         return super().call(inputs, training=training, mask=mask, **kwargs)
 
