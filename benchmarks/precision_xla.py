@@ -71,10 +71,13 @@ def main(argv=None):
         print(json.dumps({"images_per_second": job(workload, policy, jit == "1", args.steps)}))
         return 0
 
+    from keras_vit import machine as machine_lib
     from keras_vit._hardware import native_bfloat16, read_cpuinfo
 
     cpu, flags = read_cpuinfo()
-    auto = ("mixed_bfloat16", False) if native_bfloat16(flags) else ("float32", True)
+    this_cpu = machine_lib.Machine("cpu", cpu_flags=frozenset(flags))
+    auto_precision = machine_lib.default_precision(this_cpu)
+    auto = (auto_precision, machine_lib.default_jit_compile(this_cpu, auto_precision, False))
     machine = {"cpu": cpu, "flags": sorted(f for f in flags if f.startswith(("avx", "amx", "fma"))), "cores": os.cpu_count()}
     print(f"machine: {machine}")
     workloads = args.workloads.split(",")

@@ -10,7 +10,7 @@ instructions) on whatever machine the test runs (`tests/test_machine.py` forces 
 | precision | TPU | mixed_bfloat16 | bfloat16 matrix units |
 | precision | GPU, compute capability >= 8 | mixed_bfloat16 | bfloat16 tensor cores, no loss scaling |
 | precision | GPU, compute capability < 8 | mixed_float16 | float16 tensor cores; Keras scales the loss |
-| precision | CPU (any flags) | float32 | on an AMD EPYC Zen 5 with avx512_bf16, `model.fit` of the default model ran float32 + XLA at 1.13-1.22x mixed_bfloat16 (issue 24; `benchmarks/precision_xla.py`, RESULTS "Precision and XLA"); without avx512_bf16/amx_bf16 bfloat16 is emulated, 2-5x slower |
+| precision | CPU (any flags) | float32 | on a 2-core AMD EPYC with avx512_bf16 (quiet), the default model trained 1.45-1.48x faster in float32 + XLA than in mixed_bfloat16 without XLA (`python -m benchmarks precision-xla`, RESULTS "Precision x XLA"); whole `keras-vit train` runs on a Zen 5: 1.13-1.22x (issue 24); without avx512_bf16/amx_bf16 bfloat16 is emulated, 2-5x slower |
 | jit_compile | TensorFlow, CPU, float32, one replica | XLA on | 1.25x without XLA (RESULTS) |
 | jit_compile | TensorFlow, CPU, mixed precision | XLA off | XLA's bfloat16 matrix products ran below its float32 ones; oneDNN's run ~2x |
 | jit_compile | TensorFlow, CPU, several replicas or workers | XLA off | XLA cannot compile the gradient all-reduce for CPU devices |
