@@ -71,6 +71,7 @@ def main(argv=None):
         print(json.dumps({"images_per_second": job(workload, policy, jit == "1", args.steps)}))
         return 0
 
+    from benchmarks.timing import median_range
     from keras_vit import machine as machine_lib
     from keras_vit._hardware import native_bfloat16, read_cpuinfo
 
@@ -111,14 +112,13 @@ def main(argv=None):
     print(f"\nauto picks {auto[0]} {'with' if auto[1] else 'without'} XLA here (native bfloat16 flags: "
           f"{native_bfloat16(flags) or 'none'})")
     for workload in workloads:
-        base = sorted(results[(workload, "float32", True)])[len(results[(workload, "float32", True)]) // 2]
+        base = median_range(results[(workload, "float32", True)])[0]
         print(f"{workload}:")
         for policy, jit in SETUPS:
-            values = sorted(results[(workload, policy, jit)])
-            median = values[len(values) // 2]
+            median, low, high = median_range(results[(workload, policy, jit)])
             mark = "  <- auto" if (policy, jit) == auto else ""
             print(f"  {policy:15s} XLA {'on ' if jit else 'off'}  {median:7.1f} img/s "
-                  f"({min(values):.1f}-{max(values):.1f})  {median / base:.2f}x float32+XLA{mark}")
+                  f"({low:.1f}-{high:.1f})  {median / base:.2f}x float32+XLA{mark}")
     return 0
 
 
