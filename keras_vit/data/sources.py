@@ -365,8 +365,29 @@ def corrupt_files_named():
         ) from None
 
 
+def classes_in_turn(indices, labels):
+    """`indices` reordered to take every class in turn: the first file of each class, then the second, ...
+
+    A folder lists its files class by class; in this order the first N of them
+    (`Source.take`, `--max-train-examples`, `--max-test-examples`) hold every class.
+
+    Example:
+
+    >>> classes_in_turn(np.arange(6), np.array([0, 0, 0, 1, 1, 2])).tolist()
+    [0, 3, 5, 1, 4, 2]
+    """
+    indices = np.asarray(indices)
+    classes = np.asarray(labels)[indices]
+    rank = np.zeros(len(indices), np.int64)
+    for label in np.unique(classes):
+        where = classes == label
+        rank[where] = np.arange(int(where.sum()))
+    return indices[np.lexsort((classes, rank))]
+
+
 def _files_source(listing, indices, channels, on_corrupt, description) -> Source:
-    """A streaming `Source` of the files `indices` of `listing`: decoded inside tf.data."""
+    """A streaming `Source` of the files `indices` of `listing` (classes in turn): decoded inside tf.data."""
+    indices = classes_in_turn(indices, listing.labels)
     paths = [listing.paths[i] for i in indices]
     sizes = {listing.sizes[i] for i in indices}
     image_size = next(iter(sizes)) if len(sizes) == 1 else None
