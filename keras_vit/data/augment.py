@@ -10,6 +10,7 @@ RandAugment magnitudes m are given on the 0..30 scale of timm/AugReg and mapped 
 |---|---|---|---|---|---|
 | none | - | - | - | - | - |
 | flip | - | yes | - | - | - |
+| shift | shift by up to 1/16 of the side | yes | - | - | - |
 | light | 0.35..1 | yes | - | - | - |
 | medium | 0.35..1 | yes | 2 ops, m 10 | mixup 0.2 | - |
 | strong | 0.08..1 | yes | 2 ops, m 9 | mixup 0.8 or cutmix 1.0 (DeiT) | p 0.25 |
@@ -42,6 +43,9 @@ class AugmentConfig:
         cutmix_alpha: float. CutMix Beta parameter; 0 for none. With MixUp too, each batch
             gets one of the two at random (DeiT). Defaults to 0.
         erasing_probability: float. Probability of RandomErasing per image. Defaults to 0.
+        shift: float. Random translation by up to this fraction of the side, each way: the
+            image is padded by reflection and cropped back to its size (2 px on 32 px CIFAR
+            images for 1/16, the usual augmentation of short CIFAR runs). Defaults to 0.
 
     Example:
 
@@ -56,11 +60,13 @@ class AugmentConfig:
     mixup_alpha: float = 0.0
     cutmix_alpha: float = 0.0
     erasing_probability: float = 0.0
+    shift: float = 0.0
 
 
 PRESETS: dict[str, AugmentConfig] = {
     "none": AugmentConfig(),
     "flip": AugmentConfig(flip=True),
+    "shift": AugmentConfig(flip=True, shift=1 / 16),
     "light": AugmentConfig(crop_scale=(0.35, 1.0), flip=True),
     "medium": AugmentConfig(
         crop_scale=(0.35, 1.0), flip=True, randaugment_ops=2, randaugment_magnitude=10, mixup_alpha=0.2
@@ -124,6 +130,25 @@ def random_resized_crop(image, size, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), se
     return tf.image.resize(crop, size)
 
 
+def random_shift(image, fraction, seed=None):
+    """Shifts one image by up to `fraction` of its side each way, filling by reflection.
+
+    Args:
+        image: tensor (H, W, C) of known height and width. Float pixels.
+        fraction: float. Largest shift as a fraction of the side (at least one pixel).
+        seed: int or None. Op-level seed. Defaults to None.
+
+    Example:
+
+    >>> tuple(random_shift(tf.zeros((32, 32, 3)), 1 / 16, seed=0).shape)
+    (32, 32, 3)
+    """
+    height, width, channels = image.shape
+    pad_y, pad_x = max(round(height * fraction), 1), max(round(width * fraction), 1)
+    padded = tf.pad(image, [[pad_y, pad_y], [pad_x, pad_x], [0, 0]], mode="REFLECT")
+    return tf.image.random_crop(padded, (height, width, channels), seed=seed)
+
+
 class Augmenter:
     """Applies a preset (or user layers) to images in [0, 255] and one-hot labels.
 
@@ -184,8 +209,10 @@ class Augmenter:
         return self.config.crop_scale is not None
 
     def per_example(self, image):
-        """Crop, flip and RandAugment one float image (H, W, C) in [0, 255]."""
+        """Crop, shift, flip and RandAugment one float image (H, W, C) in [0, 255]."""
         config = self.config
+        if config.shift:
+            image = random_shift(image, config.shift, seed=self.seed)
         if config.crop_scale is not None:
             image = random_resized_crop(image, self.image_size, scale=config.crop_scale, seed=self.seed)
         if config.flip:
