@@ -19,8 +19,11 @@ import dataclasses
 from keras_vit.configs import ARCHITECTURE_FIELDS, SCALINGS, ViTConfig
 
 RECIPES = ("deit", "finetune", "compact", "anchor")
-AUGMENT_PRESETS = ("none", "flip", "light", "medium", "strong")
+AUGMENT_PRESETS = ("none", "flip", "shift", "light", "medium", "strong")
 PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
+# `keras-vit train --stem`: the conv stem when a budget's rules say so, always, or never
+# (`keras_vit.training.budget`).
+STEMS = ("auto", "conv", "none")
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu", "data_parallel", "model_parallel")
 # How `keras_vit.inspect.images.model_inputs` scales [0, 255] pixels: "raw" when the model has
 # its own preprocessing, "auto" to choose by that, or one of configs.SCALINGS.

@@ -27,8 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
     Example:
 
     >>> args = build_parser().parse_args(["train", "--epochs", "1"])
-    >>> args.command, args.epochs, args.dataset, args.recipe
-    ('train', 1, 'sample', 'compact')
+    >>> args.command, args.epochs, args.dataset, args.stem
+    ('train', 1, 'sample', 'auto')
     """
     parser = argparse.ArgumentParser(
         prog="keras-vit",
@@ -358,6 +358,9 @@ def _add_train(subparsers) -> None:
                        "patch 7, D 128, 6 layers, 4 heads, MLP 256)")
     for field in choices.MODEL_FIELDS:
         model.add_argument(f"--{field.replace('_', '-')}", type=int, help=f"override the variant's {field.replace('_', ' ')}")
+    model.add_argument("--stem", choices=choices.STEMS, default="auto",
+                       help="conv stem before the encoder: auto (when --budget-minutes' rules choose it for "
+                       "images up to 64 px and no model flag is given), conv, none (default: auto)")
     model.add_argument("--pooling", choices=("token", "gap"), default="token",
                        help="class token or mean of tokens (default: token)")
     model.add_argument("--image-size", type=int, help="input side in pixels (default: the variant's, or the images' "
@@ -367,10 +370,11 @@ def _add_train(subparsers) -> None:
                        help="pixel scaling built into the model: unit [0,1], symmetric [-1,1], imagenet mean/std "
                        "(default: unit)")
     fit = parser.add_argument_group("training")
-    fit.add_argument("--recipe", choices=choices.RECIPES, default="compact",
+    fit.add_argument("--recipe", choices=choices.RECIPES,
                      help="optimizer/schedule/regularisation recipe (default: compact)")
     fit.add_argument("--augment", choices=choices.AUGMENT_PRESETS, help="augmentation preset (default: the recipe's)")
-    fit.add_argument("--epochs", type=int, default=10, help="number of epochs (default: 10)")
+    fit.add_argument("--epochs", type=int, help="number of epochs (default: 10, or with --budget-minutes as many "
+                     "as the budget buys)")
     fit.add_argument("--batch-size", type=int, help="global batch size, split over replicas (default: the recipe's)")
     fit.add_argument("--precision", choices=choices.PRECISIONS, default="auto", help="dtype policy (default: auto, by hardware)")
     fit.add_argument("--jit-compile", choices=("auto", "on", "off"), default="auto",
@@ -434,7 +438,7 @@ def _run_train(args) -> int:
         on_corrupt=args.on_corrupt,
         variant=args.variant,
         model_overrides={k: getattr(args, k) for k in choices.MODEL_FIELDS},
-        pooling=args.pooling, image_size=args.image_size, channels=args.channels, scaling=args.scaling,
+        stem=args.stem, pooling=args.pooling, image_size=args.image_size, channels=args.channels, scaling=args.scaling,
         recipe=args.recipe, augment=args.augment, epochs=args.epochs, batch_size=args.batch_size,
         precision=args.precision, jit_compile={"auto": None, "on": True, "off": False}[args.jit_compile],
         strategy=args.strategy, mesh=args.mesh, run_dir=args.run_dir, output_dir=args.output_dir, name=args.name,

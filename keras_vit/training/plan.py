@@ -26,7 +26,7 @@ import keras
 
 from keras_vit import _validation, choices, configs
 from keras_vit.data.sources import Source, load_splits
-from keras_vit.training import distribute, memory, recipes
+from keras_vit.training import budget, distribute, memory, recipes
 from keras_vit.training.run_dir import RunDirectory
 
 # The default model of `keras-vit train`: a small ViT for 28x28 images that trains in minutes
@@ -36,6 +36,8 @@ DEFAULT_MODEL = {"patch_size": 7, "hidden_size": 128, "num_layers": 6, "num_head
 # The default model's token grid (DEFAULT_MODEL's patch 7 on 28 px Fashion-MNIST, where its speed
 # and accuracy were measured): other image sizes get the patch that keeps about this grid.
 DEFAULT_GRID = 4
+DEFAULT_EPOCHS = 10  # without a budget and without --epochs
+DEFAULT_RECIPE = "compact"
 MODEL_KEYS = choices.MODEL_FIELDS  # what model_overrides may set
 
 
@@ -59,15 +61,20 @@ class TrainConfig:
         backbone: Keras model or layer, callable or None. A stem for a hybrid ViT (see
             `keras_vit.ViT(backbone=)`); a callable without arguments is called inside the
             distribution strategy's scope to build it. Defaults to None.
+        stem: str. "auto": the conv stem (`keras_vit.models.stems.conv_stem`) when a budget's
+            rules choose it (`keras_vit.training.budget`); "conv": always (on the default
+            model or the variant); "none": never. Defaults to "auto".
         pooling: str. "token" or "gap". Defaults to "token".
         image_size: int or None. Defaults to the images' own size when they all share one
             square size (with the default model; a folder whose images differ needs it),
             else the variant's.
         channels: int. Model input channels. Defaults to 3.
         scaling: str. Pixel scaling put in the model (`configs.SCALINGS`). Defaults to "unit".
-        recipe: str. A `recipes.RECIPES` name. Defaults to "compact".
-        augment: str or None. Augmentation preset; None for the recipe's. Defaults to None.
-        epochs: int. Defaults to 10.
+        recipe: str or None. A `recipes.RECIPES` name; None for "compact". Defaults to None.
+        augment: str or None. Augmentation preset; None for the recipe's, or with a budget and
+            no recipe given the budget's (`keras_vit.training.budget`). Defaults to None.
+        epochs: int or None. Epoch limit; None for 10, or with a budget as many as it buys.
+            Defaults to None.
         batch_size: int or None. Global batch size; None for the recipe's. Defaults to None.
         precision: str. "auto", "float32", "mixed_bfloat16", "mixed_float16". Defaults to "auto".
         jit_compile: bool or None. None picks by Keras backend, hardware and precision
@@ -99,8 +106,8 @@ class TrainConfig:
     Example:
 
     >>> config = TrainConfig(variant="tiny", epochs=3, model_overrides={"num_layers": 1})
-    >>> config.dataset, config.recipe, config.batch_size, config.precision
-    ('sample', 'compact', None, 'auto')
+    >>> config.dataset, config.recipe, config.batch_size, config.precision, config.stem
+    ('sample', None, None, 'auto', 'auto')
     >>> dataclasses.replace(config, recipe="deit").recipe
     'deit'
     """
@@ -115,13 +122,14 @@ class TrainConfig:
     variant: str | None = None
     model_overrides: dict = dataclasses.field(default_factory=dict)
     backbone: object = None
+    stem: str = "auto"
     pooling: str = "token"
     image_size: int | None = None
     channels: int = 3
     scaling: str = "unit"
-    recipe: str = "compact"
+    recipe: str | None = None
     augment: str | None = None
-    epochs: int = 10
+    epochs: int | None = None
     batch_size: int | None = None
     precision: str = "auto"
     jit_compile: bool | None = None
@@ -141,7 +149,8 @@ class TrainConfig:
     callbacks: list = dataclasses.field(default_factory=list)
 
 
-def build_model(config: TrainConfig, num_classes: int, image_size: int, drop_path_rate: float = 0.0):
+def build_model(config: TrainConfig, num_classes: int, image_size: int, drop_path_rate: float = 0.0, *,
+                architecture: dict | None = None, stem: bool = False):
     """Builds the ViT of `config` for `num_classes` and `image_size`, with scaling inside the model.
 
     Args:
@@ -150,6 +159,10 @@ def build_model(config: TrainConfig, num_classes: int, image_size: int, drop_pat
         num_classes: int. Width of the head.
         image_size: int. Input height and width.
         drop_path_rate: float. Stochastic depth of the last block. Defaults to 0.
+        architecture: dict or None. The default model's resolved fields (`RunPlan.architecture`);
+            None resolves them from `config`. Ignored with a variant. Defaults to None.
+        stem: bool. Put the conv stem (`keras_vit.models.stems.conv_stem`) before the encoder
+            (`RunPlan.stem`). Defaults to False.
 
     Example:
 
@@ -160,17 +173,22 @@ def build_model(config: TrainConfig, num_classes: int, image_size: int, drop_pat
     >>> sum(layer.name.startswith("encoderblock_") for layer in model.layers)
     1
     """
-    from keras_vit.models import ViT
+    from keras_vit.models import ViT, stems
 
     unknown = set(config.model_overrides) - set(MODEL_KEYS)
     if unknown:
         raise ValueError(f"Invalid model_overrides keys {sorted(unknown)}. Expected some of {list(MODEL_KEYS)}.")
     overrides = {k: v for k, v in config.model_overrides.items() if v is not None}
-    arch = {} if config.variant is not None else _architecture(config, image_size)[0]
-    arch.update(overrides)
+    if config.variant is not None:
+        arch = dict(overrides)
+    else:
+        arch = dict(architecture) if architecture is not None else _architecture(config, image_size)[0]
+        arch.update(overrides)
     backbone = config.backbone
     if callable(backbone) and not isinstance(backbone, keras.layers.Layer):
         backbone = backbone()
+    if stem:
+        backbone = stems.conv_stem(channels=config.channels)
     return ViT(
         config.variant,
         **arch,
@@ -229,17 +247,28 @@ def default_patch_size(image_size: int) -> tuple[int, str]:
     return patch, f"chosen for {image_size} px images: a {grid}x{grid} grid of patches, as the default model has on 28 px"
 
 
-def _architecture(config, image_size=None):
+def _architecture(config, image_size=None, stem=False, budget_architecture=None):
     """The resolved patch_size/hidden_size/num_layers/num_heads/mlp_dim of `config`'s model, and why the patch.
 
-    The default model's patch follows `image_size` (`default_patch_size`) unless one is given.
+    The default model's patch follows `image_size` (`default_patch_size`) unless one is given;
+    behind the conv stem (`stem`), it follows the stem's feature map and is counted in its cells.
+    `budget_architecture`: fields a budget chose (`keras_vit.training.budget`).
     """
+    from keras_vit.models import stems
+
     base = DEFAULT_MODEL if config.variant is None else dataclasses.asdict(configs.get_variant(config.variant))
     arch = {key: base.get(key) for key in MODEL_KEYS}
+    arch.update(budget_architecture or {})
     reason = "given" if config.model_overrides.get("patch_size") is not None else (
         f"variant {config.variant}'s" if config.variant is not None else "the default model's")
     if config.variant is None and config.model_overrides.get("patch_size") is None and image_size is not None:
-        arch["patch_size"], reason = default_patch_size(image_size)
+        if stem:
+            cells = image_size // stems.stem_stride()
+            patch, _ = default_patch_size(cells)
+            arch["patch_size"] = patch
+            reason = f"cells of the conv stem's {cells}x{cells} map: a {cells // patch}x{cells // patch} grid"
+        else:
+            arch["patch_size"], reason = default_patch_size(image_size)
     arch.update({k: v for k, v in config.model_overrides.items() if v is not None})
     return arch, reason
 
@@ -260,7 +289,12 @@ def check_config(config, name=None):
     ValueError: Invalid --epochs=0. Expected an integer >= 1.
     """
     name = name or (lambda field: field)
-    _validation.check_positive_int(name("epochs"), config.epochs)
+    if config.epochs is not None:
+        _validation.check_positive_int(name("epochs"), config.epochs)
+    _validation.check_choice(name("stem"), config.stem, choices.STEMS)
+    if config.stem == "conv" and (config.backbone is not None or config.variant is not None):
+        other = "a backbone" if config.backbone is not None else f"{name('variant')}={config.variant!r}"
+        raise ValueError(f"Contradicting {name('stem')}='conv' and {other}: the conv stem goes with the default model.")
     for field in ("batch_size", "image_size", "max_train_examples", "max_test_examples"):
         if getattr(config, field) is not None:
             _validation.check_positive_int(name(field), getattr(config, field))
@@ -305,6 +339,9 @@ class RunPlan:
     image_size_reason: str
     cache: bool
     patch_reason: str = "given"
+    epochs: int = DEFAULT_EPOCHS
+    stem: bool = False
+    budget_reasons: tuple = ()
     run: RunDirectory | None = None
     state: dict | None = None
     finished: bool = False
@@ -323,7 +360,8 @@ class RunPlan:
             "backbone": None if backbone is None else getattr(backbone, "name", None) or getattr(backbone, "__name__", type(backbone).__name__),
             "pooling": config.pooling, "image_size": self.image_size, "channels": config.channels, "scaling": config.scaling,
             "recipe": self.recipe.name, "augment": self.augment_name,
-            "epochs": config.epochs, "batch_size": self.batch_size, "precision": self.precision, "seed": config.seed,
+            "epochs": self.epochs, "batch_size": self.batch_size, "precision": self.precision, "seed": config.seed,
+            "stem": self.stem,
         }
 
     def settings(self, model, estimate) -> dict:
@@ -333,7 +371,7 @@ class RunPlan:
             "dataset": config.dataset, "variant": config.variant or "default",
             "image_size": self.image_size, "channels": config.channels, "recipe": self.recipe.name,
             "augment": self.augment_name, "batch_size": self.batch_size,
-            "epochs": config.epochs, "precision": self.precision, "jit_compile": self.jit_compile, "backend": keras.backend.backend(),
+            "epochs": self.epochs, "stem": self.stem, "precision": self.precision, "jit_compile": self.jit_compile, "backend": keras.backend.backend(),
             "strategy": config.strategy, "replicas": self.strategy.num_replicas_in_sync,
             "mesh": "x".join(map(str, self.strategy.mesh)) if isinstance(self.strategy, distribute.MeshStrategy) else None,
             "params": model.count_params(), "seed": config.seed,
@@ -363,7 +401,7 @@ def resolve(config: TrainConfig) -> RunPlan:
         A `RunPlan` (without its run directory: see `RunPlan.attach_run_dir`).
     """
     check_config(config)
-    recipe = recipes.get_recipe(config.recipe)
+    recipe = recipes.get_recipe(config.recipe or DEFAULT_RECIPE)
     # First: MultiWorkerMirroredStrategy must be created before anything initialises TF's runtime.
     strategy = distribute.get_strategy(config.strategy, mesh=config.mesh)
     precision = distribute.resolve_precision(config.precision)
@@ -390,10 +428,23 @@ def resolve(config: TrainConfig) -> RunPlan:
     if validation_source is not None:
         validation_source = validation_source.take(config.max_test_examples)
     cache = config.cache if config.cache is not None else train_source.keys is None and num_train <= 200_000
-    architecture, patch_reason = _architecture(config, image_size)
+    model_given = (config.variant is not None or config.backbone is not None
+                   or any(v is not None for v in config.model_overrides.values()))
+    choice = budget.choose(
+        config.budget_seconds, num_train, image_size, stem=config.stem, model_given=model_given,
+        image_size_given=config.image_size is not None, epochs_given=config.epochs is not None,
+        augment_given=config.augment is not None or config.recipe is not None,
+        data_channels=train_source.dataset.element_spec[0].shape[-1] or 3,
+    )
+    augment = choice.augment or augment
+    if choice.image_size != image_size:
+        image_size, image_size_reason = choice.image_size, f"{image_size_reason}, resized for the conv stem"
+    architecture, patch_reason = _architecture(config, image_size, stem=choice.stem, budget_architecture=choice.architecture)
+    epochs = config.epochs or choice.epochs or DEFAULT_EPOCHS
     return RunPlan(
         config=config, recipe=recipe, strategy=strategy, precision=precision, jit_compile=jit_compile,
         batch_size=batch_size, augment=augment, architecture=architecture, patch_reason=patch_reason, train=train_source,
         validation=validation_source, test=test_source, num_train=num_train, steps_per_epoch=num_train // batch_size,
         image_size=image_size, image_size_reason=image_size_reason, cache=cache,
+        epochs=epochs, stem=choice.stem, budget_reasons=choice.reasons,
     )

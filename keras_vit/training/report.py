@@ -22,7 +22,7 @@ def header(plan, model, estimate) -> str:
     blocks = [layer for layer in model.layers if layer.name.startswith("encoderblock_")]
     tokens = int(blocks[0].input.shape[1]) if blocks else None
     model_line = (
-        f"Model:    {config.variant or 'default ViT'} (patch {arch['patch_size']} ({plan.patch_reason}), width {arch['hidden_size']}, "
+        f"Model:    {config.variant or 'default ViT'}{' behind a conv stem (' + _stem_text() + ')' if plan.stem else ''} (patch {arch['patch_size']} ({plan.patch_reason}), width {arch['hidden_size']}, "
         f"{arch['num_layers']} layers, {arch['num_heads']} heads, MLP {arch['mlp_dim']}), {tokens} tokens, "
         f"{model.count_params():,} parameters, pooling {config.pooling}"
     )
@@ -35,7 +35,7 @@ def header(plan, model, estimate) -> str:
         model_line,
         f"Data:     {config.dataset}: train {plan.num_train:,} ({config.train_split}), {test}; {train_source.num_classes} classes; "
         f"images {image_size}x{image_size}x{config.channels} ({plan.image_size_reason}){validation}",
-        f"Training: recipe {plan.recipe.name}, augment {plan.augment if isinstance(plan.augment, str) else 'custom'}, {config.epochs} epochs x "
+        f"Training: recipe {plan.recipe.name}, augment {plan.augment if isinstance(plan.augment, str) else 'custom'}, {_epochs_text(plan)} x "
         f"{plan.steps_per_epoch} steps at batch {plan.batch_size}, precision {plan.precision}, {compilation(plan.jit_compile)}, "
         f"strategy {config.strategy} ({strategy.num_replicas_in_sync} replica{'s' if strategy.num_replicas_in_sync > 1 else ''})"
         + (f", budget {config.budget_seconds / 60:g} min" if config.budget_seconds is not None else ""),
@@ -45,16 +45,31 @@ def header(plan, model, estimate) -> str:
         + (f"{os.path.abspath(os.path.join(config.output_dir, config.name))}.keras"
            + (" + SavedModel + TFLite" if config.export else "") if config.output_dir else "not saved"),
     ]
+    if plan.budget_reasons:
+        lines.insert(3, "Budget:   " + "; ".join(plan.budget_reasons))
     if state is None:
         resume = "new run"
     elif plan.finished:
-        resume = (f"training had finished (epoch {state['epoch']} of {config.epochs}); writing the final artefacts "
+        resume = (f"training had finished (epoch {state['epoch']} of {plan.epochs}); writing the final artefacts "
                   f"only (backup in {run.backup_dir})")
     else:
-        resume = f"resuming from epoch {state['epoch']} of {config.epochs} (backup in {run.backup_dir})"
+        resume = f"resuming from epoch {state['epoch']} of {plan.epochs} (backup in {run.backup_dir})"
     lines.append(f"Resume:   {resume}")
     lines.extend(f"          moved the previous run's files aside to {path}" for path in (run.moved if run else []))
     return "\n".join(lines)
+
+
+def _epochs_text(plan) -> str:
+    if plan.config.epochs is None and plan.config.budget_seconds is not None:
+        return "epochs until the budget is spent"
+    return f"{plan.epochs} epochs"
+
+
+def _stem_text() -> str:
+    from keras_vit.models import stems
+
+    widths = ", ".join(map(str, stems.DEFAULT_FILTERS))
+    return f"3x3 convolutions of {widths} channels, stride {stems.stem_stride()}"
 
 
 def compilation(jit_compile) -> str:

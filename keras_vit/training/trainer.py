@@ -143,8 +143,11 @@ def _compiled_model(plan):
     """The plan's model, compiled with its recipe inside its strategy's scope; and the learning-rate schedule."""
     recipe = plan.recipe
     with plan.strategy.scope():
-        model = build_model(plan.config, plan.train.num_classes, plan.image_size, recipe.drop_path_rate)
-        schedule = recipes.make_schedule(recipe, plan.batch_size, plan.steps_per_epoch, plan.config.epochs)
+        model = build_model(
+            plan.config, plan.train.num_classes, plan.image_size, recipe.drop_path_rate,
+            architecture=plan.architecture, stem=plan.stem,
+        )
+        schedule = recipes.make_schedule(recipe, plan.batch_size, plan.steps_per_epoch, plan.epochs)
         model.compile(
             optimizer=recipes.make_optimizer(recipe, model, schedule),
             loss=recipes.make_loss(recipe, model),
@@ -187,7 +190,7 @@ def _fit(plan, model, train_ds, validation_ds, callbacks, backup):
                 # so every epoch ends by running out of data: Keras' warning about it is noise here.
                 warnings.filterwarnings("ignore", message="Your input ran out of data")
                 history = model.fit(
-                    train_ds, epochs=plan.config.epochs, initial_epoch=backup.restored_epoch if backup else 0,
+                    train_ds, epochs=plan.epochs, initial_epoch=backup.restored_epoch if backup else 0,
                     callbacks=callbacks, verbose=plan.config.verbose, shuffle=False, validation_data=validation_ds,
                 )
     return history, steps_before, time.perf_counter() - start
@@ -248,7 +251,7 @@ def _check_memory(model, plan):
         for layer in model.layers
         if isinstance(layer, TransformerBlock)
     ]
-    patch_size = plan.architecture["patch_size"] if plan.config.backbone is None else None
+    patch_size = plan.architecture["patch_size"] if plan.config.backbone is None and not plan.stem else None
     return memory.check_training_memory(
         blocks, model.count_params(), max(plan.batch_size // plan.strategy.num_replicas_in_sync, 1), plan.image_size,
         patch_size, activation_bytes=2 if plan.precision.startswith("mixed") else 4,

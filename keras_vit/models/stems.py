@@ -1,0 +1,75 @@
+"""A convolutional stem for hybrid ViTs on small images, passed to `ViT(backbone=)`.
+
+Early convolutions (Xiao et al. 2021, "Early convolutions help transformers see better"):
+3x3 convolutions with BatchNorm and ReLU turn the image into a small feature map whose cells
+the encoder reads as 1x1 patches. On 28-32 px images in a CPU budget of minutes it buys more
+accuracy per second than a bigger patch grid (benchmarks/RESULTS.md, "Accuracy in a time
+budget"); `keras_vit.training.budget` picks it.
+
+Example:
+
+>>> stem = conv_stem(channels=1)
+>>> stem.compute_output_shape((None, 32, 32, 1))
+(None, 4, 4, 128)
+"""
+
+from __future__ import annotations
+
+import keras
+
+from keras_vit import _validation
+
+# Three stride-2 convolutions: 28 or 32 px become a 4x4 map; widths double as the map halves.
+DEFAULT_FILTERS = (32, 64, 128)
+DEFAULT_STRIDES = (2, 2, 2)
+
+
+def conv_stem(filters=DEFAULT_FILTERS, strides=DEFAULT_STRIDES, channels: int = 3, name: str = "conv_stem"):
+    """Builds the stem: one 3x3 Conv2D (no bias) + BatchNormalization + ReLU per entry of `filters`.
+
+    Args:
+        filters: tuple of int. Output channels of each convolution. Defaults to (32, 64, 128).
+        strides: tuple of int. Stride of each convolution, as many as `filters`.
+            Defaults to (2, 2, 2).
+        channels: int. Input channels. Defaults to 3.
+        name: str. Model name. Defaults to "conv_stem".
+
+    Returns:
+        A functional `keras.Model` from (B, H, W, channels) images of any size to
+        (B, ceil(H / s), ceil(W / s), filters[-1]) with s the product of `strides`.
+
+    Example:
+
+    >>> conv_stem((16, 32), (2, 1)).compute_output_shape((None, 28, 28, 3))
+    (None, 14, 14, 32)
+    """
+    filters, strides = tuple(filters), tuple(strides)
+    if not filters or len(filters) != len(strides):
+        raise ValueError(
+            f"Invalid filters={filters!r} and strides={strides!r}. Expected as many strides as filters, at least one."
+        )
+    for i, (width, stride) in enumerate(zip(filters, strides)):
+        _validation.check_positive_int(f"filters[{i}]", width)
+        _validation.check_positive_int(f"strides[{i}]", stride)
+    _validation.check_positive_int("channels", channels)
+    inputs = keras.Input((None, None, channels), name="images")
+    x = inputs
+    for i, (width, stride) in enumerate(zip(filters, strides)):
+        x = keras.layers.Conv2D(width, 3, strides=stride, padding="same", use_bias=False, name=f"stem_conv{i}")(x)
+        x = keras.layers.BatchNormalization(name=f"stem_bn{i}")(x)
+        x = keras.layers.ReLU(name=f"stem_relu{i}")(x)
+    return keras.Model(inputs, x, name=name)
+
+
+def stem_stride(strides=DEFAULT_STRIDES) -> int:
+    """Pixels per feature-map cell of a stem with these `strides`.
+
+    Example:
+
+    >>> stem_stride(), stem_stride((2, 1))
+    (8, 2)
+    """
+    stride = 1
+    for s in strides:
+        stride *= int(s)
+    return stride

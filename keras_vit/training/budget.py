@@ -1,0 +1,167 @@
+"""What a time budget buys: every setting a budgeted run adapts, read from one set of rules.
+
+A run with a budget (`--budget-minutes N`) and no explicit choice of its own trains the model
+and recipe the rules below give for its budget and data. The one input that measures the
+budget against the data is the training time per image, `budget_seconds / num_train` (ms per
+image): 8 minutes for 45,000 CIFAR-10 images is 10.7 ms, 10 minutes for 60,000 Fashion-MNIST
+images 10 ms. Explicit flags always win: a given model (variant, size flags or backbone),
+`stem`, recipe, augmentation or epoch count is kept as given.
+
+| setting | rule | why (benchmarks/RESULTS.md, "Accuracy in a time budget") |
+|---|---|---|
+| epochs | as many as the budget buys (the cosine is fitted to it) | a fixed count stops early or runs out |
+| model | images <= 64 px: the conv stem + ViT (`STEM_MODEL`), else the default ViT | the stem trains 2-3x more images per second and learns more per image at 28-32 px |
+| image size | with the stem, rounded up to a multiple of its stride (28 -> 32) | the stem's map must tile the image |
+| blocks (with the stem) | < 4 ms per image: 1; < 25: 2; else 4 | a short budget buys passes over the data, not depth |
+| augmentation | colour images: flips + shifts of up to 1/16 of the side ("shift"); single-channel images: flips ("flip") | CIFAR-10, 8 min: shift 72.8%, flip 69.7% (over-fitting), "light" crops 65.7% (under-fitting); Fashion-MNIST (centred grey objects), 10 min: shifts cost the plain ViT (see RESULTS) |
+| recipe | "compact" | tuned for budgets of minutes |
+
+Example:
+
+>>> choice = choose(budget_seconds=480, num_train=45_000, image_size=32)
+>>> choice.stem, choice.architecture["num_layers"], choice.image_size
+(True, 2, 32)
+>>> choice.reasons[0]
+'8 min for 45,000 training images: 10.7 ms per image'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from keras_vit import _validation, choices
+from keras_vit.models import stems
+
+# The ViT behind the conv stem: the default model's width and heads, its blocks by budget.
+# Its patch is counted in cells of the stem's feature map (`plan.default_patch_size` on that map).
+STEM_MODEL = {"hidden_size": 128, "num_heads": 4, "mlp_dim": 256}
+# Images up to this side get the stem; above it the stem's full-resolution convolutions were
+# never measured against a patch grid.
+STEM_MAX_IMAGE_SIZE = 64
+# (ms per training image below which, blocks behind the stem); the last row has no bound.
+STEM_BLOCKS = ((4.0, 1), (25.0, 2), (math.inf, 4))
+# Epoch limit of a budgeted run without --epochs: large enough that the budget ends it.
+BUDGET_EPOCHS = 10_000
+# Augmentation of a budgeted run: enough against over-fitting in the passes a budget of
+# minutes buys, not so much that it under-fits.
+BUDGET_AUGMENT = {"colour": "shift", "single-channel": "flip"}
+# Blocks behind a stem asked for without a budget (`stem="conv"`): the 10 ms-per-image row.
+UNBUDGETED_STEM_BLOCKS = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class BudgetChoice:
+    """The settings a budget buys.
+
+    Attributes:
+        stem: bool. Put the conv stem (`keras_vit.models.stems.conv_stem`) before the encoder.
+        architecture: dict. Model fields to use (empty: the caller's model is kept).
+        image_size: int. The model's input side.
+        epochs: int or None. Epoch limit (None: keep the caller's).
+        augment: str or None. Augmentation preset (None: keep the caller's or the recipe's).
+        reasons: tuple of str. One line per choice, for the run's header.
+    """
+
+    stem: bool
+    architecture: dict
+    image_size: int
+    epochs: int | None
+    augment: str | None
+    reasons: tuple[str, ...]
+
+
+def milliseconds_per_image(budget_seconds: float, num_train: int) -> float:
+    """Training time the budget gives each training image per run, in ms.
+
+    Example:
+
+    >>> milliseconds_per_image(600, 60_000)
+    10.0
+    """
+    _validation.check_positive_number("budget_seconds", budget_seconds)
+    _validation.check_positive_int("num_train", num_train)
+    return 1000.0 * budget_seconds / num_train
+
+
+def stem_blocks(ms_per_image: float) -> int:
+    """Blocks of the encoder behind the stem for a budget of `ms_per_image` (`STEM_BLOCKS`).
+
+    Example:
+
+    >>> [stem_blocks(ms) for ms in (1, 10.7, 40)]
+    [1, 2, 4]
+    """
+    return next(blocks for bound, blocks in STEM_BLOCKS if ms_per_image < bound)
+
+
+def choose(budget_seconds, num_train: int, image_size: int, *, stem: str = "auto", model_given: bool = False,
+           image_size_given: bool = False, epochs_given: bool = False, augment_given: bool = False,
+           data_channels: int = 3) -> BudgetChoice:
+    """The model, input size and epoch limit a run buys with `budget_seconds` for `num_train` images.
+
+    Args:
+        budget_seconds: float or None. The training budget; None for none (the stem only when
+            `stem="conv"`).
+        num_train: int. Training images.
+        image_size: int. Side of the (square) images, or the size the caller chose.
+        stem: str. "auto" (the conv stem when the rules say so), "conv" or "none".
+            Defaults to "auto".
+        model_given: bool. The caller chose the model (variant, size flags, backbone): keep it.
+            Defaults to False.
+        image_size_given: bool. The caller chose the input size: keep it. Defaults to False.
+        epochs_given: bool. The caller chose the epoch count: keep it. Defaults to False.
+        augment_given: bool. The caller chose the augmentation or the recipe: keep theirs.
+            Defaults to False.
+        data_channels: int. Channels of the images as stored (1 for Fashion-MNIST's grey
+            images, whatever the model's input). Defaults to 3.
+
+    Returns:
+        A `BudgetChoice`.
+
+    Example:
+
+    >>> choose(None, 60_000, 28).stem, choose(600, 60_000, 28, stem="none").stem
+    (False, False)
+    >>> choice = choose(600, 60_000, 28)
+    >>> choice.image_size, choice.reasons[2]
+    (32, 'images resized 28 -> 32 px: the conv stem (stride 8) must tile them')
+    """
+    _validation.check_choice("stem", stem, choices.STEMS)
+    reasons = []
+    ms = None
+    if budget_seconds is not None:
+        ms = milliseconds_per_image(budget_seconds, num_train)
+        reasons.append(f"{budget_seconds / 60:g} min for {num_train:,} training images: {ms:.3g} ms per image")
+    if stem == "auto":
+        use_stem = ms is not None and not model_given and image_size <= STEM_MAX_IMAGE_SIZE
+        if ms is not None and not model_given:
+            reasons.append(
+                f"conv stem + ViT: images of {image_size} px <= {STEM_MAX_IMAGE_SIZE}" if use_stem
+                else f"no conv stem: images of {image_size} px > {STEM_MAX_IMAGE_SIZE}"
+            )
+    else:
+        use_stem = stem == "conv"
+    architecture = {}
+    if use_stem:
+        stride = stems.stem_stride()
+        if image_size % stride and not image_size_given:
+            resized = math.ceil(image_size / stride) * stride
+            reasons.append(f"images resized {image_size} -> {resized} px: the conv stem (stride {stride}) must tile them")
+            image_size = resized
+        if not model_given:
+            blocks = stem_blocks(ms) if ms is not None else UNBUDGETED_STEM_BLOCKS
+            architecture = {**STEM_MODEL, "num_layers": blocks}
+            if ms is not None:
+                reasons.append(f"{blocks} block{'s' if blocks > 1 else ''} behind the stem for {ms:.3g} ms per image")
+    epochs = None
+    if ms is not None and not epochs_given:
+        epochs = BUDGET_EPOCHS
+        reasons.append("epochs: as many as the budget buys, the cosine fitted to it")
+    augment = None
+    if ms is not None and not augment_given:
+        kind = "single-channel" if data_channels == 1 else "colour"
+        augment = BUDGET_AUGMENT[kind]
+        reasons.append(f"augment {augment} for {kind} images")
+    return BudgetChoice(stem=use_stem, architecture=architecture, image_size=image_size, epochs=epochs,
+                        augment=augment, reasons=tuple(reasons))

@@ -1,0 +1,182 @@
+"""What a time budget buys (`keras_vit.training.budget`): each rule with budget and data in and
+settings out, the plan and header that state them, and a budgeted run of the conv-stem model
+from the CLI to its exports."""
+
+import math
+import os
+
+import numpy as np
+import pytest
+
+from keras_vit import cli
+from keras_vit.models import stems
+from keras_vit.training import budget, plan
+
+
+def test_milliseconds_per_image_is_the_one_measure_of_budget_against_data():
+    assert budget.milliseconds_per_image(480, 45_000) == pytest.approx(10.667, abs=1e-3)
+    assert budget.milliseconds_per_image(600, 60_000) == 10.0
+    for seconds, count in ((0, 10), (-1, 10), (math.nan, 10), (10, 0)):
+        with pytest.raises(ValueError, match="budget_seconds|num_train"):
+            budget.milliseconds_per_image(seconds, count)
+
+
+@pytest.mark.parametrize("ms, blocks", [(0.1, 1), (3.99, 1), (4.0, 2), (10.7, 2), (24.9, 2), (25.0, 4), (1e6, 4)])
+def test_blocks_behind_the_stem_follow_the_budget_per_image(ms, blocks):
+    assert budget.stem_blocks(ms) == blocks
+
+
+@pytest.mark.parametrize(
+    "arguments, stem, layers, size",
+    [
+        # A budget on small images buys the stem; the blocks follow ms per image; 28 px become 32.
+        (dict(budget_seconds=480, num_train=45_000, image_size=32), True, 2, 32),
+        (dict(budget_seconds=600, num_train=60_000, image_size=28), True, 2, 32),
+        (dict(budget_seconds=60, num_train=60_000, image_size=28), True, 1, 32),
+        (dict(budget_seconds=3600, num_train=60_000, image_size=64), True, 4, 64),
+        # Larger images, no budget, or a model/stem given by the caller: the stem is not chosen.
+        (dict(budget_seconds=480, num_train=45_000, image_size=96), False, None, 96),
+        (dict(budget_seconds=None, num_train=45_000, image_size=32), False, None, 32),
+        (dict(budget_seconds=480, num_train=45_000, image_size=32, model_given=True), False, None, 32),
+        (dict(budget_seconds=480, num_train=45_000, image_size=32, stem="none"), False, None, 32),
+        # Asked for: the stem, also without a budget; a given image size is kept (the builder checks it).
+        (dict(budget_seconds=None, num_train=100, image_size=28, stem="conv"), True, 2, 32),
+        (dict(budget_seconds=None, num_train=100, image_size=40, stem="conv", image_size_given=True), True, 2, 40),
+        (dict(budget_seconds=480, num_train=100, image_size=32, stem="conv", model_given=True), True, None, 32),
+    ],
+)
+def test_the_stem_and_its_size_follow_the_rules(arguments, stem, layers, size):
+    choice = budget.choose(**arguments)
+    assert choice.stem is stem
+    assert choice.architecture.get("num_layers") == layers
+    if layers is not None:
+        assert {k: choice.architecture[k] for k in budget.STEM_MODEL} == budget.STEM_MODEL
+    assert choice.image_size == size
+
+
+def test_a_budget_without_an_epoch_count_runs_until_it_is_spent():
+    assert budget.choose(480, 45_000, 32).epochs == budget.BUDGET_EPOCHS
+    assert budget.choose(480, 45_000, 32, epochs_given=True).epochs is None
+    assert budget.choose(None, 45_000, 32).epochs is None
+
+
+def test_a_budget_picks_the_augmentation_unless_the_recipe_or_augmentation_is_given():
+    assert budget.choose(480, 45_000, 32).augment == "shift"
+    assert budget.choose(600, 60_000, 28, data_channels=1).augment == "flip"
+    assert budget.choose(480, 45_000, 32, augment_given=True).augment is None
+    assert budget.choose(None, 45_000, 32).augment is None
+    assert _plan(budget_seconds=60).augment == "flip"  # the sample's images are grey
+    assert _plan(budget_seconds=60, recipe="anchor").augment == "none"  # the anchor keeps its own
+    assert _plan(budget_seconds=60, augment="flip").augment == "flip"
+    assert _plan().augment == "flip"  # no budget: the compact recipe's
+
+
+def test_every_choice_is_stated_with_its_reason():
+    reasons = budget.choose(480, 45_000, 28).reasons
+    assert reasons == (
+        "8 min for 45,000 training images: 10.7 ms per image",
+        "conv stem + ViT: images of 28 px <= 64",
+        "images resized 28 -> 32 px: the conv stem (stride 8) must tile them",
+        "2 blocks behind the stem for 10.7 ms per image",
+        "epochs: as many as the budget buys, the cosine fitted to it",
+        "augment shift for colour images",
+    )
+    assert budget.choose(480, 45_000, 96).reasons[1] == "no conv stem: images of 96 px > 64"
+
+
+def test_a_wrong_stem_is_refused_by_name():
+    with pytest.raises(ValueError, match="stem='cnn'"):
+        budget.choose(480, 100, 32, stem="cnn")
+
+
+def _plan(**changes):
+    base = dict(max_train_examples=256, max_test_examples=64, run_dir=None, output_dir=None, precision="float32")
+    base.update(changes)
+    return plan.resolve(plan.TrainConfig(**base))
+
+
+def test_the_plan_takes_the_budget_choices_and_explicit_flags_win():
+    chosen = _plan(budget_seconds=60)
+    assert chosen.stem and chosen.image_size == 32 and chosen.epochs == budget.BUDGET_EPOCHS
+    assert chosen.architecture["num_layers"] == budget.stem_blocks(60_000 / 256) == 4
+    assert chosen.architecture["patch_size"] == 1  # cells of the stem's 4x4 map
+    assert chosen.fingerprint()["stem"] is True  # a backup of another model is not resumed
+    given = _plan(budget_seconds=60, epochs=3, model_overrides={"num_layers": 2})
+    assert not given.stem and given.epochs == 3 and given.image_size == 28 and given.architecture["patch_size"] == 7
+    assert _plan().epochs == plan.DEFAULT_EPOCHS and not _plan().stem
+    with pytest.raises(ValueError, match="stem='conv' and variant='tiny'"):
+        _plan(stem="conv", variant="tiny")
+
+
+def test_a_budgeted_cli_run_trains_the_stem_model_and_exports_it(tmp_path, capsys):
+    """The default budgeted model on the shipped sample: header, .keras round trip, SavedModel and TFLite."""
+    import keras
+
+    from keras_vit.export.predict import load_predictor
+
+    code = cli.main([
+        "train", "--budget-minutes", "0.3", "--max-train-examples", "256", "--max-test-examples", "64",
+        "--batch-size", "64", "--run-dir", str(tmp_path / "run"), "--output-dir", str(tmp_path / "out"), "--quiet",
+    ])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "behind a conv stem (3x3 convolutions of 32, 64, 128 channels, stride 8)" in out
+    assert "Budget:   0.3 min for 256 training images" in out and "images resized 28 -> 32 px" in out
+    assert "epochs until the budget is spent" in out
+    model = keras.saving.load_model(tmp_path / "out" / "vit.keras")
+    assert model.input_shape == (None, 32, 32, 3)
+    assert any(layer.name == "conv_stem" for layer in model.layers)
+    images = np.random.default_rng(0).integers(0, 256, (2, 32, 32, 3)).astype("float32")
+    expected = keras.ops.convert_to_numpy(model(images))
+    saved_models = [root for root, _, files in os.walk(tmp_path / "out" / "vit") if "saved_model.pb" in files]
+    assert len(saved_models) == 1, sorted(os.listdir(tmp_path / "out"))
+    for path in (tmp_path / "out" / "vit.tflite", saved_models[0]):
+        np.testing.assert_allclose(load_predictor(str(path)).predict(images), expected, atol=1e-5)
+
+
+def test_the_stem_tiles_the_images_it_is_chosen_for():
+    stem = stems.conv_stem(channels=1)
+    assert stem.compute_output_shape((None, 32, 32, 1)) == (None, 4, 4, 128)
+    assert stems.stem_stride() == 8
+    with pytest.raises(ValueError, match="strides"):
+        stems.conv_stem((8, 16), (2,))
+
+
+def _folder(root, classes, per_class, size):
+    """A class-sorted folder of JPEGs `root/c0 .. /NNN.jpg` with noise pixels."""
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    for c in range(classes):
+        os.makedirs(root / f"c{c}")
+        for i in range(per_class):
+            pixels = rng.integers(0, 256, (size, size, 3), dtype=np.uint8)
+            (root / f"c{c}" / f"{i:03d}.jpg").write_bytes(tf.io.encode_jpeg(pixels).numpy())
+    return str(root)
+
+
+@pytest.mark.parametrize("size, model", [
+    (32, "behind a conv stem (3x3 convolutions of 32, 64, 128 channels, stride 8) (patch 1 (cells of the conv stem's 4x4 map: a 4x4 grid)"),
+    (48, "behind a conv stem (3x3 convolutions of 32, 64, 128 channels, stride 8) (patch 1 (cells of the conv stem's 6x6 map: a 6x6 grid)"),
+    (96, "default ViT (patch 24 (chosen for 96 px images: a 4x4 grid of patches"),
+])
+def test_a_folder_of_any_square_size_trains_with_only_a_budget(size, model, tmp_path, capsys):
+    """Issue 27: 32, 48 and 96 px folders train with a budget and no model flag; the header names the model and why."""
+    root = _folder(tmp_path / "data", classes=2, per_class=12, size=size)
+    argv = ["train", "--dataset", root, "--budget-minutes", "0.05", "--batch-size", "8", "--jit-compile", "off",
+            "--run-dir", str(tmp_path / "run"), "--output-dir", str(tmp_path / "out"), "--quiet", "--no-export"]
+    assert cli.main(argv) == 0, capsys.readouterr().err
+    header = capsys.readouterr().out
+    assert model in header, header
+    assert "no conv stem: images of 96 px > 64" in header if size == 96 else "conv stem + ViT" in header
+
+
+def test_the_first_examples_of_a_class_sorted_folder_hold_every_class(tmp_path):
+    """--max-train-examples / --max-test-examples on a class-sorted folder took one class only."""
+    from keras_vit.data.sources import load_source
+
+    root = _folder(tmp_path / "data", classes=3, per_class=10, size=8)
+    train = load_source(root, "train", validation_split=0.3).take(6)
+    assert sorted(int(label) for _, label in train.dataset) == [0, 0, 1, 1, 2, 2]
+    validation = load_source(root, "validation", validation_split=0.3).take(3)
+    assert sorted(int(label) for _, label in validation.dataset) == [0, 1, 2]
