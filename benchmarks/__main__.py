@@ -23,6 +23,7 @@ SUBCOMMANDS = {
     "iterator-teardown": ("iterator_teardown", "How long does a fit epoch spend outside its steps, tf.data autotune on vs off?"),
     "folder-pipeline": ("folder_pipeline", "How fast and how lean is the image-folder input pipeline; does a folder train as well as arrays?"),
     "gpu-compare": ("gpu_compare", "ViT-B/16 training img/s and MFU on one GPU: keras_vit vs keras-hub vs timm?"),
+    "budget": ("budget", "What accuracy does keras-vit train --budget-minutes N buy on a dataset, beside the anchor recipe?"),
     "train-fashion-mnist": ("train_fashion_mnist", "What test accuracy does a recipe reach on Fashion-MNIST in a wall-clock budget?"),
     "inspect": ("inspect_fashion_mnist", "Does a small trained ViT show the paper's Fig. 7 (position locality, attention distance)?"),
     "export-report": ("export_report", "Size, latency and agreement of every export format and quantization?"),

@@ -1,0 +1,134 @@
+"""budget: what accuracy does `keras-vit train --budget-minutes N` buy on a dataset, beside the anchor?
+
+Each set-up is one `keras_vit.training.train` run in a fresh worker process, in turn, with the
+same data, budget and seed; the figure is the accuracy on the run's validation images (a flat
+class folder's held-out 10%, or the test split of a dataset that has one, as `keras-vit train`
+validates) at the end of the budget, with the epochs done and the steady images/s.
+
+| set-up | what it is |
+|---|---|
+| default | `keras-vit train --dataset D --budget-minutes N`: what the budget rules choose (`keras_vit.training.budget`) |
+| plain | the same with `--stem none`: the plain ViT (patch grid, no convolutions) |
+| anchor | `--recipe anchor --patch-size 4`: the keras.io ViT example's settings (patch 4, D 128, 6 blocks, AdamW 1e-3, constant rate, no augmentation) |
+
+Writes `budget-<hardware>-<time>.jsonl` and `.md` (table) under --out, and the learning curves
+(validation accuracy against wall time, one line per set-up) as `.png` beside them.
+
+    python -m benchmarks budget --dataset DIR --budget-minutes 8 --out benchmarks/results
+    python -m benchmarks budget --dataset ../shared/data/fashion-mnist --budget-minutes 10 --out benchmarks/results
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from benchmarks.workers import ResultLog, run_worker
+
+SETUPS = {
+    "default": {},
+    "plain": {"stem": "none"},
+    "anchor": {"recipe": "anchor", "model_overrides": {"patch_size": 4}},
+}
+
+
+def train_one(dataset, budget_seconds, setup, seed=0, max_train_examples=None, max_test_examples=None, epochs=None):
+    """Worker: one budgeted run of `setup`; its accuracy, epochs, speed and learning curve."""
+    import keras
+
+    from keras_vit.training import TrainConfig, train
+
+    class Curve(keras.callbacks.Callback):
+        """Validation accuracy at each epoch end, against wall seconds since training began."""
+
+        def on_train_begin(self, logs=None):
+            self.start, self.points = time.perf_counter(), []
+
+        def on_epoch_end(self, epoch, logs=None):
+            if logs and "val_accuracy" in logs:
+                self.points.append([round(time.perf_counter() - self.start, 1), round(float(logs["val_accuracy"]), 4)])
+
+    curve = Curve()
+    config = TrainConfig(
+        dataset=dataset, budget_seconds=budget_seconds, seed=seed, run_dir=None, output_dir=None, verbose=0,
+        max_train_examples=max_train_examples, max_test_examples=max_test_examples, epochs=epochs,
+        callbacks=[curve], **SETUPS[setup],
+    )
+    result = train(config)
+    settings = result["settings"]
+    accuracy = result["validation_accuracy"] if result["validation_accuracy"] is not None else result["test_accuracy"]
+    return {
+        "setup": setup, "accuracy": accuracy, "test_accuracy": result["test_accuracy"],
+        "validation": result["data"]["validation"] or result["data"]["test"],
+        "epochs_done": result["epochs_done"], "steps_done": result["steps_done"],
+        "train_seconds": result["train_seconds"], "images_per_second": result["images_per_second"],
+        "params": settings["params"], "stem": settings["stem"], "recipe": settings["recipe"], "augment": settings["augment"],
+        "image_size": settings["image_size"], "batch_size": settings["batch_size"], "precision": settings["precision"],
+        "jit_compile": settings["jit_compile"], "curve": curve.points,
+    }
+
+
+def plot(results, path, title):
+    """Validation accuracy against wall time, one line per set-up."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(6, 4))
+    for result in results:
+        if result.get("curve"):
+            seconds, accuracy = zip(*result["curve"])
+            axes.plot([s / 60 for s in seconds], [100 * a for a in accuracy], marker="o", markersize=3,
+                      label=f"{result['setup']}: {100 * result['accuracy']:.1f}%")
+    axes.set_xlabel("training wall time (min)")
+    axes.set_ylabel("validation accuracy (%)")
+    axes.set_title(title, fontsize=9)
+    axes.grid(alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m benchmarks budget", description=__doc__.split("\n")[0])
+    parser.add_argument("--dataset", required=True, help="what `keras-vit train --dataset` takes")
+    parser.add_argument("--budget-minutes", type=float, required=True)
+    parser.add_argument("--setups", default="default,plain,anchor", help=f"comma-separated, of {', '.join(SETUPS)}")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-train-examples", type=int, help="smoke runs only")
+    parser.add_argument("--max-test-examples", type=int, help="smoke runs only")
+    parser.add_argument("--epochs", type=int, help="epoch limit (smoke runs; default: the budget's)")
+    parser.add_argument("--out", help="folder for the .jsonl, .md and learning-curve .png")
+    args = parser.parse_args(argv)
+    setups = args.setups.split(",")
+    unknown = [s for s in setups if s not in SETUPS]
+    if unknown:
+        parser.error(f"unknown --setups {unknown}; expected some of {list(SETUPS)}")
+    log = ResultLog("budget", args.out, argv)
+    results = []
+    for setup in setups:
+        result = run_worker("benchmarks.budget:train_one", dict(
+            dataset=args.dataset, budget_seconds=args.budget_minutes * 60, setup=setup, seed=args.seed,
+            max_train_examples=args.max_train_examples, max_test_examples=args.max_test_examples, epochs=args.epochs,
+        ))
+        result.setdefault("setup", setup)
+        log.add(result)
+        results.append(result)
+    rows = ["| set-up | accuracy | epochs | img/s | params | model | recipe, augment |", "|---|---|---|---|---|---|---|"]
+    for r in results:
+        if "error" in r:
+            rows.append(f"| {r['setup']} | error: {r['error']} | | | | | |")
+            continue
+        model = ("conv stem + ViT" if r["stem"] else "ViT") + f" at {r['image_size']} px"
+        rows.append(
+            f"| {r['setup']} | {100 * r['accuracy']:.2f}% | {r['epochs_done']} ({r['steps_done']} steps) | "
+            f"{r['images_per_second']} | {r['params']:,} | {model} | {r['recipe']}, {r['augment']} |"
+        )
+    log.summary("\n".join(rows))
+    if log.path:
+        plot([r for r in results if "error" not in r], log.path + ".png",
+             f"{args.dataset}, {args.budget_minutes:g} min budget ({log.machine.get('hardware', '')})")
+        print(f"learning curves: {log.path}.png")
+    return 0
