@@ -447,7 +447,7 @@ def _run_train(args) -> int:
         max_train_examples=args.max_train_examples, max_test_examples=args.max_test_examples,
         verbose=2 if args.quiet else 1,
     )
-    check_config(config, name=lambda field: "--" + field.replace("_", "-"))  # the checks, named by their flags
+    check_config(config, name=_flag)  # the checks, named by their flags
     result = train(config)
     print(format_summary(result))
     for kind, path in result["artifacts"].items():
@@ -480,14 +480,9 @@ def _add_evaluate(subparsers) -> None:
 
 
 def _run_evaluate(args) -> int:
-    from keras_vit import _validation
-    from keras_vit.training.trainer import evaluate
+    from keras_vit.training.trainer import check_evaluate_arguments, evaluate
 
-    for name in ("batch_size", "max_examples"):
-        if getattr(args, name) is not None:
-            _validation.check_positive_int(f"--{name.replace('_', '-')}", getattr(args, name))
-    if args.validation_split is not None:
-        _validation.check_fraction("--validation-split", args.validation_split)
+    check_evaluate_arguments(args.batch_size, args.max_examples, args.validation_split, name=_flag)
     scores = evaluate(args.model, args.dataset, args.split, args.batch_size, args.data_dir, args.on_corrupt,
                       args.download, args.max_examples, args.validation_split, args.seed)
     print(f"{args.dataset}:{args.split}: accuracy {scores['accuracy']:.4f}, loss {scores['loss']:.4f} "
@@ -497,6 +492,11 @@ def _run_evaluate(args) -> int:
 
         print(skipped_line(scores["skipped_files"]))
     return 0
+
+
+def _flag(field: str) -> str:
+    """The flag of a library argument, as the library's checks name it for the command line."""
+    return "--" + field.replace("_", "-")
 
 
 _COMMANDS = [_add_train, _add_evaluate, _add_export, _add_predict, _add_inspect]

@@ -50,6 +50,7 @@ def ViT(
     dropout_rate=0.0,
     attention_dropout_rate=0.0,
     drop_path_rate=0.0,
+    fused_attention=False,
     approximate_gelu=None,
     layer_norm_epsilon=None,
     interpolation=None,
@@ -133,6 +134,9 @@ def ViT(
         attention_dropout_rate: float. Dropout on attention weights. Defaults to 0.
         drop_path_rate: float. Stochastic depth rate of the last block, rising linearly from 0
             in the first. Defaults to 0.
+        fused_attention: bool. Each block's attention runs `keras.ops.dot_product_attention`
+            where it needs neither the weights nor dropout (see `MultiHeadSelfAttention`'s
+            `fused`): same weights and outputs, another speed. Defaults to False.
         approximate_gelu: bool or None. tanh-approximate GELU, as the original checkpoints.
             None picks the checkpoint's (tanh for Google `.npz`, the config's for Hugging Face,
             exact for timm) and exact erf GELU without weights. Defaults to None.
@@ -226,6 +230,7 @@ def ViT(
         dropout_rate=dropout_rate,
         attention_dropout_rate=attention_dropout_rate,
         drop_path_rate=drop_path_rate,
+        fused_attention=fused_attention,
         interpolation=interpolation,
         distillation_token=distillation_token,
         num_register_tokens=num_register_tokens,
@@ -261,8 +266,8 @@ def resolve_config(variant=None, checkpoint=None, *, backbone=None, **arguments)
 
     Returns:
         dict: every field of `keras_vit.configs.ARCHITECTURE_FIELDS`, plus image_size,
-        include_top, classifier_activation, preprocessing, dropout rates, interpolation,
-        name and backbone (None, or the name of a custom backbone).
+        include_top, classifier_activation, preprocessing, dropout rates, fused_attention,
+        interpolation, name and backbone (None, or the name of a custom backbone).
 
     Example:
 
@@ -313,8 +318,7 @@ def resolve_config(variant=None, checkpoint=None, *, backbone=None, **arguments)
     config["image_size"] = _resolve_image_size(image_size, config, row, found, backbone)
     dynamic = config["image_size"] is None or None in config["image_size"]
     config["grid_size"] = _resolve_grid(config, row, found, backbone) if dynamic else None
-    for key in ("include_top", "classifier_activation", "preprocessing", "dropout_rate", "attention_dropout_rate",
-                "drop_path_rate", "name"):
+    for key in _BUILD_DEFAULTS:
         config[key] = arguments.get(key, _BUILD_DEFAULTS[key])
     if config["include_top"] is None:
         config["include_top"] = True
@@ -326,9 +330,11 @@ def resolve_config(variant=None, checkpoint=None, *, backbone=None, **arguments)
     return config
 
 
+# The build arguments a config carries besides the architecture; `build` fills them into a
+# config saved before one of them existed.
 _BUILD_DEFAULTS = {
     "include_top": True, "classifier_activation": "softmax", "preprocessing": None, "dropout_rate": 0.0,
-    "attention_dropout_rate": 0.0, "drop_path_rate": 0.0, "name": None,
+    "attention_dropout_rate": 0.0, "drop_path_rate": 0.0, "fused_attention": False, "name": None,
 }
 
 
@@ -491,7 +497,7 @@ def build(config, *, backbone=None, input_shape=None, input_tensor=None):
     >>> model.output_shape, build(model.vit_config).count_params() == model.count_params()
     ((None, 10), True)
     """
-    config = dict(config)
+    config = {**_BUILD_DEFAULTS, **config}
     for key in ("image_size", "grid_size", "stem"):
         if config.get(key) is not None:
             config[key] = tuple(config[key])
@@ -563,6 +569,7 @@ def _encoder_graph(config, x, layer, collect=None):
             layer_norm_epsilon=epsilon,
             mlp_activation=config["mlp_activation"],
             layer_scale_init=config["layer_scale_init"],
+            fused_attention=config["fused_attention"],
             name=f"encoderblock_{i}",
         ))
         if collect is None:

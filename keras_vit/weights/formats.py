@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import re
 from typing import Callable
@@ -44,7 +43,7 @@ from keras_vit.configs import ARCHITECTURE_FIELDS, FAMILY_DEFAULTS
 from keras_vit.weights.files import CheckpointError, read_npz, read_safetensors
 from keras_vit.weights.hybrid import npz_stem_architecture
 from keras_vit.weights.mapping import Entry, register_layer_mapping
-from keras_vit.weights.resample import resample_position_embedding, resize_patch_kernel
+from keras_vit.weights.resample import resample_position_embedding, resize_patch_kernel, square_grid
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,10 +92,7 @@ def _position_entry(key, encoder, context):
         patches = array.shape[1] - source_prefix
         old_grid = context.source_grid
         if old_grid is None or old_grid[0] * old_grid[1] != patches:
-            side = math.isqrt(patches)
-            if side * side != patches:
-                raise CheckpointError(f"{patches} patch rows do not make a square grid")
-            old_grid = (side, side)
+            old_grid = square_grid(patches, f"the position embedding (after {source_prefix} prefix rows)")
         new_grid = tuple(encoder.grid_size)
         if old_grid != new_grid:
             context.log(
@@ -201,8 +197,7 @@ def _with_top(arch, tensors, layout, source_prefix, grid=None, path=""):
                 f"Checkpoint {path!r}: {layout.position_key!r} has {patches} patch rows but the config's "
                 f"image and patch sizes make a {grid[0]}x{grid[1]} grid."
             )
-        side = math.isqrt(max(patches, 0))
-        arch["grid_size"] = grid or ((side, side) if side * side == patches else None)
+        arch["grid_size"] = grid or square_grid(patches)
         arch["position_embedding"] = "learned"
     else:
         # No stored embedding: "none" and "sincos2d" (fixed, computed) look the same in a file.
@@ -734,9 +729,9 @@ def _timm_position_prefix(tensors):
     prefix = sum(int(key in tensors) for key in ("cls_token", "dist_token"))
     if "reg_token" in tensors:
         prefix += int(tensors["reg_token"].shape[-2])
-    if prefix and math.isqrt(rows - prefix) ** 2 == rows - prefix:
+    if prefix and square_grid(rows - prefix):
         return prefix
-    return 0 if math.isqrt(rows) ** 2 == rows else prefix
+    return 0 if square_grid(rows) else prefix
 
 
 def timm_architecture(tensors, source_prefix, config, path):
