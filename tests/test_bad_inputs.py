@@ -132,6 +132,36 @@ def test_free_image_size_refuses_sides_the_patch_does_not_divide(side):
     assert tuple(model(np.zeros((1, 28, 28, 3), "float32")).shape) == (1, 3)
 
 
+def test_free_image_size_refuses_sides_unknown_until_run_time():
+    """Issue 29: in a user's tf.function with unknown sides, a 30x30 image for patch 4 gave the output of its
+    28x28 crop and a 0x0 image vanished from the batch (shape (0, classes)): only known sides were checked."""
+    import keras_vit
+    import tensorflow as tf
+    from keras_vit.data.image_io import error_text
+
+    model = keras_vit.ViT("tiny", num_classes=3, input_shape=(None, None, 3), position_embedding="sincos2d",
+                          preprocessing="unit")
+    call = tf.function(lambda images: model(images), input_signature=[tf.TensorSpec([None, None, None, 3])])
+    assert tuple(call(tf.zeros((2, 28, 32, 3))).shape) == (2, 3)
+    for shape, side, value in [((1, 30, 30, 3), "height", 30), ((1, 0, 0, 3), "height", 0), ((1, 28, 2, 3), "width", 2)]:
+        with pytest.raises(tf.errors.InvalidArgumentError) as error:
+            call(tf.zeros(shape))
+        assert error_text(error.value) == (
+            f"Invalid image {side}={value} for model vit_tiny (images of shape [{' '.join(map(str, shape))}]): with "
+            "a free image size, height and width must be positive multiples of patch_size=4.")
+
+
+def test_known_sides_add_no_run_time_check():
+    """The check of unknown sides costs nothing where the sides are known (every fixed-size model, XLA training)."""
+    import keras_vit
+    import tensorflow as tf
+
+    model = keras_vit.ViT("tiny", num_classes=3, input_shape=(None, None, 3), position_embedding="sincos2d",
+                          preprocessing="unit")
+    graph = tf.function(lambda images: model(images)).get_concrete_function(tf.TensorSpec([None, 28, 28, 3])).graph
+    assert not [op for op in graph.get_operations() if op.type == "Assert"]
+
+
 def test_saved_model_with_a_free_size_refuses_sides_the_patch_does_not_divide(tmp_path):
     import keras_vit
     import tensorflow as tf

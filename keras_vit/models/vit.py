@@ -688,15 +688,29 @@ class VisionTransformer(keras.Model):
                 )
             multiple = self.pixel_multiple
             for axis, side_name in ((1, "height"), (2, "width")):
-                side = shape[axis]
-                if expected[axis] is None and side is not None and multiple and (side < 1 or side % multiple):
+                if expected[axis] is None and multiple:
                     # A free image size would otherwise crop the image (or drop it, at 0 px) in silence.
-                    raise ValueError(
-                        f"Invalid image {side_name}={side} for model {self.name!r} (images of shape "
-                        f"{tuple(shape)}): with a free image size, height and width must be positive "
-                        f"multiples of patch_size={multiple}."
-                    )
+                    inputs = self._check_side(inputs, axis, side_name, multiple)
         return super().call(inputs, training=training, mask=mask, **kwargs)
+
+    def _check_side(self, inputs, axis, side_name, multiple):
+        """Refuses a free-size side that is not a positive multiple of `multiple`: now if known, else at run time."""
+        side = inputs.shape[axis]
+        message = (
+            # No quotes: TensorFlow's assertion message would print them escaped.
+            f"Invalid image {side_name}={{}} for model {self.name} (images of shape {{}}): with a free image "
+            f"size, height and width must be positive multiples of patch_size={multiple}."
+        )
+        if side is not None:
+            if side < 1 or side % multiple:
+                raise ValueError(message.format(side, tuple(inputs.shape)))
+            return inputs
+        # Unknown while tracing, which only TensorFlow does (a tf.function with None sides): the graph checks it.
+        from keras_vit.backends import tensorflow
+
+        shape = keras.ops.shape(inputs)
+        fits = keras.ops.logical_and(shape[axis] > 0, keras.ops.equal(shape[axis] % multiple, 0))
+        return tensorflow.checked(inputs, fits, message, shape[axis], keras.ops.convert_to_tensor(shape))
 
     @property
     def pixel_multiple(self):
