@@ -268,8 +268,9 @@ def test_on_corrupt_error_names_the_file_in_one_line(tmp_path, capsys):
 
 
 def test_counts_are_of_images_used_and_evaluate_reports_skipped_files(tmp_path, capsys):
-    """Issue 29: with --on-corrupt skip, vit.json and evaluate counted the files listed (a JPEG with a valid
-    header and a cut body is skipped while decoding, after the count), and evaluate never said it skipped one."""
+    """Issue 29: with --on-corrupt skip, the header, vit.json and evaluate counted the files listed (a JPEG with a
+    valid header and a cut body is skipped while decoding, after the count) as images, and evaluate never said it
+    skipped one."""
     import json
 
     from keras_vit import cli
@@ -283,7 +284,9 @@ def test_counts_are_of_images_used_and_evaluate_reports_skipped_files(tmp_path, 
     header = capsys.readouterr().out
     import re
 
-    listed = int(re.search(r"train (\d+) \(train\)", header).group(1))
+    # The header comes before any decoding: it says what it counts, files listed (the cut one among them).
+    listed = int(re.search(r"train (\d+) files listed \(train\)", header).group(1))
+    assert re.search(r"validation: \d+ files listed of 2 classes in ", header), header
     summary = json.loads((out / "vit.json").read_text())
     cut_in_train = any("cut.jpg" in f for f in summary["skipped_files"])
     assert summary["num_train_examples"] == listed - cut_in_train
