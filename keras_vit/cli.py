@@ -30,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     >>> args.command, args.epochs, args.dataset, args.stem
     ('train', 1, 'sample', 'auto')
     """
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="keras-vit",
         description="Vision Transformers for Keras: train, evaluate, export and inspect.",
     )
@@ -39,6 +39,16 @@ def build_parser() -> argparse.ArgumentParser:
     for add_command in _COMMANDS:
         add_command(subparsers)
     return parser
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose mistakes (an unknown flag, a bad number) print one line, not the usage block; exit 2.
+
+    Sub-commands get this class too (argparse makes them of the parent's class).
+    """
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 class _VersionAction(argparse.Action):
@@ -101,6 +111,15 @@ def _add_inspect(subparsers):
 
 
 def _run_inspect(args):
+    from keras_vit._validation import check_positive_int, check_writable_folder
+
+    # The user's own mistakes first, then what is missing from the installation.
+    if not os.path.isfile(args.model):
+        raise FileNotFoundError(f"Model file not found: MODEL={args.model!r}.")
+    if not args.model.endswith(".keras"):
+        raise ValueError(f"Invalid MODEL={args.model!r}: expected a saved Keras model file ending in .keras.")
+    check_positive_int("--components", args.components)
+    check_writable_folder("--out", args.out)  # before the model loads: an existing file there is a mistake
     try:
         import matplotlib  # noqa: F401
     except ImportError:
@@ -113,17 +132,8 @@ def _run_inspect(args):
     import keras  # loading Keras registers keras_vit's layers for load_model (keras_vit._registration)
 
     from keras_vit import inspect as vit_inspect
-    from keras_vit._validation import check_positive_int
     from keras_vit.inspect import images, plots
 
-    if not os.path.isfile(args.model):
-        raise FileNotFoundError(f"Model file not found: MODEL={args.model!r}.")
-    if not args.model.endswith(".keras"):
-        raise ValueError(f"Invalid MODEL={args.model!r}: expected a saved Keras model file ending in .keras.")
-    check_positive_int("--components", args.components)
-    from keras_vit._validation import check_writable_folder
-
-    check_writable_folder("--out", args.out)  # before the model loads: an existing file there is a mistake
     model = keras.saving.load_model(args.model, compile=False)
     probe = vit_inspect.attention_model(model)  # fails early, clearly, on a model that is no ViT
 
@@ -424,7 +434,14 @@ def _run_train(args) -> int:
         from keras_vit import distribution
 
         distribution.parse_mesh(args.mesh)
-    if args.num_processes is not None or os.environ.get("KERAS_DISTRIBUTION_NUM_PROCESSES"):
+    _validation.check_seed("--seed", args.seed)
+    for flag, value, minimum in (("--num-processes", args.num_processes, 1), ("--process-id", args.process_id, 0)):
+        if value is not None:
+            _validation.check_positive_int(flag, value, minimum)
+    multi_process = args.num_processes is not None or os.environ.get("KERAS_DISTRIBUTION_NUM_PROCESSES")
+    if not multi_process and (args.process_id is not None or args.coordinator is not None):
+        raise ValueError("--process-id and --coordinator describe a multi-process JAX run: pass --num-processes too.")
+    if multi_process:
         from keras_vit import distribution
 
         distribution.initialize(args.coordinator, args.num_processes, args.process_id)  # before any computation
@@ -480,9 +497,11 @@ def _add_evaluate(subparsers) -> None:
 
 
 def _run_evaluate(args) -> int:
+    from keras_vit import _validation
     from keras_vit.training.trainer import check_evaluate_arguments, evaluate
 
     check_evaluate_arguments(args.batch_size, args.max_examples, args.validation_split, name=_flag)
+    _validation.check_seed("--seed", args.seed)
     scores = evaluate(args.model, args.dataset, args.split, args.batch_size, args.data_dir, args.on_corrupt,
                       args.download, args.max_examples, args.validation_split, args.seed)
     print(f"{args.dataset}:{args.split}: accuracy {scores['accuracy']:.4f}, loss {scores['loss']:.4f} "

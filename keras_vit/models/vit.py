@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 import keras
 
 from keras_vit import configs
 from keras_vit._validation import (
+    check_bool,
     check_choice,
     check_divisible,
     check_positive_int,
@@ -196,6 +199,11 @@ def ViT(
     if isinstance(weights, str) and weights == "imagenet":
         weights = imagenet_checkpoint(variant)
     if weights is not None:
+        if not isinstance(weights, (str, os.PathLike, Checkpoint)):
+            raise ValueError(
+                f"Invalid weights={weights!r}. Expected None, 'imagenet', a checkpoint file or folder, a name of "
+                "keras_vit.weights.CHECKPOINTS or a keras_vit.weights.Checkpoint."
+            )
         checkpoint = weights if isinstance(weights, Checkpoint) else Checkpoint(weights)
     if classes is not None and num_classes is not None and classes != num_classes:
         raise ValueError(
@@ -419,6 +427,11 @@ def _check_config(config, checkpoint):
         raise ValueError(f"Invalid num_register_tokens={registers!r}. Expected an integer >= 0.")
     if config["layer_scale_init"] is not None:
         check_positive_number("layer_scale_init", config["layer_scale_init"])
+    check_positive_number("layer_norm_epsilon", config["layer_norm_epsilon"])
+    for key in ("class_token", "approximate_gelu", "distillation_token", "prefix_position_embedding", "pre_norm",
+                "patch_bias"):
+        check_bool(key, config[key])
+        config[key] = bool(config[key])  # NumPy's bool as Python's, for the JSON config
     if config["distillation_token"] and not config["class_token"]:
         raise ValueError("distillation_token=True needs class_token=True (DeiT puts it after the class token).")
     if config["pooling"] == "token" and not config["class_token"]:
@@ -428,7 +441,16 @@ def _check_config(config, checkpoint):
 def _check_build_arguments(config):
     check_choice("interpolation", config["interpolation"], INTERPOLATIONS)
     check_choice("preprocessing", config["preprocessing"], tuple(configs.SCALINGS) + (None,))
+    check_bool("include_top", config["include_top"])
+    config["include_top"] = bool(config["include_top"])
     if config["include_top"]:
+        try:
+            keras.activations.get(config["classifier_activation"])
+        except (ValueError, TypeError):
+            raise ValueError(
+                f"Invalid classifier_activation={config['classifier_activation']!r}. Expected None (logits), a "
+                "Keras activation name such as 'softmax', or a callable."
+            ) from None
         num_classes = config["num_classes"]
         if not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes < 1:
             raise ValueError(f"Invalid num_classes={num_classes!r}: include_top=True needs an integer >= 1.")
@@ -695,15 +717,29 @@ class VisionTransformer(keras.Model):
                 )
             multiple = self.pixel_multiple
             for axis, side_name in ((1, "height"), (2, "width")):
-                side = shape[axis]
-                if expected[axis] is None and side is not None and multiple and (side < 1 or side % multiple):
+                if expected[axis] is None and multiple:
                     # A free image size would otherwise crop the image (or drop it, at 0 px) in silence.
-                    raise ValueError(
-                        f"Invalid image {side_name}={side} for model {self.name!r} (images of shape "
-                        f"{tuple(shape)}): with a free image size, height and width must be positive "
-                        f"multiples of patch_size={multiple}."
-                    )
+                    inputs = self._check_side(inputs, axis, side_name, multiple)
         return super().call(inputs, training=training, mask=mask, **kwargs)
+
+    def _check_side(self, inputs, axis, side_name, multiple):
+        """Refuses a free-size side that is not a positive multiple of `multiple`: now if known, else at run time."""
+        side = inputs.shape[axis]
+        message = (
+            # No quotes: TensorFlow's assertion message would print them escaped.
+            f"Invalid image {side_name}={{}} for model {self.name} (images of shape {{}}): with a free image "
+            f"size, height and width must be positive multiples of patch_size={multiple}."
+        )
+        if side is not None:
+            if side < 1 or side % multiple:
+                raise ValueError(message.format(side, tuple(inputs.shape)))
+            return inputs
+        # Unknown while tracing, which only TensorFlow does (a tf.function with None sides): the graph checks it.
+        from keras_vit.backends import tensorflow
+
+        shape = keras.ops.shape(inputs)
+        fits = keras.ops.logical_and(shape[axis] > 0, keras.ops.equal(shape[axis] % multiple, 0))
+        return tensorflow.checked(inputs, fits, message, shape[axis], keras.ops.convert_to_tensor(shape))
 
     @property
     def pixel_multiple(self):
