@@ -70,6 +70,18 @@ def test_distilled_model_trains_both_heads_and_averages_them():
     assert not np.array_equal(before[0], to_numpy(head.kernel)) and not np.array_equal(before[1], to_numpy(dist.kernel))
 
 
+def test_token_and_mean_pooling_concatenates_the_class_token_and_the_mean_patch_token():
+    from helpers import check_layer
+    from keras_vit.layers import TokenPooling
+
+    check_layer(TokenPooling, {"mode": "token_and_mean", "num_prefix_tokens": 3}, (2, 7, 8))
+    tokens = np.random.default_rng(0).normal(size=(2, 7, 8)).astype("float32")
+    pooled = to_numpy(TokenPooling("token_and_mean", num_prefix_tokens=3)(tokens))  # class, 2 registers, 4 patches
+    np.testing.assert_allclose(pooled, np.concatenate([tokens[:, 0], tokens[:, 3:].mean(1)], -1), atol=1e-6)
+    with pytest.raises(ValueError, match="pooling='token_and_mean' needs class_token=True"):
+        keras_vit.ViT("tiny", class_token=False, pooling="token_and_mean")
+
+
 def test_flexivit_resize_matches_the_pseudo_inverse_definition():
     import tensorflow as tf
 

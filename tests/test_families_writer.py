@@ -26,6 +26,8 @@ CASES = {
     "vit_pooler": (dict(include_top=False, representation_size=20), "vit", "pooler_output"),
     "deit_two_heads": (dict(distillation_token=True, num_classes=5), "deit", "logits"),
     "dinov2": (dict(_DINOV2, mlp_dim=3 * HIDDEN), "dinov2", "pooler_output"),
+    "dinov2_head": (dict(_DINOV2, mlp_dim=3 * HIDDEN, include_top=True, pooling="token_and_mean", num_classes=5),
+                    "dinov2", "logits"),
     # SwiGLU of integer ratio 2 (width 72 -> two thirds, 48); no position on the prefix tokens (timm's fold).
     "dinov2_registers_swiglu": (dict(_DINOV2, num_register_tokens=REGISTERS, mlp_activation="swiglu", mlp_dim=48,
                                      prefix_position_embedding=False), "dinov2_with_registers", "pooler_output"),

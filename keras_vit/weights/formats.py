@@ -512,6 +512,8 @@ def _dinov2_family(tensors, config, path):
     fc1 = _require(tensors, f"encoder.layer.0.{'mlp.weights_in' if swiglu else 'intermediate.dense'}.weight", path)
     scale = config.get("layerscale_value", 1.0)
     fields = {
+        # Dinov2ForImageClassification's head reads the class token and the mean patch token.
+        "pooling": "token_and_mean" if "classifier.weight" in tensors else "token",
         "mlp_dim": int(fc1.shape[0]) // (2 if swiglu else 1),
         "layer_scale_init": float(scale) if "encoder.layer.0.layer_scale1.lambda1" in tensors else None,
         "num_register_tokens": int(config.get("num_register_tokens", 0) or 0),
@@ -558,8 +560,6 @@ _TEXT_TOWER = (r"^text_model\.", r"^text_projection\.", r"^logit_scale$", r"^log
 _DINOV2 = HFFamily(
     ("dinov2.",), _DINOV2_RENAMES, (r"^embeddings\.mask_token$",), 1,
     {"hidden_act": "gelu", "layer_norm_eps": 1e-6, "image_size": 224, "patch_size": 14}, _dinov2_family,
-    refused=(("classifier.weight", "Dinov2ForImageClassification's head reads the class token and the mean "
-              "patch token together; load the backbone (Dinov2Model) and add a head with num_classes="),),
 )
 _SIGLIP = HFFamily(
     ("vision_model.",), _CLIP_LIKE_RENAMES, _TEXT_TOWER, 0,
@@ -578,8 +578,9 @@ HF_FAMILIES = {
     "deit": HFFamily(
         ("deit.",), (("cls_classifier.", "classifier."), ("distillation_classifier.", "classifier_dist.")),
         (), 2, {}, _deit_family,
-        refused=(("classifier.weight", "DeiTForImageClassification's single head reads the class token only; "
-                  "keras_vit builds DeiT's two heads (DeiTForImageClassificationWithTeacher)"),),
+        refused=(("classifier.weight", "a DeiTForImageClassification head (one head on the class token of a "
+                  "distilled model), which keras_vit does not build: a distilled DeiT has its two heads averaged. "
+                  "Supported Hugging Face DeiT classes: DeiTModel, DeiTForImageClassificationWithTeacher"),),
     ),
     "dinov2": _DINOV2,
     # Its interpolate_pos_encoding antialiases (torch bicubic, antialias=True): timm's resampling.

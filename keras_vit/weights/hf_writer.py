@@ -45,8 +45,9 @@ _HOLDS["clip_vision_model"]["projection_size"] = (_SET, None)
 _CLASSES = {
     "vit": ("ViTForImageClassification", "ViTModel", "token", "token"),
     "deit": ("DeiTForImageClassificationWithTeacher", "DeiTModel", "token", "token"),
-    "dinov2": (None, "Dinov2Model", None, "token"),
-    "dinov2_with_registers": (None, "Dinov2WithRegistersModel", None, "token"),
+    "dinov2": ("Dinov2ForImageClassification", "Dinov2Model", "token_and_mean", "token"),
+    "dinov2_with_registers": ("Dinov2WithRegistersForImageClassification", "Dinov2WithRegistersModel",
+                              "token_and_mean", "token"),
     "siglip_vision_model": (None, "SiglipVisionModel", None, "map"),
     "clip_vision_model": (None, "CLIPVisionModel", None, "token"),
 }
@@ -67,7 +68,8 @@ def save_hf(model, folder, *, overwrite=False):
     is CLIP (`clip_vision_model`, `CLIPVisionModelWithProjection` with the projection), no class
     token or attention pooling SigLIP (`siglip_vision_model`), a distillation token DeiT
     (`DeiTForImageClassificationWithTeacher` with the two heads, else `DeiTModel`), LayerScale
-    or registers DINOv2 (`dinov2`, `dinov2_with_registers`), else ViT
+    or registers DINOv2 (`dinov2`, `dinov2_with_registers`, with a head on
+    `pooling="token_and_mean"` its `...ForImageClassification`), else ViT
     (`ViTForImageClassification` or `ViTModel`, whose pooler is the pre-logits layer). A model
     whose architecture the family cannot hold is refused, naming each field. The folder is
     written whole into a temporary sibling and renamed: a failure leaves nothing behind.
