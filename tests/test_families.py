@@ -114,6 +114,19 @@ def test_loader_resizes_the_patch_kernel_when_patch_size_differs(tmp_path):
     assert model.get_layer("embedding").pos_embedding.shape == (1, 1 + 16, 32)
 
 
+# timm 1.0.31 backbone counts (num_classes=0, pretrained=False, counted on torch's meta device).
+TIMM_GIANT_COUNTS = {"DINOv2_g14": 1_136_479_232, "DINOv2_g14_reg4": 1_136_483_840}
+
+
+@pytest.mark.parametrize("variant", sorted(TIMM_GIANT_COUNTS))
+def test_dinov2_giant_rows_count_as_timm(variant):
+    from test_models import built_params  # 1- and 2-block builds: a full one is 4.5 GB
+
+    row = keras_vit.configs.VARIANTS[variant]
+    assert (row.mlp_activation, row.hidden_size, row.num_layers, row.num_heads) == ("swiglu", 1536, 40, 24)
+    assert built_params(variant, include_top=False) == TIMM_GIANT_COUNTS[variant]
+
+
 @pytest.mark.parametrize("variant", FAMILY_ROWS)
 def test_family_keras_round_trip_and_tflite(variant, tmp_path):
     from keras_vit import export
