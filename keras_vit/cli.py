@@ -149,7 +149,8 @@ def _run_inspect(args):
     attentions = vit_inspect.attention_maps(probe, inputs)
     prefix, grid, pixels_per_token = vit_inspect.token_layout(model, attentions.shape[-1], size)
     rollout = vit_inspect.attention_rollout(attentions, args.head_fusion)
-    maps = vit_inspect.upsample_maps(vit_inspect.rollout_to_grid(rollout, grid, prefix), size)
+    readout = vit_inspect.probe_readout(model, inputs, args.head_fusion)  # a MAP model's probe (SigLIP), else None
+    maps = vit_inspect.upsample_maps(vit_inspect.rollout_to_grid(rollout, grid, prefix, readout), size)
     distances = vit_inspect.mean_attention_distance(attentions, grid, pixels_per_token, prefix)
     patches = grid[0] * grid[1]
     uniform = vit_inspect.mean_attention_distance(np.full((1, 1, patches, patches), 1 / patches), grid, pixels_per_token)
@@ -161,6 +162,10 @@ def _run_inspect(args):
             distances, os.path.join(args.out, "mean_attention_distance.png"), max(size), float(uniform[0])
         ),
     ]
+    if readout is not None:
+        probe = vit_inspect.upsample_maps(vit_inspect.readout_to_grid(readout, grid, prefix), size)
+        written.append(plots.plot_attention_rollout(
+            pixels, probe, os.path.join(args.out, "probe_attention.png"), titles, label="probe attention"))
     try:
         similarity = vit_inspect.position_embedding_similarity(vit_inspect.position_embeddings(model))
         written.append(

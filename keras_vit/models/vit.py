@@ -108,7 +108,8 @@ def ViT(
         classes: int or None. Alias of `num_classes`, as in keras.applications.
         pooling: str or None. "token" (class token), "gap" or its alias "avg" (mean of the
             patch tokens), "max" (maximum over the patch tokens), "map" (attention pooling with a learned
-            probe, SigLIP); with `include_top=False`, None
+            probe, SigLIP), "token_and_mean" (class token and mean patch token concatenated, 2D
+            wide: DINOv2's linear-probe head); with `include_top=False`, None
             returns all tokens. "auto" takes the checkpoint's ("gap" when it has no class
             token), else "token" with a class token and "gap" without. Defaults to "auto".
         representation_size: int, None or "auto". Width of the pre-training head's Dense +
@@ -434,8 +435,8 @@ def _check_config(config, checkpoint):
         config[key] = bool(config[key])  # NumPy's bool as Python's, for the JSON config
     if config["distillation_token"] and not config["class_token"]:
         raise ValueError("distillation_token=True needs class_token=True (DeiT puts it after the class token).")
-    if config["pooling"] == "token" and not config["class_token"]:
-        raise ValueError("pooling='token' needs class_token=True; use pooling='gap' without a class token.")
+    if config["pooling"] in ("token", "token_and_mean") and not config["class_token"]:
+        raise ValueError(f"pooling={config['pooling']!r} needs class_token=True; use pooling='gap' without a class token.")
 
 
 def _check_build_arguments(config):
@@ -455,7 +456,8 @@ def _check_build_arguments(config):
         if not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes < 1:
             raise ValueError(f"Invalid num_classes={num_classes!r}: include_top=True needs an integer >= 1.")
         if config["pooling"] is None:
-            raise ValueError("include_top=True needs pooling='token', 'gap', 'avg', 'max' or 'map', got pooling=None.")
+            raise ValueError(
+                "include_top=True needs pooling='token', 'gap', 'avg', 'max', 'map' or 'token_and_mean', got pooling=None.")
         if config["distillation_token"] and config["pooling"] != "token":
             raise ValueError(
                 f"A distilled model's two heads read the class and distillation tokens: include_top=True "
