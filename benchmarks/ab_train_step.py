@@ -14,7 +14,8 @@ jobs share, the wall also counts the time the process waited for a core, CPU tim
 Variants: baseline (shipped code: float32, XLA), spe4 / spe16 (steps_per_execution in
 compile), nojit (no XLA: TensorFlow's oneDNN kernels), gelu_erfc (exact GELU as TensorFlow's
 tf.nn.gelu writes it, with erfc, instead of keras_vit's 0.5 x (1 + erf(x / sqrt 2))), fused_attention
-(keras.ops.dot_product_attention forced), unfused_attention (the explicit softmax forced),
+(built with fused_attention=True: keras.ops.dot_product_attention), unfused_attention (built
+with fused_attention=False: the explicit softmax),
 keras_hub (keras-hub's ViT instead of keras_vit), ln_centered (LayerNorm as
 (x - mean) * (rsqrt(var + eps) * gamma) + beta, variance of the centred values), einsum_attention (scores and context as einsums on the
 projection's (B, T, heads, width) layout: no explicit transposes). Thread settings need a fresh
@@ -33,7 +34,7 @@ import math
 from benchmarks import timing
 from benchmarks.machine import cpu_jiffies, cpu_share
 from benchmarks.workers import ResultLog
-from benchmarks.workloads import TRAINING, compile_for_training, fused_attention, keras_model, repeated_batch, workload
+from benchmarks.workloads import TRAINING, compile_for_training, keras_model, repeated_batch, workload
 
 
 def _gelu_erfc(original):
@@ -102,6 +103,10 @@ class Patch:
             setattr(obj, name, old)
 
 
+# The variants built by another `workloads.keras_model` impl than "keras_vit".
+IMPLS = {"keras_hub": "keras_hub", "fused_attention": "keras_vit_fused", "unfused_attention": "keras_vit_unfused"}
+
+
 def variants():
     """{name: (compile arguments, a context manager factory in force while the variant is built and traced)}."""
     from keras_vit.layers import self_attention, transformer_block
@@ -114,8 +119,8 @@ def variants():
         "nojit": ({"jit_compile": False}, Patch),
         "gelu_erfc": ({}, lambda: Patch((transformer_block, "gelu", _gelu_erfc))),
         "ln_centered": ({}, lambda: Patch((keras_ops_package(), "layer_normalization", _layer_norm_centered))),
-        "fused_attention": ({}, lambda: fused_attention(True)),
-        "unfused_attention": ({}, lambda: fused_attention(False)),
+        "fused_attention": ({}, Patch),  # built by IMPLS' keras_vit_fused
+        "unfused_attention": ({}, Patch),
         "einsum_attention": ({}, lambda: Patch((attention, "call", lambda old: _einsum_attention_call))),
         "keras_hub": ({}, Patch),  # keras-hub's ViT, as compare builds it
     }
@@ -151,7 +156,7 @@ def main(argv=None):
         compile_args, context = known[name]
         keras.utils.set_random_seed(0)
         with context():
-            model, _ = keras_model("keras_hub" if name == "keras_hub" else "keras_vit", w)
+            model, _ = keras_model(IMPLS.get(name, "keras_vit"), w)
             compile_for_training(model, **{"jit_compile": True, **compile_args})
             runs[name] = timing.keras_epochs(model, data)
             warm = runs[name](4)  # traced with the change in place

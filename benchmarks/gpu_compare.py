@@ -33,7 +33,7 @@ import types
 
 from benchmarks import timing
 from benchmarks.workers import ResultLog, run_worker
-from benchmarks.workloads import KERAS_IMPLS, TRAINING, architecture, compile_for_training, force_attention
+from benchmarks.workloads import KERAS_IMPLS, TRAINING, architecture, compile_for_training
 from benchmarks.workloads import keras_model, timm_model, vit_flops, workload
 
 IMPLS = (*KERAS_IMPLS, "keras_vit_fused_xla", "keras_vit_cudnn", "timm")
@@ -97,12 +97,11 @@ def keras_worker(impl, batch, steps, workload_name="train_b16"):
 
         from keras_vit.layers import self_attention
 
-        force_attention(True)
         self_attention.ops = types.SimpleNamespace(**vars(keras.ops))
         self_attention.ops.dot_product_attention = (
             functools.partial(keras.ops.dot_product_attention, flash_attention=False) if impl == "keras_vit_fused_xla"
             else functools.partial(jax.nn.dot_product_attention, implementation="cudnn"))
-        impl = "keras_vit"
+        impl = "keras_vit_fused"
     model, version = keras_model(impl, c)
     compile_for_training(model, jit_compile=True)
     import jax

@@ -2,7 +2,7 @@
 
 One table (`WORKLOADS`) of model sizes, image, batch and whether it trains; one mapping to
 keras_vit's builder arguments (`vit_arguments`) and one to timm's (`timm_model`); one
-`keras_model(impl, w)` for keras_vit, keras_vit with fused attention forced either way, and
+`keras_model(impl, w)` for keras_vit, keras_vit built with `fused_attention` either way, and
 keras-hub's ViT.
 
     >>> round(vit_flops(**architecture(WORKLOADS["infer_b16"])) / 1e9, 2)  # ViT-B/16
@@ -13,7 +13,6 @@ keras-hub's ViT.
 
 from __future__ import annotations
 
-import contextlib
 import sys
 
 # patch, hidden (width), layers, heads, mlp, image (side), channels, classes: a class-token ViT.
@@ -40,8 +39,8 @@ WORKLOADS = {
     "tiny": dict(patch=4, hidden=32, layers=2, heads=2, mlp=64, image=32, channels=3, classes=10, batch=8, train=True),
 }
 TRAINING = tuple(name for name, w in WORKLOADS.items() if w["train"])
-# keras_vit_unfused / keras_vit_fused: keras_vit with the explicit softmax attention or with
-# keras.ops.dot_product_attention forced, whatever the layer's default.
+# keras_vit_unfused / keras_vit_fused: keras_vit built with fused_attention=False (the explicit
+# softmax) or True (keras.ops.dot_product_attention), whatever the builder's default.
 KERAS_IMPLS = ("keras_vit", "keras_vit_unfused", "keras_vit_fused", "keras_hub")
 
 
@@ -92,28 +91,6 @@ def vit_arguments(w):
                 classifier_activation=None)
 
 
-def force_attention(fused):
-    """Forces keras_vit's attention to keras.ops.dot_product_attention (True) or the explicit softmax
-    (False) for the rest of the process; None leaves the layer's default. With `fused_attention`,
-    the one place the benchmarks reach into the layer's switch (read when a model is traced)."""
-    from keras_vit.layers import self_attention
-
-    saved = self_attention.FUSED_ATTENTION
-    if fused is not None:
-        self_attention.FUSED_ATTENTION = bool(fused)
-    return saved
-
-
-@contextlib.contextmanager
-def fused_attention(fused):
-    """`force_attention(fused)` while a model is built and traced, then the switch as it was."""
-    saved = force_attention(fused)
-    try:
-        yield
-    finally:
-        force_attention(saved)
-
-
 def keras_model(impl, w):
     """(model with a logits head, version) of `impl` in KERAS_IMPLS for workload `w`."""
     import keras
@@ -130,9 +107,8 @@ def keras_model(impl, w):
         raise SystemExit(f"impl={impl!r}: expected one of {KERAS_IMPLS}")
     import keras_vit
 
-    # The switch is read when the model is traced: it stays set for the process (one model each).
-    force_attention({"keras_vit_fused": True, "keras_vit_unfused": False}.get(impl))
-    return keras_vit.ViT(**vit_arguments(w)), keras_vit.__version__
+    fused = impl == "keras_vit_fused"
+    return keras_vit.ViT(**vit_arguments(w), fused_attention=fused), keras_vit.__version__
 
 
 def compile_for_training(model, jit_compile=True, **kwargs):

@@ -6,6 +6,22 @@ import numbers
 import os
 import tempfile
 
+import numpy as np
+
+
+def check_bool(name: str, value) -> None:
+    """Raises ValueError unless `value` is True or False (a string such as "no" would read as True).
+
+    Example:
+
+    >>> check_bool("include_top", "no")
+    Traceback (most recent call last):
+    ...
+    ValueError: Invalid include_top='no'. Expected True or False.
+    """
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"Invalid {name}={value!r}. Expected True or False.")
+
 
 def check_choice(name: str, value, choices) -> None:
     """Raises ValueError unless `value` is one of `choices`."""
@@ -108,3 +124,9 @@ def check_non_negative_int(name: str, value) -> None:
     """Raises ValueError unless `value` is an int >= 0."""
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise ValueError(f"Invalid {name}={value!r}. Expected an integer >= 0.")
+
+
+def check_seed(name: str, value) -> None:
+    """Raises ValueError unless `value` is an int in [0, 2**32 - 1], the seeds NumPy and Keras take."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 2**32:
+        raise ValueError(f"Invalid {name}={value!r}. Expected an integer in [0, 2**32 - 1].")

@@ -30,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     >>> args.command, args.epochs, args.dataset, args.stem
     ('train', 1, 'sample', 'auto')
     """
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="keras-vit",
         description="Vision Transformers for Keras: train, evaluate, export and inspect.",
     )
@@ -39,6 +39,16 @@ def build_parser() -> argparse.ArgumentParser:
     for add_command in _COMMANDS:
         add_command(subparsers)
     return parser
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose mistakes (an unknown flag, a bad number) print one line, not the usage block; exit 2.
+
+    Sub-commands get this class too (argparse makes them of the parent's class).
+    """
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 class _VersionAction(argparse.Action):
@@ -101,6 +111,15 @@ def _add_inspect(subparsers):
 
 
 def _run_inspect(args):
+    from keras_vit._validation import check_positive_int, check_writable_folder
+
+    # The user's own mistakes first, then what is missing from the installation.
+    if not os.path.isfile(args.model):
+        raise FileNotFoundError(f"Model file not found: MODEL={args.model!r}.")
+    if not args.model.endswith(".keras"):
+        raise ValueError(f"Invalid MODEL={args.model!r}: expected a saved Keras model file ending in .keras.")
+    check_positive_int("--components", args.components)
+    check_writable_folder("--out", args.out)  # before the model loads: an existing file there is a mistake
     try:
         import matplotlib  # noqa: F401
     except ImportError:
@@ -113,17 +132,8 @@ def _run_inspect(args):
     import keras  # loading Keras registers keras_vit's layers for load_model (keras_vit._registration)
 
     from keras_vit import inspect as vit_inspect
-    from keras_vit._validation import check_positive_int
     from keras_vit.inspect import images, plots
 
-    if not os.path.isfile(args.model):
-        raise FileNotFoundError(f"Model file not found: MODEL={args.model!r}.")
-    if not args.model.endswith(".keras"):
-        raise ValueError(f"Invalid MODEL={args.model!r}: expected a saved Keras model file ending in .keras.")
-    check_positive_int("--components", args.components)
-    from keras_vit._validation import check_writable_folder
-
-    check_writable_folder("--out", args.out)  # before the model loads: an existing file there is a mistake
     model = keras.saving.load_model(args.model, compile=False)
     probe = vit_inspect.attention_model(model)  # fails early, clearly, on a model that is no ViT
 
@@ -139,7 +149,8 @@ def _run_inspect(args):
     attentions = vit_inspect.attention_maps(probe, inputs)
     prefix, grid, pixels_per_token = vit_inspect.token_layout(model, attentions.shape[-1], size)
     rollout = vit_inspect.attention_rollout(attentions, args.head_fusion)
-    maps = vit_inspect.upsample_maps(vit_inspect.rollout_to_grid(rollout, grid, prefix), size)
+    readout = vit_inspect.probe_readout(model, inputs, args.head_fusion)  # a MAP model's probe (SigLIP), else None
+    maps = vit_inspect.upsample_maps(vit_inspect.rollout_to_grid(rollout, grid, prefix, readout), size)
     distances = vit_inspect.mean_attention_distance(attentions, grid, pixels_per_token, prefix)
     patches = grid[0] * grid[1]
     uniform = vit_inspect.mean_attention_distance(np.full((1, 1, patches, patches), 1 / patches), grid, pixels_per_token)
@@ -151,6 +162,10 @@ def _run_inspect(args):
             distances, os.path.join(args.out, "mean_attention_distance.png"), max(size), float(uniform[0])
         ),
     ]
+    if readout is not None:
+        probe = vit_inspect.upsample_maps(vit_inspect.readout_to_grid(readout, grid, prefix), size)
+        written.append(plots.plot_attention_rollout(
+            pixels, probe, os.path.join(args.out, "probe_attention.png"), titles, label="probe attention"))
     try:
         similarity = vit_inspect.position_embedding_similarity(vit_inspect.position_embeddings(model))
         written.append(
@@ -424,7 +439,14 @@ def _run_train(args) -> int:
         from keras_vit import distribution
 
         distribution.parse_mesh(args.mesh)
-    if args.num_processes is not None or os.environ.get("KERAS_DISTRIBUTION_NUM_PROCESSES"):
+    _validation.check_seed("--seed", args.seed)
+    for flag, value, minimum in (("--num-processes", args.num_processes, 1), ("--process-id", args.process_id, 0)):
+        if value is not None:
+            _validation.check_positive_int(flag, value, minimum)
+    multi_process = args.num_processes is not None or os.environ.get("KERAS_DISTRIBUTION_NUM_PROCESSES")
+    if not multi_process and (args.process_id is not None or args.coordinator is not None):
+        raise ValueError("--process-id and --coordinator describe a multi-process JAX run: pass --num-processes too.")
+    if multi_process:
         from keras_vit import distribution
 
         distribution.initialize(args.coordinator, args.num_processes, args.process_id)  # before any computation
@@ -447,7 +469,7 @@ def _run_train(args) -> int:
         max_train_examples=args.max_train_examples, max_test_examples=args.max_test_examples,
         verbose=2 if args.quiet else 1,
     )
-    check_config(config, name=lambda field: "--" + field.replace("_", "-"))  # the checks, named by their flags
+    check_config(config, name=_flag)  # the checks, named by their flags
     result = train(config)
     print(format_summary(result))
     for kind, path in result["artifacts"].items():
@@ -481,13 +503,10 @@ def _add_evaluate(subparsers) -> None:
 
 def _run_evaluate(args) -> int:
     from keras_vit import _validation
-    from keras_vit.training.trainer import evaluate
+    from keras_vit.training.trainer import check_evaluate_arguments, evaluate
 
-    for name in ("batch_size", "max_examples"):
-        if getattr(args, name) is not None:
-            _validation.check_positive_int(f"--{name.replace('_', '-')}", getattr(args, name))
-    if args.validation_split is not None:
-        _validation.check_fraction("--validation-split", args.validation_split)
+    check_evaluate_arguments(args.batch_size, args.max_examples, args.validation_split, name=_flag)
+    _validation.check_seed("--seed", args.seed)
     scores = evaluate(args.model, args.dataset, args.split, args.batch_size, args.data_dir, args.on_corrupt,
                       args.download, args.max_examples, args.validation_split, args.seed)
     print(f"{args.dataset}:{args.split}: accuracy {scores['accuracy']:.4f}, loss {scores['loss']:.4f} "
@@ -497,6 +516,11 @@ def _run_evaluate(args) -> int:
 
         print(skipped_line(scores["skipped_files"]))
     return 0
+
+
+def _flag(field: str) -> str:
+    """The flag of a library argument, as the library's checks name it for the command line."""
+    return "--" + field.replace("_", "-")
 
 
 _COMMANDS = [_add_train, _add_evaluate, _add_export, _add_predict, _add_inspect]

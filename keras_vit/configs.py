@@ -145,6 +145,11 @@ VARIANTS.update({
     "DINOv2_S14_reg4": _family("dinov2", 14, 384, 1536, 6, 12, 518, "DINOv2 ViT-S/14, 4 registers", **_DINOV2_REG),
     "DINOv2_B14_reg4": _family("dinov2", 14, 768, 3072, 12, 12, 518, "DINOv2 ViT-B/14, 4 registers", **_DINOV2_REG),
     "DINOv2_L14_reg4": _family("dinov2", 14, 1024, 4096, 16, 24, 518, "DINOv2 ViT-L/14, 4 registers", **_DINOV2_REG),
+    # DINOv2's giant: SwiGLU, its width two thirds of 4 x 1536 rounded up to 8 (timm vit_giant_patch14_dinov2).
+    "DINOv2_g14": _family("dinov2", 14, 1536, 4096, 24, 40, 518, "DINOv2 ViT-g/14 (SwiGLU, 1.1B)",
+                          mlp_activation="swiglu", **_DINOV2),
+    "DINOv2_g14_reg4": _family("dinov2", 14, 1536, 4096, 24, 40, 518, "DINOv2 ViT-g/14 (SwiGLU, 1.1B), 4 registers",
+                               mlp_activation="swiglu", **_DINOV2_REG),
     "SigLIP_B16": _family("siglip", 16, 768, 3072, 12, 12, 224, "SigLIP ViT-B/16 image tower", **_SIGLIP),
     "SigLIP_L16": _family("siglip", 16, 1024, 4096, 16, 24, 256, "SigLIP ViT-L/16 image tower", **_SIGLIP),
     "SigLIP_So400m14": _family("siglip", 14, 1152, 4304, 16, 27, 224, "SigLIP So400m/14 image tower", **_SIGLIP),

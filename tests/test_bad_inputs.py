@@ -132,6 +132,36 @@ def test_free_image_size_refuses_sides_the_patch_does_not_divide(side):
     assert tuple(model(np.zeros((1, 28, 28, 3), "float32")).shape) == (1, 3)
 
 
+def test_free_image_size_refuses_sides_unknown_until_run_time():
+    """Issue 29: in a user's tf.function with unknown sides, a 30x30 image for patch 4 gave the output of its
+    28x28 crop and a 0x0 image vanished from the batch (shape (0, classes)): only known sides were checked."""
+    import keras_vit
+    import tensorflow as tf
+    from keras_vit.data.image_io import error_text
+
+    model = keras_vit.ViT("tiny", num_classes=3, input_shape=(None, None, 3), position_embedding="sincos2d",
+                          preprocessing="unit")
+    call = tf.function(lambda images: model(images), input_signature=[tf.TensorSpec([None, None, None, 3])])
+    assert tuple(call(tf.zeros((2, 28, 32, 3))).shape) == (2, 3)
+    for shape, side, value in [((1, 30, 30, 3), "height", 30), ((1, 0, 0, 3), "height", 0), ((1, 28, 2, 3), "width", 2)]:
+        with pytest.raises(tf.errors.InvalidArgumentError) as error:
+            call(tf.zeros(shape))
+        assert error_text(error.value) == (
+            f"Invalid image {side}={value} for model vit_tiny (images of shape [{' '.join(map(str, shape))}]): with "
+            "a free image size, height and width must be positive multiples of patch_size=4.")
+
+
+def test_known_sides_add_no_run_time_check():
+    """The check of unknown sides costs nothing where the sides are known (every fixed-size model, XLA training)."""
+    import keras_vit
+    import tensorflow as tf
+
+    model = keras_vit.ViT("tiny", num_classes=3, input_shape=(None, None, 3), position_embedding="sincos2d",
+                          preprocessing="unit")
+    graph = tf.function(lambda images: model(images)).get_concrete_function(tf.TensorSpec([None, 28, 28, 3])).graph
+    assert not [op for op in graph.get_operations() if op.type == "Assert"]
+
+
 def test_saved_model_with_a_free_size_refuses_sides_the_patch_does_not_divide(tmp_path):
     import keras_vit
     import tensorflow as tf
@@ -238,8 +268,9 @@ def test_on_corrupt_error_names_the_file_in_one_line(tmp_path, capsys):
 
 
 def test_counts_are_of_images_used_and_evaluate_reports_skipped_files(tmp_path, capsys):
-    """Issue 29: with --on-corrupt skip, vit.json and evaluate counted the files listed (a JPEG with a valid
-    header and a cut body is skipped while decoding, after the count), and evaluate never said it skipped one."""
+    """Issue 29: with --on-corrupt skip, the header, vit.json and evaluate counted the files listed (a JPEG with a
+    valid header and a cut body is skipped while decoding, after the count) as images, and evaluate never said it
+    skipped one."""
     import json
 
     from keras_vit import cli
@@ -253,7 +284,9 @@ def test_counts_are_of_images_used_and_evaluate_reports_skipped_files(tmp_path, 
     header = capsys.readouterr().out
     import re
 
-    listed = int(re.search(r"train (\d+) \(train\)", header).group(1))
+    # The header comes before any decoding: it says what it counts, files listed (the cut one among them).
+    listed = int(re.search(r"train (\d+) files listed \(train\)", header).group(1))
+    assert re.search(r"validation: \d+ files listed of 2 classes in ", header), header
     summary = json.loads((out / "vit.json").read_text())
     cut_in_train = any("cut.jpg" in f for f in summary["skipped_files"])
     assert summary["num_train_examples"] == listed - cut_in_train
@@ -266,3 +299,167 @@ def test_counts_are_of_images_used_and_evaluate_reports_skipped_files(tmp_path, 
         used += int(re.search(r"on (\d+) examples", printed).group(1))
         reported += printed.count("Skipped 1 corrupt image files") and "cut.jpg" in printed
     assert (used, reported) == (16, 1)
+
+
+# --- Every public builder argument (keras_vit.ViT; the named builders pass their kwargs to it) ---------------
+# (arguments, what the error must say). A tiny variant: every refusal comes before or during a 2-block build.
+BUILDER_REFUSED = [
+    (dict(image_size=0), r"image height=0"), (dict(image_size=-32), r"image height=-32"),
+    (dict(image_size=30), r"image height=30: it must be divisible by patch_size=4"),
+    (dict(image_size="32"), r"image_size='32'"), (dict(image_size=32.0), r"image_size=32.0"),
+    (dict(image_size=(32,)), r"image_size=\(32,\)"), (dict(image_size=True), r"image_size=True"),
+    (dict(image_size=NAN), r"image_size=nan"), (dict(image_size=(0, 32)), r"image height=0"),
+    (dict(patch_size=0), r"patch_size=0"), (dict(patch_size=-4), r"patch_size=-4"), (dict(patch_size=4.0), r"patch_size=4.0"),
+    (dict(patch_size="4"), r"patch_size='4'"), (dict(patch_size=True), r"patch_size=True"),
+    (dict(patch_size=64), r"image height=32: it must be divisible by patch_size=64"),
+    (dict(hidden_size=0), r"hidden_size=0"), (dict(hidden_size=33), r"hidden_size=33: .*num_heads=2"),
+    (dict(hidden_size=NAN), r"hidden_size=nan"), (dict(num_layers=0), r"num_layers=0"), (dict(num_layers=1.5), r"num_layers=1.5"),
+    (dict(num_heads=0), r"num_heads=0"), (dict(num_heads=3), r"hidden_size=32: .*num_heads=3"), (dict(mlp_dim=-1), r"mlp_dim=-1"),
+    (dict(num_classes=0), r"num_classes=0"), (dict(num_classes=-1), r"num_classes=-1"), (dict(num_classes=2.5), r"num_classes=2.5"),
+    (dict(num_classes="3"), r"num_classes='3'"), (dict(num_classes=True), r"num_classes=True"),
+    (dict(num_classes=3, classes=5), r"num_classes=3 and classes=5"), (dict(num_classes=None, classes=0), r"num_classes=0"),
+    (dict(dropout_rate=-0.1), r"dropout_rate=-0.1"), (dict(dropout_rate=1.0), r"dropout_rate=1.0"),
+    (dict(dropout_rate=NAN), r"dropout_rate=nan"), (dict(dropout_rate="0.1"), r"dropout_rate='0.1'"),
+    (dict(attention_dropout_rate=INF), r"attention_dropout_rate=inf"), (dict(drop_path_rate=-1), r"drop_path_rate=-1"),
+    (dict(pooling="mean"), r"pooling='mean'"), (dict(pooling=""), r"pooling=''"), (dict(pooling=None), r"pooling=None"),
+    (dict(include_top="no"), r"include_top='no'"), (dict(include_top=0), r"include_top=0"),
+    (dict(weights=3), r"weights=3"), (dict(weights="imagenet"), r"weights='imagenet'"),
+    (dict(input_shape=(32, 32)), r"input_shape=\(32, 32\)"), (dict(input_shape=(0, 32, 3)), r"image height=0"),
+    (dict(input_shape=(32, 32, 0)), r"channels=0"), (dict(input_shape=(32, 32, 3, 1)), r"input_shape=\(32, 32, 3, 1\)"),
+    (dict(input_shape=(30, 30, 3)), r"image height=30"), (dict(input_shape=(32.0, 32, 3)), r"image height=32.0"),
+    (dict(classifier_activation="nonexistent"), r"classifier_activation='nonexistent'"),
+    (dict(classifier_activation=3), r"classifier_activation=3"),
+    (dict(class_token="yes"), r"class_token='yes'"), (dict(class_token=0), r"class_token=0"),
+    (dict(approximate_gelu="yes"), r"approximate_gelu='yes'"), (dict(distillation_token="yes"), r"distillation_token='yes'"),
+    (dict(pre_norm="yes"), r"pre_norm='yes'"), (dict(patch_bias="no"), r"patch_bias='no'"),
+    (dict(prefix_position_embedding="no"), r"prefix_position_embedding='no'"),
+    (dict(position_embedding="abc"), r"position_embedding='abc'"), (dict(preprocessing="abc"), r"preprocessing='abc'"),
+    (dict(representation_size=0), r"representation_size=0"), (dict(projection_size=-1), r"projection_size=-1"),
+    (dict(layer_norm_epsilon=0), r"layer_norm_epsilon=0"), (dict(layer_norm_epsilon=-1e-6), r"layer_norm_epsilon=-1e-06"),
+    (dict(layer_norm_epsilon=NAN), r"layer_norm_epsilon=nan"), (dict(layer_norm_epsilon="1e-6"), r"layer_norm_epsilon='1e-6'"),
+    (dict(interpolation="abc"), r"interpolation='abc'"), (dict(num_register_tokens=-1), r"num_register_tokens=-1"),
+    (dict(num_register_tokens=1.5), r"num_register_tokens=1.5"), (dict(layer_scale_init=0), r"layer_scale_init=0"),
+    (dict(layer_scale_init=NAN), r"layer_scale_init=nan"), (dict(mlp_activation="relu"), r"mlp_activation='relu'"),
+    (dict(variant="nope"), r"variant='nope'"), (dict(variant=3), r"variant=3"), (dict(backbone="resnet"), r"backbone='resnet'"),
+    (dict(distillation_token=True, class_token=False), r"distillation_token=True needs class_token=True"),
+    (dict(class_token=False, pooling="token"), r"pooling='token' needs class_token=True"),
+    (dict(name="a/b"), r"`name`.*a/b"),  # Keras' own check, which names the argument
+]
+# Accepted, and why.
+BUILDER_ACCEPTED = [
+    (dict(include_top=None), (None, 3)),  # None is the default: a head
+    (dict(include_top=np.bool_(False)), (None, 32)),  # NumPy's bool is a bool
+    (dict(name=""), (None, 3)),  # an empty name means the default name, vit_tiny
+    (dict(num_classes=3, classes=3), (None, 3)),  # the alias agreeing with the name
+    (dict(image_size=None, position_embedding="sincos2d"), (None, 3)),  # a free size, checked per call
+    (dict(classifier_activation=None), (None, 3)),  # logits
+    (dict(pooling="avg"), (None, 3)),  # keras.applications' name of "gap"
+    (dict(num_register_tokens=0, layer_scale_init=None, representation_size=None), (None, 3)),  # each: none of it
+]
+
+
+@pytest.mark.backends("tensorflow", "jax", "torch")
+@pytest.mark.parametrize("arguments, message", BUILDER_REFUSED, ids=lambda case: repr(case)[:60] if isinstance(case, dict) else "")
+def test_builder_refuses(arguments, message):
+    import keras_vit
+
+    with pytest.raises(ValueError, match=message):
+        keras_vit.ViT(**{"variant": "tiny", "num_classes": 3, **arguments})
+
+
+@pytest.mark.backends("tensorflow", "jax", "torch")
+@pytest.mark.parametrize("arguments, output_shape", BUILDER_ACCEPTED, ids=lambda case: repr(case)[:60] if isinstance(case, dict) else "")
+def test_builder_accepts(arguments, output_shape):
+    import keras_vit
+
+    model = keras_vit.ViT(**{"variant": "tiny", "num_classes": 3, **arguments})
+    assert model.output_shape == output_shape
+    assert model.name == "vit_tiny" or "name" in arguments and arguments["name"]
+
+
+@pytest.mark.backends("tensorflow", "jax", "torch")
+def test_named_builders_refuse_like_vit():
+    """A named builder is ViT with its variant: the same refusals, and an unknown keyword is Python's TypeError."""
+    import keras_vit
+
+    with pytest.raises(ValueError, match=r"num_classes=0"):
+        keras_vit.ViT_Ti16(num_classes=0, num_layers=1, image_size=32)
+    with pytest.raises(TypeError, match=r"num_class\b"):
+        keras_vit.ViT_Ti16(num_class=3)
+
+
+# --- Every CLI flag: parse errors (argparse) and value errors (the handlers), one line and exit 2 -------------
+CLI_PARSE_REFUSED = [  # (argv, what the line must name); no model is built or loaded
+    (["train", "--epochs", "abc"], "--epochs"), (["train", "--epochs", ""], "--epochs"), (["train", "--epochs", "1e3"], "--epochs"),
+    (["train", "--batch-size", "2.5"], "--batch-size"), (["train", "--validation-split", "x"], "--validation-split"),
+    (["train", "--image-size", "32px"], "--image-size"), (["train", "--patch-size", "x"], "--patch-size"),
+    (["train", "--channels", "2"], "--channels"), (["train", "--recipe", "x"], "--recipe"), (["train", "--augment", "x"], "--augment"),
+    (["train", "--precision", "x"], "--precision"), (["train", "--jit-compile", "maybe"], "--jit-compile"),
+    (["train", "--strategy", "x"], "--strategy"), (["train", "--pooling", "avg"], "--pooling"), (["train", "--scaling", "x"], "--scaling"),
+    (["train", "--on-corrupt", "x"], "--on-corrupt"), (["train", "--seed", "x"], "--seed"), (["train", "--budget-minutes", "x"], "--budget-minutes"),
+    (["train", "--num-processes", "x"], "--num-processes"), (["train", "--process-id", "x"], "--process-id"),
+    (["train", "--max-train-examples", "x"], "--max-train-examples"), (["train", "--epochz", "1"], "--epochz"),
+    (["evaluate"], "model"), (["evaluate", "m.keras", "--batch-size", "x"], "--batch-size"),
+    (["evaluate", "m.keras", "--on-corrupt", "x"], "--on-corrupt"), (["evaluate", "m.keras", "--seed", "1.5"], "--seed"),
+    (["evaluate", "m.keras", "--max-examples", "x"], "--max-examples"), (["evaluate", "m.keras", "--validation-split", "x"], "--validation-split"),
+    (["predict", "m.keras"], "IMAGE"), (["predict", "m.keras", "a.png", "--top-k", "x"], "--top-k"),
+    (["export", "m.keras", "--version", "x"], "--version"), (["export", "m.keras", "--top-k", "x"], "--top-k"),
+    (["export", "m.keras", "--calibration-samples", "x"], "--calibration-samples"),
+    (["inspect", "m.keras"], "--out"), (["inspect", "m.keras", "--out", "d", "--components", "x"], "--components"),
+    (["inspect", "m.keras", "--out", "d", "--image-size", "32"], "--image-size"), (["inspect", "m.keras", "--out", "d", "--scale", "x"], "--scale"),
+    (["inspect", "m.keras", "--out", "d", "--head-fusion", "x"], "--head-fusion"), (["nope"], "nope"),
+]
+
+
+@pytest.mark.backends("tensorflow", "jax", "torch")
+@pytest.mark.parametrize("argv, flag", CLI_PARSE_REFUSED, ids=lambda case: " ".join(case) if isinstance(case, list) else "")
+def test_cli_parse_errors_are_one_line(argv, flag, capsys):
+    from keras_vit import cli
+
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(argv)
+    err = capsys.readouterr().err.strip()
+    assert exit_.value.code == 2 and len(err.splitlines()) == 1 and flag in err, err
+
+
+# (argv, the line's text): refused by the handlers before any data or model is read (train: before its header).
+CLI_REFUSED = [
+    (["train", "--epochs", "0"], "Invalid --epochs=0"), (["train", "--epochs", "-1"], "Invalid --epochs=-1"),
+    (["train", "--batch-size", "0"], "Invalid --batch-size=0"), (["train", "--validation-split", "nan"], "Invalid --validation-split=nan"),
+    (["train", "--validation-split", "1"], "Invalid --validation-split=1.0"), (["train", "--validation-split", "inf"], "--validation-split=inf"),
+    (["train", "--validation-split", "0"], "--validation-split=0.0"),
+    (["train", "--max-train-examples", "0"], "--max-train-examples=0"), (["train", "--max-test-examples", "-5"], "--max-test-examples=-5"),
+    (["train", "--image-size", "0"], "--image-size=0"), (["train", "--patch-size", "0"], "--patch-size=0"),
+    (["train", "--hidden-size", "-1"], "--hidden-size=-1"), (["train", "--num-layers", "0"], "--num-layers=0"),
+    (["train", "--num-heads", "0"], "--num-heads=0"), (["train", "--mlp-dim", "0"], "--mlp-dim=0"),
+    (["train", "--budget-minutes", "0"], "--budget-minutes=0.0"), (["train", "--budget-minutes", "nan"], "--budget-minutes=nan"),
+    (["train", "--budget-minutes", "inf"], "--budget-minutes=inf"), (["train", "--budget-minutes", "-1"], "--budget-minutes=-1.0"),
+    (["train", "--variant", "nope"], "variant='nope'"), (["train", "--mesh", "abc"], "mesh='abc'"), (["train", "--mesh", "0x4"], "mesh='0x4'"),
+    (["train", "--seed", "-1"], "--seed=-1"), (["train", "--seed", str(2**40)], f"--seed={2**40}"),
+    (["train", "--num-processes", "0"], "--num-processes=0"), (["train", "--process-id", "-1"], "--process-id=-1"),
+    (["train", "--process-id", "1"], "pass --num-processes too"), (["train", "--coordinator", "h:1"], "pass --num-processes too"),
+    (["train", "--epochs", "0", "--batch-size", "0"], "--epochs=0"),  # the first of several mistakes
+    (["evaluate", "m.keras", "--batch-size", "0"], "--batch-size=0"), (["evaluate", "m.keras", "--max-examples", "-1"], "--max-examples=-1"),
+    (["evaluate", "m.keras", "--validation-split", "nan"], "--validation-split=nan"), (["evaluate", "m.keras", "--seed", "-1"], "--seed=-1"),
+    (["evaluate", "no-such.keras"], "no-such.keras"),
+    (["predict", "m.keras", "a.png", "--top-k", "0"], "--top-k=0"), (["predict", "no-such.keras", "a.png"], "no-such.keras"),
+    (["export", "m.keras"], "Nothing to export"), (["export", "m.keras", "--tflite", "a.tflite", "--quantization", "x"], "--quantization"),
+    (["export", "no-such.keras", "--tflite", "a.tflite"], "no-such.keras"),
+    (["export", "m.keras", "--saved-model", "d", "--quantization", "int8"], "--quantization int8 applies to the TFLite file"),
+    (["inspect", "no-such.keras", "--out", "d"], "no-such.keras"), (["inspect", "m.txt", "--out", "d"], "m.txt"),
+    (["inspect", "m.keras", "--out", "d", "--components", "0"], "--components=0"),
+]
+
+
+@pytest.mark.backends("tensorflow", "jax", "torch")
+@pytest.mark.parametrize("argv, text", CLI_REFUSED, ids=lambda case: " ".join(case) if isinstance(case, list) else "")
+def test_cli_value_errors_are_one_line(argv, text, capsys, tmp_path, monkeypatch):
+    from keras_vit import cli
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.keras").write_text("not read: the flags are checked first")
+    (tmp_path / "m.txt").write_text("")
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and text in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.keras", "m.txt"], "a refused command wrote something"

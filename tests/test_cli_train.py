@@ -42,6 +42,7 @@ def test_train_then_evaluate_tiny(tmp_path, capsys):
         (["train", "--dataset", "{empty}"], "no class sub-folders"),
         (["train", "--dataset", "./missing/folder"], "not found"),
         (["evaluate", "missing.keras"], "model='missing.keras'"),
+        (["evaluate", "missing.keras", "--batch-size", "0"], "--batch-size=0"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(argv, message, tmp_path, capsys):
@@ -50,6 +51,15 @@ def test_bad_input_is_one_line_exit_2(argv, message, tmp_path, capsys):
     assert cli.main(argv + (["--run-dir", str(tmp_path / "run")] if argv[0] == "train" else [])) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err and "Traceback" not in err
+
+
+def test_evaluate_checks_its_numbers_in_the_library_before_reading_the_model():
+    from keras_vit.training import trainer
+
+    for kwargs, message in (({"batch_size": 0}, "batch_size=0"), ({"max_examples": -1}, "max_examples=-1"),
+                            ({"validation_split": 1.5}, "validation_split=1.5")):
+        with pytest.raises(ValueError, match=message):
+            trainer.evaluate("missing.keras", **kwargs)
 
 
 def test_bad_input_subprocess_has_no_traceback():

@@ -70,6 +70,18 @@ def test_distilled_model_trains_both_heads_and_averages_them():
     assert not np.array_equal(before[0], to_numpy(head.kernel)) and not np.array_equal(before[1], to_numpy(dist.kernel))
 
 
+def test_token_and_mean_pooling_concatenates_the_class_token_and_the_mean_patch_token():
+    from helpers import check_layer
+    from keras_vit.layers import TokenPooling
+
+    check_layer(TokenPooling, {"mode": "token_and_mean", "num_prefix_tokens": 3}, (2, 7, 8))
+    tokens = np.random.default_rng(0).normal(size=(2, 7, 8)).astype("float32")
+    pooled = to_numpy(TokenPooling("token_and_mean", num_prefix_tokens=3)(tokens))  # class, 2 registers, 4 patches
+    np.testing.assert_allclose(pooled, np.concatenate([tokens[:, 0], tokens[:, 3:].mean(1)], -1), atol=1e-6)
+    with pytest.raises(ValueError, match="pooling='token_and_mean' needs class_token=True"):
+        keras_vit.ViT("tiny", class_token=False, pooling="token_and_mean")
+
+
 def test_flexivit_resize_matches_the_pseudo_inverse_definition():
     import tensorflow as tf
 
@@ -100,6 +112,19 @@ def test_loader_resizes_the_patch_kernel_when_patch_size_differs(tmp_path):
     expected = resize_patch_kernel(to_numpy(source.get_layer("embedding").kernel), 8)
     np.testing.assert_allclose(to_numpy(model.get_layer("embedding").kernel), expected, atol=1e-6)
     assert model.get_layer("embedding").pos_embedding.shape == (1, 1 + 16, 32)
+
+
+# timm 1.0.31 backbone counts (num_classes=0, pretrained=False, counted on torch's meta device).
+TIMM_GIANT_COUNTS = {"DINOv2_g14": 1_136_479_232, "DINOv2_g14_reg4": 1_136_483_840}
+
+
+@pytest.mark.parametrize("variant", sorted(TIMM_GIANT_COUNTS))
+def test_dinov2_giant_rows_count_as_timm(variant):
+    from test_models import built_params  # 1- and 2-block builds: a full one is 4.5 GB
+
+    row = keras_vit.configs.VARIANTS[variant]
+    assert (row.mlp_activation, row.hidden_size, row.num_layers, row.num_heads) == ("swiglu", 1536, 40, 24)
+    assert built_params(variant, include_top=False) == TIMM_GIANT_COUNTS[variant]
 
 
 @pytest.mark.parametrize("variant", FAMILY_ROWS)
@@ -217,3 +242,44 @@ def test_no_private_keras_api_in_the_model_weights_and_inspection_code():
     with open(os.path.join(root, "models", "vit.py"), encoding="utf-8") as f:
         assert "class VisionTransformer(keras.Model):" in f.read()
     assert isinstance(keras_vit.ViT("tiny", num_classes=2), keras.Model)
+
+
+def test_inspection_of_a_map_model_reads_through_its_probe():
+    from keras_vit import inspect as vit_inspect
+
+    model = _randomized(keras_vit.ViT("tiny_siglip", include_top=False))
+    images = np.random.default_rng(1).normal(size=(2, 16, 16, 3)).astype("float32")
+    attention = vit_inspect.probe_attention(model, images)
+    # By hand from the pooling layer's weights on the final tokens: softmax(q(probe) . k(tokens) / sqrt(width)).
+    pool = model.get_layer("pooling")
+    tokens = to_numpy(model.intermediates_model()(images)["tokens"])
+    (wq, bq), (wk, bk) = [[to_numpy(v) for v in pool.projections()[part]] for part in ("query", "key")]
+    query = (to_numpy(pool.probe)[0, 0] @ wq.reshape(wq.shape[0], -1)).reshape(bq.shape) + bq
+    keys = np.einsum("btd,dhw->bthw", tokens, wk) + bk
+    scores = np.einsum("hw,bthw->bht", query, keys) / np.sqrt(bq.shape[-1])
+    expected = np.exp(scores - scores.max(-1, keepdims=True))
+    np.testing.assert_allclose(attention, expected / expected.sum(-1, keepdims=True), atol=1e-5)
+    readout = attention.mean(axis=1)
+    maps = vit_inspect.probe_maps(model, images, upsample=False)
+    np.testing.assert_allclose(maps, (readout / readout.max(-1, keepdims=True)).reshape(2, 4, 4), atol=1e-6)
+    # The rollout figure reads the blocks' rollout through the probe, not as the mean of every row (GAP).
+    rollout = vit_inspect.attention_rollout(vit_inspect.attention_maps(model, images))
+    through_probe = np.einsum("bt,bts->bs", readout, rollout)
+    np.testing.assert_allclose(vit_inspect.rollout_maps(model, images, upsample=False).reshape(2, -1),
+                               through_probe / through_probe.max(-1, keepdims=True), atol=1e-5)
+    with pytest.raises(ValueError, match=r"no attention-pooling probe \(pooling='token'\)"):
+        vit_inspect.probe_maps(keras_vit.ViT("tiny", num_classes=3), np.zeros((1, 32, 32, 3)))
+
+
+def test_inspect_cli_draws_the_probe_attention_of_a_map_model(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    from matplotlib import image as mpimg
+
+    from keras_vit import cli
+
+    path = str(tmp_path / "siglip.keras")
+    _randomized(keras_vit.ViT("tiny_siglip", num_classes=3)).save(path)
+    assert cli.main(["inspect", path, "--out", str(tmp_path / "figures")]) == 0
+    printed = capsys.readouterr().out.split()
+    assert str(tmp_path / "figures" / "probe_attention.png") in printed
+    assert mpimg.imread(str(tmp_path / "figures" / "probe_attention.png")).std() > 0.01

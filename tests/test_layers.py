@@ -61,12 +61,16 @@ LAYER_CASES = {
     "transformer_block_quick_gelu": (
         TransformerBlock, {"hidden_size": 12, "num_heads": 2, "mlp_dim": 20, "mlp_activation": "quick_gelu"}, (2, 5, 12),
     ),
+    "transformer_block_fused_attention": (
+        TransformerBlock, {"hidden_size": 12, "num_heads": 2, "mlp_dim": 20, "fused_attention": True}, (2, 5, 12),
+    ),
     "layer_scale": (LayerScale, {"init_value": 0.5}, (2, 5, 12)),
     "attention_pooling": (
         AttentionPooling, {"hidden_size": 12, "num_heads": 3, "mlp_dim": 20, "approximate_gelu": True}, (2, 5, 12),
     ),
     "token_pooling_distillation": (TokenPooling, {"mode": "token", "num_prefix_tokens": 2, "token_index": 1}, (2, 5, 8)),
     "self_attention": (MultiHeadSelfAttention, {"hidden_size": 16, "num_heads": 4, "dropout_rate": 0.1}, (2, 5, 16)),
+    "self_attention_fused": (MultiHeadSelfAttention, {"hidden_size": 16, "num_heads": 4, "fused": True}, (2, 5, 16)),
     "token_pooling_token": (TokenPooling, {"mode": "token", "num_prefix_tokens": 1}, (2, 5, 8)),
     "token_pooling_gap": (TokenPooling, {"mode": "gap", "num_prefix_tokens": 0}, (2, 5, 8)),
     "drop_path": (DropPath, {"rate": 0.2, "seed": 3}, (4, 5, 8)),
@@ -120,27 +124,43 @@ def test_self_attention_equals_keras_multi_head_attention():
     np.testing.assert_allclose(to_numpy(scores), to_numpy(expected_scores), atol=1e-6)
 
 
-def test_fused_attention_path_equals_the_explicit_one(monkeypatch):
-    # keras.ops.dot_product_attention (FUSED_ATTENTION) must compute the same outputs from the
-    # same variables; calls that return the weights or apply dropout keep the explicit path.
-    from keras_vit.layers import self_attention
-
+def test_fused_attention_path_equals_the_explicit_one():
+    # fused=True (keras.ops.dot_product_attention) must compute the same outputs from the same
+    # variables; calls that return the weights or apply dropout keep the explicit path.
     x = np.random.default_rng(2).normal(size=(2, 9, 24)).astype("float32")
-    layer = MultiHeadSelfAttention(24, 3, dropout_rate=0.5)
+    layer = MultiHeadSelfAttention(24, 3, dropout_rate=0.5, name="attention")
+    fused = MultiHeadSelfAttention(24, 3, dropout_rate=0.5, fused=True, name="attention")
     layer.build(x.shape)
+    fused.build(x.shape)
     for name, (_, bias) in layer.projections().items():
         bias.assign(np.random.default_rng(len(name)).normal(size=bias.shape))
-    monkeypatch.setattr(self_attention, "FUSED_ATTENTION", False)
+    assert [v.path for v in fused.weights] == [v.path for v in layer.weights]  # the weight schema
+    fused.set_weights(layer.get_weights())
     explicit = to_numpy(layer(x))
     _, explicit_scores = layer(x, return_attention_scores=True)
-    monkeypatch.setattr(self_attention, "FUSED_ATTENTION", True)
-    np.testing.assert_allclose(to_numpy(layer(x)), explicit, atol=1e-5)
-    y, scores = layer(x, return_attention_scores=True)
+    np.testing.assert_allclose(to_numpy(fused(x)), explicit, atol=1e-5)
+    y, scores = fused(x, return_attention_scores=True)
     np.testing.assert_allclose(to_numpy(y), explicit, atol=1e-5)
     np.testing.assert_allclose(to_numpy(scores), to_numpy(explicit_scores), atol=1e-6)
     keras.utils.set_random_seed(0)
-    dropped = to_numpy(layer(x, training=True))  # attention dropout: the explicit path
+    dropped = to_numpy(fused(x, training=True))  # attention dropout: the explicit path
     assert not np.allclose(dropped, explicit, atol=1e-3)
+
+
+def test_fused_attention_is_off_in_configs_saved_before_it_existed():
+    # A .keras file written before the argument existed holds configs without it: they load
+    # with the explicit path, as they were saved.
+    attention = MultiHeadSelfAttention(16, 4, fused=True)
+    config = attention.get_config()
+    assert config["fused"] is True
+    del config["fused"]
+    assert MultiHeadSelfAttention.from_config(config).fused is False
+    block = TransformerBlock(16, 4, 32, fused_attention=True)
+    assert block.attention.fused is True
+    config = block.get_config()
+    del config["fused_attention"]
+    restored = TransformerBlock.from_config(config)
+    assert restored.fused_attention is False and restored.attention.fused is False
 
 
 def test_patches_order_matches_reshape_by_hand():

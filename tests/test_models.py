@@ -243,6 +243,20 @@ def test_pre_logits_and_softmax_head():
     np.testing.assert_allclose(probs.sum(-1), 1.0, atol=1e-6)
 
 
+def test_fused_attention_is_a_build_argument_with_the_same_weights_and_outputs():
+    plain = keras_vit.ViT("tiny", include_top=False, pooling=None)
+    fused = keras_vit.ViT("tiny", include_top=False, pooling=None, fused_attention=True)
+    assert fused.vit_config["fused_attention"] is True and plain.vit_config["fused_attention"] is False
+    assert all(fused.get_layer(f"encoderblock_{i}").attention.fused for i in range(2))
+    assert [v.path for v in fused.weights] == [v.path for v in plain.weights]
+    fused.set_weights(plain.get_weights())
+    pixels = np.random.default_rng(0).normal(size=(2, 32, 32, 3)).astype("float32")
+    np.testing.assert_allclose(to_numpy(fused(pixels)), to_numpy(plain(pixels)), atol=1e-5)
+    # A config saved before the argument existed builds the explicit path.
+    old = {key: value for key, value in fused.vit_config.items() if key != "fused_attention"}
+    assert not keras_vit.models.vit.build(old).get_layer("encoderblock_0").attention.fused
+
+
 def test_non_square_input_shape_and_grayscale():
     model = keras_vit.ViT("tiny", input_shape=(28, 36, 1), num_classes=2)
     assert model.get_layer("embedding").pos_embedding.shape == (1, 7 * 9 + 1, 32)

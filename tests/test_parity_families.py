@@ -160,6 +160,31 @@ def test_hf_deit_distilled_averages_both_heads(tmp_path):
     assert np.abs(cls_only - to_numpy(model(images))).max() > 1e-2
 
 
+@pytest.mark.parametrize("registers", [0, REGISTERS])
+def test_hf_dinov2_classifier_reads_class_and_mean_patch_token(registers, tmp_path):
+    common = dict(hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS, mlp_ratio=3,
+                  image_size=IMAGE, patch_size=PATCH, layerscale_value=1e-5, num_labels=7)
+    if registers:
+        config = transformers.Dinov2WithRegistersConfig(num_register_tokens=registers, **common)
+        hf = _redraw(transformers.Dinov2WithRegistersForImageClassification(config))
+    else:
+        hf = _redraw(transformers.Dinov2ForImageClassification(transformers.Dinov2Config(**common)))
+    folder = _save(hf, tmp_path)
+    images = _images()
+    model = keras_vit.ViT(weights=folder, classifier_activation=None)
+    assert model.vit_config["pooling"] == "token_and_mean" and model.output_shape == (None, 7)
+    _close(model(images), _torch(hf, images).logits.numpy())
+
+
+def test_hf_deit_single_head_is_refused_naming_the_class_and_the_supported_ones(tmp_path):
+    config = transformers.DeiTConfig(hidden_size=HIDDEN, num_hidden_layers=1, num_attention_heads=HEADS,
+                                     intermediate_size=MLP, image_size=IMAGE, patch_size=PATCH, num_labels=3)
+    folder = _save(transformers.DeiTForImageClassification(config), tmp_path)
+    with pytest.raises(CheckpointError, match="DeiTForImageClassification head .*Supported Hugging Face DeiT "
+                                              "classes: DeiTModel, DeiTForImageClassificationWithTeacher"):
+        keras_vit.ViT(weights=folder)
+
+
 def test_hf_unknown_model_type_is_refused_naming_it(tmp_path):
     hf = _hf_dinov2()
     folder = _save(hf, tmp_path)

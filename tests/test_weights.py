@@ -334,6 +334,23 @@ def test_resampling_matches_references(old, new):
         resample_position_embedding(pos, new, old, interpolation="nearest")
 
 
+def test_square_grid_is_inferred_in_one_place_and_refused_naming_the_rows():
+    from keras_vit.weights import formats
+    from keras_vit.weights.resample import square_grid
+
+    assert square_grid(196) == (14, 14) and square_grid(1) == (1, 1)
+    assert square_grid(50) is None and square_grid(0) is None and square_grid(-1) is None
+    with pytest.raises(ValueError, match=r"pos_embedding \(after 1 prefix rows\) has 50 patch rows, which make no "
+                                         r"square grid \(side x side\): pass old_grid=\(rows, cols\)"):
+        resample_position_embedding(np.zeros((1, 51, 4), "float32"), (7, 7))
+    # timm's pos_embed: prefix rows when the rest is square, none when the whole is; fewer rows
+    # than prefix tokens is no grid either way (not a math error).
+    cls = {"cls_token": np.zeros((1, 1, 4))}
+    assert formats._timm_position_prefix({**cls, "pos_embed": np.zeros((1, 50, 4))}) == 1
+    assert formats._timm_position_prefix({**cls, "pos_embed": np.zeros((1, 49, 4))}) == 0
+    assert formats._timm_position_prefix({**cls, "pos_embed": np.zeros((1, 0, 4))}) == 1
+
+
 def test_dynamic_image_size(tmp_path):
     fixed = _randomise(keras_vit.ViT("tiny", num_classes=4))
     dynamic = keras_vit.ViT("tiny", num_classes=4, image_size=None, interpolation="bilinear")

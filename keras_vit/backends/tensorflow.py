@@ -39,6 +39,36 @@ def has_float64() -> bool:
     return True
 
 
+def require(condition, template, *values):
+    """An assertion op whose InvalidArgumentError reads `template` filled with `values` ({} each)."""
+    import tensorflow as tf
+
+    return tf.debugging.Assert(condition, [tf.strings.format(template, values) if values else template])
+
+
+def checked(tensor, condition, template, *values):
+    """`tensor`, passed on only once `condition` holds at run time (else `require`'s error).
+
+    For what only a running graph knows: TensorFlow is the one backend that traces with unknown
+    sizes (a `tf.function` with an input_signature of None sides); JAX and PyTorch trace concrete ones.
+
+    Example:
+
+    >>> import tensorflow as tf
+    >>> f = tf.function(lambda x: checked(x, tf.shape(x)[0] > 1, "got {} rows", tf.shape(x)[0]),
+    ...                 input_signature=[tf.TensorSpec([None])])
+    >>> try:
+    ...     f(tf.zeros([1]))
+    ... except tf.errors.InvalidArgumentError as error:
+    ...     print("got 1 rows" in error.message)
+    True
+    """
+    import tensorflow as tf
+
+    with tf.control_dependencies([require(condition, template, *values)]):
+        return tf.identity(tensor)
+
+
 def default_jit_compile(device: str, precision: str, collectives: bool) -> bool:
     """XLA everywhere except two CPU cases.
 

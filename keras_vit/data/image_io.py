@@ -34,6 +34,8 @@ import struct
 import numpy as np
 import tensorflow as tf
 
+from keras_vit.backends.tensorflow import require
+
 # 50 megapixels is larger than any camera photo.
 MAX_PIXELS = 50_000_000
 FORMATS = "JPEG, PNG, GIF, BMP or WebP"
@@ -329,11 +331,6 @@ def error_text(error):
         if found:
             return found.group(1)
     return re.sub(r"\{\{function_node [^}]*\}\}\s*", "", error.message.strip().splitlines()[0])
-
-
-def require(condition, template, *values):
-    """An assertion whose InvalidArgumentError reads `template` filled with `values` ({} each)."""
-    return tf.debugging.Assert(condition, [tf.strings.format(template, values) if values else template])
 
 
 def _decode_checked(data, index, max_pixels):

@@ -433,7 +433,8 @@ def _files_source(listing, indices, channels, on_corrupt, description) -> Source
 def _describe(listing, count):
     sizes = set(listing.sizes)
     shape = "x".join(map(str, next(iter(sizes)))) if len(sizes) == 1 else f"{len(sizes)} different sizes"
-    return f"{count:,} images of {len(listing.class_names)} classes in {listing.directory} ({shape})"
+    # Files, not images: one whose body is broken is found only while decoding, in training.
+    return f"{count:,} files listed of {len(listing.class_names)} classes in {listing.directory} ({shape})"
 
 
 def from_folder(directory, on_corrupt: str = "skip", channels: int = 3) -> Source:

@@ -286,18 +286,31 @@ def tflite_ops(path):
 
 
 def _export_wrapper(model, shape, mean_std):
-    """A functional model: [0, 255] pixels -> (scaling) -> model -> (softmax) -> float32 probabilities."""
-    inputs = keras.Input(shape=shape, name=INPUT_NAME, dtype="float32")
-    x = inputs
-    if mean_std is not None:
-        mean, std = mean_std
-        x = keras.layers.Normalization(
-            mean=mean.tolist(), variance=(std * std).tolist(), dtype="float32", name="export_scaling"
-        )(x)
-    y = model(x, training=False)
-    activation = "linear" if _common.outputs_probabilities(model) else "softmax"
-    y = keras.layers.Activation(activation, dtype="float32", name=OUTPUT_NAME)(y)
-    return keras.Model(inputs, {OUTPUT_NAME: y}, name=f"{model.name}_tflite")
+    """A model: [0, 255] pixels -> (scaling) -> model -> (softmax) -> {"probabilities": float32}."""
+    wrapper = _ExportWrapper(model, mean_std, name=f"{model.name}_tflite")
+    wrapper.build((None,) + tuple(shape))
+    return wrapper
+
+
+class _ExportWrapper(keras.Model):
+    """The exported function as a model: the converters trace `model` inside it.
+
+    Scaling and softmax are the ones every export applies (`_common.scale_pixels`,
+    `_common.to_probabilities`). It is converted, never saved, so it is not registered.
+    """
+
+    def __init__(self, model, mean_std, **kwargs):
+        super().__init__(**kwargs)
+        self.inner = model
+        self._scale = _common.scale_pixels(mean_std)
+        self._to_probabilities = _common.to_probabilities(model)
+
+    def build(self, input_shape):
+        self.built = True
+
+    def call(self, images, training=False):
+        outputs = self.inner(self._scale(images), training=False)
+        return {OUTPUT_NAME: self._to_probabilities(outputs)}
 
 
 def _converter_kwargs(quantization):

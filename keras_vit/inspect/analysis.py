@@ -12,7 +12,7 @@ import keras
 import numpy as np
 
 from keras_vit._validation import check_choice, check_positive_int
-from keras_vit.inspect.attention import attention_maps, patch_encoder, token_layout
+from keras_vit.inspect.attention import attention_maps, has_probe, patch_encoder, probe_attention, token_layout
 from keras_vit.layers.patch_encoder import sincos2d_embedding
 
 HEAD_FUSIONS = ("mean", "max", "min")
@@ -66,18 +66,22 @@ def attention_rollout(attentions, head_fusion="mean"):
     return rollout.astype("float32")
 
 
-def rollout_to_grid(rollout, grid_size, num_prefix_tokens=1):
+def rollout_to_grid(rollout, grid_size, num_prefix_tokens=1, readout=None):
     """Maps a rollout (B, T, T) onto the patch grid as (B, rows, cols).
 
-    With a class token the map is its row (what the classifier reads); without one it is the
-    mean over every token's row (what global average pooling reads). Prefix-token columns are
-    dropped and each map is rescaled so its maximum is 1.
+    The map is the rollout read as the pooled output reads the final tokens: with `readout`
+    (a MAP model's probe attention) its rows weighted so; else with a class token its row
+    (what the classifier reads); without one the mean over every token's row (what global
+    average pooling reads). Prefix-token columns are dropped and each map is rescaled so its
+    maximum is 1.
 
     Args:
         rollout: array (B, T, T). From `attention_rollout`.
         grid_size: (int, int). Rows and columns of the patch grid.
         num_prefix_tokens: int. Tokens before the patches (1 for a class token, else 0).
             Defaults to 1.
+        readout: array (B, T) or None. Weights of the final tokens in the pooled output, e.g.
+            `probe_readout`. Defaults to None.
 
     Returns:
         A float32 array (B, rows, cols) in [0, 1].
@@ -89,18 +93,85 @@ def rollout_to_grid(rollout, grid_size, num_prefix_tokens=1):
     (1, 2, 2)
     """
     rollout = np.asarray(rollout, dtype="float64")
-    rows, cols = grid_size
-    if rollout.ndim != 3 or rollout.shape[-1] != rows * cols + num_prefix_tokens:
-        raise ValueError(
-            f"Invalid rollout of shape {rollout.shape}: expected (batch, T, T) with "
-            f"T = {rows}*{cols} patches + {num_prefix_tokens} prefix tokens."
-        )
-    if num_prefix_tokens:
-        weights = rollout[:, 0, num_prefix_tokens:]
+    if rollout.ndim != 3 or rollout.shape[-1] != rollout.shape[-2]:
+        raise ValueError(f"Invalid rollout of shape {rollout.shape}: expected (batch, T, T).")
+    if readout is not None:
+        weights = np.einsum("bt,bts->bs", np.asarray(readout, dtype="float64"), rollout)
+    elif num_prefix_tokens:
+        weights = rollout[:, 0]
     else:
         weights = rollout.mean(axis=1)
+    return readout_to_grid(weights, grid_size, num_prefix_tokens)
+
+
+def readout_to_grid(weights, grid_size, num_prefix_tokens=0):
+    """Weights over the tokens (B, T) as maps over the patch grid (B, rows, cols), maximum 1.
+
+    T must be rows * cols patches plus `num_prefix_tokens`, else ValueError.
+
+    Args:
+        weights: array (B, T). E.g. `probe_readout`, or a row of a rollout.
+        grid_size: (int, int). Rows and columns of the patch grid.
+        num_prefix_tokens: int. Leading tokens that are no patches (dropped). Defaults to 0.
+
+    Example:
+
+    >>> readout_to_grid(np.array([[0.5, 0.1, 0.2, 0.1, 0.1]]), (2, 2), num_prefix_tokens=1)[0, 0]
+    array([0.5, 1. ], dtype=float32)
+    """
+    weights = np.asarray(weights, dtype="float64")
+    rows, cols = grid_size
+    if weights.ndim != 2 or weights.shape[-1] != rows * cols + num_prefix_tokens:
+        raise ValueError(
+            f"Invalid weights of shape {weights.shape}: expected (batch, T) with "
+            f"T = {rows}*{cols} patches + {num_prefix_tokens} prefix tokens."
+        )
+    weights = weights[:, num_prefix_tokens:]
     weights = weights / np.maximum(weights.max(axis=-1, keepdims=True), 1e-12)
     return weights.reshape(-1, rows, cols).astype("float32")
+
+
+def probe_readout(model, images, head_fusion="mean"):
+    """How a MAP-pooled model's probe reads the final tokens, heads fused: (B, T); None without a probe.
+
+    Args:
+        model: keras.Model. A keras_vit model.
+        images: array (B, H, W, C). Inputs as the model expects them.
+        head_fusion: str. "mean", "max" or "min". Defaults to "mean".
+
+    Example:
+
+    >>> import keras_vit
+    >>> probe_readout(keras_vit.ViT("tiny_siglip", include_top=False), np.zeros((1, 16, 16, 3))).shape
+    (1, 16)
+    >>> probe_readout(keras_vit.ViT("tiny", num_classes=3), np.zeros((1, 32, 32, 3))) is None
+    True
+    """
+    return _fused_probe(model, images, head_fusion) if has_probe(model) else None
+
+
+def _fused_probe(model, images, head_fusion):
+    check_choice("head_fusion", head_fusion, HEAD_FUSIONS)
+    return getattr(np, head_fusion)(probe_attention(model, images), axis=1)  # raises without a probe
+
+
+def probe_maps(model, images, head_fusion="mean", upsample=True):
+    """The attention of a MAP-pooled model's probe over the patches, ready to overlay.
+
+    Arguments and result as `rollout_maps`, for a keras_vit model built with pooling="map"
+    (SigLIP); ValueError for another.
+
+    Example:
+
+    >>> import keras_vit
+    >>> probe_maps(keras_vit.ViT("tiny_siglip", include_top=False), np.zeros((2, 16, 16, 3)), upsample=False).shape
+    (2, 4, 4)
+    """
+    images = np.asarray(images)
+    readout = _fused_probe(model, images, head_fusion)
+    prefix, grid, _ = token_layout(model, readout.shape[-1], images.shape[1:3])
+    maps = readout_to_grid(readout, grid, prefix)
+    return upsample_maps(maps, images.shape[1:3]) if upsample else maps
 
 
 def upsample_maps(maps, size):
@@ -139,7 +210,8 @@ def rollout_maps(model, images, head_fusion="mean", upsample=True):
     images = np.asarray(images)
     attentions = attention_maps(model, images)
     prefix, grid, _ = token_layout(model, attentions.shape[-1], images.shape[1:3])
-    maps = rollout_to_grid(attention_rollout(attentions, head_fusion), grid, prefix)
+    readout = probe_readout(model, images, head_fusion)  # a MAP model's pooled output reads through its probe
+    maps = rollout_to_grid(attention_rollout(attentions, head_fusion), grid, prefix, readout)
     return upsample_maps(maps, images.shape[1:3]) if upsample else maps
 
 

@@ -180,6 +180,50 @@ def attention_maps(model, images, batch_size=32):
     return np.stack([np.asarray(output, dtype="float32") for output in outputs])
 
 
+def has_probe(model):
+    """Whether `model` pools with an attention probe (keras_vit's pooling="map", SigLIP).
+
+    Example:
+
+    >>> import keras_vit
+    >>> has_probe(keras_vit.ViT("tiny_siglip", include_top=False)), has_probe(keras_vit.ViT("tiny", num_classes=3))
+    (True, False)
+    """
+    return (getattr(model, "vit_config", None) or {}).get("pooling") == "map"
+
+
+def probe_attention(model, images, batch_size=32):
+    """The attention of a MAP-pooled model's probe over every final token, shape (B, heads, T).
+
+    Read from `model.intermediates_model()` ("pooling_attention"): what the attention pooling of
+    SigLIP-shaped models reads, as the class token's attention is for the others.
+
+    `model` is a keras_vit model built with pooling="map"; `images` and `batch_size` as in
+    `attention_maps`. Returns a float32 NumPy array whose rows (last axis) sum to 1.
+
+    Example:
+
+    >>> import numpy as np, keras_vit
+    >>> probe_attention(keras_vit.ViT("tiny_siglip", include_top=False), np.zeros((1, 16, 16, 3))).shape
+    (1, 2, 16)
+    """
+    if not has_probe(model):
+        pooling = (getattr(model, "vit_config", None) or {}).get("pooling")
+        raise ValueError(
+            f"Invalid model={_describe(model)}: it has no attention-pooling probe (pooling={pooling!r}); "
+            "expected a keras_vit model built with pooling='map' (SigLIP)."
+        )
+    reader = _PROBE_READERS.get(model)
+    if reader is None:
+        intermediates = model.intermediates_model()
+        reader = _PROBE_READERS[model] = keras.Model(intermediates.inputs, intermediates.output["pooling_attention"])
+    weights = reader.predict(np.asarray(images), batch_size=batch_size, verbose=0)
+    return np.asarray(weights, dtype="float32")[:, :, 0]
+
+
+_PROBE_READERS = weakref.WeakKeyDictionary()
+
+
 def token_layout(model, num_tokens, image_size):
     """Where the tokens of `model` sit on the image: (num_prefix_tokens, grid, pixels per token).
 

@@ -61,7 +61,7 @@ def _tile_grid(count, max_cols):
     return math.ceil(count / cols), cols
 
 
-def plot_attention_rollout(images, maps, path, titles=None, alpha=0.5, max_cols=6):
+def plot_attention_rollout(images, maps, path, titles=None, alpha=0.5, max_cols=6, label="attention rollout"):
     """Draws each image above its attention-rollout overlay (paper Fig. 6) and saves a PNG.
 
     Args:
@@ -71,6 +71,8 @@ def plot_attention_rollout(images, maps, path, titles=None, alpha=0.5, max_cols=
         titles: list of str or None. One caption per image. Defaults to None.
         alpha: float. Opacity of the heat map over the image. Defaults to 0.5.
         max_cols: int. Images per row. Defaults to 6.
+        label: str. What the overlays show, beside the first one (e.g. "probe attention" for
+            `probe_maps`). Defaults to "attention rollout".
 
     Returns:
         `path`.
@@ -106,7 +108,7 @@ def plot_attention_rollout(images, maps, path, titles=None, alpha=0.5, max_cols=
         bottom.imshow(maps[index], cmap="inferno", alpha=alpha, vmin=0, vmax=1)
         if col == 0:
             top.set_ylabel("input", fontsize=9)
-            bottom.set_ylabel("attention rollout", fontsize=9)
+            bottom.set_ylabel(label, fontsize=9)
         for axis in (top, bottom):
             axis.set_xticks([])
             axis.set_yticks([])

@@ -11,12 +11,6 @@ from keras_vit._validation import check_divisible, check_positive_int, check_rat
 
 PROJECTIONS = ("query", "key", "value")
 
-# Whether calls that need neither the attention weights nor attention dropout use
-# `keras.ops.dot_product_attention`. Off: it trained ViT-B/16 16% slower on an H100 under JAX
-# (whose cuDNN flash attention has no gradient for 197 tokens) and a small ViT slower on CPU under
-# TensorFlow (benchmarks/RESULTS.md). benchmarks/compare.py and gpu_compare.py flip it.
-FUSED_ATTENTION = False
-
 
 @keras.saving.register_keras_serializable(package="keras_vit")
 class MultiHeadSelfAttention(keras.layers.Layer):
@@ -33,6 +27,12 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         hidden_size: int. Token width D.
         num_heads: int. Attention heads; each has width D / num_heads.
         dropout_rate: float. Dropout on the attention weights. Defaults to 0.
+        fused: bool. Calls that need neither the attention weights nor attention dropout run
+            `keras.ops.dot_product_attention` (cuDNN flash attention on GPU under JAX) instead
+            of the explicit softmax; same variables, same outputs. Off by default: it trained
+            ViT-B/16 16% slower on an H100 under JAX (cuDNN's flash attention has no gradient
+            for 197 tokens) and a small ViT slower on CPU under TensorFlow
+            (benchmarks/RESULTS.md). Defaults to False.
 
     Example:
     >>> import numpy as np
@@ -42,7 +42,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     ((2, 5, 64), (2, 4, 5, 5), (64, 4, 16))
     """
 
-    def __init__(self, hidden_size, num_heads, dropout_rate=0.0, **kwargs):
+    def __init__(self, hidden_size, num_heads, dropout_rate=0.0, fused=False, **kwargs):
         super().__init__(**kwargs)
         check_positive_int("hidden_size", hidden_size)
         check_positive_int("num_heads", num_heads)
@@ -51,6 +51,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         self.hidden_size = hidden_size
         self.num_heads = num_heads
         self.dropout_rate = dropout_rate
+        self.fused = bool(fused)
         self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy, name="dropout")
 
     def build(self, input_shape):
@@ -91,7 +92,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         qkv = ops.matmul(ops.reshape(inputs, (-1, dim)), kernel) + bias
         qkv = ops.reshape(qkv, (batch, tokens, 3, heads, width))
         scale = 1.0 / math.sqrt(width)
-        if FUSED_ATTENTION and not return_attention_scores and not (training and self.dropout_rate > 0):
+        if self.fused and not return_attention_scores and not (training and self.dropout_rate > 0):
             # One fused kernel (cuDNN flash attention on GPU under JAX) on the (B, T, heads,
             # width) layout the projection gives, with no transposes; it keeps no weights to
             # return and has no dropout, so those calls take the explicit path below.
@@ -129,4 +130,5 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             "hidden_size": self.hidden_size,
             "num_heads": self.num_heads,
             "dropout_rate": self.dropout_rate,
+            "fused": self.fused,
         }

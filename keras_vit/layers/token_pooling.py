@@ -7,7 +7,7 @@ from keras import ops
 
 from keras_vit._validation import check_choice
 
-POOLINGS = ("token", "gap", "max")
+POOLINGS = ("token", "gap", "max", "token_and_mean")
 # Builder-level poolings that are layers of their own: "map" is `AttentionPooling`.
 ALL_POOLINGS = POOLINGS + ("map",)
 
@@ -18,7 +18,9 @@ class TokenPooling(keras.layers.Layer):
 
     Args:
         mode: str. "token" takes token 0 (the class token); "gap" averages the tokens after
-            the first `num_prefix_tokens`, "max" takes their maximum. Defaults to "token".
+            the first `num_prefix_tokens`, "max" takes their maximum; "token_and_mean"
+            concatenates the class token and that mean, (B, 2D) (the DINOv2 linear-probe head,
+            Hugging Face `Dinov2ForImageClassification`). Defaults to "token".
         num_prefix_tokens: int. Leading non-patch tokens (class, distillation and register
             tokens). Defaults to 1.
         token_index: int. The token "token" pooling takes: 0 the class token, 1 DeiT's
@@ -34,9 +36,9 @@ class TokenPooling(keras.layers.Layer):
     def __init__(self, mode="token", num_prefix_tokens=1, token_index=0, **kwargs):
         super().__init__(**kwargs)
         check_choice("pooling", mode, POOLINGS)
-        if mode == "token" and num_prefix_tokens < 1:
+        if mode in ("token", "token_and_mean") and num_prefix_tokens < 1:
             raise ValueError(
-                "pooling='token' needs a class token, got num_prefix_tokens="
+                f"pooling={mode!r} needs a class token, got num_prefix_tokens="
                 f"{num_prefix_tokens!r}. Use class_token=True or pooling='gap'."
             )
         if mode == "token" and not 0 <= token_index < num_prefix_tokens:
@@ -52,10 +54,14 @@ class TokenPooling(keras.layers.Layer):
             return tokens[:, self.token_index]
         if self.mode == "max":
             return ops.max(tokens[:, self.num_prefix_tokens:], axis=1)
-        return ops.mean(tokens[:, self.num_prefix_tokens:], axis=1)
+        mean = ops.mean(tokens[:, self.num_prefix_tokens:], axis=1)
+        if self.mode == "token_and_mean":
+            return ops.concatenate([tokens[:, 0], mean], axis=-1)
+        return mean
 
     def compute_output_shape(self, input_shape):
-        return (input_shape[0], input_shape[-1])
+        width = input_shape[-1] if self.mode != "token_and_mean" or input_shape[-1] is None else 2 * input_shape[-1]
+        return (input_shape[0], width)
 
     def get_config(self):
         return {

@@ -85,6 +85,8 @@ class TransformerBlock(keras.layers.Layer):
             Defaults to "gelu".
         layer_scale_init: float or None. Initial LayerScale value; None has no LayerScale.
             Defaults to None.
+        fused_attention: bool. The attention's `fused` path (`keras.ops.dot_product_attention`,
+            see `MultiHeadSelfAttention`); same weights, same outputs. Defaults to False.
 
     Example:
 
@@ -107,6 +109,7 @@ class TransformerBlock(keras.layers.Layer):
         layer_norm_epsilon=1e-6,
         mlp_activation="gelu",
         layer_scale_init=None,
+        fused_attention=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -128,13 +131,14 @@ class TransformerBlock(keras.layers.Layer):
         self.layer_norm_epsilon = layer_norm_epsilon
         self.mlp_activation = mlp_activation
         self.layer_scale_init = layer_scale_init
+        self.fused_attention = bool(fused_attention)
 
         policy = self.dtype_policy
         self.norm1 = keras.layers.LayerNormalization(
             epsilon=layer_norm_epsilon, dtype=policy, name="norm1"
         )
         self.attention = MultiHeadSelfAttention(
-            hidden_size, num_heads, attention_dropout_rate, dtype=policy, name="attention"
+            hidden_size, num_heads, attention_dropout_rate, fused=self.fused_attention, dtype=policy, name="attention"
         )
         self.attention_dropout = keras.layers.Dropout(dropout_rate, dtype=policy, name="attention_output_dropout")
         self.norm2 = keras.layers.LayerNormalization(
@@ -210,4 +214,5 @@ class TransformerBlock(keras.layers.Layer):
             "layer_norm_epsilon": self.layer_norm_epsilon,
             "mlp_activation": self.mlp_activation,
             "layer_scale_init": self.layer_scale_init,
+            "fused_attention": self.fused_attention,
         }

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 import keras
 
 from keras_vit import configs
 from keras_vit._validation import (
+    check_bool,
     check_choice,
     check_divisible,
     check_positive_int,
@@ -50,6 +53,7 @@ def ViT(
     dropout_rate=0.0,
     attention_dropout_rate=0.0,
     drop_path_rate=0.0,
+    fused_attention=False,
     approximate_gelu=None,
     layer_norm_epsilon=None,
     interpolation=None,
@@ -104,7 +108,8 @@ def ViT(
         classes: int or None. Alias of `num_classes`, as in keras.applications.
         pooling: str or None. "token" (class token), "gap" or its alias "avg" (mean of the
             patch tokens), "max" (maximum over the patch tokens), "map" (attention pooling with a learned
-            probe, SigLIP); with `include_top=False`, None
+            probe, SigLIP), "token_and_mean" (class token and mean patch token concatenated, 2D
+            wide: DINOv2's linear-probe head); with `include_top=False`, None
             returns all tokens. "auto" takes the checkpoint's ("gap" when it has no class
             token), else "token" with a class token and "gap" without. Defaults to "auto".
         representation_size: int, None or "auto". Width of the pre-training head's Dense +
@@ -133,6 +138,9 @@ def ViT(
         attention_dropout_rate: float. Dropout on attention weights. Defaults to 0.
         drop_path_rate: float. Stochastic depth rate of the last block, rising linearly from 0
             in the first. Defaults to 0.
+        fused_attention: bool. Each block's attention runs `keras.ops.dot_product_attention`
+            where it needs neither the weights nor dropout (see `MultiHeadSelfAttention`'s
+            `fused`): same weights and outputs, another speed. Defaults to False.
         approximate_gelu: bool or None. tanh-approximate GELU, as the original checkpoints.
             None picks the checkpoint's (tanh for Google `.npz`, the config's for Hugging Face,
             exact for timm) and exact erf GELU without weights. Defaults to None.
@@ -192,6 +200,11 @@ def ViT(
     if isinstance(weights, str) and weights == "imagenet":
         weights = imagenet_checkpoint(variant)
     if weights is not None:
+        if not isinstance(weights, (str, os.PathLike, Checkpoint)):
+            raise ValueError(
+                f"Invalid weights={weights!r}. Expected None, 'imagenet', a checkpoint file or folder, a name of "
+                "keras_vit.weights.CHECKPOINTS or a keras_vit.weights.Checkpoint."
+            )
         checkpoint = weights if isinstance(weights, Checkpoint) else Checkpoint(weights)
     if classes is not None and num_classes is not None and classes != num_classes:
         raise ValueError(
@@ -226,6 +239,7 @@ def ViT(
         dropout_rate=dropout_rate,
         attention_dropout_rate=attention_dropout_rate,
         drop_path_rate=drop_path_rate,
+        fused_attention=fused_attention,
         interpolation=interpolation,
         distillation_token=distillation_token,
         num_register_tokens=num_register_tokens,
@@ -261,8 +275,8 @@ def resolve_config(variant=None, checkpoint=None, *, backbone=None, **arguments)
 
     Returns:
         dict: every field of `keras_vit.configs.ARCHITECTURE_FIELDS`, plus image_size,
-        include_top, classifier_activation, preprocessing, dropout rates, interpolation,
-        name and backbone (None, or the name of a custom backbone).
+        include_top, classifier_activation, preprocessing, dropout rates, fused_attention,
+        interpolation, name and backbone (None, or the name of a custom backbone).
 
     Example:
 
@@ -313,8 +327,7 @@ def resolve_config(variant=None, checkpoint=None, *, backbone=None, **arguments)
     config["image_size"] = _resolve_image_size(image_size, config, row, found, backbone)
     dynamic = config["image_size"] is None or None in config["image_size"]
     config["grid_size"] = _resolve_grid(config, row, found, backbone) if dynamic else None
-    for key in ("include_top", "classifier_activation", "preprocessing", "dropout_rate", "attention_dropout_rate",
-                "drop_path_rate", "name"):
+    for key in _BUILD_DEFAULTS:
         config[key] = arguments.get(key, _BUILD_DEFAULTS[key])
     if config["include_top"] is None:
         config["include_top"] = True
@@ -326,9 +339,11 @@ def resolve_config(variant=None, checkpoint=None, *, backbone=None, **arguments)
     return config
 
 
+# The build arguments a config carries besides the architecture; `build` fills them into a
+# config saved before one of them existed.
 _BUILD_DEFAULTS = {
     "include_top": True, "classifier_activation": "softmax", "preprocessing": None, "dropout_rate": 0.0,
-    "attention_dropout_rate": 0.0, "drop_path_rate": 0.0, "name": None,
+    "attention_dropout_rate": 0.0, "drop_path_rate": 0.0, "fused_attention": False, "name": None,
 }
 
 
@@ -413,21 +428,36 @@ def _check_config(config, checkpoint):
         raise ValueError(f"Invalid num_register_tokens={registers!r}. Expected an integer >= 0.")
     if config["layer_scale_init"] is not None:
         check_positive_number("layer_scale_init", config["layer_scale_init"])
+    check_positive_number("layer_norm_epsilon", config["layer_norm_epsilon"])
+    for key in ("class_token", "approximate_gelu", "distillation_token", "prefix_position_embedding", "pre_norm",
+                "patch_bias"):
+        check_bool(key, config[key])
+        config[key] = bool(config[key])  # NumPy's bool as Python's, for the JSON config
     if config["distillation_token"] and not config["class_token"]:
         raise ValueError("distillation_token=True needs class_token=True (DeiT puts it after the class token).")
-    if config["pooling"] == "token" and not config["class_token"]:
-        raise ValueError("pooling='token' needs class_token=True; use pooling='gap' without a class token.")
+    if config["pooling"] in ("token", "token_and_mean") and not config["class_token"]:
+        raise ValueError(f"pooling={config['pooling']!r} needs class_token=True; use pooling='gap' without a class token.")
 
 
 def _check_build_arguments(config):
     check_choice("interpolation", config["interpolation"], INTERPOLATIONS)
     check_choice("preprocessing", config["preprocessing"], tuple(configs.SCALINGS) + (None,))
+    check_bool("include_top", config["include_top"])
+    config["include_top"] = bool(config["include_top"])
     if config["include_top"]:
+        try:
+            keras.activations.get(config["classifier_activation"])
+        except (ValueError, TypeError):
+            raise ValueError(
+                f"Invalid classifier_activation={config['classifier_activation']!r}. Expected None (logits), a "
+                "Keras activation name such as 'softmax', or a callable."
+            ) from None
         num_classes = config["num_classes"]
         if not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes < 1:
             raise ValueError(f"Invalid num_classes={num_classes!r}: include_top=True needs an integer >= 1.")
         if config["pooling"] is None:
-            raise ValueError("include_top=True needs pooling='token', 'gap', 'avg', 'max' or 'map', got pooling=None.")
+            raise ValueError(
+                "include_top=True needs pooling='token', 'gap', 'avg', 'max', 'map' or 'token_and_mean', got pooling=None.")
         if config["distillation_token"] and config["pooling"] != "token":
             raise ValueError(
                 f"A distilled model's two heads read the class and distillation tokens: include_top=True "
@@ -491,7 +521,7 @@ def build(config, *, backbone=None, input_shape=None, input_tensor=None):
     >>> model.output_shape, build(model.vit_config).count_params() == model.count_params()
     ((None, 10), True)
     """
-    config = dict(config)
+    config = {**_BUILD_DEFAULTS, **config}
     for key in ("image_size", "grid_size", "stem"):
         if config.get(key) is not None:
             config[key] = tuple(config[key])
@@ -563,6 +593,7 @@ def _encoder_graph(config, x, layer, collect=None):
             layer_norm_epsilon=epsilon,
             mlp_activation=config["mlp_activation"],
             layer_scale_init=config["layer_scale_init"],
+            fused_attention=config["fused_attention"],
             name=f"encoderblock_{i}",
         ))
         if collect is None:
@@ -688,15 +719,29 @@ class VisionTransformer(keras.Model):
                 )
             multiple = self.pixel_multiple
             for axis, side_name in ((1, "height"), (2, "width")):
-                side = shape[axis]
-                if expected[axis] is None and side is not None and multiple and (side < 1 or side % multiple):
+                if expected[axis] is None and multiple:
                     # A free image size would otherwise crop the image (or drop it, at 0 px) in silence.
-                    raise ValueError(
-                        f"Invalid image {side_name}={side} for model {self.name!r} (images of shape "
-                        f"{tuple(shape)}): with a free image size, height and width must be positive "
-                        f"multiples of patch_size={multiple}."
-                    )
+                    inputs = self._check_side(inputs, axis, side_name, multiple)
         return super().call(inputs, training=training, mask=mask, **kwargs)
+
+    def _check_side(self, inputs, axis, side_name, multiple):
+        """Refuses a free-size side that is not a positive multiple of `multiple`: now if known, else at run time."""
+        side = inputs.shape[axis]
+        message = (
+            # No quotes: TensorFlow's assertion message would print them escaped.
+            f"Invalid image {side_name}={{}} for model {self.name} (images of shape {{}}): with a free image "
+            f"size, height and width must be positive multiples of patch_size={multiple}."
+        )
+        if side is not None:
+            if side < 1 or side % multiple:
+                raise ValueError(message.format(side, tuple(inputs.shape)))
+            return inputs
+        # Unknown while tracing, which only TensorFlow does (a tf.function with None sides): the graph checks it.
+        from keras_vit.backends import tensorflow
+
+        shape = keras.ops.shape(inputs)
+        fits = keras.ops.logical_and(shape[axis] > 0, keras.ops.equal(shape[axis] % multiple, 0))
+        return tensorflow.checked(inputs, fits, message, shape[axis], keras.ops.convert_to_tensor(shape))
 
     @property
     def pixel_multiple(self):

@@ -27,13 +27,13 @@ def header(plan, model, estimate) -> str:
         f"{model.count_params():,} parameters, pooling {config.pooling}"
     )
     if test_source is not None:
-        test = f"test {test_source.num_examples:,} ({config.test_split})" if test_source.num_examples is not None else f"test ({config.test_split})"
+        test = f"test {_count(test_source)}({config.test_split})"
     else:
         test = "no test split"
     validation = f"; validation: {validation_source.description}" if validation_source is not None else ""
     lines = [
         model_line,
-        f"Data:     {config.dataset}: train {plan.num_train:,} ({config.train_split}), {test}; {train_source.num_classes} classes; "
+        f"Data:     {config.dataset}: train {_count(train_source)}({config.train_split}), {test}; {train_source.num_classes} classes; "
         f"images {image_size}x{image_size}x{config.channels} ({plan.image_size_reason}){validation}",
         f"Training: recipe {plan.recipe.name}, augment {plan.augment if isinstance(plan.augment, str) else 'custom'}, {_epochs_text(plan)} x "
         f"{plan.steps_per_epoch} steps at batch {plan.batch_size}, precision {plan.precision}, {compilation(plan.jit_compile)}, "
@@ -70,6 +70,14 @@ def _stem_text() -> str:
 
     widths = ", ".join(map(str, stems.DEFAULT_FILTERS))
     return f"3x3 convolutions of {widths} channels, stride {stems.stem_stride()}"
+
+
+def _count(source) -> str:
+    """A split's size as known before training, e.g. "1,000 " or "17 files listed ": a folder's files are
+    decoded while training, and one that fails then is skipped; the summary and vit.json count the images used."""
+    if source.num_examples is None:
+        return ""
+    return f"{source.num_examples:,} {'files listed ' if source.files else ''}"
 
 
 def compilation(jit_compile) -> str:

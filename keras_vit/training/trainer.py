@@ -22,7 +22,7 @@ import keras
 import tensorflow as tf
 
 from keras_vit import machine
-from keras_vit._validation import check_positive_int
+from keras_vit._validation import check_fraction, check_positive_int
 from keras_vit.data.pipeline import make_pipeline
 from keras_vit.data.sources import corrupt_files_named, load_source
 from keras_vit.models.head import outputs_probabilities
@@ -271,6 +271,31 @@ def _last(history, key):
     return float(values[-1]) if values else None
 
 
+def check_evaluate_arguments(batch_size=256, max_examples=None, validation_split=None, name=None):
+    """Checks `evaluate`'s numbers before any file is read: ValueError naming the argument.
+
+    Args:
+        batch_size: int. As for `evaluate`. Defaults to 256.
+        max_examples: int or None. As for `evaluate`. Defaults to None.
+        validation_split: float or None. As for `evaluate`. Defaults to None.
+        name: callable or None. How an argument is spelled in messages (`keras-vit evaluate`
+            passes its flags, "--max-examples"). Defaults to None (the argument's own name).
+
+    Example:
+
+    >>> check_evaluate_arguments(max_examples=0, name=lambda field: "--" + field.replace("_", "-"))
+    Traceback (most recent call last):
+    ...
+    ValueError: Invalid --max-examples=0. Expected an integer >= 1.
+    """
+    name = name or (lambda field: field)
+    check_positive_int(name("batch_size"), batch_size)
+    if max_examples is not None:
+        check_positive_int(name("max_examples"), max_examples)
+    if validation_split is not None:
+        check_fraction(name("validation_split"), validation_split)
+
+
 def evaluate(model_path, dataset="sample", split="test", batch_size=256, data_dir=None, on_corrupt="skip",
              download=False, max_examples=None, validation_split=None, seed=0) -> dict:
     """Evaluates a saved .keras model (trained by `train`) on a data set split.
@@ -306,10 +331,9 @@ def evaluate(model_path, dataset="sample", split="test", batch_size=256, data_di
     >>> scores["num_examples"], round(scores["loss"], 4)
     (16, 2.3026)
     """
+    check_evaluate_arguments(batch_size, max_examples, validation_split)
     if not os.path.isfile(model_path):
         raise FileNotFoundError(f"Model file not found: model={model_path!r}.")
-    if max_examples is not None:
-        check_positive_int("max_examples", max_examples)
     source = load_source(dataset, split, data_dir, on_corrupt, download, validation_split, seed).take(max_examples)
     model = keras.saving.load_model(model_path, compile=False)
     # A .keras file of another model (not an image classifier) must be named, not fail in unpacking.

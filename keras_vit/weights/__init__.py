@@ -1,5 +1,6 @@
-"""Pretrained weights: readers for vit_jax `.npz`, Hugging Face and timm checkpoints, `save_npz`,
-position-embedding resampling and a registry of named public checkpoints.
+"""Pretrained weights: readers for vit_jax `.npz`, Hugging Face and timm checkpoints, `save_npz`
+and `save_hf` (a Hugging Face `save_pretrained` folder), position-embedding resampling and a
+registry of named public checkpoints.
 
 Example:
 
@@ -12,6 +13,7 @@ Example:
 from keras_vit.layers.grid_resampling import INTERPOLATIONS
 from keras_vit.weights.files import CheckpointError, detect_format, read_npz, read_safetensors, write_safetensors
 from keras_vit.weights.formats import LAYOUTS, Layout
+from keras_vit.weights.hf_writer import save_hf
 from keras_vit.weights.loader import Checkpoint, load_weights, save_npz
 from keras_vit.weights.mapping import Entry, MappingContext, register_layer_mapping
 from keras_vit.weights.registry import CHECKPOINTS, CheckpointSpec, fetch_checkpoint
@@ -34,6 +36,7 @@ __all__ = [
     "read_safetensors",
     "register_layer_mapping",
     "resample_position_embedding",
+    "save_hf",
     "save_npz",
     "write_safetensors",
 ]

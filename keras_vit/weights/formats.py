@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import re
 from typing import Callable
@@ -44,7 +43,7 @@ from keras_vit.configs import ARCHITECTURE_FIELDS, FAMILY_DEFAULTS
 from keras_vit.weights.files import CheckpointError, read_npz, read_safetensors
 from keras_vit.weights.hybrid import npz_stem_architecture
 from keras_vit.weights.mapping import Entry, register_layer_mapping
-from keras_vit.weights.resample import resample_position_embedding, resize_patch_kernel
+from keras_vit.weights.resample import resample_position_embedding, resize_patch_kernel, square_grid
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,10 +92,7 @@ def _position_entry(key, encoder, context):
         patches = array.shape[1] - source_prefix
         old_grid = context.source_grid
         if old_grid is None or old_grid[0] * old_grid[1] != patches:
-            side = math.isqrt(patches)
-            if side * side != patches:
-                raise CheckpointError(f"{patches} patch rows do not make a square grid")
-            old_grid = (side, side)
+            old_grid = square_grid(patches, f"the position embedding (after {source_prefix} prefix rows)")
         new_grid = tuple(encoder.grid_size)
         if old_grid != new_grid:
             context.log(
@@ -109,7 +105,18 @@ def _position_entry(key, encoder, context):
             array = np.concatenate([np.zeros((1, model_prefix - source_prefix, array.shape[-1]), array.dtype), array], 1)
         return array
 
-    return Entry(key, encoder.pos_embedding, to_model)
+    def from_model(array):
+        # The layout stores `source_prefix_tokens` rows before the patch rows; a model that adds
+        # no position to its prefix tokens writes zero rows there (the same model).
+        missing = context.source_prefix_tokens - encoder.num_position_prefix_tokens
+        if missing < 0:
+            raise CheckpointError(
+                f"the model has position rows for {encoder.num_position_prefix_tokens} prefix tokens; the "
+                f"{context.layout} layout stores {context.source_prefix_tokens}"
+            )
+        return np.concatenate([np.zeros((1, missing, array.shape[-1]), array.dtype), array], 1) if missing else array
+
+    return Entry(key, encoder.pos_embedding, to_model, from_model)
 
 
 def _patch_kernel_entry(key, encoder, context, to_hwio=None, from_hwio=None):
@@ -134,6 +141,20 @@ def _reshape_to(array, shape):
 def _torch_linear(array, shape):
     """PyTorch Linear weight (out, in) -> Keras kernel (in, out) reshaped to the variable."""
     return array.T.reshape(shape)
+
+
+def _linear_entry(key, kernel, in_axes=1):
+    """A PyTorch Linear weight feeding a kernel whose first `in_axes` axes are its inputs."""
+    return Entry(key, kernel, _torch_linear, lambda array: _to_torch_linear(array, in_axes))
+
+
+def _to_torch_linear(array, in_axes=1):
+    """Keras kernel (inputs..., outputs...) -> PyTorch Linear weight (out, in)."""
+    return array.reshape(math.prod(array.shape[:in_axes]), -1).T
+
+
+def _flat(array):
+    return array.reshape(-1)
 
 
 def _torch_conv(array, shape):
@@ -201,8 +222,7 @@ def _with_top(arch, tensors, layout, source_prefix, grid=None, path=""):
                 f"Checkpoint {path!r}: {layout.position_key!r} has {patches} patch rows but the config's "
                 f"image and patch sizes make a {grid[0]}x{grid[1]} grid."
             )
-        side = math.isqrt(max(patches, 0))
-        arch["grid_size"] = grid or ((side, side) if side * side == patches else None)
+        arch["grid_size"] = grid or square_grid(patches)
         arch["position_embedding"] = "learned"
     else:
         # No stored embedding: "none" and "sincos2d" (fixed, computed) look the same in a file.
@@ -364,9 +384,11 @@ def _fused_attention_entries(parts, qkv_weight, qkv_bias, out_prefix, split_kv=F
     names = ("key", "value") if split_kv else ("query", "key", "value")
     for index, part in enumerate(names):
         weight, bias = _fused_part(index, len(names))
-        entries += [Entry(qkv_weight, parts[part][0], weight), Entry(qkv_bias, parts[part][1], bias)]
+        # Writers concatenate the entries of one key along axis 0, in this order.
+        entries += [Entry(qkv_weight, parts[part][0], weight, _to_torch_linear),
+                    Entry(qkv_bias, parts[part][1], bias, _flat)]
     return entries + [
-        Entry(out_prefix + ".weight", parts["out"][0], _torch_linear),
+        _linear_entry(out_prefix + ".weight", parts["out"][0], in_axes=2),
         Entry(out_prefix + ".bias", parts["out"][1]),
     ]
 
@@ -376,7 +398,7 @@ def _norm_entries(norm, key, scale="weight", bias="bias"):
 
 
 def _dense_entries(dense, key):
-    entries = [Entry(key + ".weight", dense.kernel, _torch_linear)]
+    entries = [_linear_entry(key + ".weight", dense.kernel)]
     if dense.use_bias:
         entries.append(Entry(key + ".bias", dense.bias))
     return entries
@@ -411,11 +433,13 @@ def _hf_block(layer, context):
         entries += [Entry(prefix + name + ".weight", norm.gamma), Entry(prefix + name + ".bias", norm.beta)]
     for part, (kernel, bias) in parts.items():
         entries += [
-            Entry(prefix + keys[part] + ".weight", kernel, _torch_linear),
-            Entry(prefix + keys[part] + ".bias", bias, _reshape_to),
+            _linear_entry(prefix + keys[part] + ".weight", kernel, in_axes=2 if part == "out" else 1),
+            Entry(prefix + keys[part] + ".bias", bias, _reshape_to, _flat),
         ]
-    for dense, name in ((layer.mlp_dense_0, "intermediate.dense"), (layer.mlp_dense_1, "output.dense")):
-        entries += [Entry(prefix + name + ".weight", dense.kernel, _torch_linear), Entry(prefix + name + ".bias", dense.bias)]
+    # DINOv2's SwiGLU MLP (gate and value packed in one Linear, gate first) has names of its own.
+    mlp = ("mlp.weights_in", "mlp.weights_out") if layer.mlp_activation == "swiglu" else ("intermediate.dense", "output.dense")
+    for dense, name in zip((layer.mlp_dense_0, layer.mlp_dense_1), mlp):
+        entries += _dense_entries(dense, prefix + name)
     return entries + _layer_scale_entries(layer, (prefix + "layer_scale1.lambda1", prefix + "layer_scale2.lambda1"))
 
 
@@ -429,12 +453,18 @@ class HFFamily:
 
     Every family's keys are renamed to the canonical Hugging Face ViT names (plus the names of
     the parts ViT lacks: `embeddings.distillation_token`, `embeddings.register_tokens`,
-    `encoder.layer.{i}.layer_scale{1,2}.lambda1`, `pre_layernorm`, `head.*` (attention pooling),
-    `visual_projection`, `classifier_dist`), so one set of layer mappings reads them all.
+    `encoder.layer.{i}.layer_scale{1,2}.lambda1`, `encoder.layer.{i}.mlp.weights_{in,out}`
+    (SwiGLU), `pre_layernorm`, `head.*` (attention pooling), `visual_projection`,
+    `classifier_dist`), so one set of layer mappings reads them all, and `save_hf` writes them
+    back through the same table.
 
     Args:
-        prefixes: tuple of str. Leading parts dropped from every key (e.g. "vision_model.").
-        renames: tuple of (regex, replacement). Applied in order to each key.
+        prefixes: tuple of str. Leading parts dropped from every key (e.g. "vision_model."); a
+            writer puts the first back on the backbone's keys.
+        renames: tuple of (file name, canonical name) or (file name, canonical name, file
+            rank). Two-way: "{i}" stands for a block index, a name ending in "." for every key
+            it starts, else one key; the rank, when given, is the number of axes the family
+            stores the tensor with (CLIP's class embedding (D,), not (1, 1, D)).
         ignored: tuple of regex. Keys of other towers or of training only (CLIP's text
             model, DINOv2's mask token) that are not read.
         source_prefix: int. Position-embedding rows before the patch rows.
@@ -444,6 +474,8 @@ class HFFamily:
         vision_key: str or None. Where a two-tower config nests the vision config.
         interpolation: str or None. How its own code resamples the position embedding, when
             not as Hugging Face's ViT ("bicubic_hf"). Defaults to None.
+        nested: bool. The vision model always sits under `prefixes[0]` (CLIP's and SigLIP's
+            `vision_model.`), not only below a task head. Defaults to False.
     """
 
     prefixes: tuple
@@ -455,6 +487,7 @@ class HFFamily:
     refused: tuple = ()
     vision_key: str | None = None
     interpolation: str | None = None
+    nested: bool = False
 
     def vision_config(self, config):
         nested = config.get(self.vision_key) if self.vision_key else None
@@ -471,9 +504,11 @@ def _deit_family(tensors, config, path):
 
 def _dinov2_family(tensors, config, path):
     swiglu = bool(config.get("use_swiglu_ffn", False))
-    fc1 = _require(tensors, "encoder.layer.0.intermediate.dense.weight", path)
+    fc1 = _require(tensors, f"encoder.layer.0.{'mlp.weights_in' if swiglu else 'intermediate.dense'}.weight", path)
     scale = config.get("layerscale_value", 1.0)
     fields = {
+        # Dinov2ForImageClassification's head reads the class token and the mean patch token.
+        "pooling": "token_and_mean" if "classifier.weight" in tensors else "token",
         "mlp_dim": int(fc1.shape[0]) // (2 if swiglu else 1),
         "layer_scale_init": float(scale) if "encoder.layer.0.layer_scale1.lambda1" in tensors else None,
         "num_register_tokens": int(config.get("num_register_tokens", 0) or 0),
@@ -496,56 +531,55 @@ def _clip_family(tensors, config, path):
 
 
 _CLIP_LIKE_RENAMES = (
-    (r"^embeddings\.patch_embedding\.", "embeddings.patch_embeddings.projection."),
-    (r"^embeddings\.position_embedding\.weight$", "embeddings.position_embeddings"),
-    (r"^embeddings\.class_embedding$", "embeddings.cls_token"),
-    (r"^pre_layrnorm\.", "pre_layernorm."),
-    (r"^encoder\.layers\.(\d+)\.layer_norm1\.", r"encoder.layer.\1.layernorm_before."),
-    (r"^encoder\.layers\.(\d+)\.layer_norm2\.", r"encoder.layer.\1.layernorm_after."),
-    (r"^encoder\.layers\.(\d+)\.self_attn\.q_proj\.", r"encoder.layer.\1.attention.attention.query."),
-    (r"^encoder\.layers\.(\d+)\.self_attn\.k_proj\.", r"encoder.layer.\1.attention.attention.key."),
-    (r"^encoder\.layers\.(\d+)\.self_attn\.v_proj\.", r"encoder.layer.\1.attention.attention.value."),
-    (r"^encoder\.layers\.(\d+)\.self_attn\.out_proj\.", r"encoder.layer.\1.attention.output.dense."),
-    (r"^encoder\.layers\.(\d+)\.mlp\.fc1\.", r"encoder.layer.\1.intermediate.dense."),
-    (r"^encoder\.layers\.(\d+)\.mlp\.fc2\.", r"encoder.layer.\1.output.dense."),
-    (r"^post_layernorm\.", "layernorm."),
+    ("embeddings.patch_embedding.", "embeddings.patch_embeddings.projection."),
+    ("embeddings.position_embedding.weight", "embeddings.position_embeddings", 2),
+    ("embeddings.class_embedding", "embeddings.cls_token", 1),
+    ("pre_layrnorm.", "pre_layernorm."),
+    ("encoder.layers.{i}.layer_norm1.", "encoder.layer.{i}.layernorm_before."),
+    ("encoder.layers.{i}.layer_norm2.", "encoder.layer.{i}.layernorm_after."),
+    ("encoder.layers.{i}.self_attn.q_proj.", "encoder.layer.{i}.attention.attention.query."),
+    ("encoder.layers.{i}.self_attn.k_proj.", "encoder.layer.{i}.attention.attention.key."),
+    ("encoder.layers.{i}.self_attn.v_proj.", "encoder.layer.{i}.attention.attention.value."),
+    ("encoder.layers.{i}.self_attn.out_proj.", "encoder.layer.{i}.attention.output.dense."),
+    ("encoder.layers.{i}.mlp.fc1.", "encoder.layer.{i}.intermediate.dense."),
+    ("encoder.layers.{i}.mlp.fc2.", "encoder.layer.{i}.output.dense."),
+    ("post_layernorm.", "layernorm."),
 )
 _DINOV2_RENAMES = (
-    (r"^encoder\.layer\.(\d+)\.norm1\.", r"encoder.layer.\1.layernorm_before."),
-    (r"^encoder\.layer\.(\d+)\.norm2\.", r"encoder.layer.\1.layernorm_after."),
-    (r"^encoder\.layer\.(\d+)\.mlp\.(fc1|weights_in)\.", r"encoder.layer.\1.intermediate.dense."),
-    (r"^encoder\.layer\.(\d+)\.mlp\.(fc2|weights_out)\.", r"encoder.layer.\1.output.dense."),
+    ("encoder.layer.{i}.norm1.", "encoder.layer.{i}.layernorm_before."),
+    ("encoder.layer.{i}.norm2.", "encoder.layer.{i}.layernorm_after."),
+    ("encoder.layer.{i}.mlp.fc1.", "encoder.layer.{i}.intermediate.dense."),
+    ("encoder.layer.{i}.mlp.fc2.", "encoder.layer.{i}.output.dense."),
 )
 _TEXT_TOWER = (r"^text_model\.", r"^text_projection\.", r"^logit_scale$", r"^logit_bias$", r"position_ids$")
 _DINOV2 = HFFamily(
     ("dinov2.",), _DINOV2_RENAMES, (r"^embeddings\.mask_token$",), 1,
     {"hidden_act": "gelu", "layer_norm_eps": 1e-6, "image_size": 224, "patch_size": 14}, _dinov2_family,
-    refused=(("classifier.weight", "Dinov2ForImageClassification's head reads the class token and the mean "
-              "patch token together; load the backbone (Dinov2Model) and add a head with num_classes="),),
 )
 _SIGLIP = HFFamily(
     ("vision_model.",), _CLIP_LIKE_RENAMES, _TEXT_TOWER, 0,
     {"hidden_act": "gelu_pytorch_tanh", "layer_norm_eps": 1e-6, "image_size": 224, "patch_size": 16},
-    _siglip_family, vision_key="vision_config",
+    _siglip_family, vision_key="vision_config", nested=True,
 )
 _CLIP = HFFamily(
     ("vision_model.",), _CLIP_LIKE_RENAMES, _TEXT_TOWER, 1,
     {"hidden_act": "quick_gelu", "layer_norm_eps": 1e-5, "image_size": 224, "patch_size": 32},
-    _clip_family, vision_key="vision_config",
+    _clip_family, vision_key="vision_config", nested=True,
 )
 # model_type (config.json) -> family. SigLIP 2's fixed-resolution checkpoints are model_type
 # "siglip"; model_type "siglip2" is the NaFlex variant (linear patch embedding, any aspect), not built here.
 HF_FAMILIES = {
     "vit": HFFamily(("vit.",), (), (), 1, {}, _vit_family),
     "deit": HFFamily(
-        ("deit.",), ((r"^cls_classifier\.", "classifier."), (r"^distillation_classifier\.", "classifier_dist.")),
+        ("deit.",), (("cls_classifier.", "classifier."), ("distillation_classifier.", "classifier_dist.")),
         (), 2, {}, _deit_family,
-        refused=(("classifier.weight", "DeiTForImageClassification's single head reads the class token only; "
-                  "keras_vit builds DeiT's two heads (DeiTForImageClassificationWithTeacher)"),),
+        refused=(("classifier.weight", "a DeiTForImageClassification head (one head on the class token of a "
+                  "distilled model), which keras_vit does not build: a distilled DeiT has its two heads averaged. "
+                  "Supported Hugging Face DeiT classes: DeiTModel, DeiTForImageClassificationWithTeacher"),),
     ),
     "dinov2": _DINOV2,
     # Its interpolate_pos_encoding antialiases (torch bicubic, antialias=True): timm's resampling.
-    "dinov2_with_registers": dataclasses.replace(_DINOV2, interpolation="bicubic"),
+    "dinov2_with_registers": dataclasses.replace(_DINOV2, prefixes=("dinov2_with_registers.",), interpolation="bicubic"),
     "siglip": _SIGLIP,
     "siglip_vision_model": _SIGLIP,
     "clip": _CLIP,
@@ -576,12 +610,43 @@ def normalize_hf(raw, family=None):
                 break
         if any(re.search(pattern, key) for pattern in family.ignored):
             continue
-        for pattern, replacement in family.renames:
-            key = re.sub(pattern, replacement, key)
+        key = rename_hf_key(key, family, to_canonical=True)
         if key in tensors:
             raise CheckpointError(f"Keys {names[key]!r} and {original!r} both map to {key!r}.")
         tensors[key], names[key] = array, original
     return tensors, names, family.source_prefix
+
+
+def rename_hf_key(key, family, to_canonical):
+    """A family's file key to its canonical name (`to_canonical`), or back; the first row that matches renames.
+
+    Example:
+
+    >>> rename_hf_key("encoder.layers.3.self_attn.q_proj.bias", HF_FAMILIES["clip"], to_canonical=True)
+    'encoder.layer.3.attention.attention.query.bias'
+    >>> rename_hf_key("encoder.layer.3.attention.attention.query.bias", HF_FAMILIES["clip"], to_canonical=False)
+    'encoder.layers.3.self_attn.q_proj.bias'
+    """
+    source, target = (0, 1) if to_canonical else (1, 0)
+    for row in family.renames:
+        match = _template_pattern(row[source]).match(key)
+        if match:
+            index = match.groupdict().get("i")
+            return (row[target].replace("{i}", index) if index is not None else row[target]) + key[match.end():]
+    return key
+
+
+def hf_file_rank(key, family):
+    """The number of axes the family stores canonical `key` with, or None when as the canonical layout."""
+    for row in family.renames:
+        if len(row) > 2 and _template_pattern(row[1]).match(key):
+            return row[2]
+    return None
+
+
+def _template_pattern(template):
+    pattern = "^" + re.escape(template).replace(re.escape("{i}"), r"(?P<i>\d+)")
+    return re.compile(pattern if template.endswith(".") else pattern + "$")
 
 
 # Hugging Face hidden_act -> (mlp_activation, approximate_gelu).
@@ -682,7 +747,7 @@ def _timm_block(layer, context):
         entries += [Entry(prefix + name + ".weight", norm.gamma), Entry(prefix + name + ".bias", norm.beta)]
     entries += _fused_attention_entries(parts, prefix + "attn.qkv.weight", prefix + "attn.qkv.bias", prefix + "attn.proj")
     for dense, name in ((layer.mlp_dense_0, "mlp.fc1"), (layer.mlp_dense_1, "mlp.fc2")):
-        entries += [Entry(prefix + name + ".weight", dense.kernel, _torch_linear), Entry(prefix + name + ".bias", dense.bias)]
+        entries += _dense_entries(dense, prefix + name)
     return entries + _layer_scale_entries(layer, (prefix + "ls1.gamma", prefix + "ls2.gamma"))
 
 
@@ -692,7 +757,8 @@ def _timm_attention_pooling(layer, context):
     query_weight, query_bias = _fused_part(0, 1)
     return (
         [Entry("attn_pool.latent", layer.probe),
-         Entry("attn_pool.q.weight", parts["query"][0], query_weight), Entry("attn_pool.q.bias", parts["query"][1], query_bias)]
+         Entry("attn_pool.q.weight", parts["query"][0], query_weight, _to_torch_linear),
+         Entry("attn_pool.q.bias", parts["query"][1], query_bias, _flat)]
         + _fused_attention_entries(parts, "attn_pool.kv.weight", "attn_pool.kv.bias", "attn_pool.proj", split_kv=True)
         + _norm_entries(layer.norm, "attn_pool.norm")
         + _dense_entries(layer.mlp_dense_0, "attn_pool.mlp.fc1") + _dense_entries(layer.mlp_dense_1, "attn_pool.mlp.fc2")
@@ -734,9 +800,9 @@ def _timm_position_prefix(tensors):
     prefix = sum(int(key in tensors) for key in ("cls_token", "dist_token"))
     if "reg_token" in tensors:
         prefix += int(tensors["reg_token"].shape[-2])
-    if prefix and math.isqrt(rows - prefix) ** 2 == rows - prefix:
+    if prefix and square_grid(rows - prefix):
         return prefix
-    return 0 if math.isqrt(rows) ** 2 == rows else prefix
+    return 0 if square_grid(rows) else prefix
 
 
 def timm_architecture(tensors, source_prefix, config, path):

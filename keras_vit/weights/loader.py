@@ -13,7 +13,7 @@ from keras_vit.layers.grid_resampling import INTERPOLATIONS
 from keras_vit._atomic import write_bytes
 from keras_vit.weights.files import detect_format
 from keras_vit.weights.formats import LAYOUTS, read_checkpoint  # importing it registers the layer mappings
-from keras_vit.weights.mapping import MappingContext, apply_entries, build_entries
+from keras_vit.weights.mapping import MappingContext, apply_entries, build_entries, model_tensors
 from keras_vit.weights.registry import CHECKPOINTS, fetch_checkpoint
 
 logger = logging.getLogger("keras_vit.weights")
@@ -154,7 +154,9 @@ def save_npz(model, path):
     """Writes a keras_vit model's weights as an original ViT `.npz` (pre-Linen names).
 
     The file is written to a temporary name and renamed, so a failure leaves nothing behind.
-    Layers with a registered "npz" mapping (see `register_layer_mapping`) are included.
+    Layers with a registered "vit_jax" mapping (see `register_layer_mapping`) are included; a
+    model with weights the layout has no key for (LayerScale, register or distillation tokens,
+    a LayerNorm before the encoder, CLIP's projection) is refused: `save_hf` writes those.
 
     Args:
         model: keras.Model. A keras_vit model.
@@ -169,9 +171,8 @@ def save_npz(model, path):
     True
     """
     context = MappingContext("vit_jax", {}, LAYOUTS["vit_jax"].interpolation)
-    arrays = {}
-    for entry in build_entries(model, context):
-        arrays[entry.key] = np.asarray(entry.from_model(np.asarray(entry.variable.numpy())))
+    arrays = model_tensors(model, context, hint=(
+        " keras_vit.weights.save_hf writes the families Hugging Face has (DeiT, DINOv2, SigLIP, CLIP)."))
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
     write_bytes(os.fspath(path), [buffer.getbuffer()])

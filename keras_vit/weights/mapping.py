@@ -116,9 +116,7 @@ def build_entries(model, context):
     """Walks the model's layers (outermost first) and collects every layer's entries."""
     entries = []
     for layer in _layers_with_weights(model):
-        fn = _LAYER_MAPPINGS.get((context.layout, layer.name)) or _LAYER_MAPPINGS.get(
-            (context.layout, type(layer).__name__)
-        )
+        fn = _mapping_of(layer, context.layout)
         if fn is None:
             raise CheckpointError(
                 f"No {context.layout!r} key mapping for layer {layer.name!r} ({type(layer).__name__}); "
@@ -126,6 +124,51 @@ def build_entries(model, context):
             )
         entries.extend(fn(layer, context))
     return entries
+
+
+def model_tensors(model, context, hint=""):
+    """Checkpoint key -> array of a model's weights in layout `context.layout`, for writers.
+
+    Every weight of the model must have a key: a layout with no place for one (LayerScale in a
+    vit_jax `.npz`) is refused, naming the weights, rather than written without them. Entries
+    sharing a key (query, key and value fused in one PyTorch Linear) are concatenated along
+    axis 0 in their order.
+
+    Args:
+        model: keras.Model. A keras_vit model.
+        context: `MappingContext`. Its `tensors` are unused ({}).
+        hint: str. Appended to the refusal (what to use instead). Defaults to "".
+
+    Example:
+
+    >>> import keras_vit
+    >>> context = MappingContext("vit_jax", tensors={}, interpolation="bilinear")
+    >>> tensors = model_tensors(keras_vit.ViT("tiny", num_classes=10), context)
+    >>> tensors["embedding/kernel"].shape, len(tensors)
+    ((4, 4, 3, 32), 40)
+    """
+    entries, left_out = [], []
+    for layer in _layers_with_weights(model):
+        fn = _mapping_of(layer, context.layout)
+        layer_entries = fn(layer, context) if fn is not None else []
+        covered = {id(entry.variable) for entry in layer_entries}
+        left_out += [weight.path for weight in layer.weights if id(weight) not in covered]
+        entries += layer_entries
+    if left_out:
+        raise CheckpointError(
+            f"The {context.layout!r} layout has no key for {len(left_out)} weights of model {model.name!r}: "
+            + ", ".join(left_out[:MAX_LISTED]) + (" ..." if len(left_out) > MAX_LISTED else "")
+            + f"; writing it without them would change the model.{hint}"
+        )
+    grouped = {}
+    for entry in entries:
+        value = np.asarray(keras.ops.convert_to_numpy(entry.variable))
+        grouped.setdefault(entry.key, []).append(np.asarray(entry.from_model(value)))
+    return {key: parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0) for key, parts in grouped.items()}
+
+
+def _mapping_of(layer, layout):
+    return _LAYER_MAPPINGS.get((layout, layer.name)) or _LAYER_MAPPINGS.get((layout, type(layer).__name__))
 
 
 def _layers_with_weights(model):

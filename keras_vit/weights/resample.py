@@ -52,13 +52,8 @@ def resample_position_embedding(
     new_grid = _pair("new_grid", new_grid)
     patches = pos.shape[1] - num_prefix_tokens
     if old_grid is None:
-        side = math.isqrt(max(patches, 0))
-        if side * side != patches:
-            raise ValueError(
-                f"pos_embedding has {patches} patch rows (after {num_prefix_tokens} prefix rows), not a "
-                "square grid: pass old_grid=(rows, cols)."
-            )
-        old_grid = (side, side)
+        old_grid = square_grid(
+            patches, f"pos_embedding (after {num_prefix_tokens} prefix rows)", hint="pass old_grid=(rows, cols)")
     old_grid = _pair("old_grid", old_grid)
     if old_grid[0] * old_grid[1] != patches:
         raise ValueError(
@@ -72,6 +67,39 @@ def resample_position_embedding(
     grid = keras.ops.convert_to_numpy(resample_grid(grid, new_grid[0], new_grid[1], interpolation))
     grid = grid.reshape(1, new_grid[0] * new_grid[1], pos.shape[-1]).astype(pos.dtype)
     return np.concatenate([pos[:, :num_prefix_tokens], grid], axis=1)
+
+
+def square_grid(patches, what=None, hint=None):
+    """The (side, side) grid of `patches` cells: the grid of a position embedding that states none.
+
+    Args:
+        patches: int. Patch rows (the prefix tokens' rows left out).
+        what: str or None. What holds the rows, named in the error. None returns None instead of
+            raising when `patches` is not a positive perfect square. Defaults to None.
+        hint: str or None. What to do instead, appended to the error. Defaults to None.
+
+    Returns:
+        (side, side), or None (with `what=None`) when `patches` is no positive perfect square.
+
+    Raises:
+        ValueError: with `what`, when `patches` is no positive perfect square.
+
+    Example:
+
+    >>> square_grid(196), square_grid(50)
+    ((14, 14), None)
+    >>> square_grid(50, "pos_embed")
+    Traceback (most recent call last):
+    ...
+    ValueError: pos_embed has 50 patch rows, which make no square grid (side x side).
+    """
+    side = math.isqrt(max(patches, 0))
+    if patches > 0 and side * side == patches:
+        return (side, side)
+    if what is None:
+        return None
+    raise ValueError(f"{what} has {patches} patch rows, which make no square grid (side x side)"
+                     + (f": {hint}." if hint else "."))
 
 
 def _pair(name, value):

@@ -1,0 +1,204 @@
+"""`save_hf`: a keras_vit model as a Hugging Face `save_pretrained` folder, for the families it has.
+
+The tensors come from the Hugging Face layer mappings the loader reads with, run backwards
+(`Entry.from_model`), and their names from the same family tables (`HF_FAMILIES`: prefixes and
+two-way renames), so reading and writing share one list of key names. What is decided here is
+only which Hugging Face class holds the model (its `model_type` and `architectures`) and the
+config.json that states it.
+
+Example:
+
+>>> import os, tempfile, keras_vit
+>>> folder = os.path.join(tempfile.mkdtemp(), "deit")
+>>> save_hf(keras_vit.ViT("tiny_deit", num_classes=3), folder)
+>>> sorted(os.listdir(folder)), keras_vit.ViT(weights=folder).vit_config["distillation_token"]
+(['config.json', 'model.safetensors'], True)
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from keras_vit._atomic import atomic_directory, write_json
+from keras_vit.weights.files import CheckpointError, write_safetensors
+from keras_vit.weights.formats import HF_FAMILIES, LAYOUTS, hf_file_rank, rename_hf_key
+from keras_vit.weights.mapping import MappingContext, model_tensors
+
+# What each model_type can hold: field -> the values it allows (_SET: any value but None).
+_SET = object()
+_PLAIN = dict(distillation_token=(False,), num_register_tokens=(0,), layer_scale_init=(None,), pre_norm=(False,),
+              patch_bias=(True,), projection_size=(None,), mlp_activation=("gelu", "quick_gelu"))
+_HOLDS = {
+    "vit": dict(_PLAIN, class_token=(True,), prefix_position_embedding=(True,)),
+    "deit": dict(_PLAIN, class_token=(True,), prefix_position_embedding=(True,), distillation_token=(True,)),
+    "dinov2": dict(_PLAIN, class_token=(True,), layer_scale_init=(_SET,), representation_size=(None,),
+                   mlp_activation=("gelu", "quick_gelu", "swiglu")),
+    "siglip_vision_model": dict(_PLAIN, class_token=(False,), representation_size=(None,)),
+    "clip_vision_model": dict(_PLAIN, class_token=(True,), prefix_position_embedding=(True,), pre_norm=(True,),
+                              patch_bias=(False,), projection_size=(_SET,), representation_size=(None,)),
+}
+_HOLDS["dinov2_with_registers"] = dict(_HOLDS["dinov2"], num_register_tokens=(_SET,))
+_HOLDS["clip_vision_model"]["projection_size"] = (_SET, None)
+# model_type -> (class with the head, class without it, the head's pooling, the backbone's pooling).
+_CLASSES = {
+    "vit": ("ViTForImageClassification", "ViTModel", "token", "token"),
+    "deit": ("DeiTForImageClassificationWithTeacher", "DeiTModel", "token", "token"),
+    "dinov2": ("Dinov2ForImageClassification", "Dinov2Model", "token_and_mean", "token"),
+    "dinov2_with_registers": ("Dinov2WithRegistersForImageClassification", "Dinov2WithRegistersModel",
+                              "token_and_mean", "token"),
+    "siglip_vision_model": (None, "SiglipVisionModel", None, "map"),
+    "clip_vision_model": (None, "CLIPVisionModel", None, "token"),
+}
+# Canonical keys of the task heads, which sit beside the backbone's prefix ("vit.", "deit.").
+_TOP_LEVEL = ("classifier.", "classifier_dist.", "visual_projection.")
+# Parameters of Hugging Face classes that only training uses (the loader ignores them), written
+# as the class initialises them so that its from_pretrained finds every key: file key -> shape.
+_TRAINING_ONLY = {
+    "dinov2": lambda hidden: {"embeddings.mask_token": (1, hidden)},
+    "dinov2_with_registers": lambda hidden: {"embeddings.mask_token": (1, hidden)},
+}
+
+
+def save_hf(model, folder, *, overwrite=False):
+    """Writes a keras_vit model as a Hugging Face `save_pretrained` folder: config.json + model.safetensors.
+
+    The family follows from the model's architecture: a pre-encoder LayerNorm (or a projection)
+    is CLIP (`clip_vision_model`, `CLIPVisionModelWithProjection` with the projection), no class
+    token or attention pooling SigLIP (`siglip_vision_model`), a distillation token DeiT
+    (`DeiTForImageClassificationWithTeacher` with the two heads, else `DeiTModel`), LayerScale
+    or registers DINOv2 (`dinov2`, `dinov2_with_registers`, with a head on
+    `pooling="token_and_mean"` its `...ForImageClassification`), else ViT
+    (`ViTForImageClassification` or `ViTModel`, whose pooler is the pre-logits layer). A model
+    whose architecture the family cannot hold is refused, naming each field. The folder is
+    written whole into a temporary sibling and renamed: a failure leaves nothing behind.
+
+    Args:
+        model: keras.Model. A model built by `keras_vit.ViT`.
+        folder: str. The folder to write.
+        overwrite: bool. Replace an existing non-empty `folder`. Defaults to False.
+
+    Example:
+
+    >>> import os, tempfile, keras_vit
+    >>> folder = os.path.join(tempfile.mkdtemp(), "dinov2")
+    >>> model = keras_vit.ViT(patch_size=4, hidden_size=24, num_layers=2, num_heads=2, mlp_dim=48,
+    ...                       image_size=16, num_register_tokens=2, layer_scale_init=0.1, include_top=False)
+    >>> save_hf(model, folder)
+    >>> import json; json.load(open(os.path.join(folder, "config.json")))["model_type"]
+    'dinov2_with_registers'
+    """
+    config = getattr(model, "vit_config", None)
+    if config is None:
+        raise CheckpointError(f"save_hf needs a model built by keras_vit.ViT (it reads model.vit_config); "
+                              f"model {getattr(model, 'name', model)!r} has none.")
+    folder = os.fspath(folder)
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise FileExistsError(f"{folder!r} is a file; save_hf writes a folder.")
+    if os.path.isdir(folder) and os.listdir(folder) and not overwrite:
+        raise FileExistsError(f"{folder!r} already exists and is not empty; pass overwrite=True to replace it.")
+    hf_config, family = hf_config_of(model)
+    context = MappingContext("hf", {}, LAYOUTS["hf"].interpolation, source_prefix_tokens=family.source_prefix)
+    prefix = family.prefixes[0] if family.nested or config["include_top"] else ""
+    tensors = {}
+    for key, array in model_tensors(model, context).items():
+        rank = hf_file_rank(key, family)
+        if rank is not None:
+            array = array.reshape(array.shape[-rank:])
+        name = rename_hf_key(key, family, to_canonical=False)
+        tensors[name if key.startswith(_TOP_LEVEL) else prefix + name] = np.asarray(array, "float32")
+    for name, shape in _TRAINING_ONLY.get(hf_config["model_type"], lambda hidden: {})(config["hidden_size"]).items():
+        tensors[prefix + name] = np.zeros(shape, "float32")
+    with atomic_directory(folder, overwrite=os.path.isdir(folder)) as tmp:
+        write_json(os.path.join(tmp, "config.json"), hf_config)
+        write_safetensors(os.path.join(tmp, "model.safetensors"), tensors, {"format": "pt"})
+
+
+def hf_config_of(model):
+    """(config.json dict, `HFFamily`) of the Hugging Face class that holds `model`; refused naming what does not fit."""
+    config = model.vit_config
+    model_type = _model_type(config)
+    problems = [f"{field}={config[field]!r}" for field, allowed in _HOLDS[model_type].items()
+                if not any(config[field] is not None if value is _SET else config[field] == value for value in allowed)]
+    if config["backbone"] is not None or config["stem"] is not None:
+        problems.append("a ResNet stem (hybrid)")
+    if config["position_embedding"] != "learned":
+        problems.append(f"position_embedding={config['position_embedding']!r}")
+    with_head, without_head, head_pooling, backbone_pooling = _CLASSES[model_type]
+    top = config["include_top"]
+    if top and with_head is None:
+        problems.append("a classification head (include_top=True)")
+    expected_pooling = head_pooling if top else backbone_pooling
+    if config["pooling"] not in (expected_pooling, None) or (top and config["pooling"] is None):
+        problems.append(f"pooling={config['pooling']!r} (it pools with {expected_pooling!r})")
+    if top and config["representation_size"] is not None:
+        problems.append(f"representation_size={config['representation_size']!r} below a head")
+    patch, grid = config["patch_size"], model.get_layer("embedding").grid_size or (1, 1)  # the learned embedding's
+    image = grid[0] * patch if grid[0] == grid[1] else [grid[0] * patch, grid[1] * patch]
+    if model_type in ("siglip_vision_model", "clip_vision_model") and grid[0] != grid[1]:
+        problems.append(f"a {grid[0]}x{grid[1]} patch grid (it takes square images)")
+    mlp_ratio = _dinov2_mlp_ratio(config) if model_type.startswith("dinov2") else None
+    if model_type.startswith("dinov2") and mlp_ratio is None:
+        problems.append(f"mlp_dim={config['mlp_dim']!r} (it derives the MLP width from an integer mlp_ratio "
+                        f"times hidden_size={config['hidden_size']})")
+    if problems:
+        raise CheckpointError(
+            f"Model {model.name!r} has what Hugging Face {model_type!r} cannot hold: " + "; ".join(problems)
+            + f". save_hf writes model_type {sorted(_CLASSES)}; save_npz writes the paper's ViT and SigLIP."
+        )
+    activation = config["mlp_activation"]
+    hf = {
+        "model_type": model_type,
+        "architectures": [with_head if top else without_head],
+        "hidden_size": config["hidden_size"], "num_hidden_layers": config["num_layers"],
+        "num_attention_heads": config["num_heads"], "num_channels": config["channels"],
+        "image_size": image, "patch_size": patch, "layer_norm_eps": config["layer_norm_epsilon"],
+        "hidden_act": ("quick_gelu" if activation == "quick_gelu"
+                       else "gelu_pytorch_tanh" if config["approximate_gelu"] else "gelu"),
+    }
+    if mlp_ratio is not None:
+        hf.update(mlp_ratio=mlp_ratio, use_swiglu_ffn=activation == "swiglu", qkv_bias=True,
+                  layerscale_value=config["layer_scale_init"])
+        if config["num_register_tokens"]:
+            hf["num_register_tokens"] = config["num_register_tokens"]
+    else:
+        hf["intermediate_size"] = config["mlp_dim"]
+    if model_type in ("vit", "deit"):
+        hf["qkv_bias"] = True
+        if config["representation_size"] is not None:  # the pooler: Dense + tanh on the class token
+            hf.update(pooler_output_size=config["representation_size"], pooler_act="tanh")
+    if model_type == "siglip_vision_model":
+        hf["vision_use_head"] = config["pooling"] == "map"
+    if model_type == "clip_vision_model" and config["projection_size"] is not None and config["pooling"] is not None:
+        hf.update(projection_dim=config["projection_size"], architectures=["CLIPVisionModelWithProjection"])
+    if top:
+        hf["id2label"] = {str(i): f"LABEL_{i}" for i in range(config["num_classes"])}
+        hf["label2id"] = {f"LABEL_{i}": i for i in range(config["num_classes"])}
+    return hf, HF_FAMILIES[model_type]
+
+
+def _model_type(config):
+    if config["pre_norm"] or config["projection_size"] is not None:
+        return "clip_vision_model"
+    if not config["class_token"] or config["pooling"] == "map":
+        return "siglip_vision_model"
+    if config["distillation_token"]:
+        return "deit"
+    if config["num_register_tokens"]:
+        return "dinov2_with_registers"
+    if config["layer_scale_init"] is not None or config["mlp_activation"] == "swiglu":
+        return "dinov2"
+    return "vit"
+
+
+def _dinov2_mlp_ratio(config):
+    """The integer mlp_ratio from which Hugging Face's DINOv2 derives `mlp_dim`, or None."""
+    hidden, mlp = config["hidden_size"], config["mlp_dim"]
+    for ratio in range(1, 65):
+        width = hidden * ratio
+        if config["mlp_activation"] == "swiglu":
+            width = (int(width * 2 / 3) + 7) // 8 * 8  # SwiGLU keeps two thirds, rounded up to 8
+        if width == mlp:
+            return ratio
+    return None
