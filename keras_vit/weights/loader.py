@@ -170,7 +170,10 @@ def save_npz(model, path):
     >>> os.path.getsize(path) > 0
     True
     """
-    context = MappingContext("vit_jax", {}, LAYOUTS["vit_jax"].interpolation)
+    # A vit_jax file stores the position rows the model has: none for a model without class token.
+    encoder = next((layer for layer in model.layers if layer.name == "embedding"), None)
+    prefix = encoder.num_position_prefix_tokens if encoder is not None else 1
+    context = MappingContext("vit_jax", {}, LAYOUTS["vit_jax"].interpolation, source_prefix_tokens=prefix)
     arrays = model_tensors(model, context, hint=(
         " keras_vit.weights.save_hf writes the families Hugging Face has (DeiT, DINOv2, SigLIP, CLIP)."))
     buffer = io.BytesIO()
