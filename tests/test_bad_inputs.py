@@ -259,7 +259,8 @@ def test_on_corrupt_error_names_the_file_in_one_line(tmp_path, capsys):
     from keras_vit import cli
 
     root = _folder_with_a_cut_jpeg(tmp_path / "data")
-    argv = ["train", "--dataset", root, "--num-layers", "1", "--epochs", "1", "--batch-size", "4", "--quiet",
+    # Batch 1: an epoch of whole batches then reads every training file, whatever the order.
+    argv = ["train", "--dataset", root, "--num-layers", "1", "--epochs", "1", "--batch-size", "1", "--quiet",
             "--jit-compile", "off", "--precision", "float32", "--no-export", "--on-corrupt", "error",
             "--run-dir", str(tmp_path / "run"), "--output-dir", str(tmp_path / "out")]
     assert cli.main(argv) == 2
