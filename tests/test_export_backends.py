@@ -128,7 +128,8 @@ def test_cli_train_end_to_end(tmp_path):
     out_dir = tmp_path / "out"
     done = subprocess.run(
         [sys.executable, "-m", "keras_vit.cli", "train", "--variant", "tiny", "--image-size", "28", "--channels", "1",
-         "--epochs", "1", "--batch-size", "32", "--max-train-examples", "64", "--max-test-examples", "32",
+         "--num-layers", "1", "--epochs", "1", "--batch-size", "32", "--max-train-examples", "64",
+         "--max-test-examples", "32",
          # XLA on JAX (op by op is slower there); on PyTorch torch.compile costs more than it saves.
          "--jit-compile", "on" if backend == "jax" else "off",
          "--run-dir", str(tmp_path / "run"), "--output-dir", str(out_dir), "--name", "m", "--quiet"],

@@ -41,8 +41,8 @@ sys.exit(cli.main(argv))
 
 def _command(tmp_path):
     return [
-        "train", "--variant", "tiny", "--image-size", "28", "--epochs", str(EPOCHS), "--batch-size", "32",
-        "--max-train-examples", "96", "--max-test-examples", "32", "--jit-compile", "off",
+        "train", "--variant", "tiny", "--image-size", "28", "--num-layers", "1", "--epochs", str(EPOCHS),
+        "--batch-size", "32", "--max-train-examples", "96", "--max-test-examples", "32", "--jit-compile", "off",
         "--run-dir", str(tmp_path / "run"), "--output-dir", str(tmp_path / "out"), "--quiet",
     ]
 
