@@ -36,6 +36,7 @@ import tensorflow as tf
 from benchmarks import timing
 from benchmarks.machine import cpu_jiffies, cpu_share, loadavg, machine_record
 from keras_vit._atomic import write_text
+from keras_vit.models import stems
 from keras_vit.training import DEFAULT_MODEL, TrainConfig, train
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -43,19 +44,8 @@ STEM = {"filters": (32, 64, 128), "strides": (2, 2, 2)}
 
 
 def conv_stem(filters=STEM["filters"], strides=STEM["strides"]):
-    """Early-convolution stem (Xiao et al. 2021, "Early convolutions help transformers see
-    better"): 3x3 convolutions with BatchNorm and ReLU, fed to the transformer as 1x1 patches
-    through keras_vit's `backbone=` argument. Three stride-2 convolutions turn 28 or 32 px
-    into a 4x4 grid of 16 tokens."""
-    if len(filters) != len(strides):
-        raise ValueError(f"Expected as many stem filters as strides, got filters={filters}, strides={strides}.")
-    inputs = keras.Input((None, None, 1), name="images")
-    x = inputs
-    for i, (width, stride) in enumerate(zip(filters, strides)):
-        x = keras.layers.Conv2D(width, 3, strides=stride, padding="same", use_bias=False, name=f"stem_conv{i}")(x)
-        x = keras.layers.BatchNormalization(name=f"stem_bn{i}")(x)
-        x = keras.layers.ReLU(name=f"stem_relu{i}")(x)
-    return keras.Model(inputs, x, name="conv_stem")
+    """The package's early-convolution stem (`keras_vit.models.stems.conv_stem`) for grey images."""
+    return stems.conv_stem(filters, strides, channels=1)
 
 
 SETUPS = {
