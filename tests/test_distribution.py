@@ -245,7 +245,8 @@ def test_layout_rules_cover_every_variant(variant):
 
     kwargs = reduced_variant_kwargs(variant)
     if VARIANTS[variant].hidden_size > 1024:  # one block of a giant is 25-68M parameters: the names suffice
-        kwargs.update(hidden_size=64, mlp_dim=128)
+        heads = VARIANTS[variant].num_heads  # the width must split into the variant's heads (g/14 has 24)
+        kwargs.update(hidden_size=4 * heads, mlp_dim=8 * heads)
     model = keras_vit.ViT(variant, **kwargs)
     split = {v.path for v in model.variables if "model" in distribution.layout_of(v.path, tuple(v.shape), 1)}
     for name in ("query", "key", "value", "attention_output"):
