@@ -9,6 +9,24 @@ import tempfile
 import numpy as np
 
 
+def plain(value):
+    """`value` with NumPy scalars (np.int64(3), np.float32(0.1), np.True_) made Python ones, in tuples and lists too.
+
+    Builders take what NumPy code hands them (a class count from `np.unique`), and store only
+    Python values in their JSON config.
+
+    Example:
+
+    >>> plain(np.int64(3)), plain((np.int32(28), 28)), plain("token")
+    (3, (28, 28), 'token')
+    """
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (tuple, list)):
+        return type(value)(plain(item) for item in value)
+    return value
+
+
 def check_bool(name: str, value) -> None:
     """Raises ValueError unless `value` is True or False (a string such as "no" would read as True).
 

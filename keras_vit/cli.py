@@ -47,6 +47,12 @@ class _Parser(argparse.ArgumentParser):
     Sub-commands get this class too (argparse makes them of the parent's class).
     """
 
+    def __init__(self, *args, **kwargs):
+        # An abbreviation (--epoch for --epochs) would change meaning the day a flag it also
+        # abbreviates is added, in scripts that worked: flags are spelled out.
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 

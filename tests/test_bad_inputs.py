@@ -7,6 +7,7 @@ to be accepted and trained with a negative or NaN learning rate.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 
 import numpy as np
@@ -345,6 +346,9 @@ BUILDER_REFUSED = [
     (dict(distillation_token=True, class_token=False), r"distillation_token=True needs class_token=True"),
     (dict(class_token=False, pooling="token"), r"pooling='token' needs class_token=True"),
     (dict(name="a/b"), r"`name`.*a/b"),  # Keras' own check, which names the argument
+    # Huge: built, it ran the machine out of memory on the first image instead of saying why.
+    (dict(image_size=2**16), r"image size 65536x65536 .* 268,435,456 patch tokens, more than MAX_PATCH_TOKENS"),
+    (dict(image_size=(1028, 1028), patch_size=4), r"66,049 patch tokens"),
 ]
 # Accepted, and why.
 BUILDER_ACCEPTED = [
@@ -356,6 +360,10 @@ BUILDER_ACCEPTED = [
     (dict(classifier_activation=None), (None, 3)),  # logits
     (dict(pooling="avg"), (None, 3)),  # keras.applications' name of "gap"
     (dict(num_register_tokens=0, layer_scale_init=None, representation_size=None), (None, 3)),  # each: none of it
+    # NumPy's integers are integers (a class count from np.unique): they were refused as "not an integer".
+    (dict(num_classes=np.int64(4), image_size=np.int32(16), num_layers=np.int64(1)), (None, 4)),
+    (dict(input_shape=(np.int64(16), 16, np.int64(1)), dropout_rate=np.float32(0.25)), (None, 3)),
+    (dict(image_size=(1024, 1024), patch_size=4), (None, 3)),  # 65,536 tokens: MAX_PATCH_TOKENS itself
 ]
 
 
@@ -376,6 +384,7 @@ def test_builder_accepts(arguments, output_shape):
     model = keras_vit.ViT(**{"variant": "tiny", "num_classes": 3, **arguments})
     assert model.output_shape == output_shape
     assert model.name == "vit_tiny" or "name" in arguments and arguments["name"]
+    json.dumps(model.vit_config)  # only Python values in the config, whatever NumPy scalars came in
 
 
 @pytest.mark.backends("tensorflow", "jax", "torch")
@@ -391,6 +400,7 @@ def test_named_builders_refuse_like_vit():
 
 # --- Every CLI flag: parse errors (argparse) and value errors (the handlers), one line and exit 2 -------------
 CLI_PARSE_REFUSED = [  # (argv, what the line must name); no model is built or loaded
+    (["train", "--epoch", "1"], "--epoch"),  # an abbreviation: read as --epochs, until a flag --epoch-... came
     (["train", "--epochs", "abc"], "--epochs"), (["train", "--epochs", ""], "--epochs"), (["train", "--epochs", "1e3"], "--epochs"),
     (["train", "--batch-size", "2.5"], "--batch-size"), (["train", "--validation-split", "x"], "--validation-split"),
     (["train", "--image-size", "32px"], "--image-size"), (["train", "--patch-size", "x"], "--patch-size"),

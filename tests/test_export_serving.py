@@ -204,6 +204,17 @@ def test_bad_requests_fail_with_a_clear_invalid_argument_and_the_server_keeps_wo
     refused("serving_default", np.zeros((1, 28, 28, channels), "float32"), f"(batch, 32, 32, {channels})", "[1 28 28")
     refused("serving_default", np.zeros((SIZE, SIZE, channels), "float32"), "got shape")
     refused("serving_default", pixels.astype("float64"), "double", "float")
+    # The rest of the signature's table: channels, rank, other dtypes, non-finite pixels.
+    other = 3 if channels == 1 else 1
+    refused("serving_default", np.zeros((2, SIZE, SIZE, other), "float32"), f"(batch, 32, 32, {channels})", f"[2 32 32 {other}]")
+    refused("serving_default", np.zeros((1, 1, SIZE, SIZE, channels), "float32"), "got shape", "[1 1 32 32")
+    refused("serving_default", np.zeros((1, 1, 1, 1), "float32"), "got shape [1 1 1 1]")
+    refused("serving_default", np.zeros((1, SIZE, SIZE, channels), "int32"), "int32", "float")
+    refused("serving_default", np.array([b"photo"], dtype=object), "string", "float")
+    bad = np.zeros((2, SIZE, SIZE, channels), "float32")
+    bad[1, 0, 0, 0] = np.inf
+    refused("serving_default", bad, "images[1] holds NaN or infinite pixels")
+    refused("serve_bytes", np.zeros((1,), "float32"), "float", "string")
 
 
 def test_saved_model_cli_runs_serve_bytes(exported, tmp_path):

@@ -14,6 +14,7 @@ from keras_vit._validation import (
     check_positive_int,
     check_positive_number,
     check_rate,
+    plain,
 )
 from keras_vit.layers import AttentionPooling, PatchEncoder, TokenPooling, TransformerBlock
 from keras_vit.layers.patch_encoder import POSITION_EMBEDDINGS
@@ -211,6 +212,7 @@ def ViT(
             f"Contradicting num_classes={num_classes!r} and classes={classes!r}: `classes` is the "
             "keras.applications name of `num_classes`. Pass one of them."
         )
+    input_shape, image_size, num_classes, classes = map(plain, (input_shape, image_size, num_classes, classes))
     channels = None
     if input_tensor is not None and len(input_tensor.shape) == 4:
         image_size, channels = tuple(input_tensor.shape[1:3]), input_tensor.shape[-1]
@@ -286,6 +288,7 @@ def resolve_config(variant=None, checkpoint=None, *, backbone=None, **arguments)
     """
     row = configs.get_variant(variant) if variant is not None else None
     found = checkpoint.architecture if checkpoint is not None else {}
+    arguments = {key: plain(value) for key, value in arguments.items()}
     given = {key: value for key, value in arguments.items() if not _is_unset(key, value)}
     if row is not None:
         from_variant = {key: getattr(row, key) for key in ("patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim")}
@@ -803,6 +806,10 @@ def _frozen(config):
     return config
 
 
+# Most patch tokens a model may have: 4x a 1024 px image at patch 8, beyond every checkpoint's grid.
+MAX_PATCH_TOKENS = 256 * 256
+
+
 def _make_input(input_shape, input_tensor, pixel_patch):
     input_shape = tuple(input_shape)
     if len(input_shape) != 3:
@@ -823,6 +830,17 @@ def _make_input(input_shape, input_tensor, pixel_patch):
         if size is not None:
             check_positive_int(axis_name, size)
             check_divisible(axis_name, size, "patch_size", pixel_patch)
+    if None not in input_shape[:2]:
+        tokens = (input_shape[0] // pixel_patch) * (input_shape[1] // pixel_patch)
+        if tokens > MAX_PATCH_TOKENS:
+            # Past this the model builds, then one image's attention matrix alone runs the machine
+            # out of memory (or the position table does, for a giant grid), far from any message.
+            raise ValueError(
+                f"Invalid image size {input_shape[0]}x{input_shape[1]} with a {pixel_patch}-pixel patch: "
+                f"{tokens:,} patch tokens, more than MAX_PATCH_TOKENS={MAX_PATCH_TOKENS:,} (a 256x256 grid; "
+                f"attention over them needs {tokens**2 * 4 / 2**30:,.0f} GiB per head and image). Pass a smaller "
+                "image_size or a larger patch_size."
+            )
     if input_tensor is not None:
         return input_tensor
     return keras.Input(shape=input_shape, name="images")
