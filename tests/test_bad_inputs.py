@@ -150,6 +150,14 @@ def test_free_image_size_refuses_sides_unknown_until_run_time():
         assert error_text(error.value) == (
             f"Invalid image {side}={value} for model vit_tiny (images of shape [{' '.join(map(str, shape))}]): with "
             "a free image size, height and width must be positive multiples of patch_size=4.")
+    # Under XLA, which drops assertions, the same images answered as their crops; now they fail to
+    # compile or to reshape (XLA's own words: it has no way to raise ours).
+    compiled = tf.function(lambda images: model(images), input_signature=[tf.TensorSpec([None, None, None, 3])],
+                           jit_compile=True)
+    np.testing.assert_allclose(compiled(tf.ones((2, 28, 32, 3))), call(tf.ones((2, 28, 32, 3))), atol=1e-5)
+    for shape in [(1, 30, 30, 3), (1, 0, 0, 3), (1, 28, 2, 3), (2, 31, 28, 3)]:
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            compiled(tf.zeros(shape))
 
 
 def test_known_sides_add_no_run_time_check():

@@ -744,7 +744,12 @@ class VisionTransformer(keras.Model):
 
         shape = keras.ops.shape(inputs)
         fits = keras.ops.logical_and(shape[axis] > 0, keras.ops.equal(shape[axis] % multiple, 0))
-        return tensorflow.checked(inputs, fits, message, shape[axis], keras.ops.convert_to_tensor(shape))
+        inputs = tensorflow.checked(inputs, fits, message, shape[axis], keras.ops.convert_to_tensor(shape))
+        # XLA drops assertions; it cannot drop a reshape whose size differs from the input's
+        # unless the side is a positive multiple (the side rounded down, but at least one patch).
+        side_fitted = keras.ops.maximum(shape[axis] // multiple, 1) * multiple
+        target = [side_fitted if i == axis else shape[i] for i in range(4)]
+        return keras.ops.reshape(inputs, keras.ops.stack(target))
 
     @property
     def pixel_multiple(self):
