@@ -29,7 +29,7 @@ from benchmarks.workloads import WORKLOADS, keras_model
 SETTINGS = ("package", "autotune")  # package: make_pipeline as shipped; autotune: tf.data autotuning on
 
 
-def _pipelines(setting, batch_size, train_examples):
+def _pipelines(setting, batch_size, train_examples, test_examples=None):
     import tensorflow as tf
 
     from keras_vit.data.fashion_mnist import load_sample
@@ -39,7 +39,7 @@ def _pipelines(setting, batch_size, train_examples):
     (x_train, y_train), (x_test, y_test) = load_sample()
     train = make_pipeline(from_arrays(x_train[:train_examples], y_train[:train_examples]), image_size=28,
                           channels=1, batch_size=batch_size, training=True, augment="light", seed=0)
-    test = make_pipeline(from_arrays(x_test, y_test), image_size=28, channels=1, batch_size=batch_size)
+    test = make_pipeline(from_arrays(x_test[:test_examples], y_test[:test_examples]), image_size=28, channels=1, batch_size=batch_size)
     if setting == "autotune":
         options = tf.data.Options()
         options.autotune.enabled = True
@@ -47,16 +47,20 @@ def _pipelines(setting, batch_size, train_examples):
     return train, test
 
 
-def worker(setting, epochs, batch_size, train_examples):
-    """Per epoch of `model.fit` with validation: seconds outside its steps, and pipeline images/s."""
+def worker(setting, epochs, batch_size, train_examples, test_examples=None, num_layers=None):
+    """Per epoch of `model.fit` with validation: seconds outside its steps, and pipeline images/s.
+
+    test_examples and num_layers (None: all 2,000 test images, the default model's blocks) make smoke runs short.
+    """
     import keras
 
-    train, test = _pipelines(setting, batch_size, train_examples)
+    train, test = _pipelines(setting, batch_size, train_examples, test_examples)
     autotune = train.options().autotune.enabled is not False  # None: tf.data's default, on
     rate_start = time.perf_counter()
     images = sum(int(batch.shape[0]) for batch, _ in train)
     pipeline_rate = images / (time.perf_counter() - rate_start)
-    model, _ = keras_model("keras_vit", WORKLOADS["train_default"])
+    workload = WORKLOADS["train_default"] if num_layers is None else dict(WORKLOADS["train_default"], layers=num_layers)
+    model, _ = keras_model("keras_vit", workload)
     model.compile(optimizer="adamw", loss=keras.losses.CategoricalCrossentropy(from_logits=True), jit_compile=True)
     clock = timing.step_clock()
     model.fit(train, validation_data=test, epochs=epochs, verbose=0, callbacks=[clock])
