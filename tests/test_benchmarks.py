@@ -130,7 +130,8 @@ def test_backends_benchmark_quick_run_fits_on_this_backend(tmp_path):
 
 def test_iterator_teardown_benchmark_times_epochs_outside_their_steps():
     module = _benchmark("iterator_teardown")
-    results = [dict(module.worker(setting, epochs=2, batch_size=64, train_examples=128), round=0)
+    results = [dict(module.worker(setting, epochs=2, batch_size=64, train_examples=128, test_examples=128, num_layers=1),
+                    round=0)
                for setting in module.SETTINGS]
     assert [(r["setting"], r["autotune"]) for r in results] == [("package", False), ("autotune", True)]
     for r in results:
