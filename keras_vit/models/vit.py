@@ -540,6 +540,8 @@ def build(config, *, backbone=None, input_shape=None, input_tensor=None):
     if input_shape is None:
         input_shape = (None, None, config["channels"]) if size is None else (size[0], size[1], config["channels"])
     inputs = _make_input(input_shape, input_tensor, pixel_patch)
+    if backbone is None:  # a custom backbone's stride is its own
+        _check_token_count(tuple(inputs.shape[1:3]), _pixel_patch(config))
     x = inputs
     if config["preprocessing"] is not None:
         x = _preprocessing_layer(config["preprocessing"], inputs.shape[-1])(x)
@@ -815,6 +817,21 @@ def _frozen(config):
 MAX_PATCH_TOKENS = 256 * 256
 
 
+def _check_token_count(sides, token_pixels):
+    """Refuses an image size whose patch tokens exceed MAX_PATCH_TOKENS (`token_pixels`: pixels per token side)."""
+    if None in sides:
+        return
+    tokens = (sides[0] // token_pixels) * (sides[1] // token_pixels)
+    if tokens > MAX_PATCH_TOKENS:
+        # Past this the model builds, then one image's attention matrix alone runs the machine
+        # out of memory (or the position table does, for a giant grid), far from any message.
+        raise ValueError(
+            f"Invalid image size {sides[0]}x{sides[1]} with {token_pixels}-pixel patches: {tokens:,} patch tokens, "
+            f"more than MAX_PATCH_TOKENS={MAX_PATCH_TOKENS:,} (a 256x256 grid; attention over them needs "
+            f"{tokens**2 * 4 / 2**30:,.0f} GiB per head and image). Pass a smaller image_size or a larger patch_size."
+        )
+
+
 def _make_input(input_shape, input_tensor, pixel_patch):
     input_shape = tuple(input_shape)
     if len(input_shape) != 3:
@@ -835,17 +852,6 @@ def _make_input(input_shape, input_tensor, pixel_patch):
         if size is not None:
             check_positive_int(axis_name, size)
             check_divisible(axis_name, size, "patch_size", pixel_patch)
-    if None not in input_shape[:2]:
-        tokens = (input_shape[0] // pixel_patch) * (input_shape[1] // pixel_patch)
-        if tokens > MAX_PATCH_TOKENS:
-            # Past this the model builds, then one image's attention matrix alone runs the machine
-            # out of memory (or the position table does, for a giant grid), far from any message.
-            raise ValueError(
-                f"Invalid image size {input_shape[0]}x{input_shape[1]} with a {pixel_patch}-pixel patch: "
-                f"{tokens:,} patch tokens, more than MAX_PATCH_TOKENS={MAX_PATCH_TOKENS:,} (a 256x256 grid; "
-                f"attention over them needs {tokens**2 * 4 / 2**30:,.0f} GiB per head and image). Pass a smaller "
-                "image_size or a larger patch_size."
-            )
     if input_tensor is not None:
         return input_tensor
     return keras.Input(shape=input_shape, name="images")
