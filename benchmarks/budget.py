@@ -29,6 +29,8 @@ SETUPS = {
     "default": {},
     "plain": {"stem": "none"},
     "anchor": {"recipe": "anchor", "model_overrides": {"patch_size": 4}},
+    # The default's stem with 4 blocks instead of the rules' 2 (10 ms per image): a probe for its depth row.
+    "stem4": {"stem": "conv", "model_overrides": {"num_layers": 4}},
     # A finer grid at the default model's speed (7x7 patches of 4 px, width 64, 4 blocks): a probe
     # for the plain-ViT target, RESULTS section 10.
     "plain_p4_d64_4": {"stem": "none", "model_overrides": {"patch_size": 4, "hidden_size": 64, "num_layers": 4,
