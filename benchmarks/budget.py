@@ -33,6 +33,8 @@ SETUPS = {
     "stem4": {"stem": "conv", "model_overrides": {"num_layers": 4}},
     # The plain ViT with twice the optimizer steps (the recipe scales its learning rate to the batch).
     "plain_b128": {"stem": "none", "batch_size": 128},
+    # The plain ViT without augmentation: does it under-fit in the 12 epochs a budget buys?
+    "plain_noaug": {"stem": "none", "augment": "none"},
     # A finer grid at the default model's speed (7x7 patches of 4 px, width 64, 4 blocks): a probe
     # for the plain-ViT target, RESULTS section 10.
     "plain_p4_d64_4": {"stem": "none", "model_overrides": {"patch_size": 4, "hidden_size": 64, "num_layers": 4,
