@@ -39,7 +39,8 @@ def _pipelines(setting, batch_size, train_examples, test_examples=None):
     (x_train, y_train), (x_test, y_test) = load_sample()
     train = make_pipeline(from_arrays(x_train[:train_examples], y_train[:train_examples]), image_size=28,
                           channels=1, batch_size=batch_size, training=True, augment="light", seed=0)
-    test = make_pipeline(from_arrays(x_test[:test_examples], y_test[:test_examples]), image_size=28, channels=1, batch_size=batch_size)
+    test = make_pipeline(from_arrays(x_test[:test_examples], y_test[:test_examples]), image_size=28, channels=1,
+                         batch_size=batch_size)
     if setting == "autotune":
         options = tf.data.Options()
         options.autotune.enabled = True

@@ -47,7 +47,8 @@ def _resident_bytes():
 
 @pytest.fixture(autouse=True)
 def _restore_dtype_policy():
-    """Tests that switch the global mixed-precision policy must not leak it into others."""
+    """Tests that switch the global mixed-precision policy must not leak it into others; Keras' state is
+    cleared after each, and garbage collected once the process has grown by COLLECT_AFTER_GROWTH."""
     policy = keras.config.dtype_policy()
     yield
     keras.config.set_dtype_policy(policy)

@@ -212,7 +212,7 @@ def ViT(
             f"Contradicting num_classes={num_classes!r} and classes={classes!r}: `classes` is the "
             "keras.applications name of `num_classes`. Pass one of them."
         )
-    input_shape, image_size, num_classes, classes = map(plain, (input_shape, image_size, num_classes, classes))
+    input_shape = plain(input_shape)  # goes to build, past resolve_config's own conversion
     channels = None
     if input_tensor is not None and len(input_tensor.shape) == 4:
         image_size, channels = tuple(input_tensor.shape[1:3]), input_tensor.shape[-1]
