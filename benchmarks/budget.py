@@ -39,14 +39,38 @@ SETUPS = {
     # for the plain-ViT target, RESULTS section 10.
     "plain_p4_d64_4": {"stem": "none", "model_overrides": {"patch_size": 4, "hidden_size": 64, "num_layers": 4,
                                                            "num_heads": 4, "mlp_dim": 128}},
+    # Probes of the recipe and the head for the plain ViT (RESULTS section 10). "recipe_changes" are
+    # fields of the budget's recipe replaced for the run, "vit_changes" arguments added to `keras_vit.ViT`.
+    "plain_gap": {"stem": "none", "pooling": "gap"},
+    "plain_lr2x": {"stem": "none", "augment": "flip", "recipe_changes": {"learning_rate": 4e-3}},
+    # Against over-fitting (the plain ViT ends at 92% train / 88% validation accuracy): random erasing,
+    # "augment_changes" being fields of the budget's augmentation preset replaced for the run.
+    "plain_gap_erase": {"stem": "none", "pooling": "gap", "augment": "flip",
+                        "augment_changes": {"erasing_probability": 0.5}},
+    "plain_gap_sd": {"stem": "none", "pooling": "gap", "augment": "flip",
+                     "recipe_changes": {"drop_path_rate": 0.1}},
+    "default_erase": {"augment": "flip", "augment_changes": {"erasing_probability": 0.5}},
+    "default_gap": {"pooling": "gap"},
+    "default_lr2x": {"augment": "flip", "recipe_changes": {"learning_rate": 4e-3}},
+    # Against the stem model's over-fitting (97% train / 92% validation): more weight decay.
+    "default_wd": {"augment": "flip", "recipe_changes": {"learning_rate": 4e-3, "weight_decay": 0.15}},
+    # 28 px images padded to the stem's 32 px instead of resized (no blur of 1-px textures);
+    # "pad_to_size" swaps the pipeline's resize for a centred zero pad, in this worker only.
+    "default_pad": {"pad_to_size": True},
+    # The 7x7 grid (patch 4) at the default model's cost per image: 50 tokens x 2 blocks ~ 17 x 6.
+    "plain_p4_2": {"stem": "none", "model_overrides": {"patch_size": 4, "num_layers": 2}},
 }
 
 
 def train_one(dataset, budget_seconds, setup, seed=0, max_train_examples=None, max_test_examples=None, epochs=None):
     """Worker: one budgeted run of `setup`; its accuracy, epochs, speed and learning curve."""
+    import dataclasses
+    import functools
+
     import keras
 
-    from keras_vit.training import TrainConfig, train
+    import keras_vit.models
+    from keras_vit.training import TrainConfig, plan, recipes, train
 
     class Curve(keras.callbacks.Callback):
         """Validation accuracy at each epoch end, against wall seconds since training began."""
@@ -56,13 +80,34 @@ def train_one(dataset, budget_seconds, setup, seed=0, max_train_examples=None, m
 
         def on_epoch_end(self, epoch, logs=None):
             if logs and "val_accuracy" in logs:
-                self.points.append([round(time.perf_counter() - self.start, 1), round(float(logs["val_accuracy"]), 4)])
+                self.points.append([round(time.perf_counter() - self.start, 1), round(float(logs["val_accuracy"]), 4),
+                                    round(float(logs.get("accuracy", float("nan"))), 4)])
 
     curve = Curve()
+    fields = dict(SETUPS[setup])
+    recipe_changes, vit_changes = fields.pop("recipe_changes", None), fields.pop("vit_changes", None)
+    augment_changes = fields.pop("augment_changes", None)
+    if fields.pop("pad_to_size", False):
+        import tensorflow as tf
+
+        from keras_vit.data import pipeline
+
+        pipeline._resize = lambda image, size, crop_fraction: tf.image.resize_with_crop_or_pad(image, *size)
+    if augment_changes:  # a probe's augmentation preset, registered in this worker only
+        from keras_vit.data import augment
+
+        augment.PRESETS[setup] = dataclasses.replace(augment.get_preset(fields["augment"]), **augment_changes)
+        fields["augment"] = setup
+    if recipe_changes:  # a probe's recipe, registered in this worker only
+        base = recipes.get_recipe(fields.get("recipe") or plan.DEFAULT_RECIPE)
+        recipes.RECIPES[setup] = dataclasses.replace(base, name=setup, **recipe_changes)
+        fields["recipe"] = setup
+    if vit_changes:  # `plan.build_model` imports the builder when it runs
+        keras_vit.models.ViT = functools.partial(keras_vit.models.ViT, **vit_changes)
     config = TrainConfig(
         dataset=dataset, budget_seconds=budget_seconds, seed=seed, run_dir=None, output_dir=None, verbose=0,
         max_train_examples=max_train_examples, max_test_examples=max_test_examples, epochs=epochs,
-        callbacks=[curve], **SETUPS[setup],
+        callbacks=[curve], **fields,
     )
     result = train(config)
     settings = result["settings"]
@@ -72,7 +117,8 @@ def train_one(dataset, budget_seconds, setup, seed=0, max_train_examples=None, m
         "validation": result["data"]["validation"] or result["data"]["test"],
         "epochs_done": result["epochs_done"], "steps_done": result["steps_done"],
         "train_seconds": result["train_seconds"], "images_per_second": result["images_per_second"],
-        "params": settings["params"], "stem": settings["stem"], "recipe": settings["recipe"], "augment": settings["augment"],
+        "params": settings["params"], "stem": settings["stem"], "recipe": settings["recipe"],
+        "learning_rate": settings["learning_rate"], "augment": settings["augment"],
         "image_size": settings["image_size"], "batch_size": settings["batch_size"], "precision": settings["precision"],
         "jit_compile": settings["jit_compile"], "curve": curve.points,
     }
@@ -88,7 +134,7 @@ def plot(results, path, title):
     figure, axes = plt.subplots(figsize=(6, 4))
     for result in results:
         if result.get("curve"):
-            seconds, accuracy = zip(*result["curve"])
+            seconds, accuracy = [point[0] for point in result["curve"]], [point[1] for point in result["curve"]]
             axes.plot([s / 60 for s in seconds], [100 * a for a in accuracy], marker="o", markersize=3,
                       label=f"{result['setup']}: {100 * result['accuracy']:.1f}%")
     axes.set_xlabel("training wall time (min)")
