@@ -10,7 +10,7 @@ import pytest
 
 from keras_vit import cli
 from keras_vit.models import stems
-from keras_vit.training import budget, plan
+from keras_vit.training import budget, plan, recipes
 
 
 def test_milliseconds_per_image_is_the_one_measure_of_budget_against_data():
@@ -80,8 +80,27 @@ def test_every_choice_is_stated_with_its_reason():
         "2 blocks behind the stem for 10.7 ms per image",
         "epochs: as many as the budget buys, the cosine fitted to it",
         "augment shift for colour images",
+        "peak learning rate x2 for 10.7 ms per image",
     )
     assert budget.choose(480, 45_000, 96).reasons[1] == "no conv stem: images of 96 px > 64"
+
+
+@pytest.mark.parametrize("ms, scale", [(1, 1.0), (3.99, 1.0), (4, 2.0), (10.7, 2.0), (24.9, 2.0), (25, 1.0), (400, 1.0)])
+def test_the_peak_learning_rate_follows_the_budget_per_image(ms, scale):
+    assert budget.learning_rate_scale(ms) == scale
+
+
+def test_the_learning_rate_rule_reaches_the_recipe_unless_a_recipe_is_given():
+    assert budget.choose(600, 60_000, 28).learning_rate_scale == 2.0
+    assert budget.choose(600, 60_000, 28, recipe_given=True).learning_rate_scale == 1.0
+    assert budget.choose(None, 60_000, 28).learning_rate_scale == 1.0
+    compact = recipes.get_recipe("compact")
+    chosen = _plan(budget_seconds=2.56)  # 2.56 s for 256 images: 10 ms per image
+    assert chosen.recipe.learning_rate == 2 * compact.learning_rate
+    assert chosen.fingerprint()["learning_rate"] == 2 * compact.learning_rate_for(chosen.batch_size)
+    assert _plan(budget_seconds=60).recipe.learning_rate == compact.learning_rate  # 234 ms per image
+    assert _plan(budget_seconds=2.56, recipe="compact").recipe == compact  # a recipe given keeps its rate
+    assert _plan().recipe == compact
 
 
 def test_a_wrong_stem_is_refused_by_name():

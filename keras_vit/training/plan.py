@@ -359,8 +359,8 @@ class RunPlan:
             "num_classes": self.train.num_classes, "variant": config.variant or "default", **self.architecture,
             "backbone": None if backbone is None else getattr(backbone, "name", None) or getattr(backbone, "__name__", type(backbone).__name__),
             "pooling": config.pooling, "image_size": self.image_size, "channels": config.channels, "scaling": config.scaling,
-            "recipe": self.recipe.name, "augment": self.augment_name,
-            "epochs": self.epochs, "batch_size": self.batch_size, "precision": self.precision, "seed": config.seed,
+            "recipe": self.recipe.name, "learning_rate": self.recipe.learning_rate_for(self.batch_size),
+            "augment": self.augment_name, "epochs": self.epochs, "batch_size": self.batch_size, "precision": self.precision, "seed": config.seed,
             "stem": self.stem,
         }
 
@@ -370,7 +370,7 @@ class RunPlan:
         return {
             "dataset": config.dataset, "variant": config.variant or "default",
             "image_size": self.image_size, "channels": config.channels, "recipe": self.recipe.name,
-            "augment": self.augment_name, "batch_size": self.batch_size,
+            "learning_rate": self.recipe.learning_rate_for(self.batch_size), "augment": self.augment_name, "batch_size": self.batch_size,
             "epochs": self.epochs, "stem": self.stem, "precision": self.precision, "jit_compile": self.jit_compile, "backend": keras.backend.backend(),
             "strategy": config.strategy, "replicas": self.strategy.num_replicas_in_sync,
             "mesh": "x".join(map(str, self.strategy.mesh)) if isinstance(self.strategy, distribute.MeshStrategy) else None,
@@ -434,9 +434,11 @@ def resolve(config: TrainConfig) -> RunPlan:
         config.budget_seconds, num_train, image_size, stem=config.stem, model_given=model_given,
         image_size_given=config.image_size is not None, epochs_given=config.epochs is not None,
         augment_given=config.augment is not None or config.recipe is not None,
-        data_channels=train_source.dataset.element_spec[0].shape[-1] or 3,
+        recipe_given=config.recipe is not None, data_channels=train_source.dataset.element_spec[0].shape[-1] or 3,
     )
     augment = choice.augment or augment
+    if choice.learning_rate_scale != 1.0:
+        recipe = dataclasses.replace(recipe, learning_rate=recipe.learning_rate * choice.learning_rate_scale)
     if choice.image_size != image_size:
         image_size, image_size_reason = choice.image_size, f"{image_size_reason}, resized for the conv stem"
     architecture, patch_reason = _architecture(config, image_size, stem=choice.stem, budget_architecture=choice.architecture)
