@@ -142,6 +142,7 @@ def test_a_budgeted_cli_run_trains_the_stem_model_and_exports_it(tmp_path, capsy
     assert "behind a conv stem (3x3 convolutions of 32, 64, 128 channels, stride 8)" in out
     assert "Budget:   0.3 min for 256 training images" in out and "images resized 28 -> 32 px" in out
     assert "epochs until the budget is spent" in out
+    assert "recipe compact (peak learning rate 0.00025)" in out  # 70 ms per image: the recipe's 2e-3 x 64 / 512
     model = keras.saving.load_model(tmp_path / "out" / "vit.keras")
     assert model.input_shape == (None, 32, 32, 3)
     assert any(layer.name == "conv_stem" for layer in model.layers)
