@@ -39,7 +39,7 @@ SETUPS = {
     # for the plain-ViT target, RESULTS section 10.
     "plain_p4_d64_4": {"stem": "none", "model_overrides": {"patch_size": 4, "hidden_size": 64, "num_layers": 4,
                                                            "num_heads": 4, "mlp_dim": 128}},
-    # Probes of the recipe and the head for the plain ViT (RESULTS section 10). "recipe_changes" are
+    # Probes of the recipe and the head (RESULTS section 10). "recipe_changes" are
     # fields of the budget's recipe replaced for the run, "vit_changes" arguments added to `keras_vit.ViT`.
     "plain_gap": {"stem": "none", "pooling": "gap"},
     "plain_lr2x": {"stem": "none", "augment": "flip", "recipe_changes": {"learning_rate": 4e-3}},
@@ -52,8 +52,6 @@ SETUPS = {
     "default_erase": {"augment": "flip", "augment_changes": {"erasing_probability": 0.5}},
     "default_gap": {"pooling": "gap"},
     "default_lr2x": {"augment": "flip", "recipe_changes": {"learning_rate": 4e-3}},
-    # Against the stem model's over-fitting (97% train / 92% validation): more weight decay.
-    "default_wd": {"augment": "flip", "recipe_changes": {"learning_rate": 4e-3, "weight_decay": 0.15}},
     # 28 px images padded to the stem's 32 px instead of resized (no blur of 1-px textures);
     # "pad_to_size" swaps the pipeline's resize for a centred zero pad, in this worker only.
     "default_pad": {"pad_to_size": True},
