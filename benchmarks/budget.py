@@ -40,7 +40,7 @@ SETUPS = {
     "plain_p4_d64_4": {"stem": "none", "model_overrides": {"patch_size": 4, "hidden_size": 64, "num_layers": 4,
                                                            "num_heads": 4, "mlp_dim": 128}},
     # Probes of the recipe and the head (RESULTS section 10). "recipe_changes" are
-    # fields of the budget's recipe replaced for the run, "vit_changes" arguments added to `keras_vit.ViT`.
+    # fields of the budget's recipe replaced for the run.
     "plain_gap": {"stem": "none", "pooling": "gap"},
     "plain_lr2x": {"stem": "none", "augment": "flip", "recipe_changes": {"learning_rate": 4e-3}},
     # Against over-fitting (the plain ViT ends at 92% train / 88% validation accuracy): random erasing,
@@ -63,11 +63,9 @@ SETUPS = {
 def train_one(dataset, budget_seconds, setup, seed=0, max_train_examples=None, max_test_examples=None, epochs=None):
     """Worker: one budgeted run of `setup`; its accuracy, epochs, speed and learning curve."""
     import dataclasses
-    import functools
 
     import keras
 
-    import keras_vit.models
     from keras_vit.training import TrainConfig, plan, recipes, train
 
     class Curve(keras.callbacks.Callback):
@@ -83,7 +81,7 @@ def train_one(dataset, budget_seconds, setup, seed=0, max_train_examples=None, m
 
     curve = Curve()
     fields = dict(SETUPS[setup])
-    recipe_changes, vit_changes = fields.pop("recipe_changes", None), fields.pop("vit_changes", None)
+    recipe_changes = fields.pop("recipe_changes", None)
     augment_changes = fields.pop("augment_changes", None)
     if fields.pop("pad_to_size", False):
         import tensorflow as tf
@@ -100,8 +98,6 @@ def train_one(dataset, budget_seconds, setup, seed=0, max_train_examples=None, m
         base = recipes.get_recipe(fields.get("recipe") or plan.DEFAULT_RECIPE)
         recipes.RECIPES[setup] = dataclasses.replace(base, name=setup, **recipe_changes)
         fields["recipe"] = setup
-    if vit_changes:  # `plan.build_model` imports the builder when it runs
-        keras_vit.models.ViT = functools.partial(keras_vit.models.ViT, **vit_changes)
     config = TrainConfig(
         dataset=dataset, budget_seconds=budget_seconds, seed=seed, run_dir=None, output_dir=None, verbose=0,
         max_train_examples=max_train_examples, max_test_examples=max_test_examples, epochs=epochs,

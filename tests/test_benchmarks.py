@@ -128,6 +128,22 @@ def test_backends_benchmark_quick_run_fits_on_this_backend(tmp_path):
     assert machine["kind"] == "machine" and machine["hardware"] in lines.name and "flags" in machine
 
 
+def test_budget_probes_reach_their_workers_runs(tmp_path):
+    """The budget harness's probes (RESULTS section 10): a recipe change and the pad in place of the resize."""
+    module = _benchmark("budget")
+    assert module.main(["--dataset", "sample", "--budget-minutes", "0.3", "--max-train-examples", "256",
+                        "--max-test-examples", "64", "--epochs", "1", "--setups", "plain_lr2x,default_pad",
+                        "--out", str(tmp_path)]) == 0
+    (lines,) = tmp_path.glob("budget-*.jsonl")
+    _, lr2x, pad = [json.loads(line) for line in lines.read_text().splitlines()]
+    assert "error" not in lr2x and "error" not in pad, (lr2x, pad)
+    assert (lr2x["recipe"], lr2x["stem"], lr2x["augment"]) == ("plain_lr2x", False, "flip")
+    assert lr2x["learning_rate"] == pytest.approx(4e-3 * 256 / 512)  # the probe's rate, not the rule's x2 of it
+    assert (pad["stem"], pad["image_size"]) == (True, 32)
+    assert len(lr2x["curve"]) == 1 and len(lr2x["curve"][0]) == 3  # seconds, validation, training accuracy
+    assert list(tmp_path.glob("budget-*.png"))
+
+
 def test_iterator_teardown_benchmark_times_epochs_outside_their_steps():
     module = _benchmark("iterator_teardown")
     results = [dict(module.worker(setting, epochs=2, batch_size=64, train_examples=128, test_examples=128, num_layers=1),
