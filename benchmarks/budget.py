@@ -52,6 +52,8 @@ SETUPS = {
     "default_erase": {"augment": "flip", "augment_changes": {"erasing_probability": 0.5}},
     "default_gap": {"pooling": "gap"},
     "default_lr2x": {"augment": "flip", "recipe_changes": {"learning_rate": 4e-3}},
+    # Against the stem model's over-fitting (97% train / 92% test accuracy): three times the weight decay.
+    "default_wd": {"augment": "flip", "recipe_changes": {"learning_rate": 4e-3, "weight_decay": 0.15}},
     # 28 px images padded to the stem's 32 px instead of resized (no blur of 1-px textures);
     # "pad_to_size" swaps the pipeline's resize for a centred zero pad, in this worker only.
     "default_pad": {"pad_to_size": True},

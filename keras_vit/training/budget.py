@@ -11,7 +11,7 @@ images 10 ms. Explicit flags always win: a given model (variant, size flags or b
 |---|---|---|
 | epochs | as many as the budget buys (the cosine is fitted to it) | a fixed count stops early or runs out |
 | model | images <= 64 px: the conv stem + ViT (`STEM_MODEL`), else the default ViT | at 28-32 px the stem + 2 blocks trains 1.7x the images per second of the default ViT's 4x4 grid and 7x those of a patch-4 ViT; CIFAR-10 in 8 min: 73.0% against the anchor's 53.3% |
-| image size | with the stem, rounded up to a multiple of its stride (28 -> 32) | the stem's map must tile the image |
+| image size | with the stem, resized up to a multiple of its stride (28 -> 32) | the stem's map must tile the image; zero padding instead of the resize: Fashion-MNIST 91.92% against 92.13% |
 | blocks (with the stem) | < 4 ms per image: 1; < 25: 2; else 4 | a short budget buys passes over the data, not depth |
 | augmentation | colour images: flips + shifts of up to 1/16 of the side ("shift"); single-channel images: flips ("flip") | CIFAR-10, 8 min: shift 72.8%, flip 69.7% (over-fitting), "light" crops 65.7% (under-fitting); Fashion-MNIST (centred grey objects), 10 min: flip 91.94%, shift 91.20% |
 | recipe | "compact" | tuned for budgets of minutes |
