@@ -47,8 +47,6 @@ SETUPS = {
     # "augment_changes" being fields of the budget's augmentation preset replaced for the run.
     "plain_gap_erase": {"stem": "none", "pooling": "gap", "augment": "flip",
                         "augment_changes": {"erasing_probability": 0.5}},
-    "plain_gap_sd": {"stem": "none", "pooling": "gap", "augment": "flip",
-                     "recipe_changes": {"drop_path_rate": 0.1}},
     "default_erase": {"augment": "flip", "augment_changes": {"erasing_probability": 0.5}},
     "default_gap": {"pooling": "gap"},
     "default_lr2x": {"augment": "flip", "recipe_changes": {"learning_rate": 4e-3}},
@@ -90,6 +88,9 @@ def train_one(dataset, budget_seconds, setup, seed=0, max_train_examples=None, m
 
         from keras_vit.data import pipeline
 
+        # The pipeline resizes through its own `_resize`; a rename must fail here, not run unpadded.
+        if not callable(getattr(pipeline, "_resize", None)):
+            raise RuntimeError("pad_to_size: keras_vit.data.pipeline._resize is gone; update the probe")
         pipeline._resize = lambda image, size, crop_fraction: tf.image.resize_with_crop_or_pad(image, *size)
     if augment_changes:  # a probe's augmentation preset, registered in this worker only
         from keras_vit.data import augment

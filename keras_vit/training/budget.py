@@ -98,7 +98,7 @@ def stem_blocks(ms_per_image: float) -> int:
     >>> [stem_blocks(ms) for ms in (1, 10.7, 40)]
     [1, 2, 4]
     """
-    return next(blocks for bound, blocks in STEM_BLOCKS if ms_per_image < bound)
+    return _row(STEM_BLOCKS, ms_per_image)
 
 
 def learning_rate_scale(ms_per_image: float) -> float:
@@ -109,7 +109,12 @@ def learning_rate_scale(ms_per_image: float) -> float:
     >>> [learning_rate_scale(ms) for ms in (1, 10.7, 40)]
     [1.0, 2.0, 1.0]
     """
-    return next(scale for bound, scale in LEARNING_RATE_SCALES if ms_per_image < bound)
+    return _row(LEARNING_RATE_SCALES, ms_per_image)
+
+
+def _row(table, ms_per_image):
+    """The value of the first (bound, value) row of `table` whose bound exceeds `ms_per_image`."""
+    return next(value for bound, value in table if ms_per_image < bound)
 
 
 def choose(budget_seconds, num_train: int, image_size: int, *, stem: str = "auto", model_given: bool = False,

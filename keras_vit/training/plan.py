@@ -350,6 +350,11 @@ class RunPlan:
     def augment_name(self) -> str:
         return self.augment if isinstance(self.augment, str) else repr(self.augment)
 
+    @property
+    def peak_learning_rate(self) -> float:
+        """The recipe's peak learning rate at this run's global batch (what the schedule reaches)."""
+        return self.recipe.learning_rate_for(self.batch_size)
+
     def fingerprint(self) -> dict:
         """What a backup must share with the run resuming from it: data, model, recipe, batch."""
         config, backbone = self.config, self.config.backbone
@@ -359,7 +364,7 @@ class RunPlan:
             "num_classes": self.train.num_classes, "variant": config.variant or "default", **self.architecture,
             "backbone": None if backbone is None else getattr(backbone, "name", None) or getattr(backbone, "__name__", type(backbone).__name__),
             "pooling": config.pooling, "image_size": self.image_size, "channels": config.channels, "scaling": config.scaling,
-            "recipe": self.recipe.name, "learning_rate": self.recipe.learning_rate_for(self.batch_size),
+            "recipe": self.recipe.name, "learning_rate": self.peak_learning_rate,
             "augment": self.augment_name, "epochs": self.epochs, "batch_size": self.batch_size, "precision": self.precision, "seed": config.seed,
             "stem": self.stem,
         }
@@ -370,7 +375,7 @@ class RunPlan:
         return {
             "dataset": config.dataset, "variant": config.variant or "default",
             "image_size": self.image_size, "channels": config.channels, "recipe": self.recipe.name,
-            "learning_rate": self.recipe.learning_rate_for(self.batch_size), "augment": self.augment_name, "batch_size": self.batch_size,
+            "learning_rate": self.peak_learning_rate, "augment": self.augment_name, "batch_size": self.batch_size,
             "epochs": self.epochs, "stem": self.stem, "precision": self.precision, "jit_compile": self.jit_compile, "backend": keras.backend.backend(),
             "strategy": config.strategy, "replicas": self.strategy.num_replicas_in_sync,
             "mesh": "x".join(map(str, self.strategy.mesh)) if isinstance(self.strategy, distribute.MeshStrategy) else None,
