@@ -1,6 +1,7 @@
 """Functional model builders: the generic `ViT` and one thin builder per variant."""
 
 from keras_vit.models.head import head_activation, outputs_probabilities
+from keras_vit.models.mimetic import mimetic_initialization
 from keras_vit.models.resnet import BiTResNet
 from keras_vit.models.vit import (
     R26_ViT_B32,
@@ -26,6 +27,7 @@ from keras_vit.models.vit import (
 __all__ = [
     "BiTResNet",
     "head_activation",
+    "mimetic_initialization",
     "outputs_probabilities",
     "R26_ViT_B32",
     "R26_ViT_S32",
