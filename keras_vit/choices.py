@@ -24,6 +24,11 @@ PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
 # `keras-vit train --stem`: the conv stem when a budget's rules say so, always, or never
 # (`keras_vit.training.budget`).
 STEMS = ("auto", "conv", "none")
+# `keras-vit train --attention-init`: mimetic initialization of the attention kernels when a
+# budget's rules choose it, always, or never (Keras' own initializers).
+ATTENTION_INITS = ("auto", "mimetic", "random")
+# `keras-vit train --pooling`: what a budget's rules choose (else the class token), or as given.
+TRAIN_POOLINGS = ("auto", "token", "gap")
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu", "data_parallel", "model_parallel")
 # How `keras_vit.inspect.images.model_inputs` scales [0, 255] pixels: "raw" when the model has
 # its own preprocessing, "auto" to choose by that, or one of configs.SCALINGS.

@@ -382,8 +382,12 @@ def _add_train(subparsers) -> None:
     model.add_argument("--stem", choices=choices.STEMS, default="auto",
                        help="conv stem before the encoder: auto (when --budget-minutes' rules choose it for "
                        "images up to 64 px and no model flag is given), conv, none (default: auto)")
-    model.add_argument("--pooling", choices=("token", "gap"), default="token",
-                       help="class token or mean of tokens (default: token)")
+    model.add_argument("--attention-init", choices=choices.ATTENTION_INITS, default="auto",
+                       help="attention kernels: auto (mimetic initialization when --budget-minutes' rules "
+                       "choose it), mimetic (Trockman & Kolter 2023), random (Keras' initializers) (default: auto)")
+    model.add_argument("--pooling", choices=choices.TRAIN_POOLINGS, default="auto",
+                       help="token (the class token) or gap (the mean of the tokens); auto: gap when "
+                       "--budget-minutes' rules choose it for a plain ViT, else token (default: auto)")
     model.add_argument("--image-size", type=int, help="input side in pixels (default: the variant's, or the images' "
                        "own when they share one square size; needed when a folder's images differ in size)")
     model.add_argument("--channels", type=int, choices=(1, 3), default=3, help="input channels of the model (default: 3)")
@@ -466,7 +470,7 @@ def _run_train(args) -> int:
         on_corrupt=args.on_corrupt,
         variant=args.variant,
         model_overrides={k: getattr(args, k) for k in choices.MODEL_FIELDS},
-        stem=args.stem, pooling=args.pooling, image_size=args.image_size, channels=args.channels, scaling=args.scaling,
+        stem=args.stem, attention_init=args.attention_init, pooling=args.pooling, image_size=args.image_size, channels=args.channels, scaling=args.scaling,
         recipe=args.recipe, augment=args.augment, epochs=args.epochs, batch_size=args.batch_size,
         precision=args.precision, jit_compile={"auto": None, "on": True, "off": False}[args.jit_compile],
         strategy=args.strategy, mesh=args.mesh, run_dir=args.run_dir, output_dir=args.output_dir, name=args.name,

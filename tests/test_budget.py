@@ -26,6 +26,15 @@ def test_blocks_behind_the_stem_follow_the_budget_per_image(ms, blocks):
     assert budget.stem_blocks(ms) == blocks
 
 
+@pytest.mark.parametrize("ms, blocks", [(0.1, None), (3.99, None), (4.0, 4), (10.0, 4), (24.9, 4), (25.0, None)])
+def test_blocks_of_the_plain_vit_follow_the_budget_per_image(ms, blocks):
+    assert budget.plain_blocks(ms) == blocks
+    choice = budget.choose(ms * 60, 60_000, 28, stem="none")  # ms x 60 s for 60,000 images: ms per image
+    assert choice.architecture == ({"num_layers": blocks} if blocks else {})
+    assert (f"{blocks} blocks in the plain ViT for {ms:.3g} ms per image" in choice.reasons) == (blocks is not None)
+    assert budget.choose(ms * 60, 60_000, 28, stem="none", model_given=True).architecture == {}
+
+
 @pytest.mark.parametrize(
     "arguments, stem, layers, size",
     [
@@ -34,11 +43,12 @@ def test_blocks_behind_the_stem_follow_the_budget_per_image(ms, blocks):
         (dict(budget_seconds=600, num_train=60_000, image_size=28), True, 2, 32),
         (dict(budget_seconds=60, num_train=60_000, image_size=28), True, 1, 32),
         (dict(budget_seconds=3600, num_train=60_000, image_size=64), True, 4, 64),
-        # Larger images, no budget, or a model/stem given by the caller: the stem is not chosen.
-        (dict(budget_seconds=480, num_train=45_000, image_size=96), False, None, 96),
+        # Larger images, no budget, or a model/stem given by the caller: the stem is not chosen
+        # (the plain default ViT has PLAIN_BLOCKS' 4 blocks at 10.7 ms per image).
+        (dict(budget_seconds=480, num_train=45_000, image_size=96), False, 4, 96),
         (dict(budget_seconds=None, num_train=45_000, image_size=32), False, None, 32),
         (dict(budget_seconds=480, num_train=45_000, image_size=32, model_given=True), False, None, 32),
-        (dict(budget_seconds=480, num_train=45_000, image_size=32, stem="none"), False, None, 32),
+        (dict(budget_seconds=480, num_train=45_000, image_size=32, stem="none"), False, 4, 32),
         # Asked for: the stem, also without a budget; a given image size is kept (the builder checks it).
         (dict(budget_seconds=None, num_train=100, image_size=28, stem="conv"), True, 2, 32),
         (dict(budget_seconds=None, num_train=100, image_size=40, stem="conv", image_size_given=True), True, 2, 40),
@@ -101,6 +111,59 @@ def test_the_learning_rate_rule_reaches_the_recipe_unless_a_recipe_is_given():
     assert _plan(budget_seconds=60).recipe.learning_rate == compact.learning_rate  # 234 ms per image
     assert _plan(budget_seconds=2.56, recipe="compact").recipe == compact  # a recipe given keeps its rate
     assert _plan().recipe == compact
+
+
+@pytest.mark.parametrize("arguments, init", [
+    (dict(stem="none"), "mimetic"),  # the plain ViT under a budget
+    (dict(image_size=96), "mimetic"),  # the plain ViT, chosen for large images
+    (dict(), "random" if not budget.MIMETIC_INIT["stem"] else "mimetic"),  # behind the stem: MIMETIC_INIT's row
+    (dict(stem="none", budget_seconds=None), "random"),  # no budget: Keras' initializers, as without rules
+    (dict(stem="none", attention_init="random"), "random"),  # given: kept
+    (dict(budget_seconds=None, attention_init="mimetic"), "mimetic"),
+])
+def test_the_attention_init_follows_the_model_under_a_budget_unless_given(arguments, init):
+    arguments = {"budget_seconds": 600, "num_train": 60_000, "image_size": 28, **arguments}
+    choice = budget.choose(**arguments)
+    assert choice.attention_init == init
+    stated = any(reason.startswith("mimetic initialization") for reason in choice.reasons)
+    assert stated == (init == "mimetic" and arguments.get("attention_init", "auto") == "auto")
+
+
+@pytest.mark.parametrize("arguments, pooling", [
+    (dict(stem="none"), budget.BUDGET_POOLING["plain"]),
+    (dict(image_size=96), budget.BUDGET_POOLING["plain"]),
+    (dict(), budget.BUDGET_POOLING["stem"]),
+    (dict(stem="none", budget_seconds=None), "token"),  # no budget: the class token, as without rules
+    (dict(stem="none", pooling="token"), "token"),  # given: kept
+    (dict(pooling="gap"), "gap"),
+])
+def test_the_pooling_follows_the_model_under_a_budget_unless_given(arguments, pooling):
+    arguments = {"budget_seconds": 600, "num_train": 60_000, "image_size": 28, **arguments}
+    choice = budget.choose(**arguments)
+    assert choice.pooling == pooling
+    stated = any(reason.startswith("pooling") for reason in choice.reasons)
+    assert stated == (pooling != "token" and arguments.get("pooling", "auto") == "auto")
+
+
+def test_the_plan_builds_the_chosen_attention_init_and_records_it():
+    chosen = _plan(budget_seconds=2.56, stem="none")  # 10 ms per image, the plain ViT
+    assert chosen.attention_init == "mimetic" and chosen.architecture["num_layers"] == 4
+    assert chosen.fingerprint()["attention_init"] == "mimetic"  # a backup of another init is not resumed
+    assert chosen.pooling == chosen.fingerprint()["pooling"] == budget.BUDGET_POOLING["plain"]
+    model = plan.build_model(chosen.config, 10, chosen.image_size, architecture=chosen.architecture,
+                             attention_init=chosen.attention_init, pooling=chosen.pooling)
+    assert model.vit_config["pooling"] == chosen.pooling
+    attention = [layer.attention for layer in model.layers if hasattr(layer, "attention")][0]
+    import keras
+
+    query = keras.ops.convert_to_numpy(attention.query.kernel)
+    key = keras.ops.convert_to_numpy(attention.key.kernel)
+    # mimetic: each head's Wq Wk^T near 0.7 times a projection of rank 32 (trace ~22); Keras' random: ~0 +- 2
+    assert np.trace(query[:, 0] @ key[:, 0].T) > 10
+    assert _plan(stem="none").attention_init == "random" and _plan(stem="none").pooling == "token"
+    for field in ("attention_init", "pooling"):
+        with pytest.raises(ValueError, match=f"{field}='xavier'"):
+            _plan(**{field: "xavier"})
 
 
 def test_a_wrong_stem_is_refused_by_name():
@@ -189,6 +252,8 @@ def test_a_folder_of_any_square_size_trains_with_only_a_budget(size, model, tmp_
     header = capsys.readouterr().out
     assert model in header, header
     assert "no conv stem: images of 96 px > 64" in header if size == 96 else "conv stem + ViT" in header
+    init = "mimetic" if budget.MIMETIC_INIT["plain" if size == 96 else "stem"] else "random"
+    assert f"attention init {init}" in header, header
 
 
 def test_the_first_examples_of_a_class_sorted_folder_hold_every_class(tmp_path):

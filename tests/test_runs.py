@@ -159,5 +159,5 @@ def test_cli_choices_and_defaults_match_the_library():
     args = cli.build_parser().parse_args(["train"])
     defaults = trainer.TrainConfig()
     for field in ("dataset", "train_split", "test_split", "recipe", "epochs", "precision", "strategy", "run_dir",
-                  "output_dir", "name", "resume", "seed", "pooling", "channels", "scaling", "on_corrupt"):
+                  "output_dir", "name", "resume", "seed", "pooling", "attention_init", "stem", "channels", "scaling", "on_corrupt"):
         assert getattr(args, field) == getattr(defaults, field), field

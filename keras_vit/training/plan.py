@@ -64,7 +64,11 @@ class TrainConfig:
         stem: str. "auto": the conv stem (`keras_vit.models.stems.conv_stem`) when a budget's
             rules choose it (`keras_vit.training.budget`); "conv": always (on the default
             model or the variant); "none": never. Defaults to "auto".
-        pooling: str. "token" or "gap". Defaults to "token".
+        pooling: str. "auto": what a budget's rules choose (`keras_vit.training.budget`), else
+            "token"; "token" (the class token) or "gap" (the mean of the tokens). Defaults to "auto".
+        attention_init: str. "auto": mimetic initialization of the attention kernels
+            (`keras_vit.models.mimetic`) when a budget's rules choose it, else Keras' own;
+            "mimetic": always; "random": never. Defaults to "auto".
         image_size: int or None. Defaults to the images' own size when they all share one
             square size (with the default model; a folder whose images differ needs it),
             else the variant's.
@@ -123,7 +127,8 @@ class TrainConfig:
     model_overrides: dict = dataclasses.field(default_factory=dict)
     backbone: object = None
     stem: str = "auto"
-    pooling: str = "token"
+    pooling: str = "auto"
+    attention_init: str = "auto"
     image_size: int | None = None
     channels: int = 3
     scaling: str = "unit"
@@ -150,7 +155,8 @@ class TrainConfig:
 
 
 def build_model(config: TrainConfig, num_classes: int, image_size: int, drop_path_rate: float = 0.0, *,
-                architecture: dict | None = None, stem: bool = False):
+                architecture: dict | None = None, stem: bool = False, attention_init: str = "random",
+                pooling: str | None = None):
     """Builds the ViT of `config` for `num_classes` and `image_size`, with scaling inside the model.
 
     Args:
@@ -163,6 +169,10 @@ def build_model(config: TrainConfig, num_classes: int, image_size: int, drop_pat
             None resolves them from `config`. Ignored with a variant. Defaults to None.
         stem: bool. Put the conv stem (`keras_vit.models.stems.conv_stem`) before the encoder
             (`RunPlan.stem`). Defaults to False.
+        attention_init: str. "mimetic" (`keras_vit.models.mimetic`, seeded by `config.seed`) or
+            "random" (Keras' initializers) (`RunPlan.attention_init`). Defaults to "random".
+        pooling: str or None. "token" or "gap" (`RunPlan.pooling`); None for `config.pooling`
+            ("auto" being "token"). Defaults to None.
 
     Example:
 
@@ -173,7 +183,7 @@ def build_model(config: TrainConfig, num_classes: int, image_size: int, drop_pat
     >>> sum(layer.name.startswith("encoderblock_") for layer in model.layers)
     1
     """
-    from keras_vit.models import ViT, stems
+    from keras_vit.models import ViT, mimetic_initialization, stems
 
     unknown = set(config.model_overrides) - set(MODEL_KEYS)
     if unknown:
@@ -189,16 +199,20 @@ def build_model(config: TrainConfig, num_classes: int, image_size: int, drop_pat
         backbone = backbone()
     if stem:
         backbone = stems.conv_stem(channels=config.channels)
-    return ViT(
+    _validation.check_choice("attention_init", attention_init, ("mimetic", "random"))
+    model = ViT(
         config.variant,
         **arch,
         backbone=backbone,
         input_shape=(image_size, image_size, config.channels),
         num_classes=num_classes,
-        pooling=config.pooling,
+        pooling=pooling or ("token" if config.pooling == "auto" else config.pooling),
         preprocessing=config.scaling,
         drop_path_rate=drop_path_rate,
     )
+    if attention_init == "mimetic":
+        mimetic_initialization(model, seed=config.seed)
+    return model
 
 
 def _count(source):
@@ -292,6 +306,8 @@ def check_config(config, name=None):
     if config.epochs is not None:
         _validation.check_positive_int(name("epochs"), config.epochs)
     _validation.check_choice(name("stem"), config.stem, choices.STEMS)
+    _validation.check_choice(name("attention_init"), config.attention_init, choices.ATTENTION_INITS)
+    _validation.check_choice(name("pooling"), config.pooling, choices.TRAIN_POOLINGS)
     if config.stem == "conv" and (config.backbone is not None or config.variant is not None):
         other = "a backbone" if config.backbone is not None else f"{name('variant')}={config.variant!r}"
         raise ValueError(f"Contradicting {name('stem')}='conv' and {other}: the conv stem goes with the default model.")
@@ -341,6 +357,8 @@ class RunPlan:
     patch_reason: str = "given"
     epochs: int = DEFAULT_EPOCHS
     stem: bool = False
+    attention_init: str = "random"
+    pooling: str = "token"
     budget_reasons: tuple = ()
     run: RunDirectory | None = None
     state: dict | None = None
@@ -363,10 +381,10 @@ class RunPlan:
             "num_train_examples": self.num_train,
             "num_classes": self.train.num_classes, "variant": config.variant or "default", **self.architecture,
             "backbone": None if backbone is None else getattr(backbone, "name", None) or getattr(backbone, "__name__", type(backbone).__name__),
-            "pooling": config.pooling, "image_size": self.image_size, "channels": config.channels, "scaling": config.scaling,
+            "pooling": self.pooling, "image_size": self.image_size, "channels": config.channels, "scaling": config.scaling,
             "recipe": self.recipe.name, "learning_rate": self.peak_learning_rate,
             "augment": self.augment_name, "epochs": self.epochs, "batch_size": self.batch_size, "precision": self.precision, "seed": config.seed,
-            "stem": self.stem,
+            "stem": self.stem, "attention_init": self.attention_init,
         }
 
     def settings(self, model, estimate) -> dict:
@@ -376,7 +394,8 @@ class RunPlan:
             "dataset": config.dataset, "variant": config.variant or "default",
             "image_size": self.image_size, "channels": config.channels, "recipe": self.recipe.name,
             "learning_rate": self.peak_learning_rate, "augment": self.augment_name, "batch_size": self.batch_size,
-            "epochs": self.epochs, "stem": self.stem, "precision": self.precision, "jit_compile": self.jit_compile, "backend": keras.backend.backend(),
+            "epochs": self.epochs, "stem": self.stem, "attention_init": self.attention_init, "pooling": self.pooling,
+            "precision": self.precision, "jit_compile": self.jit_compile, "backend": keras.backend.backend(),
             "strategy": config.strategy, "replicas": self.strategy.num_replicas_in_sync,
             "mesh": "x".join(map(str, self.strategy.mesh)) if isinstance(self.strategy, distribute.MeshStrategy) else None,
             "params": model.count_params(), "seed": config.seed,
@@ -440,6 +459,7 @@ def resolve(config: TrainConfig) -> RunPlan:
         image_size_given=config.image_size is not None, epochs_given=config.epochs is not None,
         augment_given=config.augment is not None or config.recipe is not None,
         recipe_given=config.recipe is not None, data_channels=train_source.dataset.element_spec[0].shape[-1] or 3,
+        attention_init=config.attention_init, pooling=config.pooling,
     )
     augment = choice.augment or augment
     if choice.learning_rate_scale != 1.0:
@@ -453,5 +473,6 @@ def resolve(config: TrainConfig) -> RunPlan:
         batch_size=batch_size, augment=augment, architecture=architecture, patch_reason=patch_reason, train=train_source,
         validation=validation_source, test=test_source, num_train=num_train, steps_per_epoch=num_train // batch_size,
         image_size=image_size, image_size_reason=image_size_reason, cache=cache,
-        epochs=epochs, stem=choice.stem, budget_reasons=choice.reasons,
+        epochs=epochs, stem=choice.stem, attention_init=choice.attention_init, pooling=choice.pooling,
+        budget_reasons=choice.reasons,
     )

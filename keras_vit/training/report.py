@@ -24,7 +24,7 @@ def header(plan, model, estimate) -> str:
     model_line = (
         f"Model:    {config.variant or 'default ViT'}{' behind a conv stem (' + _stem_text() + ')' if plan.stem else ''} (patch {arch['patch_size']} ({plan.patch_reason}), width {arch['hidden_size']}, "
         f"{arch['num_layers']} layers, {arch['num_heads']} heads, MLP {arch['mlp_dim']}), {tokens} tokens, "
-        f"{model.count_params():,} parameters, pooling {config.pooling}"
+        f"{model.count_params():,} parameters, pooling {plan.pooling}, attention init {plan.attention_init}"
     )
     if test_source is not None:
         test = f"test {_count(test_source)}({config.test_split})"
