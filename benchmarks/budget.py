@@ -8,8 +8,11 @@ validates) at the end of the budget, with the epochs done and the steady images/
 | set-up | what it is |
 |---|---|
 | default | `keras-vit train --dataset D --budget-minutes N`: what the budget rules choose (`keras_vit.training.budget`) |
-| plain | the same with `--stem none`: the plain ViT (patch grid, no convolutions) |
-| anchor | `--recipe anchor --patch-size 4`: the keras.io ViT example's settings (patch 4, D 128, 6 blocks, AdamW 1e-3, constant rate, no augmentation) |
+| plain | the same with `--stem none`: the plain ViT (patch grid, no convolutions), with what the rules choose for it |
+| anchor | `--recipe anchor --patch-size 4 --attention-init random --pooling token`: the keras.io ViT example's settings (patch 4, D 128, 6 blocks, AdamW 1e-3, constant rate, no augmentation) |
+
+The other set-ups are probes of single levers (RESULTS section 10), each with the fields it
+changes; those of the plain ViT run before its rules pin the settings of the day.
 
 Writes `budget-<hardware>-<time>.jsonl` and `.md` (table) under --out, and the learning curves
 (validation accuracy against wall time, one line per set-up) as `.png` beside them.
@@ -25,27 +28,32 @@ import time
 
 from benchmarks.workers import ResultLog, run_worker
 
+# The plain ViT's initialization and pooling before the budget rules chose them (2026-11-25):
+# probes of other levers run before then keep them, so that a rerun measures what they did.
+BEFORE_PLAIN_RULES = {"attention_init": "random", "pooling": "token"}
+
 SETUPS = {
     "default": {},
     "plain": {"stem": "none"},
-    "anchor": {"recipe": "anchor", "model_overrides": {"patch_size": 4}},
+    # The keras.io example's model and recipe: none of the budget's rules apply to it.
+    "anchor": {"recipe": "anchor", "model_overrides": {"patch_size": 4}, **BEFORE_PLAIN_RULES},
     # The default's stem with 4 blocks instead of the rules' 2 (10 ms per image): a probe for its depth row.
     "stem4": {"stem": "conv", "model_overrides": {"num_layers": 4}},
     # The plain ViT with twice the optimizer steps (the recipe scales its learning rate to the batch).
-    "plain_b128": {"stem": "none", "batch_size": 128},
+    "plain_b128": {**BEFORE_PLAIN_RULES, "stem": "none", "batch_size": 128},
     # The plain ViT without augmentation: does it under-fit in the 12 epochs a budget buys?
-    "plain_noaug": {"stem": "none", "augment": "none"},
+    "plain_noaug": {**BEFORE_PLAIN_RULES, "stem": "none", "augment": "none"},
     # A finer grid at the default model's speed (7x7 patches of 4 px, width 64, 4 blocks): a probe
     # for the plain-ViT target, RESULTS section 10.
-    "plain_p4_d64_4": {"stem": "none", "model_overrides": {"patch_size": 4, "hidden_size": 64, "num_layers": 4,
+    "plain_p4_d64_4": {**BEFORE_PLAIN_RULES, "stem": "none", "model_overrides": {"patch_size": 4, "hidden_size": 64, "num_layers": 4,
                                                            "num_heads": 4, "mlp_dim": 128}},
     # Probes of the recipe and the head (RESULTS section 10). "recipe_changes" are
     # fields of the budget's recipe replaced for the run.
-    "plain_gap": {"stem": "none", "pooling": "gap"},
-    "plain_lr2x": {"stem": "none", "augment": "flip", "recipe_changes": {"learning_rate": 4e-3}},
+    "plain_gap": {"attention_init": "random", "stem": "none", "pooling": "gap"},
+    "plain_lr2x": {**BEFORE_PLAIN_RULES, "stem": "none", "augment": "flip", "recipe_changes": {"learning_rate": 4e-3}},
     # Against over-fitting (the plain ViT ends at 92% train / 88% validation accuracy): random erasing,
     # "augment_changes" being fields of the budget's augmentation preset replaced for the run.
-    "plain_gap_erase": {"stem": "none", "pooling": "gap", "augment": "flip",
+    "plain_gap_erase": {"attention_init": "random", "stem": "none", "pooling": "gap", "augment": "flip",
                         "augment_changes": {"erasing_probability": 0.5}},
     "default_erase": {"augment": "flip", "augment_changes": {"erasing_probability": 0.5}},
     "default_gap": {"pooling": "gap"},
@@ -56,7 +64,29 @@ SETUPS = {
     # "pad_to_size" swaps the pipeline's resize for a centred zero pad, in this worker only.
     "default_pad": {"pad_to_size": True},
     # The 7x7 grid (patch 4) at the default model's cost per image: 50 tokens x 2 blocks ~ 17 x 6.
-    "plain_p4_2": {"stem": "none", "model_overrides": {"patch_size": 4, "num_layers": 2}},
+    "plain_p4_2": {**BEFORE_PLAIN_RULES, "stem": "none", "model_overrides": {"patch_size": 4, "num_layers": 2}},
+    # The plain ViT at the rule's doubled rate (given by hand) with three times the weight decay, as default_wd.
+    "plain_wd": {**BEFORE_PLAIN_RULES, "stem": "none", "recipe_changes": {"learning_rate": 4e-3, "weight_decay": 0.15}},
+    # "Better plain ViT baselines" (Beyer et al. 2022): fixed 2-D sin-cos position embeddings and
+    # average pooling; "vit_changes" are arguments of `keras_vit.ViT` set for the run's model.
+    "plain_sincos_gap": {"attention_init": "random", "stem": "none", "pooling": "gap", "vit_changes": {"position_embedding": "sincos2d"}},
+    "plain_lr4x": {**BEFORE_PLAIN_RULES, "stem": "none", "recipe_changes": {"learning_rate": 8e-3}},
+    # Fewer blocks, more passes: 4 instead of the default model's 6.
+    "plain_4blocks": {**BEFORE_PLAIN_RULES, "stem": "none", "model_overrides": {"num_layers": 4}},
+    # A stem that sees the full resolution: a stride-1 3x3 convolution (16 filters) before the
+    # three stride-2 ones; "stem_changes" are arguments of `conv_stem` for the run's model.
+    "default_wd_stem4": {"recipe_changes": {"learning_rate": 4e-3, "weight_decay": 0.15},
+                         "stem_changes": {"filters": (16, 32, 64, 128), "strides": (1, 2, 2, 2)}},
+    # Mimetic initialization of the attention kernels (`keras_vit.models.mimetic`).
+    "plain_mimetic": {"pooling": "token", "stem": "none", "attention_init": "mimetic"},
+    "plain_mimetic_sincos": {"pooling": "token", "stem": "none", "attention_init": "mimetic",
+                             "vit_changes": {"position_embedding": "sincos2d"}},
+    "default_mimetic": {"attention_init": "mimetic"},
+    "plain_mimetic_gap": {"stem": "none", "attention_init": "mimetic", "pooling": "gap"},
+    "plain_mimetic_4blocks": {"pooling": "token", "stem": "none", "attention_init": "mimetic", "model_overrides": {"num_layers": 4}},
+    "default_wd_mimetic": {"attention_init": "mimetic",
+                           "recipe_changes": {"learning_rate": 4e-3, "weight_decay": 0.15}},
+    "cifar_wd": {"recipe_changes": {"learning_rate": 4e-3, "weight_decay": 0.15, "augment": "shift"}},
 }
 
 
@@ -83,6 +113,20 @@ def train_one(dataset, budget_seconds, setup, seed=0, max_train_examples=None, m
     fields = dict(SETUPS[setup])
     recipe_changes = fields.pop("recipe_changes", None)
     augment_changes = fields.pop("augment_changes", None)
+    vit_changes = fields.pop("vit_changes", None)
+    stem_changes = fields.pop("stem_changes", None)
+    if vit_changes:  # the run's model built with these `keras_vit.ViT` arguments, in this worker only
+        import functools
+
+        import keras_vit.models
+
+        keras_vit.models.ViT = functools.partial(keras_vit.models.ViT, **vit_changes)
+    if stem_changes:  # the run's conv stem built with these arguments, in this worker only
+        import functools
+
+        from keras_vit.models import stems
+
+        stems.conv_stem = functools.partial(stems.conv_stem, **stem_changes)
     if fields.pop("pad_to_size", False):
         import tensorflow as tf
 
@@ -115,7 +159,8 @@ def train_one(dataset, budget_seconds, setup, seed=0, max_train_examples=None, m
         "epochs_done": result["epochs_done"], "steps_done": result["steps_done"],
         "train_seconds": result["train_seconds"], "images_per_second": result["images_per_second"],
         "params": settings["params"], "stem": settings["stem"], "recipe": settings["recipe"],
-        "learning_rate": settings["learning_rate"], "augment": settings["augment"],
+        "learning_rate": settings["learning_rate"], "attention_init": settings["attention_init"],
+        "pooling": settings["pooling"], "augment": settings["augment"],
         "image_size": settings["image_size"], "batch_size": settings["batch_size"], "precision": settings["precision"],
         "jit_compile": settings["jit_compile"], "curve": curve.points,
     }

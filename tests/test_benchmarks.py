@@ -129,17 +129,27 @@ def test_backends_benchmark_quick_run_fits_on_this_backend(tmp_path):
 
 
 def test_budget_probes_reach_their_workers_runs(tmp_path):
-    """The budget harness's probes (RESULTS section 10): a recipe change and the pad in place of the resize."""
+    """The budget harness's probes (RESULTS section 10): a recipe change, the pad in place of the
+    resize, builder arguments and stem arguments, each reaching the worker's model."""
+    from keras_vit.models import stems
+
     module = _benchmark("budget")
+    setups = ["plain_lr2x", "default_pad", "plain_sincos_gap", "default_wd_stem4"]
     assert module.main(["--dataset", "sample", "--budget-minutes", "0.3", "--max-train-examples", "256",
-                        "--max-test-examples", "64", "--epochs", "1", "--setups", "plain_lr2x,default_pad",
+                        "--max-test-examples", "64", "--epochs", "1", "--setups", ",".join(setups),
                         "--out", str(tmp_path)]) == 0
     (lines,) = tmp_path.glob("budget-*.jsonl")
-    _, lr2x, pad = [json.loads(line) for line in lines.read_text().splitlines()]
-    assert "error" not in lr2x and "error" not in pad, (lr2x, pad)
+    _, *results = [json.loads(line) for line in lines.read_text().splitlines()]
+    assert not [r for r in results if "error" in r], results
+    lr2x, pad, sincos, stem4 = results
     assert (lr2x["recipe"], lr2x["stem"], lr2x["augment"]) == ("plain_lr2x", False, "flip")
     assert lr2x["learning_rate"] == pytest.approx(4e-3 * 256 / 512)  # the probe's rate, not the rule's x2 of it
+    assert (lr2x["attention_init"], lr2x["pooling"]) == ("random", "token")  # as before the plain ViT's rules
     assert (pad["stem"], pad["image_size"]) == (True, 32)
+    # fixed sin-cos position embeddings: no learned embedding of 16 patches + the class token, width 128
+    assert (sincos["pooling"], lr2x["params"] - sincos["params"]) == ("gap", 17 * 128)
+    extra = stems.conv_stem((16, 32, 64, 128), (1, 2, 2, 2)).count_params() - stems.conv_stem().count_params()
+    assert stem4["params"] - pad["params"] == extra  # the probe's stem, with its full-resolution convolution
     assert len(lr2x["curve"]) == 1 and len(lr2x["curve"][0]) == 3  # seconds, validation, training accuracy
     assert list(tmp_path.glob("budget-*.png"))
 
