@@ -384,7 +384,7 @@ def _add_train(subparsers) -> None:
                        "images up to 64 px and no model flag is given), conv, none (default: auto)")
     model.add_argument("--attention-init", choices=choices.ATTENTION_INITS, default="auto",
                        help="attention kernels: auto (mimetic initialization when --budget-minutes' rules "
-                       "choose it), mimetic (Trockman & Kolter 2023), random (Keras' initializers) (default: auto)")
+                       "choose it), mimetic (Trockman & Kolter 2023) or random, Keras' own initializers (default: auto)")
     model.add_argument("--pooling", choices=choices.TRAIN_POOLINGS, default="auto",
                        help="token (the class token) or gap (the mean of the tokens); auto: gap when "
                        "--budget-minutes' rules choose it for a plain ViT, else token (default: auto)")

@@ -59,7 +59,7 @@ def test_the_stem_and_its_size_follow_the_rules(arguments, stem, layers, size):
     choice = budget.choose(**arguments)
     assert choice.stem is stem
     assert choice.architecture.get("num_layers") == layers
-    if layers is not None:
+    if stem and layers is not None:
         assert {k: choice.architecture[k] for k in budget.STEM_MODEL} == budget.STEM_MODEL
     assert choice.image_size == size
 
@@ -91,6 +91,7 @@ def test_every_choice_is_stated_with_its_reason():
         "epochs: as many as the budget buys, the cosine fitted to it",
         "augment shift for colour images",
         "peak learning rate x2 for 10.7 ms per image",
+        "weight decay 0.15 for the conv stem + ViT at 10.7 ms per image",
     )
     assert budget.choose(480, 45_000, 96).reasons[1] == "no conv stem: images of 96 px > 64"
 
@@ -166,6 +167,22 @@ def test_the_plan_builds_the_chosen_attention_init_and_records_it():
             _plan(**{field: "xavier"})
 
 
+@pytest.mark.parametrize("ms, decay", [(1, None), (3.99, None), (4, 0.15), (10.7, 0.15), (24.9, 0.15), (25, None)])
+def test_the_weight_decay_of_the_stem_model_follows_the_budget_per_image(ms, decay):
+    assert budget.stem_weight_decay(ms) == decay
+    assert budget.choose(ms * 60, 60_000, 28).weight_decay == decay
+    assert budget.choose(ms * 60, 60_000, 28, stem="none").weight_decay is None  # the plain ViT: no gain measured
+    assert budget.choose(ms * 60, 60_000, 28, recipe_given=True).weight_decay is None
+
+
+def test_the_weight_decay_rule_reaches_the_recipe_and_the_fingerprint():
+    chosen = _plan(budget_seconds=2.56)  # 10 ms per image: the stem model
+    assert chosen.recipe.weight_decay == 0.15 and chosen.fingerprint()["weight_decay"] == 0.15
+    assert chosen.recipe.learning_rate == 2 * recipes.get_recipe("compact").learning_rate  # both rules at once
+    assert _plan(budget_seconds=2.56, recipe="compact").recipe.weight_decay == 0.05  # a recipe given keeps its own
+    assert _plan(budget_seconds=2.56, stem="none").recipe.weight_decay == 0.05
+
+
 def test_a_wrong_stem_is_refused_by_name():
     with pytest.raises(ValueError, match="stem='cnn'"):
         budget.choose(480, 100, 32, stem="cnn")
@@ -205,7 +222,8 @@ def test_a_budgeted_cli_run_trains_the_stem_model_and_exports_it(tmp_path, capsy
     assert "behind a conv stem (3x3 convolutions of 32, 64, 128 channels, stride 8)" in out
     assert "Budget:   0.3 min for 256 training images" in out and "images resized 28 -> 32 px" in out
     assert "epochs until the budget is spent" in out
-    assert "recipe compact (peak learning rate 0.00025)" in out  # 70 ms per image: the recipe's 2e-3 x 64 / 512
+    # 70 ms per image: the recipe's 2e-3 x 64 / 512 and its weight decay (the rules' bands end at 25 ms)
+    assert "recipe compact (peak learning rate 0.00025, weight decay 0.05)" in out
     model = keras.saving.load_model(tmp_path / "out" / "vit.keras")
     assert model.input_shape == (None, 32, 32, 3)
     assert any(layer.name == "conv_stem" for layer in model.layers)

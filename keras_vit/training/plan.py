@@ -382,7 +382,7 @@ class RunPlan:
             "num_classes": self.train.num_classes, "variant": config.variant or "default", **self.architecture,
             "backbone": None if backbone is None else getattr(backbone, "name", None) or getattr(backbone, "__name__", type(backbone).__name__),
             "pooling": self.pooling, "image_size": self.image_size, "channels": config.channels, "scaling": config.scaling,
-            "recipe": self.recipe.name, "learning_rate": self.peak_learning_rate,
+            "recipe": self.recipe.name, "learning_rate": self.peak_learning_rate, "weight_decay": self.recipe.weight_decay,
             "augment": self.augment_name, "epochs": self.epochs, "batch_size": self.batch_size, "precision": self.precision, "seed": config.seed,
             "stem": self.stem, "attention_init": self.attention_init,
         }
@@ -393,7 +393,7 @@ class RunPlan:
         return {
             "dataset": config.dataset, "variant": config.variant or "default",
             "image_size": self.image_size, "channels": config.channels, "recipe": self.recipe.name,
-            "learning_rate": self.peak_learning_rate, "augment": self.augment_name, "batch_size": self.batch_size,
+            "learning_rate": self.peak_learning_rate, "weight_decay": self.recipe.weight_decay, "augment": self.augment_name, "batch_size": self.batch_size,
             "epochs": self.epochs, "stem": self.stem, "attention_init": self.attention_init, "pooling": self.pooling,
             "precision": self.precision, "jit_compile": self.jit_compile, "backend": keras.backend.backend(),
             "strategy": config.strategy, "replicas": self.strategy.num_replicas_in_sync,
@@ -464,6 +464,8 @@ def resolve(config: TrainConfig) -> RunPlan:
     augment = choice.augment or augment
     if choice.learning_rate_scale != 1.0:
         recipe = dataclasses.replace(recipe, learning_rate=recipe.learning_rate * choice.learning_rate_scale)
+    if choice.weight_decay is not None:
+        recipe = dataclasses.replace(recipe, weight_decay=choice.weight_decay)
     if choice.image_size != image_size:
         image_size, image_size_reason = choice.image_size, f"{image_size_reason}, resized for the conv stem"
     architecture, patch_reason = _architecture(config, image_size, stem=choice.stem, budget_architecture=choice.architecture)
