@@ -159,7 +159,7 @@ def train_one(dataset, budget_seconds, setup, seed=0, max_train_examples=None, m
         "epochs_done": result["epochs_done"], "steps_done": result["steps_done"],
         "train_seconds": result["train_seconds"], "images_per_second": result["images_per_second"],
         "params": settings["params"], "stem": settings["stem"], "recipe": settings["recipe"],
-        "learning_rate": settings["learning_rate"], "attention_init": settings["attention_init"],
+        "learning_rate": settings["learning_rate"], "weight_decay": settings["weight_decay"], "attention_init": settings["attention_init"],
         "pooling": settings["pooling"], "augment": settings["augment"],
         "image_size": settings["image_size"], "batch_size": settings["batch_size"], "precision": settings["precision"],
         "jit_compile": settings["jit_compile"], "curve": curve.points,
