@@ -48,9 +48,10 @@ def mimetic_initialization(model, query_key=QUERY_KEY, value_output=VALUE_OUTPUT
     Example:
 
     >>> import keras_vit
-    >>> model = keras_vit.ViT("tiny", num_classes=2, image_size=32, patch_size=16)
+    >>> model = keras_vit.ViT(patch_size=16, hidden_size=32, num_layers=3, num_heads=2, mlp_dim=64,
+    ...                       image_size=32, num_classes=2)
     >>> mimetic_initialization(model)
-    12
+    3
     """
     _validation.check_seed("seed", seed)
     for name, pair in (("query_key", query_key), ("value_output", value_output)):
