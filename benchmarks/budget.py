@@ -87,6 +87,13 @@ SETUPS = {
     "default_wd_mimetic": {"attention_init": "mimetic",
                            "recipe_changes": {"learning_rate": 4e-3, "weight_decay": 0.15}},
     "cifar_wd": {"recipe_changes": {"learning_rate": 4e-3, "weight_decay": 0.15, "augment": "shift"}},
+    # Probes of 2026-11-25, night, on top of the evening rules. The plain ViT at four times the
+    # recipe's peak rate (the rule's two times, mimetic init steadies the early steps), and at 3 blocks.
+    "plain_lr4x_rules": {"stem": "none", "recipe_changes": {"learning_rate": 8e-3}},
+    "plain_3blocks": {"stem": "none", "model_overrides": {"num_layers": 3}},
+    # Against the stem model's over-fitting (97% train / 92% test): stochastic depth, more label smoothing.
+    "default_droppath": {"recipe_changes": {"learning_rate": 4e-3, "weight_decay": 0.15, "drop_path_rate": 0.2}},
+    "default_smooth": {"recipe_changes": {"learning_rate": 4e-3, "weight_decay": 0.15, "label_smoothing": 0.2}},
 }
 
 
