@@ -24,6 +24,7 @@ Writes `budget-<hardware>-<time>.jsonl` and `.md` (table) under --out, and the l
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 
 from benchmarks.workers import ResultLog, run_worker
@@ -94,6 +95,11 @@ SETUPS = {
     # Against the stem model's over-fitting (97% train / 92% test): stochastic depth, more label smoothing.
     "default_droppath": {"recipe_changes": {"learning_rate": 4e-3, "weight_decay": 0.15, "drop_path_rate": 0.2}},
     "default_smooth": {"recipe_changes": {"learning_rate": 4e-3, "weight_decay": 0.15, "label_smoothing": 0.2}},
+    # The 7x7 grids of plain_p4_d64_4 and plain_p4_2 again, now under the plain ViT's rules (mimetic init,
+    # mean pooling, peak rate x2): the paper's gains from mimetic init grow with the token count.
+    "plain_p4_d64_4_rules": {"stem": "none", "model_overrides": {"patch_size": 4, "hidden_size": 64, "num_layers": 4,
+                                                                 "num_heads": 4, "mlp_dim": 128}},
+    "plain_p4_2_rules": {"stem": "none", "model_overrides": {"patch_size": 4, "num_layers": 2}},
 }
 
 
@@ -123,14 +129,10 @@ def train_one(dataset, budget_seconds, setup, seed=0, max_train_examples=None, m
     vit_changes = fields.pop("vit_changes", None)
     stem_changes = fields.pop("stem_changes", None)
     if vit_changes:  # the run's model built with these `keras_vit.ViT` arguments, in this worker only
-        import functools
-
         import keras_vit.models
 
         keras_vit.models.ViT = functools.partial(keras_vit.models.ViT, **vit_changes)
     if stem_changes:  # the run's conv stem built with these arguments, in this worker only
-        import functools
-
         from keras_vit.models import stems
 
         stems.conv_stem = functools.partial(stems.conv_stem, **stem_changes)

@@ -165,6 +165,9 @@ def test_the_plan_builds_the_chosen_attention_init_and_records_it():
     for field in ("attention_init", "pooling"):
         with pytest.raises(ValueError, match=f"{field}='xavier'"):
             _plan(**{field: "xavier"})
+    # build_model takes the plan's resolved pooling: "auto" is the plan's to resolve, not the builder's
+    with pytest.raises(ValueError, match="pooling='auto'"):
+        plan.build_model(chosen.config, 10, chosen.image_size, architecture=chosen.architecture, pooling="auto")
 
 
 @pytest.mark.parametrize("ms, decay", [(1, None), (3.99, None), (4, 0.15), (10.7, 0.15), (24.9, 0.15), (25, None)])

@@ -156,11 +156,11 @@ class TrainConfig:
 
 def build_model(config: TrainConfig, num_classes: int, image_size: int, drop_path_rate: float = 0.0, *,
                 architecture: dict | None = None, stem: bool = False, attention_init: str = "random",
-                pooling: str | None = None):
+                pooling: str = "token"):
     """Builds the ViT of `config` for `num_classes` and `image_size`, with scaling inside the model.
 
     Args:
-        config: `TrainConfig`. Its variant (or `DEFAULT_MODEL`), model_overrides, pooling,
+        config: `TrainConfig`. Its variant (or `DEFAULT_MODEL`), model_overrides, backbone,
             channels and scaling.
         num_classes: int. Width of the head.
         image_size: int. Input height and width.
@@ -171,8 +171,7 @@ def build_model(config: TrainConfig, num_classes: int, image_size: int, drop_pat
             (`RunPlan.stem`). Defaults to False.
         attention_init: str. "mimetic" (`keras_vit.models.mimetic`, seeded by `config.seed`) or
             "random" (Keras' initializers) (`RunPlan.attention_init`). Defaults to "random".
-        pooling: str or None. "token" or "gap" (`RunPlan.pooling`); None for `config.pooling`
-            ("auto" being "token"). Defaults to None.
+        pooling: str. "token" or "gap" (`RunPlan.pooling`). Defaults to "token".
 
     Example:
 
@@ -200,13 +199,14 @@ def build_model(config: TrainConfig, num_classes: int, image_size: int, drop_pat
     if stem:
         backbone = stems.conv_stem(channels=config.channels)
     _validation.check_choice("attention_init", attention_init, ("mimetic", "random"))
+    _validation.check_choice("pooling", pooling, ("token", "gap"))
     model = ViT(
         config.variant,
         **arch,
         backbone=backbone,
         input_shape=(image_size, image_size, config.channels),
         num_classes=num_classes,
-        pooling=pooling or ("token" if config.pooling == "auto" else config.pooling),
+        pooling=pooling,
         preprocessing=config.scaling,
         drop_path_rate=drop_path_rate,
     )
