@@ -100,11 +100,9 @@ SETUPS = {
     "plain_p4_d64_4_rules": {"stem": "none", "model_overrides": {"patch_size": 4, "hidden_size": 64, "num_layers": 4,
                                                                  "num_heads": 4, "mlp_dim": 128}},
     "plain_p4_2_rules": {"stem": "none", "model_overrides": {"patch_size": 4, "num_layers": 2}},
-    # The plain ViT's rules with 8 heads of 16 dimensions instead of 4 of 32 (the same matmul sizes).
+    # The rules with 8 heads of 16 dimensions instead of 4 of 32 (the same matmul sizes).
     "plain_heads8": {"stem": "none", "model_overrides": {"num_layers": 4, "num_heads": 8}},
-    # The stem on the 28 px images as they are (its "same" convolutions give the same 4x4 map, at
-    # (28/32)^2 of the convolutions' cost, without the resize), instead of resized to 32.
-    "default_native28": {"image_size": 28},
+    "default_heads8": {"model_overrides": {"num_heads": 8}},
 }
 
 
