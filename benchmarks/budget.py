@@ -102,7 +102,7 @@ SETUPS = {
     "plain_p4_2_rules": {"stem": "none", "model_overrides": {"patch_size": 4, "num_layers": 2}},
     # The rules with 8 heads of 16 dimensions instead of 4 of 32 (the same matmul sizes).
     "plain_heads8": {"stem": "none", "model_overrides": {"num_layers": 4, "num_heads": 8}},
-    "default_heads8": {"model_overrides": {"num_heads": 8}},
+    "default_heads8": {"stem": "conv", "model_overrides": {"num_layers": 2, "num_heads": 8}},
 }
 
 
