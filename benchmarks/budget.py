@@ -103,6 +103,11 @@ SETUPS = {
     # The rules with 8 heads of 16 dimensions instead of 4 of 32 (the same matmul sizes).
     "plain_heads8": {"stem": "none", "model_overrides": {"num_layers": 4, "num_heads": 8}},
     "default_heads8": {"stem": "conv", "model_overrides": {"num_layers": 2, "num_heads": 8}},
+    # An exponential moving average of the weights (Keras' optimizer `use_ema`), swapped in when fit
+    # ends, so the final score reads the average while the curve reads the raw weights;
+    # "ema_momentum" patches keras.optimizers.AdamW in the worker only.
+    "default_ema": {"ema_momentum": 0.999},
+    "plain_ema": {"stem": "none", "ema_momentum": 0.999},
 }
 
 
@@ -139,6 +144,9 @@ def train_one(dataset, budget_seconds, setup, seed=0, max_train_examples=None, m
         from keras_vit.models import stems
 
         stems.conv_stem = functools.partial(stems.conv_stem, **stem_changes)
+    ema_momentum = fields.pop("ema_momentum", None)
+    if ema_momentum:  # the recipes build AdamW through this attribute when the run starts
+        keras.optimizers.AdamW = functools.partial(keras.optimizers.AdamW, use_ema=True, ema_momentum=ema_momentum)
     if fields.pop("pad_to_size", False):
         import tensorflow as tf
 
