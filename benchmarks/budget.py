@@ -103,9 +103,9 @@ SETUPS = {
     # The rules with 8 heads of 16 dimensions instead of 4 of 32 (the same matmul sizes).
     "plain_heads8": {"stem": "none", "model_overrides": {"num_layers": 4, "num_heads": 8}},
     "default_heads8": {"stem": "conv", "model_overrides": {"num_layers": 2, "num_heads": 8}},
-    # An exponential moving average of the weights (Keras' optimizer `use_ema`, which fit swaps in when
-    # it ends: not shown through the trainer, RESULTS section 10), so the final score would read the
-    # average and the curve the raw weights; "ema_momentum" patches keras.optimizers.AdamW in the worker only.
+    # An exponential moving average of the weights (Keras' optimizer `use_ema`); "ema_momentum" patches
+    # keras.optimizers.AdamW in the worker only. Through `train` the weights after fit stayed the raw
+    # ones (RESULTS section 10), so these runs measured no average.
     "default_ema": {"ema_momentum": 0.999},
     "plain_ema": {"stem": "none", "ema_momentum": 0.999},
 }
