@@ -246,9 +246,8 @@ def choose(budget_seconds, num_train: int, image_size: int, *, stem: str = "auto
         scale = learning_rate_scale(ms)
         if scale != 1.0:
             reasons.append(f"peak learning rate x{scale:g} for {ms:.3g} ms per image")
-    weight_decay = None
-    if ms is not None and not recipe_given and use_stem and stem_weight_decay(ms) is not None:
-        weight_decay = stem_weight_decay(ms)
+    weight_decay = stem_weight_decay(ms) if ms is not None and not recipe_given and use_stem else None
+    if weight_decay is not None:
         reasons.append(f"weight decay {weight_decay:g} for the conv stem + ViT at {ms:.3g} ms per image")
     model = "stem" if use_stem else "plain"
     if attention_init == "auto":
