@@ -11,6 +11,7 @@ from keras_vit.layers import (
     MultiHeadSelfAttention,
     PatchEncoder,
     Patches,
+    ShiftedPatches,
     StandardizedConv2D,
     TokenPooling,
     TransformerBlock,
@@ -21,6 +22,7 @@ pytestmark = ALL_BACKENDS
 
 LAYER_CASES = {
     "patches": (Patches, {"patch_size": 4}, (2, 8, 12, 3)),
+    "shifted_patches": (ShiftedPatches, {"patch_size": 2}, (2, 4, 6, 3)),
     "patch_encoder": (PatchEncoder, {"patch_size": 4, "hidden_size": 16}, (2, 8, 12, 3)),
     "patch_encoder_sincos_no_cls": (
         PatchEncoder,
@@ -171,6 +173,27 @@ def test_patches_order_matches_reshape_by_hand():
     np.testing.assert_array_equal(patches[1, 1 * 3 + 2], images[1, 2:4, 4:6, :].reshape(-1))
 
 
+def test_shifted_patches_hold_the_image_and_its_four_diagonal_shifts():
+    """Lee et al. 2021: the views moved by P // 2 along the diagonals, zero-filled, stacked after the image."""
+    images = np.random.default_rng(0).normal(size=(2, 8, 12, 3)).astype("float32")
+    grid = to_numpy(ShiftedPatches(4)(images))
+    assert grid.shape == (2, 2, 3, 4 * 4 * 5 * 3)
+
+    def moved(rows, cols, s=2):  # content moved down by rows * s and right by cols * s, zeros let in
+        out = np.zeros_like(images)
+        h, w = images.shape[1:3]
+        out[:, max(rows * s, 0):h + min(rows * s, 0), max(cols * s, 0):w + min(cols * s, 0)] = \
+            images[:, max(-rows * s, 0):h + min(-rows * s, 0), max(-cols * s, 0):w + min(-cols * s, 0)]
+        return out
+
+    stacked = np.concatenate([images] + [moved(r, c) for r, c in ((-1, -1), (-1, 1), (1, -1), (1, 1))], axis=-1)
+    expected = to_numpy(Patches(4)(stacked)).reshape(2, 2, 3, -1)
+    np.testing.assert_array_equal(grid, expected)
+    # An odd patch shifts by its floor half: 3 px for 7 px patches.
+    odd = to_numpy(ShiftedPatches(7)(np.ones((1, 14, 14, 1), "float32"))).reshape(1, 2, 2, 7, 7, 5)
+    assert odd[0, 0, 0, :, :, 4].sum() == 4 * 4  # down-right view of the top-left patch: 3 rows and columns of zeros
+
+
 def test_patch_encoder_equals_patches_times_kernel():
     encoder = PatchEncoder(4, 8, class_token=True, position_embedding="none")
     images = np.random.default_rng(0).normal(size=(2, 8, 12, 3)).astype("float32")
@@ -257,6 +280,8 @@ def test_drop_path_drops_whole_samples():
     [
         (lambda: Patches(0), "patch_size=0"),
         (lambda: Patches(4)(np.zeros((1, 10, 8, 3), "float32")), "image height=10"),
+        (lambda: ShiftedPatches(1), "patch_size=1"),
+        (lambda: ShiftedPatches(4)(np.zeros((1, 8, 10, 3), "float32")), "image width=10"),
         (lambda: PatchEncoder(4, 16, position_embedding="rope"), "position_embedding='rope'"),
         (lambda: PatchEncoder(4, 6, position_embedding="sincos2d"), "hidden_size=6"),
         (lambda: TransformerBlock(10, 3, 16), "hidden_size=10"),

@@ -7,6 +7,7 @@ from keras_vit.layers.layer_scale import LayerScale
 from keras_vit.layers.patch_encoder import PatchEncoder, sincos2d_embedding
 from keras_vit.layers.patches import Patches
 from keras_vit.layers.self_attention import MultiHeadSelfAttention
+from keras_vit.layers.shifted_patches import ShiftedPatches
 from keras_vit.layers.standardized_conv import StandardizedConv2D
 from keras_vit.layers.token_pooling import TokenPooling
 from keras_vit.layers.transformer_block import TransformerBlock
@@ -17,6 +18,7 @@ __all__ = [
     "DropPath",
     "LayerScale",
     "MultiHeadSelfAttention",
+    "ShiftedPatches",
     "PatchEncoder",
     "Patches",
     "StandardizedConv2D",
