@@ -1,4 +1,4 @@
-"""A convolutional stem for hybrid ViTs on small images, passed to `ViT(backbone=)`.
+"""Stems for ViTs on small images, passed to `ViT(backbone=)`: a convolutional one, and shifted patches.
 
 Early convolutions (Xiao et al. 2021, "Early convolutions help transformers see better"):
 3x3 convolutions with BatchNorm and ReLU turn the image into a small feature map whose cells
@@ -8,9 +8,16 @@ budget"); `keras_vit.training.budget` picks it.
 
 Example:
 
+Shifted-patch tokenization (Lee et al. 2021, "Vision Transformer for Small-Size Datasets") keeps
+the plain ViT free of convolutions: each patch vector also holds the pixels half a patch around
+it, normalized, and the encoder's linear embedding reads it as a 1x1 patch
+(`shifted_patch_stem`).
+
 >>> stem = conv_stem(channels=1)
 >>> stem.compute_output_shape((None, 32, 32, 1))
 (None, 4, 4, 128)
+>>> shifted_patch_stem(7, channels=1).compute_output_shape((None, 28, 28, 1))
+(None, 4, 4, 245)
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 import keras
 
 from keras_vit import _validation
+from keras_vit.layers import ShiftedPatches
 
 # Three stride-2 convolutions: 28 or 32 px become a 4x4 map; widths double as the map halves.
 DEFAULT_FILTERS = (32, 64, 128)
@@ -73,3 +81,33 @@ def stem_stride(strides=DEFAULT_STRIDES) -> int:
     for s in strides:
         stride *= int(s)
     return stride
+
+
+def shifted_patch_stem(patch_size: int, channels: int = 3, name: str = "shifted_patches"):
+    """Builds the shifted-patch tokenizer: `ShiftedPatches` + LayerNormalization of each patch vector.
+
+    The ViT it feeds takes `patch_size=1`: its patch embedding becomes the linear map of the
+    normalized vectors, as in Lee et al. 2021 (`keras_vit.training.budget` picks it for the plain
+    ViT).
+
+    Args:
+        patch_size: int. Side of the square patches in pixels, at least 2.
+        channels: int. Input channels. Defaults to 3.
+        name: str. Model name. Defaults to "shifted_patches".
+
+    Returns:
+        A functional `keras.Model` from (B, H, W, channels) images to (B, H / P, W / P, P * P * 5 * channels).
+
+    Example:
+
+    >>> import keras_vit
+    >>> model = keras_vit.ViT(backbone=shifted_patch_stem(7, channels=1), patch_size=1, hidden_size=32,
+    ...                       num_layers=1, num_heads=2, mlp_dim=64, input_shape=(28, 28, 1), num_classes=10)
+    >>> model.output_shape
+    (None, 10)
+    """
+    _validation.check_positive_int("channels", channels)
+    inputs = keras.Input((None, None, channels), name="images")
+    x = ShiftedPatches(patch_size, name="shifted_patches")(inputs)
+    x = keras.layers.LayerNormalization(epsilon=1e-6, name="patch_norm")(x)
+    return keras.Model(inputs, x, name=name)
