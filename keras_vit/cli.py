@@ -382,6 +382,10 @@ def _add_train(subparsers) -> None:
     model.add_argument("--stem", choices=choices.STEMS, default="auto",
                        help="conv stem before the encoder: auto (when --budget-minutes' rules choose it for "
                        "images up to 64 px and no model flag is given), conv, none (default: auto)")
+    model.add_argument("--tokenizer", choices=choices.TOKENIZERS, default="auto",
+                       help="how the plain ViT makes its tokens: patches (the paper's), shifted (shifted-patch "
+                       "tokenization, Lee et al. 2021: each patch also holds the pixels half a patch around it); "
+                       "auto: shifted when --budget-minutes' rules choose it, else patches (default: auto)")
     model.add_argument("--attention-init", choices=choices.ATTENTION_INITS, default="auto",
                        help="attention kernels: auto (mimetic initialization when --budget-minutes' rules "
                        "choose it), mimetic (Trockman & Kolter 2023) or random, Keras' own initializers (default: auto)")
@@ -470,7 +474,7 @@ def _run_train(args) -> int:
         on_corrupt=args.on_corrupt,
         variant=args.variant,
         model_overrides={k: getattr(args, k) for k in choices.MODEL_FIELDS},
-        stem=args.stem, attention_init=args.attention_init, pooling=args.pooling, image_size=args.image_size, channels=args.channels, scaling=args.scaling,
+        stem=args.stem, tokenizer=args.tokenizer, attention_init=args.attention_init, pooling=args.pooling, image_size=args.image_size, channels=args.channels, scaling=args.scaling,
         recipe=args.recipe, augment=args.augment, epochs=args.epochs, batch_size=args.batch_size,
         precision=args.precision, jit_compile={"auto": None, "on": True, "off": False}[args.jit_compile],
         strategy=args.strategy, mesh=args.mesh, run_dir=args.run_dir, output_dir=args.output_dir, name=args.name,

@@ -146,6 +146,53 @@ def test_the_pooling_follows_the_model_under_a_budget_unless_given(arguments, po
     assert stated == (pooling != "token" and arguments.get("pooling", "auto") == "auto")
 
 
+@pytest.mark.parametrize("ms, shifted", [(0.1, False), (3.99, False), (4.0, True), (10.0, True), (24.9, True), (25.0, False)])
+def test_shifted_patches_follow_the_budget_per_image(ms, shifted):
+    assert budget.shifted_patches(ms) == shifted
+    choice = budget.choose(ms * 60, 60_000, 28, stem="none")
+    assert choice.tokenizer == ("shifted" if shifted else "patches")
+    assert any(reason.startswith("shifted patches") for reason in choice.reasons) == shifted
+
+
+@pytest.mark.parametrize("arguments, tokenizer", [
+    (dict(stem="none"), "shifted"),  # the plain ViT at 10 ms per image
+    (dict(), "patches"),  # behind the conv stem: the stem makes the tokens
+    (dict(image_size=96), "patches"),  # above STEM_MAX_IMAGE_SIZE: not measured there
+    (dict(stem="none", model_given=True), "patches"),  # a model given is kept as given
+    (dict(stem="none", budget_seconds=None), "patches"),  # no budget: as without rules
+    (dict(stem="none", tokenizer="patches"), "patches"),  # given: kept
+    (dict(budget_seconds=None, tokenizer="shifted"), "shifted"),
+])
+def test_the_tokenizer_follows_the_model_under_a_budget_unless_given(arguments, tokenizer):
+    arguments = {"budget_seconds": 600, "num_train": 60_000, "image_size": 28, **arguments}
+    choice = budget.choose(**arguments)
+    assert choice.tokenizer == tokenizer
+    assert not (choice.stem and choice.tokenizer == "shifted")
+
+
+def test_shifted_patches_given_rule_out_the_conv_stem():
+    choice = budget.choose(600, 60_000, 28, tokenizer="shifted")
+    assert not choice.stem and choice.image_size == 28
+    assert "no conv stem: shifted patches given" in choice.reasons
+
+
+def test_the_plan_builds_shifted_patches_and_records_them():
+    chosen = _plan(budget_seconds=2.56, stem="none")  # 10 ms per image, the plain ViT
+    assert chosen.tokenizer == chosen.fingerprint()["tokenizer"] == "shifted"  # a backup of other tokens is not resumed
+    assert chosen.architecture["patch_size"] == 7  # pixels of a patch; the encoder reads the stem's cells
+    model = plan.build_model(chosen.config, 10, chosen.image_size, architecture=chosen.architecture,
+                             tokenizer=chosen.tokenizer)
+    assert model.vit_config["patch_size"] == 1 and model.vit_config["backbone"] == "shifted_patches"
+    assert model.get_layer("embedding").kernel.shape[-2:] == (7 * 7 * 5 * 3, 128)
+    assert _plan(stem="none").tokenizer == "patches"
+    with pytest.raises(ValueError, match="tokenizer='words'"):
+        _plan(tokenizer="words")
+    with pytest.raises(ValueError, match="stem='conv' and tokenizer='shifted'"):
+        _plan(stem="conv", tokenizer="shifted")
+    with pytest.raises(ValueError, match="tokenizer='shifted' and variant='tiny'"):
+        _plan(tokenizer="shifted", variant="tiny")
+
+
 def test_the_plan_builds_the_chosen_attention_init_and_records_it():
     chosen = _plan(budget_seconds=2.56, stem="none")  # 10 ms per image, the plain ViT
     assert chosen.attention_init == "mimetic" and chosen.architecture["num_layers"] == 4
@@ -234,6 +281,29 @@ def test_a_budgeted_cli_run_trains_the_stem_model_and_exports_it(tmp_path, capsy
     expected = keras.ops.convert_to_numpy(model(images))
     saved_models = [root for root, _, files in os.walk(tmp_path / "out" / "vit") if "saved_model.pb" in files]
     assert len(saved_models) == 1, sorted(os.listdir(tmp_path / "out"))
+    for path in (tmp_path / "out" / "vit.tflite", saved_models[0]):
+        np.testing.assert_allclose(load_predictor(str(path)).predict(images), expected, atol=1e-5)
+
+
+def test_a_cli_run_on_shifted_patches_exports_them(tmp_path, capsys):
+    """The plain ViT on shifted patches: header, .keras round trip, SavedModel and TFLite agree."""
+    import keras
+
+    from keras_vit.export.predict import load_predictor
+
+    code = cli.main([
+        "train", "--stem", "none", "--tokenizer", "shifted", "--epochs", "1", "--max-train-examples", "128",
+        "--max-test-examples", "32", "--batch-size", "64", "--num-layers", "1",
+        "--run-dir", str(tmp_path / "run"), "--output-dir", str(tmp_path / "out"), "--quiet",
+    ])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "default ViT on shifted patches" in out and "(patch 7 (" in out
+    model = keras.saving.load_model(tmp_path / "out" / "vit.keras")
+    assert model.input_shape == (None, 28, 28, 3) and model.get_layer("shifted_patches") is not None
+    images = np.random.default_rng(0).integers(0, 256, (2, 28, 28, 3)).astype("float32")
+    expected = keras.ops.convert_to_numpy(model(images))
+    saved_models = [root for root, _, files in os.walk(tmp_path / "out" / "vit") if "saved_model.pb" in files]
     for path in (tmp_path / "out" / "vit.tflite", saved_models[0]):
         np.testing.assert_allclose(load_predictor(str(path)).predict(images), expected, atol=1e-5)
 

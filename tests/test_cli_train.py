@@ -39,6 +39,7 @@ def test_train_then_evaluate_tiny(tmp_path, capsys):
         (["train", "--variant", "X99"], "variant='X99'"),
         (["train", "--dataset", "no_such_dataset_xyz"], "dataset='no_such_dataset_xyz'"),
         (["train", "--epochs", "0"], "--epochs=0"),
+        (["train", "--stem", "conv", "--tokenizer", "shifted"], "--stem='conv' and --tokenizer='shifted'"),
         (["train", "--dataset", "{empty}"], "no class sub-folders"),
         (["train", "--dataset", "./missing/folder"], "not found"),
         (["evaluate", "missing.keras"], "model='missing.keras'"),

@@ -64,6 +64,10 @@ class TrainConfig:
         stem: str. "auto": the conv stem (`keras_vit.models.stems.conv_stem`) when a budget's
             rules choose it (`keras_vit.training.budget`); "conv": always (on the default
             model or the variant); "none": never. Defaults to "auto".
+        tokenizer: str. "auto": shifted patches (`keras_vit.models.stems.shifted_patch_stem`) for
+            the plain default ViT when a budget's rules choose them (`keras_vit.training.budget`),
+            else "patches", the paper's patch embedding; "shifted": always (the default model, no
+            conv stem). Defaults to "auto".
         pooling: str. "auto": what a budget's rules choose (`keras_vit.training.budget`), else
             "token"; "token" (the class token) or "gap" (the mean of the tokens). Defaults to "auto".
         attention_init: str. "auto": mimetic initialization of the attention kernels
@@ -127,6 +131,7 @@ class TrainConfig:
     model_overrides: dict = dataclasses.field(default_factory=dict)
     backbone: object = None
     stem: str = "auto"
+    tokenizer: str = "auto"
     pooling: str = "auto"
     attention_init: str = "auto"
     image_size: int | None = None
@@ -156,7 +161,7 @@ class TrainConfig:
 
 def build_model(config: TrainConfig, num_classes: int, image_size: int, drop_path_rate: float = 0.0, *,
                 architecture: dict | None = None, stem: bool = False, attention_init: str = "random",
-                pooling: str = "token"):
+                pooling: str = "token", tokenizer: str = "patches"):
     """Builds the ViT of `config` for `num_classes` and `image_size`, with scaling inside the model.
 
     Args:
@@ -172,6 +177,9 @@ def build_model(config: TrainConfig, num_classes: int, image_size: int, drop_pat
         attention_init: str. "mimetic" (`keras_vit.models.mimetic`, seeded by `config.seed`) or
             "random" (Keras' initializers) (`RunPlan.attention_init`). Defaults to "random".
         pooling: str. "token" or "gap" (`RunPlan.pooling`). Defaults to "token".
+        tokenizer: str. "patches" (the paper's patch embedding) or "shifted"
+            (`keras_vit.models.stems.shifted_patch_stem` of the patch size, the encoder reading its
+            cells as 1x1 patches) (`RunPlan.tokenizer`). Defaults to "patches".
 
     Example:
 
@@ -196,10 +204,16 @@ def build_model(config: TrainConfig, num_classes: int, image_size: int, drop_pat
     backbone = config.backbone
     if callable(backbone) and not isinstance(backbone, keras.layers.Layer):
         backbone = backbone()
-    if stem:
-        backbone = stems.conv_stem(channels=config.channels)
     _validation.check_choice("attention_init", attention_init, ("mimetic", "random"))
     _validation.check_choice("pooling", pooling, ("token", "gap"))
+    _validation.check_choice("tokenizer", tokenizer, ("patches", "shifted"))
+    if stem:
+        backbone = stems.conv_stem(channels=config.channels)
+    elif tokenizer == "shifted":
+        if config.variant is not None or backbone is not None:
+            raise ValueError("Invalid tokenizer='shifted' with a variant or backbone: only the default model is built with shifted patches.")
+        backbone = stems.shifted_patch_stem(arch["patch_size"], channels=config.channels)
+        arch["patch_size"] = 1
     model = ViT(
         config.variant,
         **arch,
@@ -308,9 +322,16 @@ def check_config(config, name=None):
     _validation.check_choice(name("stem"), config.stem, choices.STEMS)
     _validation.check_choice(name("attention_init"), config.attention_init, choices.ATTENTION_INITS)
     _validation.check_choice(name("pooling"), config.pooling, choices.TRAIN_POOLINGS)
-    if config.stem == "conv" and (config.backbone is not None or config.variant is not None):
-        other = "a backbone" if config.backbone is not None else f"{name('variant')}={config.variant!r}"
-        raise ValueError(f"Contradicting {name('stem')}='conv' and {other}: the conv stem goes with the default model.")
+    _validation.check_choice(name("tokenizer"), config.tokenizer, choices.TOKENIZERS)
+    for field, value, what in (("stem", "conv", "the conv stem"), ("tokenizer", "shifted", "shifted patches")):
+        if getattr(config, field) == value and (config.backbone is not None or config.variant is not None):
+            other = "a backbone" if config.backbone is not None else f"{name('variant')}={config.variant!r}"
+            raise ValueError(f"Contradicting {name(field)}={value!r} and {other}: only the default model is built with {what}.")
+    if config.stem == "conv" and config.tokenizer == "shifted":
+        raise ValueError(
+            f"Contradicting {name('stem')}='conv' and {name('tokenizer')}='shifted': the conv stem makes the tokens. "
+            f"Pass {name('stem')}='none' for shifted patches."
+        )
     for field in ("batch_size", "image_size", "max_train_examples", "max_test_examples"):
         if getattr(config, field) is not None:
             _validation.check_positive_int(name(field), getattr(config, field))
@@ -359,6 +380,7 @@ class RunPlan:
     stem: bool = False
     attention_init: str = "random"
     pooling: str = "token"
+    tokenizer: str = "patches"
     budget_reasons: tuple = ()
     run: RunDirectory | None = None
     state: dict | None = None
@@ -384,7 +406,7 @@ class RunPlan:
             "pooling": self.pooling, "image_size": self.image_size, "channels": config.channels, "scaling": config.scaling,
             "recipe": self.recipe.name, "learning_rate": self.peak_learning_rate, "weight_decay": self.recipe.weight_decay,
             "augment": self.augment_name, "epochs": self.epochs, "batch_size": self.batch_size, "precision": self.precision, "seed": config.seed,
-            "stem": self.stem, "attention_init": self.attention_init,
+            "stem": self.stem, "attention_init": self.attention_init, "tokenizer": self.tokenizer,
         }
 
     def settings(self, model, estimate) -> dict:
@@ -394,7 +416,8 @@ class RunPlan:
             "dataset": config.dataset, "variant": config.variant or "default",
             "image_size": self.image_size, "channels": config.channels, "recipe": self.recipe.name,
             "learning_rate": self.peak_learning_rate, "weight_decay": self.recipe.weight_decay, "augment": self.augment_name, "batch_size": self.batch_size,
-            "epochs": self.epochs, "stem": self.stem, "attention_init": self.attention_init, "pooling": self.pooling,
+            "epochs": self.epochs, "stem": self.stem, "tokenizer": self.tokenizer, "attention_init": self.attention_init,
+            "pooling": self.pooling,
             "precision": self.precision, "jit_compile": self.jit_compile, "backend": keras.backend.backend(),
             "strategy": config.strategy, "replicas": self.strategy.num_replicas_in_sync,
             "mesh": "x".join(map(str, self.strategy.mesh)) if isinstance(self.strategy, distribute.MeshStrategy) else None,
@@ -459,7 +482,7 @@ def resolve(config: TrainConfig) -> RunPlan:
         image_size_given=config.image_size is not None, epochs_given=config.epochs is not None,
         augment_given=config.augment is not None or config.recipe is not None,
         recipe_given=config.recipe is not None, data_channels=train_source.dataset.element_spec[0].shape[-1] or 3,
-        attention_init=config.attention_init, pooling=config.pooling,
+        attention_init=config.attention_init, pooling=config.pooling, tokenizer=config.tokenizer,
     )
     augment = choice.augment or augment
     if choice.learning_rate_scale != 1.0:
@@ -476,5 +499,5 @@ def resolve(config: TrainConfig) -> RunPlan:
         validation=validation_source, test=test_source, num_train=num_train, steps_per_epoch=num_train // batch_size,
         image_size=image_size, image_size_reason=image_size_reason, cache=cache,
         epochs=epochs, stem=choice.stem, attention_init=choice.attention_init, pooling=choice.pooling,
-        budget_reasons=choice.reasons,
+        tokenizer=choice.tokenizer, budget_reasons=choice.reasons,
     )

@@ -21,8 +21,13 @@ def header(plan, model, estimate) -> str:
     image_size, strategy = plan.image_size, plan.strategy
     blocks = [layer for layer in model.layers if layer.name.startswith("encoderblock_")]
     tokens = int(blocks[0].input.shape[1]) if blocks else None
+    tokenizer = ""
+    if plan.stem:
+        tokenizer = f" behind a conv stem ({_stem_text()})"
+    elif plan.tokenizer == "shifted":
+        tokenizer = " on shifted patches (each with its neighbours half a patch away, no convolution)"
     model_line = (
-        f"Model:    {config.variant or 'default ViT'}{' behind a conv stem (' + _stem_text() + ')' if plan.stem else ''} (patch {arch['patch_size']} ({plan.patch_reason}), width {arch['hidden_size']}, "
+        f"Model:    {config.variant or 'default ViT'}{tokenizer} (patch {arch['patch_size']} ({plan.patch_reason}), width {arch['hidden_size']}, "
         f"{arch['num_layers']} layers, {arch['num_heads']} heads, MLP {arch['mlp_dim']}), {tokens} tokens, "
         f"{model.count_params():,} parameters, pooling {plan.pooling}, attention init {plan.attention_init}"
     )

@@ -146,7 +146,7 @@ def _compiled_model(plan):
         model = build_model(
             plan.config, plan.train.num_classes, plan.image_size, recipe.drop_path_rate,
             architecture=plan.architecture, stem=plan.stem, attention_init=plan.attention_init,
-            pooling=plan.pooling,
+            pooling=plan.pooling, tokenizer=plan.tokenizer,
         )
         schedule = recipes.make_schedule(recipe, plan.batch_size, plan.steps_per_epoch, plan.epochs)
         model.compile(
