@@ -8,7 +8,7 @@ validates) at the end of the budget, with the epochs done and the steady images/
 | set-up | what it is |
 |---|---|
 | default | `keras-vit train --dataset D --budget-minutes N`: what the budget rules choose (`keras_vit.training.budget`) |
-| plain | the same with `--stem none`: the plain ViT (patch grid, no convolutions), with what the rules choose for it |
+| plain | the same with `--stem none`: the plain ViT (no convolutions; on shifted patches where the rules choose them), with what the rules choose for it |
 | anchor | `--recipe anchor --patch-size 4 --attention-init random --pooling token`: the keras.io ViT example's settings (patch 4, D 128, 6 blocks, AdamW 1e-3, constant rate, no augmentation) |
 
 The other set-ups are probes of single levers (RESULTS section 10), each with the fields it
@@ -32,6 +32,9 @@ from benchmarks.workers import ResultLog, run_worker
 # The plain ViT's initialization and pooling before the budget rules chose them (2026-11-25):
 # probes of other levers run before then keep them, so that a rerun measures what they did.
 BEFORE_PLAIN_RULES = {"attention_init": "random", "pooling": "token"}
+# The plain ViT on the paper's patches: the probes of it that ran before the rules gave it shifted
+# patches (2026-11-26) keep them. Probes with model_overrides keep them anyway (a model given).
+PATCHES_PLAIN = {"stem": "none", "tokenizer": "patches"}
 
 SETUPS = {
     "default": {},
@@ -41,20 +44,20 @@ SETUPS = {
     # The default's stem with 4 blocks instead of the rules' 2 (10 ms per image): a probe for its depth row.
     "stem4": {"stem": "conv", "model_overrides": {"num_layers": 4}},
     # The plain ViT with twice the optimizer steps (the recipe scales its learning rate to the batch).
-    "plain_b128": {**BEFORE_PLAIN_RULES, "stem": "none", "batch_size": 128},
+    "plain_b128": {**BEFORE_PLAIN_RULES, **PATCHES_PLAIN, "batch_size": 128},
     # The plain ViT without augmentation: does it under-fit in the 12 epochs a budget buys?
-    "plain_noaug": {**BEFORE_PLAIN_RULES, "stem": "none", "augment": "none"},
+    "plain_noaug": {**BEFORE_PLAIN_RULES, **PATCHES_PLAIN, "augment": "none"},
     # A finer grid at the default model's speed (7x7 patches of 4 px, width 64, 4 blocks): a probe
     # for the plain-ViT target, RESULTS section 10.
     "plain_p4_d64_4": {**BEFORE_PLAIN_RULES, "stem": "none", "model_overrides": {"patch_size": 4, "hidden_size": 64, "num_layers": 4,
                                                            "num_heads": 4, "mlp_dim": 128}},
     # Probes of the recipe and the head (RESULTS section 10). "recipe_changes" are
     # fields of the budget's recipe replaced for the run.
-    "plain_gap": {"attention_init": "random", "stem": "none", "pooling": "gap"},
-    "plain_lr2x": {**BEFORE_PLAIN_RULES, "stem": "none", "augment": "flip", "recipe_changes": {"learning_rate": 4e-3}},
+    "plain_gap": {"attention_init": "random", **PATCHES_PLAIN, "pooling": "gap"},
+    "plain_lr2x": {**BEFORE_PLAIN_RULES, **PATCHES_PLAIN, "augment": "flip", "recipe_changes": {"learning_rate": 4e-3}},
     # Against over-fitting (the plain ViT ends at 92% train / 88% validation accuracy): random erasing,
     # "augment_changes" being fields of the budget's augmentation preset replaced for the run.
-    "plain_gap_erase": {"attention_init": "random", "stem": "none", "pooling": "gap", "augment": "flip",
+    "plain_gap_erase": {"attention_init": "random", **PATCHES_PLAIN, "pooling": "gap", "augment": "flip",
                         "augment_changes": {"erasing_probability": 0.5}},
     "default_erase": {"augment": "flip", "augment_changes": {"erasing_probability": 0.5}},
     "default_gap": {"pooling": "gap"},
@@ -67,11 +70,11 @@ SETUPS = {
     # The 7x7 grid (patch 4) at the default model's cost per image: 50 tokens x 2 blocks ~ 17 x 6.
     "plain_p4_2": {**BEFORE_PLAIN_RULES, "stem": "none", "model_overrides": {"patch_size": 4, "num_layers": 2}},
     # The plain ViT at the rule's doubled rate (given by hand) with three times the weight decay, as default_wd.
-    "plain_wd": {**BEFORE_PLAIN_RULES, "stem": "none", "recipe_changes": {"learning_rate": 4e-3, "weight_decay": 0.15}},
+    "plain_wd": {**BEFORE_PLAIN_RULES, **PATCHES_PLAIN, "recipe_changes": {"learning_rate": 4e-3, "weight_decay": 0.15}},
     # "Better plain ViT baselines" (Beyer et al. 2022): fixed 2-D sin-cos position embeddings and
     # average pooling; "vit_changes" are arguments of `keras_vit.ViT` set for the run's model.
-    "plain_sincos_gap": {"attention_init": "random", "stem": "none", "pooling": "gap", "vit_changes": {"position_embedding": "sincos2d"}},
-    "plain_lr4x": {**BEFORE_PLAIN_RULES, "stem": "none", "recipe_changes": {"learning_rate": 8e-3}},
+    "plain_sincos_gap": {"attention_init": "random", **PATCHES_PLAIN, "pooling": "gap", "vit_changes": {"position_embedding": "sincos2d"}},
+    "plain_lr4x": {**BEFORE_PLAIN_RULES, **PATCHES_PLAIN, "recipe_changes": {"learning_rate": 8e-3}},
     # Fewer blocks, more passes: 4 instead of the default model's 6.
     "plain_4blocks": {**BEFORE_PLAIN_RULES, "stem": "none", "model_overrides": {"num_layers": 4}},
     # A stem that sees the full resolution: a stride-1 3x3 convolution (16 filters) before the
@@ -79,18 +82,18 @@ SETUPS = {
     "default_wd_stem4": {"recipe_changes": {"learning_rate": 4e-3, "weight_decay": 0.15},
                          "stem_changes": {"filters": (16, 32, 64, 128), "strides": (1, 2, 2, 2)}},
     # Mimetic initialization of the attention kernels (`keras_vit.models.mimetic`).
-    "plain_mimetic": {"pooling": "token", "stem": "none", "attention_init": "mimetic"},
-    "plain_mimetic_sincos": {"pooling": "token", "stem": "none", "attention_init": "mimetic",
+    "plain_mimetic": {"pooling": "token", **PATCHES_PLAIN, "attention_init": "mimetic"},
+    "plain_mimetic_sincos": {"pooling": "token", **PATCHES_PLAIN, "attention_init": "mimetic",
                              "vit_changes": {"position_embedding": "sincos2d"}},
     "default_mimetic": {"attention_init": "mimetic"},
-    "plain_mimetic_gap": {"stem": "none", "attention_init": "mimetic", "pooling": "gap"},
+    "plain_mimetic_gap": {**PATCHES_PLAIN, "attention_init": "mimetic", "pooling": "gap"},
     "plain_mimetic_4blocks": {"pooling": "token", "stem": "none", "attention_init": "mimetic", "model_overrides": {"num_layers": 4}},
     "default_wd_mimetic": {"attention_init": "mimetic",
                            "recipe_changes": {"learning_rate": 4e-3, "weight_decay": 0.15}},
     "cifar_wd": {"recipe_changes": {"learning_rate": 4e-3, "weight_decay": 0.15, "augment": "shift"}},
     # Probes of 2026-11-25, night, on top of the evening rules. The plain ViT at four times the
     # recipe's peak rate (the rule's two times, mimetic init steadies the early steps), and at 3 blocks.
-    "plain_lr4x_rules": {"stem": "none", "recipe_changes": {"learning_rate": 8e-3}},
+    "plain_lr4x_rules": {**PATCHES_PLAIN, "recipe_changes": {"learning_rate": 8e-3}},
     "plain_3blocks": {"stem": "none", "model_overrides": {"num_layers": 3}},
     # Against the stem model's over-fitting (97% train / 92% test): stochastic depth, more label smoothing.
     "default_droppath": {"recipe_changes": {"learning_rate": 4e-3, "weight_decay": 0.15, "drop_path_rate": 0.2}},
@@ -107,7 +110,17 @@ SETUPS = {
     # keras.optimizers.AdamW in the worker only. Through `train` the weights after fit stayed the raw
     # ones (RESULTS section 10), so these runs measured no average.
     "default_ema": {"ema_momentum": 0.999},
-    "plain_ema": {"stem": "none", "ema_momentum": 0.999},
+    "plain_ema": {**PATCHES_PLAIN, "ema_momentum": 0.999},
+    # Shifted-patch tokenization (Lee et al. 2021, "Vision Transformer for Small-Size Datasets"), given:
+    # each patch vector also holds the image moved half a patch along the four diagonals, normalized,
+    # then the linear embedding. Its first runs used a worker-only prototype of the same layers.
+    "plain_spt": {"stem": "none", "tokenizer": "shifted"},
+    # The plain ViT on the paper's patches under the other rules of the day: what shifted patches add.
+    "plain_patches": {"stem": "none", "tokenizer": "patches"},
+    # A deeper stem at little cost: one more 3x3 convolution at stride 1 on the 4x4 map (128 channels)
+    # or on the 8x8 map (64 channels), as the "early convolutions" stems stack them.
+    "default_stem_4x4": {"stem_changes": {"filters": (32, 64, 128, 128), "strides": (2, 2, 2, 1)}},
+    "default_stem_8x8": {"stem_changes": {"filters": (32, 64, 64, 128), "strides": (2, 2, 1, 2)}},
 }
 
 
@@ -178,7 +191,7 @@ def train_one(dataset, budget_seconds, setup, seed=0, max_train_examples=None, m
         "validation": result["data"]["validation"] or result["data"]["test"],
         "epochs_done": result["epochs_done"], "steps_done": result["steps_done"],
         "train_seconds": result["train_seconds"], "images_per_second": result["images_per_second"],
-        "params": settings["params"], "stem": settings["stem"], "recipe": settings["recipe"],
+        "params": settings["params"], "stem": settings["stem"], "tokenizer": settings["tokenizer"], "recipe": settings["recipe"],
         "learning_rate": settings["learning_rate"], "weight_decay": settings["weight_decay"], "attention_init": settings["attention_init"],
         "pooling": settings["pooling"], "augment": settings["augment"],
         "image_size": settings["image_size"], "batch_size": settings["batch_size"], "precision": settings["precision"],
@@ -239,7 +252,8 @@ def main(argv=None):
         if "error" in r:
             rows.append(f"| {r['setup']} | error: {r['error']} | | | | | |")
             continue
-        model = ("conv stem + ViT" if r["stem"] else "ViT") + f" at {r['image_size']} px"
+        model = ("conv stem + ViT" if r["stem"] else "ViT on shifted patches" if r.get("tokenizer") == "shifted"
+                 else "ViT") + f" at {r['image_size']} px"
         rows.append(
             f"| {r['setup']} | {100 * r['accuracy']:.2f}% | {r['epochs_done']} ({r['steps_done']} steps) | "
             f"{r['images_per_second']} | {r['params']:,} | {model} | {r['recipe']}, {r['augment']} |"
