@@ -35,6 +35,9 @@ BEFORE_PLAIN_RULES = {"attention_init": "random", "pooling": "token"}
 # The plain ViT on the paper's patches: the probes of it that ran before the rules gave it shifted
 # patches (2026-11-26) keep them. Probes with model_overrides keep them anyway (a model given).
 PATCHES_PLAIN = {"stem": "none", "tokenizer": "patches"}
+# The conv stem of three stride-2 convolutions: the stem model's probes from before its fourth
+# convolution (2026-11-26) keep it.
+THREE_CONV_STEM = {"stem_changes": {"filters": (32, 64, 128), "strides": (2, 2, 2)}}
 
 SETUPS = {
     "default": {},
@@ -42,7 +45,7 @@ SETUPS = {
     # The keras.io example's model and recipe: none of the budget's rules apply to it.
     "anchor": {"recipe": "anchor", "model_overrides": {"patch_size": 4}, **BEFORE_PLAIN_RULES},
     # The default's stem with 4 blocks instead of the rules' 2 (10 ms per image): a probe for its depth row.
-    "stem4": {"stem": "conv", "model_overrides": {"num_layers": 4}},
+    "stem4": {**THREE_CONV_STEM, "stem": "conv", "model_overrides": {"num_layers": 4}},
     # The plain ViT with twice the optimizer steps (the recipe scales its learning rate to the batch).
     "plain_b128": {**BEFORE_PLAIN_RULES, **PATCHES_PLAIN, "batch_size": 128},
     # The plain ViT without augmentation: does it under-fit in the 12 epochs a budget buys?
@@ -59,14 +62,14 @@ SETUPS = {
     # "augment_changes" being fields of the budget's augmentation preset replaced for the run.
     "plain_gap_erase": {"attention_init": "random", **PATCHES_PLAIN, "pooling": "gap", "augment": "flip",
                         "augment_changes": {"erasing_probability": 0.5}},
-    "default_erase": {"augment": "flip", "augment_changes": {"erasing_probability": 0.5}},
-    "default_gap": {"pooling": "gap"},
-    "default_lr2x": {"augment": "flip", "recipe_changes": {"learning_rate": 4e-3}},
+    "default_erase": {**THREE_CONV_STEM, "augment": "flip", "augment_changes": {"erasing_probability": 0.5}},
+    "default_gap": {**THREE_CONV_STEM, "pooling": "gap"},
+    "default_lr2x": {**THREE_CONV_STEM, "augment": "flip", "recipe_changes": {"learning_rate": 4e-3}},
     # Against the stem model's over-fitting (97% train / 92% test accuracy): three times the weight decay.
-    "default_wd": {"augment": "flip", "recipe_changes": {"learning_rate": 4e-3, "weight_decay": 0.15}},
+    "default_wd": {**THREE_CONV_STEM, "augment": "flip", "recipe_changes": {"learning_rate": 4e-3, "weight_decay": 0.15}},
     # 28 px images padded to the stem's 32 px instead of resized (no blur of 1-px textures);
     # "pad_to_size" swaps the pipeline's resize for a centred zero pad, in this worker only.
-    "default_pad": {"pad_to_size": True},
+    "default_pad": {**THREE_CONV_STEM, "pad_to_size": True},
     # The 7x7 grid (patch 4) at the default model's cost per image: 50 tokens x 2 blocks ~ 17 x 6.
     "plain_p4_2": {**BEFORE_PLAIN_RULES, "stem": "none", "model_overrides": {"patch_size": 4, "num_layers": 2}},
     # The plain ViT at the rule's doubled rate (given by hand) with three times the weight decay, as default_wd.
@@ -85,19 +88,19 @@ SETUPS = {
     "plain_mimetic": {"pooling": "token", **PATCHES_PLAIN, "attention_init": "mimetic"},
     "plain_mimetic_sincos": {"pooling": "token", **PATCHES_PLAIN, "attention_init": "mimetic",
                              "vit_changes": {"position_embedding": "sincos2d"}},
-    "default_mimetic": {"attention_init": "mimetic"},
+    "default_mimetic": {**THREE_CONV_STEM, "attention_init": "mimetic"},
     "plain_mimetic_gap": {**PATCHES_PLAIN, "attention_init": "mimetic", "pooling": "gap"},
     "plain_mimetic_4blocks": {"pooling": "token", "stem": "none", "attention_init": "mimetic", "model_overrides": {"num_layers": 4}},
-    "default_wd_mimetic": {"attention_init": "mimetic",
+    "default_wd_mimetic": {**THREE_CONV_STEM, "attention_init": "mimetic",
                            "recipe_changes": {"learning_rate": 4e-3, "weight_decay": 0.15}},
-    "cifar_wd": {"recipe_changes": {"learning_rate": 4e-3, "weight_decay": 0.15, "augment": "shift"}},
+    "cifar_wd": {**THREE_CONV_STEM, "recipe_changes": {"learning_rate": 4e-3, "weight_decay": 0.15, "augment": "shift"}},
     # Probes of 2026-11-25, night, on top of the evening rules. The plain ViT at four times the
     # recipe's peak rate (the rule's two times, mimetic init steadies the early steps), and at 3 blocks.
     "plain_lr4x_rules": {**PATCHES_PLAIN, "recipe_changes": {"learning_rate": 8e-3}},
     "plain_3blocks": {"stem": "none", "model_overrides": {"num_layers": 3}},
     # Against the stem model's over-fitting (97% train / 92% test): stochastic depth, more label smoothing.
-    "default_droppath": {"recipe_changes": {"learning_rate": 4e-3, "weight_decay": 0.15, "drop_path_rate": 0.2}},
-    "default_smooth": {"recipe_changes": {"learning_rate": 4e-3, "weight_decay": 0.15, "label_smoothing": 0.2}},
+    "default_droppath": {**THREE_CONV_STEM, "recipe_changes": {"learning_rate": 4e-3, "weight_decay": 0.15, "drop_path_rate": 0.2}},
+    "default_smooth": {**THREE_CONV_STEM, "recipe_changes": {"learning_rate": 4e-3, "weight_decay": 0.15, "label_smoothing": 0.2}},
     # The 7x7 grids of plain_p4_d64_4 and plain_p4_2 again, now under the plain ViT's rules (mimetic init,
     # mean pooling, peak rate x2): the paper's gains from mimetic init grow with the token count.
     "plain_p4_d64_4_rules": {"stem": "none", "model_overrides": {"patch_size": 4, "hidden_size": 64, "num_layers": 4,
@@ -105,11 +108,11 @@ SETUPS = {
     "plain_p4_2_rules": {"stem": "none", "model_overrides": {"patch_size": 4, "num_layers": 2}},
     # The rules with 8 heads of 16 dimensions instead of 4 of 32 (the same matmul sizes).
     "plain_heads8": {"stem": "none", "model_overrides": {"num_layers": 4, "num_heads": 8}},
-    "default_heads8": {"stem": "conv", "model_overrides": {"num_layers": 2, "num_heads": 8}},
+    "default_heads8": {**THREE_CONV_STEM, "stem": "conv", "model_overrides": {"num_layers": 2, "num_heads": 8}},
     # An exponential moving average of the weights (Keras' optimizer `use_ema`); "ema_momentum" patches
     # keras.optimizers.AdamW in the worker only. Through `train` the weights after fit stayed the raw
     # ones (RESULTS section 10), so these runs measured no average.
-    "default_ema": {"ema_momentum": 0.999},
+    "default_ema": {**THREE_CONV_STEM, "ema_momentum": 0.999},
     "plain_ema": {**PATCHES_PLAIN, "ema_momentum": 0.999},
     # Shifted-patch tokenization (Lee et al. 2021, "Vision Transformer for Small-Size Datasets"), given:
     # each patch vector also holds the image moved half a patch along the four diagonals, normalized,

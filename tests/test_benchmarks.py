@@ -148,7 +148,8 @@ def test_budget_probes_reach_their_workers_runs(tmp_path):
     assert (pad["stem"], pad["image_size"]) == (True, 32)
     # fixed sin-cos position embeddings: no learned embedding of 16 patches + the class token, width 128
     assert (sincos["pooling"], lr2x["params"] - sincos["params"]) == ("gap", 17 * 128)
-    extra = stems.conv_stem((16, 32, 64, 128), (1, 2, 2, 2)).count_params() - stems.conv_stem().count_params()
+    three = stems.conv_stem((32, 64, 128), (2, 2, 2)).count_params()  # the stem the probes of its time ran
+    extra = stems.conv_stem((16, 32, 64, 128), (1, 2, 2, 2)).count_params() - three
     assert stem4["params"] - pad["params"] == extra  # the probe's stem, with its full-resolution convolution
     assert len(lr2x["curve"]) == 1 and len(lr2x["curve"][0]) == 3  # seconds, validation, training accuracy
     assert list(tmp_path.glob("budget-*.png"))

@@ -269,7 +269,7 @@ def test_a_budgeted_cli_run_trains_the_stem_model_and_exports_it(tmp_path, capsy
     ])
     out = capsys.readouterr().out
     assert code == 0, out
-    assert "behind a conv stem (3x3 convolutions of 32, 64, 128 channels, stride 8)" in out
+    assert "behind a conv stem (3x3 convolutions of 32, 64, 128, 128 channels, stride 8)" in out
     assert "Budget:   0.3 min for 256 training images" in out and "images resized 28 -> 32 px" in out
     assert "epochs until the budget is spent" in out
     # 70 ms per image: the recipe's 2e-3 x 64 / 512 and its weight decay (the rules' bands end at 25 ms)
@@ -330,8 +330,8 @@ def _folder(root, classes, per_class, size):
 
 
 @pytest.mark.parametrize("size, model", [
-    (32, "behind a conv stem (3x3 convolutions of 32, 64, 128 channels, stride 8) (patch 1 (cells of the conv stem's 4x4 map: a 4x4 grid)"),
-    (48, "behind a conv stem (3x3 convolutions of 32, 64, 128 channels, stride 8) (patch 1 (cells of the conv stem's 6x6 map: a 6x6 grid)"),
+    (32, "behind a conv stem (3x3 convolutions of 32, 64, 128, 128 channels, stride 8) (patch 1 (cells of the conv stem's 4x4 map: a 4x4 grid)"),
+    (48, "behind a conv stem (3x3 convolutions of 32, 64, 128, 128 channels, stride 8) (patch 1 (cells of the conv stem's 6x6 map: a 6x6 grid)"),
     (96, "default ViT (patch 24 (chosen for 96 px images: a 4x4 grid of patches"),
 ])
 def test_a_folder_of_any_square_size_trains_with_only_a_budget(size, model, tmp_path, capsys):
