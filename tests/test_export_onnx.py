@@ -99,3 +99,19 @@ def test_refuses_what_onnxruntime_cannot_run(tmp_path):
     with pytest.raises(ValueError, match="dynamic height or width"):
         export.onnx(dynamic, str(tmp_path / "m.onnx"))
     assert os.listdir(tmp_path) == []
+
+
+def test_shifted_patch_model_exports_to_onnx(tmp_path, capsys):
+    """The plain ViT on shifted patches (`--tokenizer shifted`): onnxruntime gives Keras' outputs."""
+    from keras_vit.models import stems
+
+    keras.utils.set_random_seed(0)
+    model = keras_vit.ViT(backbone=stems.shifted_patch_stem(7, channels=3), patch_size=1, hidden_size=32, num_layers=1,
+                          num_heads=2, mlp_dim=64, input_shape=(28, 28, 3), num_classes=len(NAMES), preprocessing="unit")
+    keras_path, target = str(tmp_path / "m.keras"), str(tmp_path / "m.onnx")
+    model.save(keras_path)
+    assert cli.main(["export", keras_path, "--onnx", target]) == 0, capsys.readouterr().err
+    images = np.random.default_rng(1).uniform(0, 255, (2, 28, 28, 3)).astype("float32")
+    session = _session(target)
+    got = session.run(None, {session.get_inputs()[0].name: images})[0]
+    np.testing.assert_allclose(got, keras.ops.convert_to_numpy(model(images)), atol=1e-5)
