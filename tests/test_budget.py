@@ -191,6 +191,8 @@ def test_the_plan_builds_shifted_patches_and_records_them():
         _plan(stem="conv", tokenizer="shifted")
     with pytest.raises(ValueError, match="tokenizer='shifted' and variant='tiny'"):
         _plan(tokenizer="shifted", variant="tiny")
+    with pytest.raises(ValueError, match="stem=True and tokenizer='shifted'"):  # build_model's own callers too
+        plan.build_model(chosen.config, 10, 32, architecture=chosen.architecture, stem=True, tokenizer="shifted")
 
 
 def test_the_plan_builds_the_chosen_attention_init_and_records_it():

@@ -207,6 +207,8 @@ def build_model(config: TrainConfig, num_classes: int, image_size: int, drop_pat
     _validation.check_choice("attention_init", attention_init, ("mimetic", "random"))
     _validation.check_choice("pooling", pooling, ("token", "gap"))
     _validation.check_choice("tokenizer", tokenizer, ("patches", "shifted"))
+    if stem and tokenizer == "shifted":
+        raise ValueError("Contradicting stem=True and tokenizer='shifted': the conv stem makes the tokens.")
     if stem:
         backbone = stems.conv_stem(channels=config.channels)
     elif tokenizer == "shifted":
