@@ -49,11 +49,9 @@ class ShiftedPatches(keras.layers.Layer):
 
     def call(self, images):
         p, s = self.patch_size, self.patch_size // 2
-        views = [images]
-        for rows, cols in SHIFTS:
-            # Moving the content down by s pads s zero rows on top and drops the last s rows.
-            padded = ops.pad(images, ((0, 0), _pad(rows, s), _pad(cols, s), (0, 0)))
-            views.append(padded[:, _crop(rows, s), _crop(cols, s), :])
+        # One zero border of s pixels serves all four views: each is a window of the image's size.
+        padded = ops.pad(images, ((0, 0), (s, s), (s, s), (0, 0)))
+        views = [images] + [padded[:, _window(rows, s), _window(cols, s), :] for rows, cols in SHIFTS]
         x = ops.concatenate(views, axis=-1)
         shape = ops.shape(images)
         grid_rows, grid_cols, depth = shape[1] // p, shape[2] // p, 5 * shape[3]
@@ -76,12 +74,7 @@ class ShiftedPatches(keras.layers.Layer):
         return {**super().get_config(), "patch_size": self.patch_size}
 
 
-def _pad(sign, s):
-    """Zero rows (or columns) before and after the axis for a shift of the content by sign * s."""
-    return (s, 0) if sign > 0 else (0, s)
-
-
-def _crop(sign, s):
-    """The part of the padded axis that keeps the image's size after `_pad`."""
-    return slice(None, -s) if sign > 0 else slice(s, None)
+def _window(sign, s):
+    """The image-sized part of an axis padded by s on both sides that moves its content by sign * s."""
+    return slice(None, -2 * s) if sign > 0 else slice(2 * s, None)
 

@@ -229,9 +229,9 @@ def choose(budget_seconds, num_train: int, image_size: int, *, stem: str = "auto
     if budget_seconds is not None:
         ms = milliseconds_per_image(budget_seconds, num_train)
         reasons.append(f"{budget_seconds / 60:g} min for {num_train:,} training images: {ms:.3g} ms per image")
+    small_images = image_size <= STEM_MAX_IMAGE_SIZE
     if stem == "auto":
-        use_stem = (ms is not None and not model_given and image_size <= STEM_MAX_IMAGE_SIZE
-                    and tokenizer != "shifted")
+        use_stem = ms is not None and not model_given and small_images and tokenizer != "shifted"
         if ms is not None and not model_given:
             reasons.append(
                 f"conv stem + ViT: images of {image_size} px <= {STEM_MAX_IMAGE_SIZE}" if use_stem
@@ -275,8 +275,7 @@ def choose(budget_seconds, num_train: int, image_size: int, *, stem: str = "auto
     model = "stem" if use_stem else "plain"
     if tokenizer == "auto":
         tokenizer = "patches"
-        if (ms is not None and not use_stem and not model_given and image_size <= STEM_MAX_IMAGE_SIZE
-                and shifted_patches(ms)):
+        if ms is not None and not use_stem and not model_given and small_images and shifted_patches(ms):
             tokenizer = "shifted"
             reasons.append(f"shifted patches (Lee et al. 2021) for the plain ViT at {ms:.3g} ms per image")
     if attention_init == "auto":
