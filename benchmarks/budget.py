@@ -122,6 +122,7 @@ SETUPS = {
     "plain_patches": {"stem": "none", "tokenizer": "patches"},
     # Grey images fed as one channel instead of three: shifted patch vectors of 245 values, not 735.
     "plain_grey": {"stem": "none", "channels": 1},
+    "default_grey": {"channels": 1},
     # A deeper stem at little cost: one more 3x3 convolution at stride 1 on the 4x4 map (128 channels)
     # or on the 8x8 map (64 channels), as the "early convolutions" stems stack them.
     "default_stem_4x4": {"stem_changes": {"filters": (32, 64, 128, 128), "strides": (2, 2, 2, 1)}},
