@@ -76,7 +76,9 @@ class TrainConfig:
         image_size: int or None. Defaults to the images' own size when they all share one
             square size (with the default model; a folder whose images differ needs it),
             else the variant's.
-        channels: int. Model input channels. Defaults to 3.
+        channels: int or None. Model input channels, 1 or 3; None for the images' own as read
+            (1 for grey data such as Fashion-MNIST, 3 for colour and for folders, which decode
+            to RGB), or 3 with a backbone given. Defaults to None.
         scaling: str. Pixel scaling put in the model (`configs.SCALINGS`). Defaults to "unit".
         recipe: str or None. A `recipes.RECIPES` name; None for "compact". Defaults to None.
         augment: str or None. Augmentation preset; None for the recipe's, or with a budget and
@@ -135,7 +137,7 @@ class TrainConfig:
     pooling: str = "auto"
     attention_init: str = "auto"
     image_size: int | None = None
-    channels: int = 3
+    channels: int | None = None
     scaling: str = "unit"
     recipe: str | None = None
     augment: str | None = None
@@ -161,12 +163,12 @@ class TrainConfig:
 
 def build_model(config: TrainConfig, num_classes: int, image_size: int, drop_path_rate: float = 0.0, *,
                 architecture: dict | None = None, stem: bool = False, attention_init: str = "random",
-                pooling: str = "token", tokenizer: str = "patches"):
+                pooling: str = "token", tokenizer: str = "patches", channels: int | None = None):
     """Builds the ViT of `config` for `num_classes` and `image_size`, with scaling inside the model.
 
     Args:
         config: `TrainConfig`. Its variant (or `DEFAULT_MODEL`), model_overrides, backbone,
-            channels and scaling.
+            channels (unless `channels` is given) and scaling.
         num_classes: int. Width of the head.
         image_size: int. Input height and width.
         drop_path_rate: float. Stochastic depth of the last block. Defaults to 0.
@@ -180,6 +182,8 @@ def build_model(config: TrainConfig, num_classes: int, image_size: int, drop_pat
         tokenizer: str. "patches" (the paper's patch embedding) or "shifted"
             (`keras_vit.models.stems.shifted_patch_stem` of the patch size, the encoder reading its
             cells as 1x1 patches) (`RunPlan.tokenizer`). Defaults to "patches".
+        channels: int or None. Input channels (`RunPlan.channels`); None for `config.channels`,
+            which must then be set. Defaults to None.
 
     Example:
 
@@ -207,20 +211,25 @@ def build_model(config: TrainConfig, num_classes: int, image_size: int, drop_pat
     _validation.check_choice("attention_init", attention_init, ("mimetic", "random"))
     _validation.check_choice("pooling", pooling, ("token", "gap"))
     _validation.check_choice("tokenizer", tokenizer, ("patches", "shifted"))
+    channels = config.channels if channels is None else channels
+    if channels is None:
+        raise ValueError("Missing channels: pass channels=1 or 3 (or set TrainConfig.channels); "
+                         "`resolve` chooses them from the data (RunPlan.channels).")
+    _validation.check_choice("channels", channels, (1, 3))
     if stem and tokenizer == "shifted":
         raise ValueError("Contradicting stem=True and tokenizer='shifted': the conv stem makes the tokens.")
     if stem:
-        backbone = stems.conv_stem(channels=config.channels)
+        backbone = stems.conv_stem(channels=channels)
     elif tokenizer == "shifted":
         if config.variant is not None or backbone is not None:
             raise ValueError("Invalid tokenizer='shifted' with a variant or backbone: only the default model is built with shifted patches.")
-        backbone = stems.shifted_patch_stem(arch["patch_size"], channels=config.channels)
+        backbone = stems.shifted_patch_stem(arch["patch_size"], channels=channels)
         arch["patch_size"] = 1
     model = ViT(
         config.variant,
         **arch,
         backbone=backbone,
-        input_shape=(image_size, image_size, config.channels),
+        input_shape=(image_size, image_size, channels),
         num_classes=num_classes,
         pooling=pooling,
         preprocessing=config.scaling,
@@ -255,6 +264,38 @@ def _resolve_image_size(config, source):
             "(--image-size N) to choose the model's input side."
         )
     return int(size[0]), f"the images' own ({size[0]}x{size[1]})"
+
+
+def resolve_channels(channels: int | None, data_channels: int, backbone_given: bool = False) -> tuple[int, str]:
+    """The model's input channels and why, for the header: the images' own unless given.
+
+    Grey images repeated to three channels carry nothing more and cost a first layer three
+    times as wide (RESULTS.md section 10: the plain ViT on shifted patches, 245 values per
+    patch instead of 735, trained more epochs in the same budget).
+
+    Args:
+        channels: int or None. The caller's choice (`TrainConfig.channels`); None to choose.
+        data_channels: int. Channels of the training images as read (1 or 3).
+        backbone_given: bool. A backbone was given: it takes 3 channels unless `channels` says
+            otherwise. Defaults to False.
+
+    Returns:
+        (channels, reason).
+
+    Example:
+
+    >>> resolve_channels(None, 1), resolve_channels(None, 3)
+    ((1, 'grey, as read'), (3, 'colour, as read'))
+    >>> resolve_channels(3, 1)
+    (3, 'given')
+    """
+    if channels is not None:
+        _validation.check_choice("channels", channels, (1, 3))
+        return channels, "given"
+    _validation.check_choice("data_channels", data_channels, (1, 3))
+    if backbone_given:
+        return 3, "a backbone given: pass channels (--channels) for other than 3"
+    return data_channels, ("grey" if data_channels == 1 else "colour") + ", as read"
 
 
 def default_patch_size(image_size: int) -> tuple[int, str]:
@@ -325,6 +366,8 @@ def check_config(config, name=None):
     _validation.check_choice(name("attention_init"), config.attention_init, choices.ATTENTION_INITS)
     _validation.check_choice(name("pooling"), config.pooling, choices.TRAIN_POOLINGS)
     _validation.check_choice(name("tokenizer"), config.tokenizer, choices.TOKENIZERS)
+    if config.channels is not None:
+        _validation.check_choice(name("channels"), config.channels, (1, 3))
     for field, value, what in (("stem", "conv", "the conv stem"), ("tokenizer", "shifted", "shifted patches")):
         if getattr(config, field) == value and (config.backbone is not None or config.variant is not None):
             other = "a backbone" if config.backbone is not None else f"{name('variant')}={config.variant!r}"
@@ -357,7 +400,8 @@ class RunPlan:
     policy name), `jit_compile` (bool), `batch_size` (global), `augment` (preset name or
     config), `architecture` (the model's core fields), `train`, `validation` and `test` (data
     `Source`s; the last two may be None), `num_train`, `steps_per_epoch`, `image_size`,
-    `image_size_reason`, `cache`; after `attach_run_dir`: `run` (`RunDirectory` or None),
+    `image_size_reason`, `channels` and `channels_reason` (the model's input channels and why),
+    `cache`; after `attach_run_dir`: `run` (`RunDirectory` or None),
     `state` (the backup pointer resumed from, or None) and `finished` (training had ended).
     """
 
@@ -383,6 +427,8 @@ class RunPlan:
     attention_init: str = "random"
     pooling: str = "token"
     tokenizer: str = "patches"
+    channels: int = 3
+    channels_reason: str = "given"
     budget_reasons: tuple = ()
     run: RunDirectory | None = None
     state: dict | None = None
@@ -405,7 +451,7 @@ class RunPlan:
             "num_train_examples": self.num_train,
             "num_classes": self.train.num_classes, "variant": config.variant or "default", **self.architecture,
             "backbone": None if backbone is None else getattr(backbone, "name", None) or getattr(backbone, "__name__", type(backbone).__name__),
-            "pooling": self.pooling, "image_size": self.image_size, "channels": config.channels, "scaling": config.scaling,
+            "pooling": self.pooling, "image_size": self.image_size, "channels": self.channels, "scaling": config.scaling,
             "recipe": self.recipe.name, "learning_rate": self.peak_learning_rate, "weight_decay": self.recipe.weight_decay,
             "augment": self.augment_name, "epochs": self.epochs, "batch_size": self.batch_size, "precision": self.precision, "seed": config.seed,
             "stem": self.stem, "attention_init": self.attention_init, "tokenizer": self.tokenizer,
@@ -416,7 +462,7 @@ class RunPlan:
         config = self.config
         return {
             "dataset": config.dataset, "variant": config.variant or "default",
-            "image_size": self.image_size, "channels": config.channels, "recipe": self.recipe.name,
+            "image_size": self.image_size, "channels": self.channels, "recipe": self.recipe.name,
             "learning_rate": self.peak_learning_rate, "weight_decay": self.recipe.weight_decay, "augment": self.augment_name, "batch_size": self.batch_size,
             "epochs": self.epochs, "stem": self.stem, "tokenizer": self.tokenizer, "attention_init": self.attention_init,
             "pooling": self.pooling,
@@ -477,13 +523,15 @@ def resolve(config: TrainConfig) -> RunPlan:
     if validation_source is not None:
         validation_source = validation_source.take(config.max_test_examples)
     cache = config.cache if config.cache is not None else train_source.keys is None and num_train <= 200_000
+    data_channels = train_source.dataset.element_spec[0].shape[-1] or 3
+    channels, channels_reason = resolve_channels(config.channels, data_channels, config.backbone is not None)
     model_given = (config.variant is not None or config.backbone is not None
                    or any(v is not None for v in config.model_overrides.values()))
     choice = budget.choose(
         config.budget_seconds, num_train, image_size, stem=config.stem, model_given=model_given,
         image_size_given=config.image_size is not None, epochs_given=config.epochs is not None,
         augment_given=config.augment is not None or config.recipe is not None,
-        recipe_given=config.recipe is not None, data_channels=train_source.dataset.element_spec[0].shape[-1] or 3,
+        recipe_given=config.recipe is not None, data_channels=data_channels,
         attention_init=config.attention_init, pooling=config.pooling, tokenizer=config.tokenizer,
     )
     augment = choice.augment or augment
@@ -501,5 +549,5 @@ def resolve(config: TrainConfig) -> RunPlan:
         validation=validation_source, test=test_source, num_train=num_train, steps_per_epoch=num_train // batch_size,
         image_size=image_size, image_size_reason=image_size_reason, cache=cache,
         epochs=epochs, stem=choice.stem, attention_init=choice.attention_init, pooling=choice.pooling,
-        tokenizer=choice.tokenizer, budget_reasons=choice.reasons,
+        tokenizer=choice.tokenizer, channels=channels, channels_reason=channels_reason, budget_reasons=choice.reasons,
     )

@@ -39,7 +39,7 @@ def header(plan, model, estimate) -> str:
     lines = [
         model_line,
         f"Data:     {config.dataset}: train {_count(train_source)}({config.train_split}), {test}; {train_source.num_classes} classes; "
-        f"images {image_size}x{image_size}x{config.channels} ({plan.image_size_reason}){validation}",
+        f"images {image_size}x{image_size}x{plan.channels} ({plan.image_size_reason}; {plan.channels_reason}){validation}",
         f"Training: recipe {plan.recipe.name} (peak learning rate {plan.peak_learning_rate:g}, weight decay {plan.recipe.weight_decay:g}), augment {plan.augment if isinstance(plan.augment, str) else 'custom'}, {_epochs_text(plan)} x "
         f"{plan.steps_per_epoch} steps at batch {plan.batch_size}, precision {plan.precision}, {compilation(plan.jit_compile)}, "
         f"strategy {config.strategy} ({strategy.num_replicas_in_sync} replica{'s' if strategy.num_replicas_in_sync > 1 else ''})"

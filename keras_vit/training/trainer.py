@@ -134,7 +134,7 @@ def _pipeline(plan, source, training=False, whole=False):
     if whole and distribute.whole_batches_only(plan.strategy):
         extra["drop_remainder"] = True
     return make_pipeline(
-        source, image_size=plan.image_size, channels=plan.config.channels, scaling=None, batch_size=plan.batch_size,
+        source, image_size=plan.image_size, channels=plan.channels, scaling=None, batch_size=plan.batch_size,
         **extra,
     )
 
@@ -146,7 +146,7 @@ def _compiled_model(plan):
         model = build_model(
             plan.config, plan.train.num_classes, plan.image_size, recipe.drop_path_rate,
             architecture=plan.architecture, stem=plan.stem, attention_init=plan.attention_init,
-            pooling=plan.pooling, tokenizer=plan.tokenizer,
+            pooling=plan.pooling, tokenizer=plan.tokenizer, channels=plan.channels,
         )
         schedule = recipes.make_schedule(recipe, plan.batch_size, plan.steps_per_epoch, plan.epochs)
         model.compile(
@@ -224,6 +224,7 @@ def _results(plan, model, estimate, history, steps_before, process_seconds, back
             "validation": plan.validation.description if plan.validation is not None else None,
             "test": plan.test.description if plan.test is not None else None,
             "image_size": plan.image_size_reason,
+            "channels": plan.channels_reason,
         },
         "validation_accuracy": _last(history, "val_accuracy"),
         "skipped_files": list(plan.train.corrupt_files()),
