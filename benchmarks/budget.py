@@ -9,7 +9,7 @@ validates) at the end of the budget, with the epochs done and the steady images/
 |---|---|
 | default | `keras-vit train --dataset D --budget-minutes N`: what the budget rules choose (`keras_vit.training.budget`) |
 | plain | the same with `--stem none`: the plain ViT (no convolutions; on shifted patches where the rules choose them), with what the rules choose for it |
-| anchor | `--recipe anchor --patch-size 4 --attention-init random --pooling token`: the keras.io ViT example's settings (patch 4, D 128, 6 blocks, AdamW 1e-3, constant rate, no augmentation) |
+| anchor | `--recipe anchor --patch-size 4 --attention-init random --pooling token --channels 3`: the keras.io ViT example's settings (patch 4, D 128, 6 blocks, AdamW 1e-3, constant rate, no augmentation, colour input) |
 
 The other set-ups are probes of single levers (RESULTS section 10), each with the fields it
 changes; those of the plain ViT run before its rules pin the settings of the day.
@@ -38,6 +38,9 @@ PATCHES_PLAIN = {"stem": "none", "tokenizer": "patches"}
 # The conv stem of three stride-2 convolutions: the stem model's probes from before its fourth
 # convolution (2026-11-26) keep it.
 THREE_CONV_STEM = {"stem_changes": {"filters": (32, 64, 128), "strides": (2, 2, 2)}}
+# The set-ups that take the model's channels from the data (grey Fashion-MNIST as one channel, the
+# rule of 2026-11-26); every other set-up, the anchor included, ran and reruns with 3 channels.
+CHANNELS_AS_READ = ("default", "plain")
 
 SETUPS = {
     "default": {},
@@ -151,6 +154,8 @@ def train_one(dataset, budget_seconds, setup, seed=0, max_train_examples=None, m
 
     curve = Curve()
     fields = dict(SETUPS[setup])
+    if setup not in CHANNELS_AS_READ:
+        fields.setdefault("channels", 3)
     recipe_changes = fields.pop("recipe_changes", None)
     augment_changes = fields.pop("augment_changes", None)
     vit_changes = fields.pop("vit_changes", None)
@@ -200,7 +205,7 @@ def train_one(dataset, budget_seconds, setup, seed=0, max_train_examples=None, m
         "params": settings["params"], "stem": settings["stem"], "tokenizer": settings["tokenizer"], "recipe": settings["recipe"],
         "learning_rate": settings["learning_rate"], "weight_decay": settings["weight_decay"], "attention_init": settings["attention_init"],
         "pooling": settings["pooling"], "augment": settings["augment"],
-        "image_size": settings["image_size"], "batch_size": settings["batch_size"], "precision": settings["precision"],
+        "image_size": settings["image_size"], "channels": settings["channels"], "batch_size": settings["batch_size"], "precision": settings["precision"],
         "jit_compile": settings["jit_compile"], "curve": curve.points,
     }
 
@@ -259,7 +264,7 @@ def main(argv=None):
             rows.append(f"| {r['setup']} | error: {r['error']} | | | | | |")
             continue
         model = ("conv stem + ViT" if r["stem"] else "ViT on shifted patches" if r.get("tokenizer") == "shifted"
-                 else "ViT") + f" at {r['image_size']} px"
+                 else "ViT") + f" at {r['image_size']} px" + (f" x{r['channels']}" if "channels" in r else "")
         rows.append(
             f"| {r['setup']} | {100 * r['accuracy']:.2f}% | {r['epochs_done']} ({r['steps_done']} steps) | "
             f"{r['images_per_second']} | {r['params']:,} | {model} | {r['recipe']}, {r['augment']} |"

@@ -134,14 +134,16 @@ def test_budget_probes_reach_their_workers_runs(tmp_path):
     from keras_vit.models import stems
 
     module = _benchmark("budget")
-    setups = ["plain_lr2x", "default_pad", "plain_sincos_gap", "default_wd_stem4"]
+    setups = ["plain_lr2x", "default_pad", "plain_sincos_gap", "default_wd_stem4", "plain"]
     assert module.main(["--dataset", "sample", "--budget-minutes", "0.3", "--max-train-examples", "256",
                         "--max-test-examples", "64", "--epochs", "1", "--setups", ",".join(setups),
                         "--out", str(tmp_path)]) == 0
     (lines,) = tmp_path.glob("budget-*.jsonl")
     _, *results = [json.loads(line) for line in lines.read_text().splitlines()]
     assert not [r for r in results if "error" in r], results
-    lr2x, pad, sincos, stem4 = results
+    lr2x, pad, sincos, stem4, plain = results
+    # the sample's grey images: one channel under the rule of the day, three in the probes from before it
+    assert (plain["channels"], lr2x["channels"], pad["channels"]) == (1, 3, 3)
     assert (lr2x["recipe"], lr2x["stem"], lr2x["augment"]) == ("plain_lr2x", False, "flip")
     assert lr2x["learning_rate"] == pytest.approx(4e-3 * 256 / 512)  # the probe's rate, not the rule's x2 of it
     assert (lr2x["attention_init"], lr2x["pooling"]) == ("random", "token")  # as before the plain ViT's rules
