@@ -35,7 +35,7 @@ def test_train_writes_the_model_and_names_the_backend(tmp_path, capsys):
     assert (result["steps_done"], result["num_test_examples"], result["settings"]["backend"]) == (2, 16, backend)
 
     loaded = keras.saving.load_model(str(tmp_path / "out" / "vit.keras"))
-    images = np.random.default_rng(0).uniform(0, 255, (2, 28, 28, 3)).astype("float32")
+    images = np.random.default_rng(0).uniform(0, 255, (2, 28, 28, 1)).astype("float32")  # the sample is grey
     np.testing.assert_allclose(
         keras.ops.convert_to_numpy(loaded(images)), keras.ops.convert_to_numpy(result["model"](images)), atol=1e-5
     )

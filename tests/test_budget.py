@@ -181,9 +181,10 @@ def test_the_plan_builds_shifted_patches_and_records_them():
     assert chosen.tokenizer == chosen.fingerprint()["tokenizer"] == "shifted"  # a backup of other tokens is not resumed
     assert chosen.architecture["patch_size"] == 7  # pixels of a patch; the encoder reads the stem's cells
     model = plan.build_model(chosen.config, 10, chosen.image_size, architecture=chosen.architecture,
-                             tokenizer=chosen.tokenizer)
+                             tokenizer=chosen.tokenizer, channels=chosen.channels)
     assert model.vit_config["patch_size"] == 1 and model.vit_config["backbone"] == "shifted_patches"
-    assert model.get_layer("embedding").kernel.shape[-2:] == (7 * 7 * 5 * 3, 128)
+    assert chosen.channels == 1  # the sample's grey images, as read
+    assert model.get_layer("embedding").kernel.shape[-2:] == (7 * 7 * 5 * 1, 128)
     assert _plan(stem="none").tokenizer == "patches"
     with pytest.raises(ValueError, match="tokenizer='words'"):
         _plan(tokenizer="words")
@@ -192,7 +193,7 @@ def test_the_plan_builds_shifted_patches_and_records_them():
     with pytest.raises(ValueError, match="tokenizer='shifted' and variant='tiny'"):
         _plan(tokenizer="shifted", variant="tiny")
     with pytest.raises(ValueError, match="stem=True and tokenizer='shifted'"):  # build_model's own callers too
-        plan.build_model(chosen.config, 10, 32, architecture=chosen.architecture, stem=True, tokenizer="shifted")
+        plan.build_model(chosen.config, 10, 32, architecture=chosen.architecture, stem=True, tokenizer="shifted", channels=1)
 
 
 def test_the_plan_builds_the_chosen_attention_init_and_records_it():
@@ -201,7 +202,7 @@ def test_the_plan_builds_the_chosen_attention_init_and_records_it():
     assert chosen.fingerprint()["attention_init"] == "mimetic"  # a backup of another init is not resumed
     assert chosen.pooling == chosen.fingerprint()["pooling"] == budget.BUDGET_POOLING["plain"]
     model = plan.build_model(chosen.config, 10, chosen.image_size, architecture=chosen.architecture,
-                             attention_init=chosen.attention_init, pooling=chosen.pooling)
+                             attention_init=chosen.attention_init, pooling=chosen.pooling, channels=chosen.channels)
     assert model.vit_config["pooling"] == chosen.pooling
     attention = [layer.attention for layer in model.layers if hasattr(layer, "attention")][0]
     import keras
@@ -216,7 +217,41 @@ def test_the_plan_builds_the_chosen_attention_init_and_records_it():
             _plan(**{field: "xavier"})
     # build_model takes the plan's resolved pooling: "auto" is the plan's to resolve, not the builder's
     with pytest.raises(ValueError, match="pooling='auto'"):
-        plan.build_model(chosen.config, 10, chosen.image_size, architecture=chosen.architecture, pooling="auto")
+        plan.build_model(chosen.config, 10, chosen.image_size, architecture=chosen.architecture, pooling="auto", channels=1)
+
+
+@pytest.mark.parametrize("given, data_channels, backbone_given, channels, reason", [
+    (None, 1, False, 1, "grey, as read"),  # grey data: one channel, not the same grey three times
+    (None, 3, False, 3, "colour, as read"),
+    (None, 1, True, 3, "a backbone given: pass channels (--channels) for other than 3"),
+    (3, 1, False, 3, "given"),  # explicit wins
+    (1, 3, False, 1, "given"),  # colour read as grey
+])
+def test_the_model_takes_the_images_channels_unless_given(given, data_channels, backbone_given, channels, reason):
+    assert plan.resolve_channels(given, data_channels, backbone_given) == (channels, reason)
+
+
+@pytest.mark.parametrize("arguments, match", [
+    ((2, 1), "channels=2"), ((None, 4), "data_channels=4"), (("3", 1), "channels='3'"),
+])
+def test_bad_channels_are_refused_by_name(arguments, match):
+    with pytest.raises(ValueError, match=match):
+        plan.resolve_channels(*arguments)
+
+
+def test_the_plan_feeds_grey_data_as_one_channel_and_records_it():
+    chosen = _plan(budget_seconds=2.56, stem="none")  # the sample: grey 28 px images
+    assert (chosen.channels, chosen.channels_reason) == (1, "grey, as read")
+    assert chosen.fingerprint()["channels"] == 1  # a backup of a 3-channel model is not resumed
+    model = plan.build_model(chosen.config, 10, chosen.image_size, architecture=chosen.architecture,
+                             tokenizer=chosen.tokenizer, channels=chosen.channels)
+    assert model.input_shape == (None, 28, 28, 1)
+    given = _plan(budget_seconds=2.56, stem="none", channels=3)
+    assert (given.channels, given.channels_reason) == (3, "given") and given.fingerprint()["channels"] == 3
+    with pytest.raises(ValueError, match="Missing channels"):  # TrainConfig.channels None: the plan's to resolve
+        plan.build_model(chosen.config, 10, 28, architecture=chosen.architecture)
+    with pytest.raises(ValueError, match="channels=2"):
+        _plan(channels=2)
 
 
 @pytest.mark.parametrize("ms, decay", [(1, None), (3.99, None), (4, 0.15), (10.7, 0.15), (24.9, 0.15), (25, None)])
@@ -277,9 +312,10 @@ def test_a_budgeted_cli_run_trains_the_stem_model_and_exports_it(tmp_path, capsy
     # 70 ms per image: the recipe's 2e-3 x 64 / 512 and its weight decay (the rules' bands end at 25 ms)
     assert "recipe compact (peak learning rate 0.00025, weight decay 0.05)" in out
     model = keras.saving.load_model(tmp_path / "out" / "vit.keras")
-    assert model.input_shape == (None, 32, 32, 3)
+    assert model.input_shape == (None, 32, 32, 1)  # the sample's grey images, as read
+    assert "images 32x32x1 (the images' own (28x28), resized for the conv stem; grey, as read)" in out
     assert any(layer.name == "conv_stem" for layer in model.layers)
-    images = np.random.default_rng(0).integers(0, 256, (2, 32, 32, 3)).astype("float32")
+    images = np.random.default_rng(0).integers(0, 256, (2, 32, 32, 1)).astype("float32")
     expected = keras.ops.convert_to_numpy(model(images))
     saved_models = [root for root, _, files in os.walk(tmp_path / "out" / "vit") if "saved_model.pb" in files]
     assert len(saved_models) == 1, sorted(os.listdir(tmp_path / "out"))
@@ -302,8 +338,8 @@ def test_a_cli_run_on_shifted_patches_exports_them(tmp_path, capsys):
     assert code == 0, out
     assert "default ViT on shifted patches" in out and "(patch 7 (" in out
     model = keras.saving.load_model(tmp_path / "out" / "vit.keras")
-    assert model.input_shape == (None, 28, 28, 3) and model.get_layer("shifted_patches") is not None
-    images = np.random.default_rng(0).integers(0, 256, (2, 28, 28, 3)).astype("float32")
+    assert model.input_shape == (None, 28, 28, 1) and model.get_layer("shifted_patches") is not None
+    images = np.random.default_rng(0).integers(0, 256, (2, 28, 28, 1)).astype("float32")
     expected = keras.ops.convert_to_numpy(model(images))
     saved_models = [root for root, _, files in os.walk(tmp_path / "out" / "vit") if "saved_model.pb" in files]
     for path in (tmp_path / "out" / "vit.tflite", saved_models[0]):
@@ -347,6 +383,7 @@ def test_a_folder_of_any_square_size_trains_with_only_a_budget(size, model, tmp_
     assert "no conv stem: images of 96 px > 64" in header if size == 96 else "conv stem + ViT" in header
     init = "mimetic" if budget.MIMETIC_INIT["plain" if size == 96 else "stem"] else "random"
     assert f"attention init {init}" in header, header
+    assert "x3 (the images' own" in header and "; colour, as read)" in header, header  # folders decode to RGB
 
 
 def test_the_first_examples_of_a_class_sorted_folder_hold_every_class(tmp_path):

@@ -147,7 +147,7 @@ def test_train_end_to_end_with_exports_per_branch(branch, tmp_path, monkeypatch,
     assert f"precision {precision}, XLA {xla}" in printed.out
     trained = keras.saving.load_model(out / "m.keras", compile=False)
     assert trained.get_layer("encoderblock_0").dtype_policy.name == precision
-    images = np.random.default_rng(0).integers(0, 256, (4, 28, 28, 3)).astype("float32")
+    images = np.random.default_rng(0).integers(0, 256, (4, 28, 28, 1)).astype("float32")  # the sample is grey
     # Exports compute in float32: compare with the float32 copy of the trained model.
     expected = np.asarray(export._common.float32_model(trained)(images))
     for path in (out / "m.tflite", out / "m" / "1"):

@@ -89,7 +89,7 @@ def train(config: TrainConfig) -> dict:
     >>> result["epochs_done"], result["steps_done"], result["num_train_examples"], 0.0 <= result["test_accuracy"] <= 1.0
     (1, 2, 32, True)
     >>> result["settings"]["recipe"], result["model"].input_shape
-    ('compact', (None, 28, 28, 3))
+    ('compact', (None, 28, 28, 1))
     """
     plan = plan_lib.resolve(config)
     train_ds = _pipeline(plan, plan.train, training=True)
