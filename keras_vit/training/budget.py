@@ -24,9 +24,9 @@ images 10 ms. Explicit flags always win: a given model (variant, size flags or b
 
 With or without a budget, the model takes the images' channels as read
 (`keras_vit.training.plan.resolve_channels`): grey data as one channel, not the same grey three
-times. Fashion-MNIST, 10 min: the plain ViT on shifted patches 90.49% and 90.29% (seeds 0 and 1;
-245 values per patch vector instead of 735, 1,606-1,687 img/s against 1,462-1,519) against 90.06%
-over four runs of 3 channels; the conv stem model 92.72% against 92.59% and 92.67%.
+times. Fashion-MNIST, 10 min: the plain ViT on shifted patches 90.49%, 90.29% and 90.55% (245
+values per patch vector instead of 735, 1,606-1,779 img/s against 1,462-1,519) against 90.06%
+over four runs of 3 channels; the conv stem model 92.72% and 92.87% against 92.59% and 92.67%.
 
 Example:
 
