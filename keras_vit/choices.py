@@ -24,6 +24,8 @@ PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
 # `keras-vit train --stem`: the conv stem when a budget's rules say so, always, or never
 # (`keras_vit.training.budget`).
 STEMS = ("auto", "conv", "none")
+# `keras-vit train --channels`: the model's input channels, grey or RGB (`TrainConfig.channels`).
+CHANNELS = (1, 3)
 # `keras-vit train --tokenizer`: how the plain ViT turns pixels into tokens: shifted patches
 # (`keras_vit.models.stems.shifted_patch_stem`) when a budget's rules say so, the paper's patches, or
 # shifted patches always.

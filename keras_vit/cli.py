@@ -394,7 +394,7 @@ def _add_train(subparsers) -> None:
                        "--budget-minutes' rules choose it for a plain ViT, else token (default: auto)")
     model.add_argument("--image-size", type=int, help="input side in pixels (default: the variant's, or the images' "
                        "own when they share one square size; needed when a folder's images differ in size)")
-    model.add_argument("--channels", type=int, choices=(1, 3), default=None,
+    model.add_argument("--channels", type=int, choices=choices.CHANNELS, default=None,
                        help="input channels of the model; default: the images' own as read (1 for grey data, 3 for colour and folders)")
     model.add_argument("--scaling", choices=tuple(SCALINGS), default="unit",
                        help="pixel scaling built into the model: unit [0,1], symmetric [-1,1], imagenet mean/std "

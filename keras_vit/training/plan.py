@@ -215,7 +215,7 @@ def build_model(config: TrainConfig, num_classes: int, image_size: int, drop_pat
     if channels is None:
         raise ValueError("Missing channels: pass channels=1 or 3 (or set TrainConfig.channels); "
                          "`resolve` chooses them from the data (RunPlan.channels).")
-    _validation.check_choice("channels", channels, (1, 3))
+    _validation.check_choice("channels", channels, choices.CHANNELS)
     if stem and tokenizer == "shifted":
         raise ValueError("Contradicting stem=True and tokenizer='shifted': the conv stem makes the tokens.")
     if stem:
@@ -290,9 +290,9 @@ def resolve_channels(channels: int | None, data_channels: int, backbone_given: b
     (3, 'given')
     """
     if channels is not None:
-        _validation.check_choice("channels", channels, (1, 3))
+        _validation.check_choice("channels", channels, choices.CHANNELS)
         return channels, "given"
-    _validation.check_choice("data_channels", data_channels, (1, 3))
+    _validation.check_choice("data_channels", data_channels, choices.CHANNELS)
     if backbone_given:
         return 3, "a backbone given: pass channels (--channels) for other than 3"
     return data_channels, ("grey" if data_channels == 1 else "colour") + ", as read"
@@ -367,7 +367,7 @@ def check_config(config, name=None):
     _validation.check_choice(name("pooling"), config.pooling, choices.TRAIN_POOLINGS)
     _validation.check_choice(name("tokenizer"), config.tokenizer, choices.TOKENIZERS)
     if config.channels is not None:
-        _validation.check_choice(name("channels"), config.channels, (1, 3))
+        _validation.check_choice(name("channels"), config.channels, choices.CHANNELS)
     for field, value, what in (("stem", "conv", "the conv stem"), ("tokenizer", "shifted", "shifted patches")):
         if getattr(config, field) == value and (config.backbone is not None or config.variant is not None):
             other = "a backbone" if config.backbone is not None else f"{name('variant')}={config.variant!r}"
