@@ -9,7 +9,7 @@ Keras), and tests/test_runs.py checks they agree.
 Example:
 
 >>> RECIPES
-('deit', 'finetune', 'compact', 'anchor')
+('deit', 'finetune', 'finetune_adamw', 'compact', 'anchor')
 >>> MODEL_FIELDS
 ('patch_size', 'hidden_size', 'num_layers', 'num_heads', 'mlp_dim')
 """
@@ -18,7 +18,12 @@ import dataclasses
 
 from keras_vit.configs import ARCHITECTURE_FIELDS, SCALINGS, ViTConfig
 
-RECIPES = ("deit", "finetune", "compact", "anchor")
+RECIPES = ("deit", "finetune", "finetune_adamw", "compact", "anchor")
+# `keras-vit train --adapt`: how a run from a checkpoint (--weights) adapts it: what a budget's
+# rules choose (a linear probe first, then fine-tuning when the budget buys it; without a budget,
+# fine-tuning), every weight trained, or a linear probe of the frozen backbone
+# (`keras_vit.training.plan.TrainConfig.adapt`).
+ADAPTS = ("auto", "finetune", "probe")
 AUGMENT_PRESETS = ("none", "flip", "shift", "light", "medium", "strong")
 PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
 # `keras-vit train --stem`: the conv stem when a budget's rules say so, always, or never

@@ -11,6 +11,10 @@
 - "compact": from scratch on small images and short compute budgets (the Fashion-MNIST
   benchmark): the DeiT recipe with a larger learning rate, a one-epoch warmup, and only flips
   for augmentation, since a run of a few epochs underfits rather than overfits.
+- "finetune_adamw": fine-tuning as DeiT, BEiT and DINOv2 do it: AdamW lr 1e-3 x batch/1024, weight
+  decay 0.05 on kernels, layer-wise learning-rate decay 0.65 (block i of L learns at 0.65^(L+1-i)
+  of the head's rate, the patch embedding at 0.65^(L+1)), warmup then cosine, label smoothing
+  0.1, stochastic depth 0.1, light augmentation.
 - "anchor": the keras.io ViT example recipe (AdamW 1e-3, weight decay 1e-4 on every variable,
   constant learning rate, no smoothing, clipping or stochastic depth), kept to measure the
   other recipes against.
@@ -36,6 +40,10 @@ from keras_vit.models.head import outputs_probabilities
 # Variables that weight decay must not shrink: biases, LayerNorm scale/offset, the position
 # embedding and the class token (DeiT, timm's no_weight_decay, AugReg "kernels only").
 NO_DECAY_NAMES = ("bias", "gamma", "beta", "position_embedding", "class_token")
+# Below this global batch the peak learning rate follows the square root of the batch instead of
+# the batch (Recipe.learning_rate_for): linear scaling takes a 32-image batch to 1/16 of the rate
+# at 512, which barely moves a model in the few hundred steps a small folder gives.
+SMALL_BATCH = 128
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +71,9 @@ class Recipe:
         batch_size: int. Default global batch size. Defaults to 256.
         beta_2: float. AdamW's second-moment decay. Defaults to 0.999.
         momentum: float. SGD momentum. Defaults to 0.9.
+        layer_decay: float or None. Layer-wise learning-rate decay of a fine-tuning recipe
+            (`layer_learning_rate_scales`); None trains every layer at the same rate.
+            Defaults to None.
 
     Example:
 
@@ -90,6 +101,7 @@ class Recipe:
     batch_size: int = 256
     beta_2: float = 0.999
     momentum: float = 0.9
+    layer_decay: float | None = None
 
     def __post_init__(self):
         inf = float("inf")
@@ -108,6 +120,8 @@ class Recipe:
         check_number_in("drop_path_rate", self.drop_path_rate, 0, 1, include_high=False)
         check_number_in("beta_2", self.beta_2, 0, 1, include_high=False)
         check_number_in("momentum", self.momentum, 0, 1, include_high=False)
+        if self.layer_decay is not None:
+            check_number_in("layer_decay", self.layer_decay, 0, 1, include_low=False)
         if self.clip_norm is not None:
             check_number_in("clip_norm", self.clip_norm, 0, inf, include_low=False, include_high=False)
         check_positive_int("reference_batch_size", self.reference_batch_size)
@@ -115,8 +129,21 @@ class Recipe:
         check_non_negative_int("warmup_steps", self.warmup_steps)
 
     def learning_rate_for(self, batch_size: int) -> float:
-        """Peak learning rate for a global batch of `batch_size` (linear scaling rule)."""
-        return self.learning_rate * batch_size / self.reference_batch_size
+        """Peak learning rate for a global batch of `batch_size`.
+
+        The linear scaling rule down to `SMALL_BATCH`; below it the square-root rule, so that
+        the batches of a few hundred images (fine-tuning sets) keep a rate that still trains.
+
+        Example:
+
+        >>> recipe = Recipe("mine", "adamw", 1e-3, reference_batch_size=512)
+        >>> [round(recipe.learning_rate_for(b), 7) for b in (1024, 128, 32)]
+        [0.002, 0.00025, 0.000125]
+        """
+        check_positive_int("batch_size", batch_size)
+        if batch_size >= SMALL_BATCH:
+            return self.learning_rate * batch_size / self.reference_batch_size
+        return self.learning_rate * SMALL_BATCH / self.reference_batch_size * math.sqrt(batch_size / SMALL_BATCH)
 
 
 RECIPES: dict[str, Recipe] = {
@@ -132,6 +159,10 @@ RECIPES: dict[str, Recipe] = {
         label_smoothing=0.1, clip_norm=1.0, drop_path_rate=0.0, augment="flip", batch_size=256,
         beta_2=0.99,
     ),
+    "finetune_adamw": Recipe(
+        "finetune_adamw", "adamw", 1e-3, 1024, weight_decay=0.05, warmup_epochs=1, min_learning_rate_ratio=0.01,
+        label_smoothing=0.1, clip_norm=1.0, drop_path_rate=0.1, augment="light", batch_size=256, layer_decay=0.65,
+    ),
     "anchor": Recipe(
         "anchor", "adamw", 1e-3, 256, weight_decay=1e-4, decay_all=True, schedule="constant",
         augment="none", batch_size=256,
@@ -143,7 +174,7 @@ def get_recipe(name: str) -> Recipe:
     """Returns the recipe called `name` (a key of `RECIPES`).
 
     Args:
-        name: str. "deit", "finetune", "compact" or "anchor".
+        name: str. "deit", "finetune", "finetune_adamw", "compact" or "anchor".
 
     Example:
 
@@ -278,16 +309,103 @@ def make_optimizer(recipe: Recipe, model, learning_rate):
     'SGD'
     """
     schedule = learning_rate
+    scales = {}
+    if recipe.layer_decay is not None:
+        scales = {"layer_scales": layer_learning_rate_scales(model, recipe.layer_decay)}
     if recipe.optimizer == "sgd":
-        return keras.optimizers.SGD(schedule, momentum=recipe.momentum, global_clipnorm=recipe.clip_norm)
+        sgd = LayerDecaySGD if scales else keras.optimizers.SGD
+        return sgd(schedule, momentum=recipe.momentum, global_clipnorm=recipe.clip_norm, **scales)
     if recipe.optimizer != "adamw":
         raise ValueError(f"Invalid optimizer={recipe.optimizer!r} in recipe {recipe.name!r}. Expected 'adamw' or 'sgd'.")
-    optimizer = keras.optimizers.AdamW(
-        schedule, weight_decay=recipe.weight_decay, beta_2=recipe.beta_2, global_clipnorm=recipe.clip_norm
+    adamw = LayerDecayAdamW if scales else keras.optimizers.AdamW
+    optimizer = adamw(
+        schedule, weight_decay=recipe.weight_decay, beta_2=recipe.beta_2, global_clipnorm=recipe.clip_norm, **scales
     )
     if not recipe.decay_all:
         optimizer.exclude_from_weight_decay(var_list=no_decay_variables(model))
     return optimizer
+
+
+def layer_learning_rate_scales(model, decay: float) -> dict:
+    """Layer-wise learning-rate decay (BEiT, DINOv2 fine-tuning): variable path -> factor on the rate.
+
+    Layer ids follow the encoder: everything before the first block (patch embedding, class,
+    register and distillation tokens, position embedding, a stem) is 0, block i (from 0) is
+    i + 1, and what follows the last of L blocks (final norm, pooling, pre-logits, head) is
+    L + 1; a variable of layer id l gets `decay ** (L + 1 - l)`.
+
+    Args:
+        model: keras.Model. A keras_vit model (its blocks are named `encoderblock_{i}`).
+        decay: float. In (0, 1]; 1 trains every layer at the same rate.
+
+    Example:
+
+    >>> import keras_vit
+    >>> scales = layer_learning_rate_scales(keras_vit.ViT("tiny", num_classes=3), 0.5)
+    >>> [scales[path] for path in ("embedding/kernel", "encoderblock_0/norm1/gamma", "head/kernel")]
+    [0.125, 0.25, 1.0]
+    """
+    check_number_in("decay", decay, 0, 1, include_low=False)
+    depth = sum(layer.name.startswith("encoderblock_") for layer in model.layers)
+    if depth == 0:
+        raise ValueError("Invalid model for layer-wise learning-rate decay: it has no layer named encoderblock_0.")
+    scales, seen_block = {}, False
+    for layer in model.layers:
+        if layer.name.startswith("encoderblock_"):
+            layer_id, seen_block = int(layer.name.rsplit("_", 1)[1]) + 1, True
+        else:
+            layer_id = depth + 1 if seen_block else 0
+        for variable in layer.trainable_variables:
+            scales[variable.path] = float(decay ** (depth + 1 - layer_id))
+    return scales
+
+
+class _LayerScaledUpdates:
+    """Scales each variable's learning rate by its layer's factor (`layer_learning_rate_scales`).
+
+    `update_step` is the per-variable hook Keras documents for custom optimizers; a subclass of a
+    built-in optimizer runs it on every backend (PyTorch's fused versions apply only to the
+    built-in classes themselves).
+    """
+
+    def __init__(self, *args, layer_scales=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.layer_scales = dict(layer_scales or {})
+
+    def build(self, variables):
+        super().build(variables)
+        self._learning_rate_scales = [float(self.layer_scales.get(v.path, 1.0)) for v in variables]
+
+    def update_step(self, gradient, variable, learning_rate):
+        # On TensorFlow `variable` is the backend's own variable (under tf.distribute, a replica's),
+        # which has no Keras path; Keras' optimizers find a variable's slots by this index, and no
+        # public API maps it back. tests/test_train_weights.py pins it on every backend.
+        scale = self._learning_rate_scales[self._get_variable_index(variable)]
+        if scale != 1.0:
+            learning_rate = keras.ops.multiply(learning_rate, scale)
+        return super().update_step(gradient, variable, learning_rate)
+
+    def get_config(self):
+        return {**super().get_config(), "layer_scales": self.layer_scales}
+
+
+@keras.saving.register_keras_serializable(package="keras_vit")
+class LayerDecayAdamW(_LayerScaledUpdates, keras.optimizers.AdamW):
+    """AdamW with a learning-rate factor per variable (`layer_scales`: variable path -> factor).
+
+    Example:
+
+    >>> import keras_vit
+    >>> model = keras_vit.ViT("tiny", num_classes=3)
+    >>> optimizer = LayerDecayAdamW(1e-3, layer_scales=layer_learning_rate_scales(model, 0.65))
+    >>> round(optimizer.layer_scales["embedding/kernel"], 4)
+    0.2746
+    """
+
+
+@keras.saving.register_keras_serializable(package="keras_vit")
+class LayerDecaySGD(_LayerScaledUpdates, keras.optimizers.SGD):
+    """SGD with a learning-rate factor per variable (`layer_scales`: variable path -> factor)."""
 
 
 def make_loss(recipe: Recipe, model):
