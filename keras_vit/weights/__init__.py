@@ -1,6 +1,7 @@
-"""Pretrained weights: readers for vit_jax `.npz`, Hugging Face and timm checkpoints, `save_npz`
-and `save_hf` (a Hugging Face `save_pretrained` folder), position-embedding resampling and a
-registry of named public checkpoints.
+"""Pretrained weights: readers for vit_jax `.npz`, Hugging Face and timm checkpoints (files, folders,
+Hub ids), `save_npz`, `save_hf` (a Hugging Face `save_pretrained` folder) and `save_timm` (a timm
+Hub folder), the preprocessing a checkpoint states, position-embedding resampling and a registry
+of named public checkpoints.
 
 Example:
 
@@ -16,8 +17,10 @@ from keras_vit.weights.formats import LAYOUTS, Layout
 from keras_vit.weights.hf_writer import save_hf
 from keras_vit.weights.loader import Checkpoint, load_weights, save_npz
 from keras_vit.weights.mapping import Entry, MappingContext, register_layer_mapping
+from keras_vit.weights.preprocessing import Preprocessing
 from keras_vit.weights.registry import CHECKPOINTS, CheckpointSpec, fetch_checkpoint
 from keras_vit.weights.resample import resample_position_embedding
+from keras_vit.weights.timm_writer import save_timm
 
 __all__ = [
     "CHECKPOINTS",
@@ -29,6 +32,7 @@ __all__ = [
     "LAYOUTS",
     "Layout",
     "MappingContext",
+    "Preprocessing",
     "detect_format",
     "fetch_checkpoint",
     "load_weights",
@@ -38,5 +42,6 @@ __all__ = [
     "resample_position_embedding",
     "save_hf",
     "save_npz",
+    "save_timm",
     "write_safetensors",
 ]
