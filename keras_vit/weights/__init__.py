@@ -15,6 +15,7 @@ from keras_vit.layers.grid_resampling import INTERPOLATIONS
 from keras_vit.weights.files import CheckpointError, detect_format, read_npz, read_safetensors, write_safetensors
 from keras_vit.weights.formats import LAYOUTS, Layout
 from keras_vit.weights.hf_writer import save_hf
+from keras_vit.weights import hub
 from keras_vit.weights.loader import Checkpoint, load_weights, save_npz
 from keras_vit.weights.mapping import Entry, MappingContext, register_layer_mapping
 from keras_vit.weights.preprocessing import Preprocessing
@@ -35,6 +36,7 @@ __all__ = [
     "Preprocessing",
     "detect_format",
     "fetch_checkpoint",
+    "hub",
     "load_weights",
     "read_npz",
     "read_safetensors",
