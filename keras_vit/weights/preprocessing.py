@@ -104,9 +104,9 @@ def _per_channel(values, channels):
 def read_preprocessing(path, layout):
     """The `Preprocessing` the files of checkpoint `path` state, or None when none states it.
 
-    The folder of `path` (or `path` itself) is searched for the file of the checkpoint's own
-    ecosystem first: a timm checkpoint's `config.json` (`pretrained_cfg`), a Hugging Face one's
-    `preprocessor_config.json`; the other ecosystem's file is read when the first is absent.
+    Only the file of the checkpoint's own ecosystem is read, in the folder of `path` (or `path`
+    itself): a timm checkpoint's `config.json` (`pretrained_cfg`), a Hugging Face one's
+    `preprocessor_config.json`. A vit_jax `.npz` comes with neither.
 
     Args:
         path: str. A checkpoint file or folder.
@@ -122,17 +122,12 @@ def read_preprocessing(path, layout):
     >>> p.scaling, p.image_size, p.interpolation
     ('symmetric', (224, 224), 'bilinear')
     """
+    name, reader = {"timm": (TIMM_CONFIG_FILE, _read_timm), "hf": (HF_PREPROCESSOR_FILE, _read_hf)}.get(
+        layout, (None, None))
     folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
-    readers = [(TIMM_CONFIG_FILE, _read_timm), (HF_PREPROCESSOR_FILE, _read_hf)]
-    if layout != "timm":
-        readers.reverse()
-    for name, reader in readers:
-        file = os.path.join(folder, name)
-        if os.path.isfile(file):
-            found = reader(file)
-            if found is not None:
-                return found
-    return None
+    if name is None or not os.path.isfile(os.path.join(folder, name)):
+        return None
+    return reader(os.path.join(folder, name))
 
 
 def _read_timm(file):
