@@ -32,7 +32,6 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import re
