@@ -87,7 +87,8 @@ def ViT(
         hidden_size: int or None. Token width D. Defaults to the variant's.
         num_layers: int or None. Number of transformer blocks. Defaults to the variant's.
         num_heads: int or None. Attention heads per block. Defaults to the variant's or the
-            checkpoint's; a timm checkpoint does not store it (fused qkv), so pass it.
+            checkpoint's; a timm state dict alone does not store it (fused qkv), so pass it
+            unless it comes in a timm Hub folder, whose config.json states it.
         mlp_dim: int or None. MLP hidden width. Defaults to the variant's.
         image_size: int, (int, int), None or "auto". Input height and width. None makes the
             size dynamic: any size whose sides are multiples of the patch size is accepted and
@@ -99,8 +100,10 @@ def ViT(
         input_tensor: Keras tensor or None. Use it as the model's input. Defaults to None.
         include_top: bool. Add the classification head. Defaults to True.
         weights: None, str or `keras_vit.weights.Checkpoint`. Pretrained weights: a `.npz`
-            (Google), safetensors (timm or Hugging Face, with its config.json) file or a Hugging
-            Face folder, format read from the content, a name of `keras_vit.weights.CHECKPOINTS`,
+            (Google), safetensors (timm or Hugging Face, with its config.json) file, a Hugging
+            Face or timm Hub folder, format read from the content, a Hub id
+            "hf-hub:ORG/NAME[@REVISION]" (`keras_vit.weights.hub`: huggingface_hub's cache,
+            HF_HUB_OFFLINE, HF_TOKEN), a name of `keras_vit.weights.CHECKPOINTS`,
             or "imagenet" (the variant's ImageNet-1k fine-tuned checkpoint, see
             `keras_vit.weights.registry.IMAGENET`). See `keras_vit.load_weights` for head handling.
             Defaults to None.
@@ -203,8 +206,8 @@ def ViT(
     if weights is not None:
         if not isinstance(weights, (str, os.PathLike, Checkpoint)):
             raise ValueError(
-                f"Invalid weights={weights!r}. Expected None, 'imagenet', a checkpoint file or folder, a name of "
-                "keras_vit.weights.CHECKPOINTS or a keras_vit.weights.Checkpoint."
+                f"Invalid weights={weights!r}. Expected None, 'imagenet', a checkpoint file or folder, a Hub id "
+                "'hf-hub:ORG/NAME', a name of keras_vit.weights.CHECKPOINTS or a keras_vit.weights.Checkpoint."
             )
         checkpoint = weights if isinstance(weights, Checkpoint) else Checkpoint(weights)
     if classes is not None and num_classes is not None and classes != num_classes:

@@ -1,6 +1,7 @@
-"""Pretrained weights: readers for vit_jax `.npz`, Hugging Face and timm checkpoints, `save_npz`
-and `save_hf` (a Hugging Face `save_pretrained` folder), position-embedding resampling and a
-registry of named public checkpoints.
+"""Pretrained weights: readers for vit_jax `.npz`, Hugging Face and timm checkpoints (files, folders,
+Hub ids), `save_npz`, `save_hf` (a Hugging Face `save_pretrained` folder) and `save_timm` (a timm
+Hub folder), the preprocessing a checkpoint states, position-embedding resampling and a registry
+of named public checkpoints.
 
 Example:
 
@@ -14,10 +15,13 @@ from keras_vit.layers.grid_resampling import INTERPOLATIONS
 from keras_vit.weights.files import CheckpointError, detect_format, read_npz, read_safetensors, write_safetensors
 from keras_vit.weights.formats import LAYOUTS, Layout
 from keras_vit.weights.hf_writer import save_hf
+from keras_vit.weights import hub
 from keras_vit.weights.loader import Checkpoint, load_weights, save_npz
 from keras_vit.weights.mapping import Entry, MappingContext, register_layer_mapping
+from keras_vit.weights.preprocessing import Preprocessing
 from keras_vit.weights.registry import CHECKPOINTS, CheckpointSpec, fetch_checkpoint
 from keras_vit.weights.resample import resample_position_embedding
+from keras_vit.weights.timm_writer import save_timm
 
 __all__ = [
     "CHECKPOINTS",
@@ -29,8 +33,10 @@ __all__ = [
     "LAYOUTS",
     "Layout",
     "MappingContext",
+    "Preprocessing",
     "detect_format",
     "fetch_checkpoint",
+    "hub",
     "load_weights",
     "read_npz",
     "read_safetensors",
@@ -38,5 +44,6 @@ __all__ = [
     "resample_position_embedding",
     "save_hf",
     "save_npz",
+    "save_timm",
     "write_safetensors",
 ]

@@ -48,7 +48,8 @@ def detect_format(path):
     """Returns "npz", "safetensors" or "hf_directory" from the file's content, not its suffix.
 
     Args:
-        path: str. A file, or a directory saved by Hugging Face `save_pretrained`.
+        path: str. A file, or a folder holding model.safetensors (Hugging Face `save_pretrained`,
+            a timm Hub folder).
 
     Example:
 
@@ -63,7 +64,8 @@ def detect_format(path):
         if os.path.isfile(os.path.join(path, "model.safetensors")):
             return "hf_directory"
         raise CheckpointError(
-            f"Directory {path!r} holds no model.safetensors; expected a Hugging Face save_pretrained folder."
+            f"Directory {path!r} holds no model.safetensors; expected a Hugging Face save_pretrained folder or a "
+            "timm Hub folder (config.json and model.safetensors)."
         )
     if not os.path.isfile(path):
         raise FileNotFoundError(f"Checkpoint file not found: {path!r}.")
@@ -189,6 +191,33 @@ def _safetensors_entry(path, name, info, data):
 
 def _is_count(value):
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def read_json_object(path, what):
+    """The JSON object in file `path` as a dict; CheckpointError naming the file otherwise.
+
+    Args:
+        path: str. A JSON file.
+        what: str. What the file is, for messages ("Hugging Face config", "timm config").
+
+    Example:
+
+    >>> import tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "config.json")
+    >>> _ = open(path, "w").write('{"architecture": "vit_tiny_patch16_224"}')
+    >>> read_json_object(path, "timm config")
+    {'architecture': 'vit_tiny_patch16_224'}
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise CheckpointError(f"{what} {path!r} is not valid JSON: {error}") from error
+    if not isinstance(value, dict) or not value:
+        raise CheckpointError(
+            f"{what} {path!r} holds {type(value).__name__} {str(value)[:40]!r}; expected a non-empty JSON object."
+        )
+    return value
 
 
 def write_safetensors(path, tensors, metadata=None):

@@ -32,7 +32,6 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import re
@@ -41,10 +40,11 @@ from typing import Callable
 import numpy as np
 
 from keras_vit.configs import ARCHITECTURE_FIELDS, FAMILY_DEFAULTS
-from keras_vit.weights.files import CheckpointError, read_npz, read_safetensors
+from keras_vit.weights.files import CheckpointError, read_json_object, read_npz, read_safetensors
 from keras_vit.weights.hybrid import npz_stem_architecture
 from keras_vit.weights.mapping import Entry, register_layer_mapping
 from keras_vit.weights.resample import resample_position_embedding, resize_patch_kernel, square_grid
+from keras_vit.weights.timm_names import config_architecture
 
 
 @dataclasses.dataclass(frozen=True)
@@ -807,7 +807,12 @@ def _timm_position_prefix(tensors):
 
 
 def timm_architecture(tensors, source_prefix, config, path):
-    """Every architecture field of a timm state dict; num_heads is None (the fused qkv hides it)."""
+    """Every architecture field of a timm state dict, with what its timm config.json (if any) states.
+
+    Without a config, num_heads is None (the fused qkv hides it) and a CLIP tower's MLP
+    activation too; a timm Hub folder's config.json (`config`, read from `path`) names the
+    architecture and its model_args, which state them (`keras_vit.weights.timm_names`).
+    """
     if "fc_norm.weight" in tensors:
         raise CheckpointError(
             f"Checkpoint {path!r} has timm's fc_norm (a LayerNorm after pooling), which keras_vit's "
@@ -848,7 +853,36 @@ def timm_architecture(tensors, source_prefix, config, path):
         "patch_bias": "patch_embed.proj.bias" in tensors,
         "projection_size": None,
     }
-    return _with_top(arch, tensors, LAYOUTS["timm"], source_prefix, path=path)
+    stated = config_architecture(config, path) if config is not None else {}
+    arch = _with_top(arch, tensors, LAYOUTS["timm"], source_prefix, stated.pop("grid_size", None), path)
+    return _with_stated(arch, stated, path)
+
+
+# Fields a timm state dict shows only by a default (the head count not at all): its config.json's word wins.
+_TIMM_UNSTATED = ("num_heads", "approximate_gelu", "layer_norm_epsilon", "layer_scale_init")
+
+
+def _with_stated(arch, stated, path):
+    """`arch` (from the tensors) completed by a timm config's `stated` fields; a contradiction is refused."""
+    conflicts = []
+    prefix_tokens = arch["class_token"] or arch["distillation_token"]
+    for field, value in stated.items():
+        found = arch[field]
+        if field == "mlp_dim" and value is None:
+            continue  # the config leaves the width to the tensors
+        if field == "layer_scale_init" and (found is None) != (value is None):
+            conflicts.append(f"layer_scale_init={value!r} (the weights {'have no' if found is None else 'have'} "
+                             "LayerScale gammas)")
+        elif (field in _TIMM_UNSTATED or found is None
+              or (field == "mlp_activation" and "swiglu" not in (found, value))
+              or (field == "pooling" and "map" not in (found, value))  # the tensors show only an attention pool
+              or (field == "prefix_position_embedding" and not prefix_tokens)):
+            arch[field] = value
+        elif value != found:
+            conflicts.append(f"{field}={value!r} (the weights have {found!r})")
+    if conflicts:
+        raise CheckpointError(f"timm config {path!r} contradicts the weights beside it: " + "; ".join(conflicts) + ".")
+    return arch
 
 
 # --------------------------------------------------------------------------------------------
@@ -882,7 +916,8 @@ def read_checkpoint(path, fmt):
 
     A safetensors file whose config.json (beside it, or in the folder) names a `model_type` is
     read as that Hugging Face family (`HF_FAMILIES`; another model_type is refused, naming it);
-    else as timm when it has timm's keys, else as a Hugging Face ViT.
+    else as timm when it has timm's keys (with the config.json of a timm Hub folder, one that
+    names an `architecture`, when there is one), else as a Hugging Face ViT.
 
     Returns (layout, tensors, names, source_prefix_tokens, architecture), `layout` a `Layout`.
     """
@@ -910,6 +945,8 @@ def read_checkpoint(path, fmt):
     timm = LAYOUTS["timm"]
     if timm.marker in raw:
         tensors, names, source_prefix = timm.normalize(raw)
+        if config is not None and "architecture" in config:  # a timm Hub folder's config.json
+            return _read_as(timm, tensors, names, source_prefix, config, config_path)
         return _read_as(timm, tensors, names, source_prefix, None, path)
     tensors, names, source_prefix = normalize_hf(raw)
     if LAYOUTS["hf"].marker in tensors:
@@ -930,20 +967,10 @@ def _read_as(layout, tensors, names, source_prefix, config, path):
 
 
 def read_hf_config(config_path, weights_path):
-    """The config.json of a Hugging Face checkpoint as a dict; CheckpointError naming the file otherwise."""
+    """The config.json of a Hugging Face or timm checkpoint as a dict; CheckpointError naming the file otherwise."""
     if not os.path.isfile(config_path):
         raise CheckpointError(
             f"Hugging Face checkpoint {weights_path!r} needs its config.json next to it (for LayerNorm "
             f"epsilon, heads and activation); {config_path!r} does not exist."
         )
-    try:
-        with open(config_path, encoding="utf-8") as f:
-            config = json.load(f)
-    except (ValueError, UnicodeDecodeError) as error:
-        raise CheckpointError(f"Hugging Face config {config_path!r} is not valid JSON: {error}") from error
-    if not isinstance(config, dict) or not config:
-        raise CheckpointError(
-            f"Hugging Face config {config_path!r} holds {type(config).__name__} {str(config)[:40]!r}; expected a "
-            "JSON object with hidden_size, num_hidden_layers, num_attention_heads, intermediate_size."
-        )
-    return config
+    return read_json_object(config_path, "Config")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
 import os
@@ -11,9 +12,11 @@ import numpy as np
 from keras_vit._validation import check_choice
 from keras_vit.layers.grid_resampling import INTERPOLATIONS
 from keras_vit._atomic import write_bytes
+from keras_vit.weights import hub
 from keras_vit.weights.files import detect_format
 from keras_vit.weights.formats import LAYOUTS, read_checkpoint  # importing it registers the layer mappings
 from keras_vit.weights.mapping import MappingContext, apply_entries, build_entries, model_tensors
+from keras_vit.weights.preprocessing import preprocessing_from_scaling, read_preprocessing
 from keras_vit.weights.registry import CHECKPOINTS, fetch_checkpoint
 
 logger = logging.getLogger("keras_vit.weights")
@@ -25,16 +28,24 @@ class Checkpoint:
 
     Args:
         path: str. A `.npz` or safetensors file (format from content), a Hugging Face
-            `save_pretrained` folder, or a name of `keras_vit.weights.CHECKPOINTS`.
-        cache_dir: str or None. Keras cache root for named checkpoints. Defaults to None.
+            `save_pretrained` folder or a timm Hub folder, a Hub id "hf-hub:ORG/NAME[@REVISION]"
+            (see `keras_vit.weights.hub`), or a name of `keras_vit.weights.CHECKPOINTS`.
+        cache_dir: str or None. Cache root for Hub ids and named checkpoints (huggingface_hub's
+            for the Hub, keras' for URLs). Defaults to None.
+        token: str or None. Hugging Face token for a gated or private repository; None uses
+            `HF_TOKEN`. Defaults to None.
 
     Attributes:
         format: the file kind, "npz", "safetensors" or "hf_directory". layout: the key naming,
         "vit_jax", "hf" or "timm" (`record` is its `keras_vit.weights.formats.Layout`).
         tensors: canonical key -> array. names: canonical key -> key as in the file.
         architecture: dict with every field of `keras_vit.configs.ARCHITECTURE_FIELDS`, None
-        where the layout does not store it (timm's fused qkv hides num_heads; a file without
-        a position embedding cannot say "none" from "sincos2d").
+        where the layout does not store it (timm's fused qkv hides num_heads unless a timm Hub
+        folder's config.json states it; a file without a position embedding cannot say "none"
+        from "sincos2d"). path: the local file or folder. source: what it is, for messages and
+        training headers ("hf-hub:ORG/NAME (revision <commit>)", a preset's name and origin, or
+        the path). preprocessing: the `keras_vit.weights.Preprocessing` its files (or its
+        preset) state, or None.
 
     Example:
 
@@ -46,23 +57,47 @@ class Checkpoint:
     ('npz', 'vit_jax', 40, (8, 8))
     >>> {k: checkpoint.architecture[k] for k in ("patch_size", "hidden_size", "num_classes")}
     {'patch_size': 4, 'hidden_size': 32, 'num_classes': 10}
+    >>> checkpoint.source == path, checkpoint.preprocessing
+    (True, None)
     """
 
-    def __init__(self, path, cache_dir=None):
-        path = os.fspath(path)
-        if not os.path.exists(path) and path in CHECKPOINTS:
-            path = fetch_checkpoint(path, cache_dir=cache_dir)
+    def __init__(self, path, cache_dir=None, *, token=None):
+        spec = os.fspath(path)
+        self.name = None
+        if hub.is_hub_id(spec):
+            path = hub.download(spec, token=token, cache_dir=cache_dir)
+            self.source = hub.describe(spec, path)
+        elif not os.path.exists(spec) and spec in CHECKPOINTS:
+            self.name = spec
+            path = fetch_checkpoint(spec, cache_dir=cache_dir, token=token)
+            url = CHECKPOINTS[spec].url
+            self.source = f"{spec} = " + (hub.describe(url, path) if hub.is_hub_id(url) else path)
+        else:
+            path = self.source = spec
         self.path = path
         self.format = detect_format(path)
         (self.record, self.tensors, self.names, self.source_prefix_tokens,
          self.architecture) = read_checkpoint(path, self.format)
         self.layout = self.record.name
 
+    @functools.cached_property
+    def preprocessing(self):
+        """The pixel scaling, input size and resize its own files state; a named preset's fields where none do."""
+        found = read_preprocessing(self.path, self.layout)
+        spec = CHECKPOINTS.get(self.name)
+        if found is None and spec is not None and spec.preprocessing is not None:
+            found = preprocessing_from_scaling(
+                spec.preprocessing, spec.resolution,
+                f"keras_vit.weights.CHECKPOINTS[{self.name!r}] (preprocessing, resolution)",
+                self.architecture["channels"] or 3,
+            )
+        return found
+
     def __repr__(self):
-        return f"Checkpoint({self.path!r}, format={self.format!r}, layout={self.layout!r}, {len(self.tensors)} tensors)"
+        return f"Checkpoint({self.source!r}, format={self.format!r}, layout={self.layout!r}, {len(self.tensors)} tensors)"
 
 
-def load_weights(model, weights, *, skip_mismatch=False, interpolation=None, cache_dir=None):
+def load_weights(model, weights, *, skip_mismatch=False, interpolation=None, cache_dir=None, token=None):
     """Loads a checkpoint into an existing keras_vit model, checking every key and shape.
 
     The head is loaded only when its size matches the model's; otherwise everything else is
@@ -74,14 +109,17 @@ def load_weights(model, weights, *, skip_mismatch=False, interpolation=None, cac
 
     Args:
         model: keras.Model. A keras_vit model (layer names are the weight schema).
-        weights: str or Checkpoint. File path (`.npz`, safetensors, HF folder; format read
-            from the content), a name of `keras_vit.weights.CHECKPOINTS`, or a `Checkpoint`.
+        weights: str or Checkpoint. File path (`.npz`, safetensors, Hugging Face or timm Hub
+            folder; format read from the content), a Hub id "hf-hub:ORG/NAME[@REVISION]", a
+            name of `keras_vit.weights.CHECKPOINTS`, or a `Checkpoint`.
         skip_mismatch: bool. Load what fits and log the rest instead of raising. Defaults to
             False.
         interpolation: str or None. Position-embedding resampling: "bilinear", "bicubic" or
             "bicubic_hf"; None uses the checkpoint ecosystem's own (npz bilinear, timm bicubic,
             HF bicubic_hf). Defaults to None.
-        cache_dir: str or None. Keras cache root for named checkpoints. Defaults to None.
+        cache_dir: str or None. Cache root for Hub ids and named checkpoints. Defaults to None.
+        token: str or None. Hugging Face token for a gated Hub repository; None uses `HF_TOKEN`.
+            Defaults to None.
 
     Returns:
         The list of checkpoint keys that were loaded.
@@ -95,7 +133,7 @@ def load_weights(model, weights, *, skip_mismatch=False, interpolation=None, cac
     >>> len(load_weights(keras_vit.ViT("tiny", num_classes=10, approximate_gelu=True), path))
     40
     """
-    checkpoint = weights if isinstance(weights, Checkpoint) else Checkpoint(weights, cache_dir)
+    checkpoint = weights if isinstance(weights, Checkpoint) else Checkpoint(weights, cache_dir, token=token)
     record = checkpoint.record
     if interpolation is None:
         interpolation = record.interpolation

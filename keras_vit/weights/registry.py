@@ -1,12 +1,13 @@
-"""Named public checkpoints (name -> URL, sha256, architecture) fetched with keras.utils.get_file.
+"""Named public checkpoints (name -> where, sha256, architecture): Hub ids and bucket URLs.
 
+The families on the Hugging Face Hub (timm's repositories, `save_pretrained` folders) are Hub ids
+fetched through huggingface_hub (`keras_vit.weights.hub`: its cache, `HF_HUB_OFFLINE`,
+`HF_TOKEN`); the original ViT, AugReg and FlexiViT files are URLs of the
+google-research/vision_transformer and big_vision buckets, fetched with keras.utils.get_file.
 A sha256 is listed only where it was read from a published source; entries whose hash is not
-known here hold None and are downloaded unverified (keras.utils.get_file checks the hash when
-there is one). None of the family presets (DeiT, DeiT-III, DINOv2, SigLIP, CLIP, AugReg,
-FlexiViT) has a hash yet: they were added on a machine without access to the files, and a hash
-is never made up. The original ViT URLs are the google-research/vision_transformer bucket; the
-families' are the Hugging Face hub (timm's safetensors, or a `save_pretrained` folder: its
-config.json and model.safetensors) and the big_vision bucket.
+known here hold None (huggingface_hub's cache still refuses a blob that does not hash to its
+name). None of the family presets has a hash yet: they were added on a machine without access
+to the files, and a hash is never made up.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import urllib.parse
 import keras
 
 from keras_vit.configs import normalize_variant_name
+from keras_vit.weights import hub
 from keras_vit.weights.files import CheckpointError
 
 _BUCKET = "https://storage.googleapis.com/vit_models"
@@ -28,12 +30,14 @@ class CheckpointSpec:
     """One downloadable checkpoint; its architecture is read from the file itself.
 
     Args:
-        url: str. Where it is downloaded from (https:// or file://).
-        sha256: str or None. Hex digest checked after download; None skips the check.
+        url: str. Where it is downloaded from: https:// or file:// (keras.utils.get_file), or a
+            Hub id "hf-hub:ORG/NAME[@REVISION]" (huggingface_hub, see `keras_vit.weights.hub`).
+        sha256: str or None. Hex digest of the file (a Hub id's model.safetensors) checked
+            after download; None skips the check.
         variant: str. Row of `keras_vit.configs.VARIANTS` it was trained with (timm files do
             not store the head count: the row gives it).
-        config_url: str or None. A Hugging Face checkpoint's config.json; the two files are
-            fetched into one folder. Defaults to None.
+        config_url: str or None. The config.json of a Hugging Face checkpoint given by URL; the
+            two files are fetched into one folder (a Hub id fetches its own). Defaults to None.
         source: str. Who published it and where. Defaults to "".
         resolution: int or None. Image side it was trained at. Defaults to None.
         pooling: str or None. What `include_top=False` returns ("token", "map", "gap").
@@ -85,19 +89,14 @@ CHECKPOINTS: dict[str, CheckpointSpec] = {
     "ViT-L_32-i21k-i1k-384": _i1k("L32", "ViT-L_32"),
 }
 
-_HUB = "https://huggingface.co"
-
-
 def _timm(variant, repo, resolution, pooling, preprocessing, licence):
-    return CheckpointSpec(f"{_HUB}/timm/{repo}/resolve/main/model.safetensors", None, variant, source=f"timm: {repo}",
+    return CheckpointSpec(f"{hub.PREFIX}timm/{repo}", None, variant, source=f"timm: {repo}",
                           resolution=resolution, pooling=pooling, preprocessing=preprocessing, licence=licence)
 
 
 def _hf(variant, repo, resolution, pooling, preprocessing, licence):
-    base = f"{_HUB}/{repo}/resolve/main"
-    return CheckpointSpec(f"{base}/model.safetensors", None, variant, config_url=f"{base}/config.json",
-                          source=f"Hugging Face: {repo}", resolution=resolution, pooling=pooling,
-                          preprocessing=preprocessing, licence=licence)
+    return CheckpointSpec(f"{hub.PREFIX}{repo}", None, variant, source=f"Hugging Face: {repo}", resolution=resolution,
+                          pooling=pooling, preprocessing=preprocessing, licence=licence)
 
 
 # The families in use today. The architecture is always read from the file; `variant` names the
@@ -184,12 +183,15 @@ def imagenet_checkpoint(variant):
     return IMAGENET[key]
 
 
-def fetch_checkpoint(name, cache_dir=None):
-    """Downloads checkpoint `name` into the Keras cache (once) and returns its local path.
+def fetch_checkpoint(name, cache_dir=None, *, token=None):
+    """Downloads checkpoint `name` (once) and returns its local path: a file, or a folder for Hub ids.
 
     Args:
         name: str. A key of `CHECKPOINTS`.
-        cache_dir: str or None. Cache root; None is keras' default (~/.keras). Defaults to None.
+        cache_dir: str or None. Cache root: huggingface_hub's for a Hub id (None: `HF_HUB_CACHE`),
+            keras' for a URL (None: ~/.keras). Defaults to None.
+        token: str or None. Hugging Face token for a gated Hub repository; None uses
+            `HF_TOKEN`. Defaults to None.
 
     Example:
 
@@ -199,6 +201,15 @@ def fetch_checkpoint(name, cache_dir=None):
     if name not in CHECKPOINTS:
         raise ValueError(f"Unknown checkpoint name={name!r}. Expected one of {sorted(CHECKPOINTS)} or a file path.")
     spec = CHECKPOINTS[name]
+    if hub.is_hub_id(spec.url):
+        folder = hub.download(spec.url, token=token, cache_dir=cache_dir)
+        weights = os.path.join(folder, "model.safetensors")
+        if spec.sha256 is not None and hub.file_sha256(weights) != spec.sha256:
+            raise CheckpointError(
+                f"{weights!r} of checkpoint {name!r} does not have the published sha256 {spec.sha256}: delete it "
+                "from the Hugging Face cache and fetch it again."
+            )
+        return folder
     if cache_dir is not None:
         # keras.utils.get_file falls back to /tmp/.keras when the folder does not exist yet.
         os.makedirs(cache_dir, exist_ok=True)

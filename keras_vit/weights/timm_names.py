@@ -1,0 +1,258 @@
+"""timm's ViT architecture names as rows of `keras_vit.configs.VARIANTS`, and a timm Hub folder's config.json read with them.
+
+A timm Hub folder (every `timm/...` repository on the Hugging Face Hub, as
+`timm.models.push_to_hf_hub` writes it) holds `model.safetensors` and a `config.json` with the
+model's `architecture` (a timm model name), the `model_args` it was built with on top of that
+name's defaults, and its `pretrained_cfg` (pixel mean and std, input size, interpolation). The
+state dict alone hides the head count (timm fuses query, key and value); the name and
+`model_args` state it. `TIMM_ARCHITECTURES` is the one table from timm names to
+(VARIANTS row, the fields timm builds otherwise than the row).
+
+Example:
+
+>>> TIMM_ARCHITECTURES["vit_small_patch14_reg4_dinov2"]
+('DINOv2_S14_reg4', {})
+>>> fields = config_architecture({"architecture": "vit_tiny_patch16_224", "model_args": {"depth": 2}}, "config.json")
+>>> fields["num_layers"], fields["num_heads"], fields["hidden_size"]
+(2, 3, 192)
+"""
+
+from __future__ import annotations
+
+import re
+
+from keras_vit.configs import FAMILY_FIELDS, VARIANTS
+from keras_vit.weights.files import CheckpointError
+
+# timm builds its SigLIP towers with exact GELU (nn.GELU) unless the name says act_layer='gelu_tanh'.
+_SIGLIP = dict(approximate_gelu=False)
+_SIGLIP_TANH = dict(approximate_gelu=True)
+# timm keeps CLIP's projection as its classification head, and builds GELU (even for OpenAI's
+# QuickGELU weights, its notes say) unless the name has `_quickgelu_`.
+_CLIP = dict(projection_size=None, mlp_activation="gelu")
+_CLIP_QUICK = dict(projection_size=None, mlp_activation="quick_gelu")
+_CLIP_FIELDS = dict(pre_norm=True, patch_bias=False, layer_norm_epsilon=1e-5)
+_DEIT3 = dict(prefix_position_embedding=False, layer_scale_init=1e-6)
+_GAP = dict(pooling="gap")
+
+
+def _sized(template, *sizes):
+    return tuple(template.format(size) for size in sizes)
+
+
+# (timm names, VARIANTS row, the fields timm's build of that name gives otherwise than the row).
+_TABLE = (
+    (_sized("vit_tiny_patch16_{}", 224, 384) + ("deit_tiny_patch16_224",), "Ti16", {}),
+    (_sized("vit_small_patch16_{}", 224, 384) + ("deit_small_patch16_224",), "S16", {}),
+    (_sized("vit_small_patch32_{}", 224, 384), "S32", {}),
+    (("vit_base_patch8_224",), "B8", {}),
+    (_sized("vit_base_patch16_{}", 224, 384) + _sized("deit_base_patch16_{}", 224, 384), "B16", {}),
+    (_sized("vit_base_patch32_{}", 224, 384), "B32", {}),
+    (_sized("vit_large_patch16_{}", 224, 384), "L16", {}),
+    (_sized("vit_large_patch32_{}", 224, 384), "L32", {}),
+    (("vit_huge_patch14_224",), "H14", {}),
+    (("vit_giant_patch14_224",), "g14", {}),
+    (("vit_gigantic_patch14_224",), "G14", {}),
+    (("deit_tiny_distilled_patch16_224",), "DeiT_Ti16_distilled", {}),
+    (("deit_small_distilled_patch16_224",), "DeiT_S16_distilled", {}),
+    (_sized("deit_base_distilled_patch16_{}", 224, 384), "DeiT_B16_distilled", {}),
+    (_sized("deit3_small_patch16_{}", 224, 384), "DeiT3_S16", {}),
+    (_sized("deit3_base_patch16_{}", 224, 384), "DeiT3_B16", {}),
+    (_sized("deit3_large_patch16_{}", 224, 384), "DeiT3_L16", {}),
+    (("deit3_huge_patch14_224",), "H14", _DEIT3),
+    (("vit_small_patch14_dinov2",), "DINOv2_S14", {}),
+    (("vit_base_patch14_dinov2",), "DINOv2_B14", {}),
+    (("vit_large_patch14_dinov2",), "DINOv2_L14", {}),
+    (("vit_giant_patch14_dinov2",), "DINOv2_g14", {}),
+    (("vit_small_patch14_reg4_dinov2",), "DINOv2_S14_reg4", {}),
+    (("vit_base_patch14_reg4_dinov2",), "DINOv2_B14_reg4", {}),
+    (("vit_large_patch14_reg4_dinov2",), "DINOv2_L14_reg4", {}),
+    (("vit_giant_patch14_reg4_dinov2",), "DINOv2_g14_reg4", {}),
+    (_sized("vit_base_patch16_siglip_{}", 224, 256, 384, 512), "SigLIP_B16", _SIGLIP),
+    (_sized("vit_base_patch16_siglip_gap_{}", 224, 256, 384, 512), "SigLIP_B16", dict(_SIGLIP, **_GAP)),
+    (_sized("vit_large_patch16_siglip_{}", 256, 384), "SigLIP_L16", _SIGLIP),
+    (("vit_large_patch16_siglip_512",), "SigLIP_L16", _SIGLIP_TANH),
+    (_sized("vit_large_patch16_siglip_gap_{}", 256, 384), "SigLIP_L16", dict(_SIGLIP, **_GAP)),
+    (("vit_large_patch16_siglip_gap_512",), "SigLIP_L16", dict(_SIGLIP_TANH, **_GAP)),
+    (_sized("vit_so400m_patch14_siglip_{}", 224, 378, 384), "SigLIP_So400m14", _SIGLIP),
+    (_sized("vit_so400m_patch14_siglip_gap_{}", 224, 378, 384, 448, 896), "SigLIP_So400m14", dict(_SIGLIP, **_GAP)),
+    (_sized("vit_base_patch32_clip_{}", 224, 256, 384, 448), "CLIP_B32", _CLIP),
+    (_sized("vit_base_patch16_clip_{}", 224, 384), "CLIP_B16", _CLIP),
+    (_sized("vit_large_patch14_clip_{}", 224, 336), "CLIP_L14", _CLIP),
+    (("vit_base_patch32_clip_quickgelu_224",), "CLIP_B32", _CLIP_QUICK),
+    (("vit_base_patch16_clip_quickgelu_224",), "CLIP_B16", _CLIP_QUICK),
+    (_sized("vit_large_patch14_clip_quickgelu_{}", 224, 336), "CLIP_L14", _CLIP_QUICK),
+    (_sized("vit_huge_patch14_clip_{}", 224, 336, 378), "H14", dict(_CLIP_FIELDS, **_CLIP)),
+    (_sized("vit_huge_patch14_clip_quickgelu_{}", 224, 378), "H14", dict(_CLIP_FIELDS, **_CLIP_QUICK)),
+    (("vit_giant_patch14_clip_224",), "g14", dict(_CLIP_FIELDS, **_CLIP)),
+    (("flexivit_small",), "S16", dict(prefix_position_embedding=False)),
+    (("flexivit_base",), "B16", dict(prefix_position_embedding=False)),
+    (("flexivit_large",), "L16", dict(prefix_position_embedding=False)),
+)
+TIMM_ARCHITECTURES: dict[str, tuple[str, dict]] = {name: (row, fields) for names, row, fields in _TABLE for name in names}
+
+
+def supported_patterns():
+    """The names of `TIMM_ARCHITECTURES` with their image sizes folded, for messages.
+
+    Example:
+
+    >>> [pattern for pattern in supported_patterns() if pattern.startswith("vit_base_patch16_siglip")]
+    ['vit_base_patch16_siglip_{224,256,384,512}', 'vit_base_patch16_siglip_gap_{224,256,384,512}']
+    """
+    groups = {}
+    for name in TIMM_ARCHITECTURES:
+        match = re.fullmatch(r"(.*)_(\d+)", name)
+        stem, size = (match.group(1), match.group(2)) if match else (name, None)
+        groups.setdefault(stem, []).append(size)
+    return [stem if sizes == [None] else f"{stem}_{{{','.join(s for s in sizes if s)}}}" if len(sizes) > 1
+            else f"{stem}_{sizes[0]}" for stem, sizes in groups.items()]
+
+
+def architecture_fields(name, where):
+    """The architecture fields timm builds for model `name` (no model_args): its row, then the table's changes.
+
+    Args:
+        name: str. A timm model name, e.g. "vit_base_patch16_224".
+        where: str. The file that names it, for messages.
+    """
+    if name not in TIMM_ARCHITECTURES:
+        raise CheckpointError(
+            f"{where}: architecture={name!r} is not a timm ViT architecture keras_vit has a row for. Supported: "
+            + ", ".join(supported_patterns()) + "."
+        )
+    row_name, changes = TIMM_ARCHITECTURES[name]
+    row = VARIANTS[row_name]
+    fields = {key: getattr(row, key) for key in ("patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim")}
+    fields.update({key: getattr(row, key) for key in FAMILY_FIELDS})
+    fields.update(channels=3, position_embedding="learned")  # timm's in_chans and pos_embed defaults
+    fields.update(changes)
+    if fields["pooling"] == "auto":
+        fields["pooling"] = "token" if fields["class_token"] else "gap"
+    return fields
+
+
+# timm's global_pool -> keras_vit's pooling ("" keeps every token).
+GLOBAL_POOLS = {"token": "token", "avg": "gap", "max": "max", "map": "map", "": None}
+# timm's act_layer names -> (mlp_activation, approximate_gelu).
+ACTIVATIONS = {"gelu": ("gelu", False), "gelu_tanh": ("gelu", True), "quick_gelu": ("quick_gelu", False)}
+# model_args that only change training or run-time behaviour, not the weights' meaning.
+_RUN_TIME_ARGS = ("dynamic_img_size", "dynamic_img_pad", "weight_init", "fix_init", "drop_rate", "pos_drop_rate",
+                  "patch_drop_rate", "proj_drop_rate", "attn_drop_rate", "drop_path_rate")
+# model_args keras_vit builds only at timm's default value: name -> that value.
+_FIXED_ARGS = {"qkv_bias": True, "qk_norm": False, "proj_bias": True, "final_norm": True, "scale_attn_norm": False,
+               "scale_mlp_norm": False, "pool_include_prefix": False}
+_ARCHITECTURE_ARGS = ("img_size", "patch_size", "in_chans", "num_classes", "global_pool", "embed_dim", "depth",
+                      "num_heads", "mlp_ratio", "init_values", "class_token", "pos_embed", "no_embed_class",
+                      "reg_tokens", "pre_norm", "fc_norm", "act_layer")
+
+
+def config_architecture(config, path):
+    """The architecture fields a timm `config.json` states: its `architecture`'s, then its `model_args`.
+
+    Returns a dict of `keras_vit.configs.ARCHITECTURE_FIELDS` (num_classes None without a head)
+    plus "grid_size" when model_args give img_size.
+
+    Args:
+        config: dict. The parsed config.json.
+        path: str. Its path, for messages.
+    """
+    name = config.get("architecture")
+    if not isinstance(name, str):
+        raise CheckpointError(f"timm config {path!r}: architecture is {name!r}; expected a timm model name.")
+    fields = architecture_fields(name, f"timm config {path!r}")
+    args = config.get("model_args", {})
+    if not isinstance(args, dict):
+        raise CheckpointError(f"timm config {path!r}: model_args is {args!r}; expected a JSON object.")
+
+    def refuse(key, expected):
+        return CheckpointError(f"timm config {path!r}: model_args.{key} is {args[key]!r}; {expected}.")
+
+    unknown = sorted(set(args) - set(_ARCHITECTURE_ARGS) - set(_FIXED_ARGS) - set(_RUN_TIME_ARGS))
+    if unknown:
+        raise CheckpointError(
+            f"timm config {path!r}: model_args {unknown} are not arguments keras_vit reads; it reads "
+            f"{sorted(_ARCHITECTURE_ARGS + tuple(_FIXED_ARGS))} (and ignores the run-time {sorted(_RUN_TIME_ARGS)})."
+        )
+    for key, value in _FIXED_ARGS.items():
+        if key in args and args[key] != value:
+            raise refuse(key, f"keras_vit builds {key}={value} only")
+    for key, field in (("embed_dim", "hidden_size"), ("depth", "num_layers"), ("num_heads", "num_heads"),
+                       ("in_chans", "channels")):
+        if key in args:
+            if not _is_positive_int(args[key]):
+                raise refuse(key, "expected an integer >= 1")
+            fields[field] = args[key]
+    if "patch_size" in args:
+        fields["patch_size"] = _square(args, "patch_size", refuse)
+    if "mlp_ratio" in args:
+        ratio = args["mlp_ratio"]
+        if not (isinstance(ratio, (int, float)) and not isinstance(ratio, bool) and ratio > 0):
+            raise refuse("mlp_ratio", "expected a number > 0")
+        width = int(fields["hidden_size"] * ratio)
+        # timm's packed SwiGLU holds gate and value in one Linear of that width.
+        fields["mlp_dim"] = width // 2 if fields["mlp_activation"] == "swiglu" else width
+    elif "embed_dim" in args:
+        fields["mlp_dim"] = None  # the name's mlp_ratio times another width: the tensors state it
+    for key, field in (("class_token", "class_token"), ("pre_norm", "pre_norm")):
+        if key in args:
+            if not isinstance(args[key], bool):
+                raise refuse(key, "expected true or false")
+            fields[field] = args[key]
+    if "pre_norm" in args:
+        fields["patch_bias"] = not args["pre_norm"]  # timm drops the patch bias exactly when it adds ln_pre
+    if "no_embed_class" in args:
+        if not isinstance(args["no_embed_class"], bool):
+            raise refuse("no_embed_class", "expected true or false")
+        fields["prefix_position_embedding"] = not args["no_embed_class"]
+    if "reg_tokens" in args:
+        if not (isinstance(args["reg_tokens"], int) and not isinstance(args["reg_tokens"], bool) and args["reg_tokens"] >= 0):
+            raise refuse("reg_tokens", "expected an integer >= 0")
+        fields["num_register_tokens"] = args["reg_tokens"]
+    if "init_values" in args:
+        value = args["init_values"]
+        if value is not None and not (isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0):
+            raise refuse("init_values", "expected null (no LayerScale) or a number > 0")
+        fields["layer_scale_init"] = float(value) if value is not None else None
+    if "act_layer" in args:
+        if args["act_layer"] not in ACTIVATIONS:
+            raise refuse("act_layer", f"expected one of {sorted(ACTIVATIONS)}")
+        fields["mlp_activation"], fields["approximate_gelu"] = ACTIVATIONS[args["act_layer"]]
+    if "pos_embed" in args:
+        if args["pos_embed"] not in ("learn", "none", ""):
+            raise refuse("pos_embed", "expected 'learn' or 'none'")
+        fields["position_embedding"] = "learned" if args["pos_embed"] == "learn" else "none"
+    pool = args.get("global_pool", config.get("global_pool"))
+    if pool is not None:
+        if pool not in GLOBAL_POOLS:
+            where = "model_args.global_pool" if "global_pool" in args else "global_pool"
+            raise CheckpointError(f"timm config {path!r}: {where} is {pool!r}; keras_vit pools with "
+                                  f"{sorted(GLOBAL_POOLS)}.")
+        fields["pooling"] = GLOBAL_POOLS[pool]
+    if args.get("fc_norm"):
+        raise refuse("fc_norm", "keras_vit builds no LayerNorm after pooling (fc_norm)")
+    if "img_size" in args:
+        size = args["img_size"]
+        size = [size, size] if _is_positive_int(size) else size
+        if not (isinstance(size, list) and len(size) == 2 and all(_is_positive_int(v) for v in size)):
+            raise refuse("img_size", "expected an integer or [height, width]")
+        fields["grid_size"] = (size[0] // fields["patch_size"], size[1] // fields["patch_size"])
+    classes = args.get("num_classes", config.get("num_classes"))
+    if classes is not None:
+        if not (isinstance(classes, int) and not isinstance(classes, bool) and classes >= 0):
+            raise CheckpointError(f"timm config {path!r}: num_classes is {classes!r}; expected an integer >= 0.")
+        fields["num_classes"] = classes or None
+    return fields
+
+
+def _square(args, key, refuse):
+    value = args[key]
+    if isinstance(value, list) and len(value) == 2 and value[0] == value[1]:
+        value = value[0]
+    if not _is_positive_int(value):
+        raise refuse(key, "expected an integer >= 1 (square patches)")
+    return value
+
+
+def _is_positive_int(value):
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
