@@ -1,5 +1,8 @@
 """`save_hf`: a keras_vit model as a Hugging Face `save_pretrained` folder, for the families it has.
 
+A model that scales its own pixels (`preprocessing=`) also gets the `preprocessor_config.json` that
+states that scaling and its input size, so the folder says how to feed it.
+
 The tensors come from the Hugging Face layer mappings the loader reads with, run backwards
 (`Entry.from_model`), and their names from the same family tables (`HF_FAMILIES`: prefixes and
 two-way renames), so reading and writing share one list of key names. What is decided here is
@@ -13,6 +16,9 @@ Example:
 >>> save_hf(keras_vit.ViT("tiny_deit", num_classes=3), folder)
 >>> sorted(os.listdir(folder)), keras_vit.ViT(weights=folder).vit_config["distillation_token"]
 (['config.json', 'model.safetensors'], True)
+>>> save_hf(keras_vit.ViT("tiny_deit", num_classes=3, preprocessing="imagenet"), folder, overwrite=True)
+>>> sorted(os.listdir(folder)), keras_vit.weights.Checkpoint(folder).preprocessing.scaling
+(['config.json', 'model.safetensors', 'preprocessor_config.json'], 'imagenet')
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import os
 import numpy as np
 
 from keras_vit._atomic import atomic_directory, write_json
+from keras_vit.configs import SCALINGS
 from keras_vit.weights.files import CheckpointError, write_safetensors
 from keras_vit.weights.formats import HF_FAMILIES, LAYOUTS, hf_file_rank, rename_hf_key
 from keras_vit.weights.mapping import MappingContext, model_tensors
@@ -110,9 +117,44 @@ def save_hf(model, folder, *, overwrite=False):
         tensors[name if key.startswith(_TOP_LEVEL) else prefix + name] = np.asarray(array, "float32")
     for name, shape in _TRAINING_ONLY.get(hf_config["model_type"], lambda hidden: {})(config["hidden_size"]).items():
         tensors[prefix + name] = np.zeros(shape, "float32")
+    processor = preprocessor_config_of(model)
     with atomic_directory(folder, overwrite=os.path.isdir(folder)) as tmp:
         write_json(os.path.join(tmp, "config.json"), hf_config)
         write_safetensors(os.path.join(tmp, "model.safetensors"), tensors, {"format": "pt"})
+        if processor is not None:
+            write_json(os.path.join(tmp, "preprocessor_config.json"), processor)
+
+
+def preprocessor_config_of(model):
+    """The `preprocessor_config.json` of a model that scales its own pixels (`preprocessing=`), else None.
+
+    transformers' ViTImageProcessor then feeds its PyTorch class what the Keras model computes
+    inside: pixels rescaled to [0, 1], normalised by the model's mean and std, at its input size.
+
+    Example:
+
+    >>> import keras_vit
+    >>> config = preprocessor_config_of(keras_vit.ViT("tiny", num_classes=3, preprocessing="symmetric"))
+    >>> config["image_mean"], config["size"]
+    ([0.5, 0.5, 0.5], {'height': 32, 'width': 32})
+    >>> preprocessor_config_of(keras_vit.ViT("tiny", num_classes=3)) is None
+    True
+    """
+    config = model.vit_config
+    if config["preprocessing"] is None:
+        return None
+    mean, std = SCALINGS[config["preprocessing"]]
+    channels = config["channels"]
+    height, width = model.input_shape[1:3]
+    if height is None or width is None:  # a model of any size: the size of its position grid
+        grid = model.get_layer("embedding").grid_size
+        height, width = grid[0] * config["patch_size"], grid[1] * config["patch_size"]
+    return {
+        "image_processor_type": "ViTImageProcessor", "do_resize": True, "size": {"height": int(height), "width": int(width)},
+        "resample": 2, "do_rescale": True, "rescale_factor": 1 / 255, "do_normalize": True,
+        "image_mean": [round(mean[i % len(mean)] / 255.0, 8) for i in range(channels)],
+        "image_std": [round(std[i % len(std)] / 255.0, 8) for i in range(channels)],
+    }
 
 
 def hf_config_of(model):
