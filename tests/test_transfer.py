@@ -1,9 +1,17 @@
 """keras_vit.transfer: the one loader of a pre-trained backbone, its features, few-shot and k-NN accuracy, the CLI."""
 
+import json
+import os
+import types
+
+import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
-from keras_vit.transfer import fewshot, knn_accuracy, linear_fewshot
+import keras_vit
+from keras_vit.transfer import extract_features, fewshot, knn_accuracy, linear_fewshot, load_pretrained
+from keras_vit.weights import Checkpoint, save_hf, save_npz
 
 
 def _separable_split(seed=0, classes=5):
@@ -110,3 +118,205 @@ def test_a_probe_of_features_that_are_not_one_vector_per_image_is_refused():
     tokens = np.zeros((10, 5, 8))
     with pytest.raises(ValueError, match=r"Invalid train_features of shape \(10, 5, 8\)\. Expected \(examples, features\)"):
         knn_accuracy(tokens, np.arange(10) % 2, tokens, np.arange(10) % 2, k=1)
+
+
+# --------------------------------------------------------------------------------------------
+# load_pretrained
+
+
+def _randomized(model, seed=0):
+    """The model with every weight random (heads built zero would hide a head that was not replaced)."""
+    rng = np.random.default_rng(seed)
+    for variable in model.weights:
+        if variable.trainable:
+            variable.assign(0.2 * rng.normal(size=variable.shape).astype("float32"))
+    return model
+
+
+def _images(size, seed=0, count=2):
+    return np.random.default_rng(seed).uniform(0, 255, size=(count, size, size, 3)).astype("float32")
+
+
+def _pre_head(model):
+    return keras.Model(model.inputs, model.get_layer("head").input)
+
+
+def _assert_same_weights_but_head(model, source, skipped=("head", "preprocessing")):
+    compared = 0
+    for layer in model.layers:
+        if layer.name in skipped or not layer.weights:
+            continue
+        for new, old in zip(layer.get_weights(), source.get_layer(layer.name).get_weights()):
+            np.testing.assert_array_equal(new, old)
+            compared += 1
+    assert compared > 10
+
+
+@pytest.fixture(scope="module")
+def npz_checkpoint(tmp_path_factory):
+    """A tiny vit_jax checkpoint with a pre-logits layer and a random 10-class head, and the model it came from."""
+    source = _randomized(keras_vit.ViT("tiny", num_classes=10, approximate_gelu=True, representation_size=16))
+    path = str(tmp_path_factory.mktemp("npz") / "tiny.npz")
+    save_npz(source, path)
+    return path, source
+
+
+def test_load_pretrained_npz_feature_model_gives_the_source_models_pre_head_features(npz_checkpoint):
+    path, source = npz_checkpoint
+    model, info = load_pretrained(path, scaling="unit")
+    images = _images(32)
+    np.testing.assert_allclose(model.predict_on_batch(images), _pre_head(source).predict_on_batch(images / 255),
+                               atol=1e-5)
+    assert (info.spec, info.source, info.kind, info.scaling, info.scaling_reason) == (
+        path, path, "vit_jax", "unit", "given")
+    assert info.image_size == (32, 32) and info.image_size_reason == "the checkpoint's"
+    assert info.dropped == ("head (10 classes)",) and info.num_features == 16 == model.output_shape[-1]
+
+
+@pytest.mark.parametrize("num_classes", [3, 10])
+def test_load_pretrained_npz_with_num_classes_has_a_new_zero_head_and_the_rest_equal(npz_checkpoint, num_classes):
+    """Also with the checkpoint's own class count: the head is new, and the pre-logits layer dropped."""
+    path, source = npz_checkpoint
+    model, info = load_pretrained(path, num_classes=num_classes, scaling="symmetric", classifier_activation=None)
+    head = model.get_layer("head")
+    assert head.units == num_classes and all(not np.any(w) for w in head.get_weights())
+    assert "pre_logits" not in [layer.name for layer in model.layers]
+    assert model.vit_config["representation_size"] is None and model.get_layer("preprocessing") is not None
+    _assert_same_weights_but_head(model, source)
+    assert info.dropped == ("head (10 classes)", "pre_logits (16)") and info.num_features == 32
+    np.testing.assert_array_equal(model.predict_on_batch(_images(32)), np.zeros((2, num_classes)))
+
+
+def test_load_pretrained_resamples_to_a_given_image_size_and_says_so(npz_checkpoint):
+    model, info = load_pretrained(npz_checkpoint[0], image_size=48, scaling="unit")
+    assert model.input_shape == (None, 48, 48, 3) and info.image_size == (48, 48)
+    assert info.image_size_reason == "given (position embedding resampled from 8x8 to 12x12)"
+
+
+def test_load_pretrained_refuses_a_checkpoint_that_states_no_scaling(npz_checkpoint):
+    with pytest.raises(ValueError, match=r"tiny\.npz' states no pixel scaling: pass scaling= \(keras-vit: --scaling\)"):
+        load_pretrained(npz_checkpoint[0])
+    with pytest.raises(ValueError, match=r"Invalid scaling='raw'"):
+        load_pretrained(npz_checkpoint[0], scaling="raw")
+    with pytest.raises(ValueError, match=r"Invalid image_size=0"):
+        load_pretrained(npz_checkpoint[0], scaling="unit", image_size=0)
+
+
+def test_load_pretrained_takes_the_checkpoints_preprocessing_record(npz_checkpoint, monkeypatch):
+    """Checkpoint.preprocessing (another branch reads it from the file): its scaling, or its mean/std, and its size."""
+    record = types.SimpleNamespace(scaling=None, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), image_size=(24, 24),
+                                   interpolation="bicubic", crop_pct=0.9, source="/x/preprocessor_config.json")
+    monkeypatch.setattr(Checkpoint, "preprocessing", record, raising=False)
+    model, info = load_pretrained(npz_checkpoint[0])
+    assert (info.scaling, info.scaling_reason) == ("symmetric", "from /x/preprocessor_config.json")
+    assert info.image_size == (24, 24) and model.input_shape == (None, 24, 24, 3)
+    assert info.image_size_reason == "from /x/preprocessor_config.json (position embedding resampled from 8x8 to 6x6)"
+    monkeypatch.setattr(Checkpoint, "preprocessing", types.SimpleNamespace(scaling="imagenet", image_size=None))
+    assert load_pretrained(npz_checkpoint[0])[1].scaling == "imagenet"
+    monkeypatch.setattr(Checkpoint, "preprocessing", types.SimpleNamespace(mean=[0.3], std=[0.2], source="p.json"))
+    with pytest.raises(ValueError, match=r"states pixel mean=\[0\.3\] and std=\[0\.2\] \(p\.json\).*pass scaling="):
+        load_pretrained(npz_checkpoint[0])
+    assert load_pretrained(npz_checkpoint[0], scaling="unit")[1].scaling_reason == "given"
+
+
+def test_load_pretrained_hugging_face_folder(tmp_path):
+    source = _randomized(keras_vit.ViT("tiny_dinov2", mlp_dim=48, include_top=False))
+    folder = str(tmp_path / "dinov2")
+    save_hf(source, folder)
+    with open(os.path.join(folder, "preprocessor_config.json"), "w") as f:
+        json.dump({"image_processor_type": "BitImageProcessor", "do_normalize": True, "do_rescale": True,
+                   "rescale_factor": 1 / 255, "image_mean": [0.485, 0.456, 0.406],
+                   "image_std": [0.229, 0.224, 0.225], "crop_size": {"height": 16, "width": 16}}, f)
+    model, info = load_pretrained(folder, scaling="imagenet")
+    images = _images(16)
+    mean, std = (np.array(v, "float32") for v in keras_vit.configs.SCALINGS["imagenet"])
+    np.testing.assert_allclose(model.predict_on_batch(images), source.predict_on_batch((images - mean) / std),
+                               atol=1e-5)
+    assert info.kind == "hf" and info.dropped == () and info.num_features == 24
+    if getattr(Checkpoint(folder), "preprocessing", None) is None:
+        pytest.skip("keras_vit.weights.Checkpoint reads no preprocessor_config.json yet (another branch adds it)")
+    info = load_pretrained(folder)[1]
+    assert info.scaling == "imagenet" and info.scaling_reason.startswith("from ")
+
+
+@pytest.fixture(scope="module")
+def keras_file(tmp_path_factory):
+    source = _randomized(keras_vit.ViT("tiny", num_classes=10, preprocessing="unit"))
+    path = str(tmp_path_factory.mktemp("keras") / "vit.keras")
+    source.save(path)
+    return path, source
+
+
+def test_load_pretrained_keras_feature_model_is_the_model_up_to_its_head(keras_file):
+    path, source = keras_file
+    model, info = load_pretrained(path)
+    images = _images(32)
+    np.testing.assert_allclose(model.predict_on_batch(images), _pre_head(source).predict_on_batch(images), atol=1e-6)
+    assert (info.kind, info.scaling, info.scaling_reason, info.image_size_reason) == (
+        "keras", "unit", "the .keras model's own", "the .keras model's own")
+    assert info.dropped == ("head (10 classes)",) and info.num_features == 32
+
+
+def test_load_pretrained_keras_with_num_classes_rebuilds_with_a_new_zero_head(keras_file):
+    path, source = keras_file
+    model, info = load_pretrained(path, num_classes=4, drop_path_rate=0.1)
+    assert isinstance(model, keras_vit.models.vit.VisionTransformer) and model.output_shape == (None, 4)
+    assert all(not np.any(w) for w in model.get_layer("head").get_weights())
+    assert model.vit_config["drop_path_rate"] == 0.1
+    _assert_same_weights_but_head(model, source)
+    images = _images(32)
+    np.testing.assert_allclose(_pre_head(model).predict_on_batch(images), _pre_head(source).predict_on_batch(images),
+                               atol=1e-6)
+    # Another scaling or size: rebuilt too, the position embedding resampled.
+    model, info = load_pretrained(path, scaling="symmetric", image_size=16)
+    assert (info.scaling, info.scaling_reason, model.input_shape) == ("symmetric", "given", (None, 16, 16, 3))
+    assert info.image_size_reason == "given (position embedding resampled from 8x8 to 4x4)"
+
+
+def test_load_pretrained_refuses_keras_models_with_no_features(tmp_path):
+    plain = keras.Sequential([keras.Input((8,)), keras.layers.Dense(2)])
+    plain.save(tmp_path / "plain.keras")
+    with pytest.raises(ValueError, match=r"plain\.keras'.*no keras_vit Vision Transformer"):
+        load_pretrained(str(tmp_path / "plain.keras"))
+    keras_vit.ViT("tiny", include_top=False, pooling=None, preprocessing="unit").save(tmp_path / "tokens.keras")
+    with pytest.raises(ValueError, match=r"tokens\.keras'.*pooling=None.*no pooled features"):
+        load_pretrained(str(tmp_path / "tokens.keras"), num_classes=3)
+    keras_vit.ViT("tiny", num_classes=3).save(tmp_path / "unscaled.keras")
+    with pytest.raises(ValueError, match=r"unscaled\.keras' states no pixel scaling.*pass scaling="):
+        load_pretrained(str(tmp_path / "unscaled.keras"))
+    with pytest.raises(FileNotFoundError, match="missing.keras"):
+        load_pretrained(str(tmp_path / "missing.keras"))
+
+
+def _write_folder(root, classes=("a", "b", "c"), per_class=6, size=16):
+    """Images of one colour per class, a little noise apart."""
+    rng = np.random.default_rng(0)
+    for index, name in enumerate(classes):
+        os.makedirs(os.path.join(root, name))
+        colour = np.array([255 * (index == 0), 255 * (index == 1), 255 * (index == 2)])
+        for i in range(per_class):
+            pixels = np.clip(colour + rng.normal(0, 20, size=(size, size, 3)), 0, 255).astype("uint8")
+            tf.io.write_file(os.path.join(root, name, f"{i}.png"), tf.io.encode_png(pixels))
+    return str(root)
+
+
+def _tiny_npz(tmp_path, size):
+    path = str(tmp_path / f"tiny{size}.npz")
+    if not os.path.exists(path):
+        save_npz(_randomized(keras_vit.ViT("tiny", num_classes=10, image_size=size)), path)
+    return path
+
+
+def test_extract_features_follows_the_source_order_and_names_files(tmp_path):
+    root = _write_folder(tmp_path / "images", classes=("a", "b"), per_class=2, size=8)
+    source = keras_vit.data.sources.from_folder(root)
+    model, _ = load_pretrained(_tiny_npz(tmp_path, 8), scaling="unit")
+    result = extract_features(model, source, batch_size=3)
+    assert result.features.shape == (4, 32) and result.features.dtype == np.float32
+    assert result.labels.tolist() == [0, 1, 0, 1] and result.class_names == ("a", "b")
+    assert [os.path.relpath(f, root) for f in result.files] == ["a/0.png", "b/0.png", "a/1.png", "b/1.png"]
+    pixels = np.stack([tf.io.decode_png(tf.io.read_file(f)).numpy() for f in result.files]).astype("float32")
+    np.testing.assert_allclose(result.features, model.predict_on_batch(pixels), atol=1e-5)
+    tokens = keras_vit.ViT("tiny", include_top=False, pooling=None, image_size=8)
+    with pytest.raises(ValueError, match="expected one feature vector per image"):
+        extract_features(tokens, source)

@@ -1,7 +1,8 @@
-"""Transfer of a pre-trained backbone: the accuracy of its frozen features without training.
+"""Transfer of a pre-trained backbone: its one loader, its features, and their accuracy without training.
 
-`linear_fewshot` (the ViT paper's linear few-shot) and `knn_accuracy` (DINO's weighted k-NN)
-measure features.
+`load_pretrained` loads any checkpoint (or keras_vit `.keras` model) as a feature model or with
+a new head; `extract_features` runs it over a data source; `linear_fewshot` (the ViT paper's
+linear few-shot) and `knn_accuracy` (DINO's weighted k-NN) measure the features.
 
 Example:
 
@@ -12,6 +13,8 @@ Example:
 1.0
 """
 
+from keras_vit.transfer.features import Features, extract_features
 from keras_vit.transfer.fewshot import knn_accuracy, linear_fewshot
+from keras_vit.transfer.pretrained import Pretrained, load_pretrained
 
-__all__ = ["knn_accuracy", "linear_fewshot"]
+__all__ = ["Features", "Pretrained", "extract_features", "knn_accuracy", "linear_fewshot", "load_pretrained"]
