@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import types
 
 import keras
@@ -10,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 import keras_vit
+from keras_vit import cli
 from keras_vit.transfer import extract_features, fewshot, knn_accuracy, linear_fewshot, load_pretrained
 from keras_vit.weights import Checkpoint, save_hf, save_npz
 
@@ -320,3 +322,75 @@ def test_extract_features_follows_the_source_order_and_names_files(tmp_path):
     tokens = keras_vit.ViT("tiny", include_top=False, pooling=None, image_size=8)
     with pytest.raises(ValueError, match="expected one feature vector per image"):
         extract_features(tokens, source)
+
+
+# --------------------------------------------------------------------------------------------
+# The command line
+
+
+def test_cli_embed_writes_embeddings_labels_files_and_class_names(tmp_path, capsys):
+    root = _write_folder(tmp_path / "images")
+    out = str(tmp_path / "out" / "train.npz")
+    assert cli.main(["embed", _tiny_npz(tmp_path, 16), "--dataset", root, "--scaling", "unit", "--out", out]) == 0
+    captured = capsys.readouterr()
+    assert re.fullmatch(rf"{re.escape(out)}: embeddings 16x32 of .*\n", captured.out)
+    assert "(vit_jax): 32 features; image 16x16 (the checkpoint's); scaling unit (given)" in captured.err
+    with np.load(out) as data:
+        assert sorted(data) == ["class_names", "embeddings", "files", "labels"]
+        assert data["embeddings"].shape == (16, 32) and data["class_names"].tolist() == ["a", "b", "c"]
+        assert all(os.path.isfile(f) for f in data["files"]) and len(data["files"]) == 16
+        assert [os.path.basename(os.path.dirname(f)) for f in data["files"]] == ["abc"[i] for i in data["labels"]]
+    assert [name for name in os.listdir(tmp_path / "out")] == ["train.npz"]
+
+
+def test_cli_fewshot_and_knn_on_a_folder(tmp_path, capsys):
+    root = _write_folder(tmp_path / "images")
+    spec = _tiny_npz(tmp_path, 16)
+    common = ["--dataset", root, "--scaling", "unit", "--validation-split", "0.5"]
+    assert cli.main(["fewshot", spec, *common, "--shots", "1", "--draws", "2"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("linear few-shot accuracy, 2 draws, l2_reg 1024: 9 train images") and out[1] == "shots  accuracy"
+    assert [line.split()[0] for line in out[2:]] == ["1"]
+    assert all(0 <= float(line.split()[1]) <= 1 and line.split()[2] == "+-" for line in out[2:])
+    assert cli.main(["knn", spec, *common, "--k", "3"]) == 0
+    line = capsys.readouterr().out
+    assert re.fullmatch(r"3-NN accuracy \(temperature 0\.07\): [01]\.\d{4} on 9 test images .*9 train images .*\n", line)
+
+
+def test_cli_fewshot_and_knn_on_the_grey_sample(tmp_path, capsys):
+    """Fashion-MNIST is grey, 28 px: repeated to the checkpoint's 3 channels."""
+    spec = _tiny_npz(tmp_path, 28)
+    common = ["--max-train-examples", "100", "--max-test-examples", "50", "--scaling", "unit"]
+    assert cli.main(["fewshot", spec, *common, "--shots", "1,5", "--draws", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "100 train images" in out and "50 test images" in out and len(out.splitlines()) == 4
+    assert cli.main(["knn", spec, *common, "--k", "5"]) == 0
+    assert capsys.readouterr().out.startswith("5-NN accuracy (temperature 0.07): ")
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["fewshot", "SPEC", "--shots", "1,x"], r"Invalid --shots='1,x'\. Expected integers >= 1 separated by commas"),
+    (["fewshot", "SPEC", "--shots", "0,5"], r"Invalid --shots=\[0, 5\]\. Expected one or more integers >= 1"),
+    (["fewshot", "SPEC", "--shots", "1,10", "--scaling", "unit", "--validation-split", "0.5"],
+     r"Invalid --shots=\(1, 10\): 3 class\(es\) have fewer than 10 training examples \(a: \d"),
+    (["knn", "SPEC", "--k", "0"], r"Invalid --k=0\. Expected an integer >= 1"),
+    (["knn", "SPEC", "--k", "17"], r"Invalid --k=17: there are only 16 training examples"),
+    (["knn", "SPEC", "--temperature", "0"], r"Invalid --temperature=0\.0\. Expected a number in \(0, inf\)"),
+    (["knn", "SPEC", "--dataset", "ONE_CLASS"], r"Invalid --dataset=.*one'.*: it has 1 class \(only\)"),
+    (["embed", "SPEC", "--image-size", "0"], r"Invalid --image-size=0\. Expected an integer >= 1"),
+    (["embed", "missing.npz"], r"Checkpoint file not found: 'missing\.npz'"),
+    (["embed", "SPEC"], r"states no pixel scaling: pass scaling= \(keras-vit: --scaling\)"),
+    (["embed", "SPEC", "--scaling", "unit", "--out", "x.txt"], r"Invalid --out='x\.txt'\. Expected a file name ending in \.npz"),
+])
+def test_cli_bad_inputs_exit_2_with_one_line(arguments, message, tmp_path, capsys):
+    root = _write_folder(tmp_path / "images", per_class=6)
+    one = _write_folder(tmp_path / "one", classes=("only",), per_class=2)
+    spec = _tiny_npz(tmp_path, 16)
+    arguments = [spec if a == "SPEC" else one if a == "ONE_CLASS" else a for a in arguments]
+    if "--dataset" not in arguments:
+        arguments += ["--dataset", root]
+    assert cli.main(arguments) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    # One line of error, no traceback; before it at most the line saying which backbone was loaded.
+    assert [line for line in err if "error:" in line] == err[-1:] and len(err) <= 2, err
+    assert err[-1].startswith(f"keras-vit {arguments[0]}: error: ") and re.search(message, err[-1]), err
