@@ -31,8 +31,9 @@ BIAS_CONSTANT = 100.0
 SHOTS = (1, 5, 10, 25)
 # Added to each feature's standard deviation before whitening (a constant feature stays finite).
 _STD_EPSILON = 1e-5
-# Similarities computed at once by knn_accuracy: 2**26 float32 values, 256 MiB.
-_SIMILARITY_CHUNK = 2**26
+# Similarities computed at once by knn_accuracy: 2**24 float32 values (64 MiB; with argpartition's
+# int64 indices about 200 MiB at peak).
+_SIMILARITY_CHUNK = 2**24
 
 
 def check_fewshot_arguments(shots=SHOTS, draws=5, l2_reg=L2_REG, seed=0, name=None):
@@ -223,7 +224,7 @@ def knn_accuracy(train_features, train_labels, test_features, test_labels, *, k=
     Features are L2-normalised; each test example's k most cosine-similar training examples
     vote for their label with weight exp(similarity / temperature); the class with the largest
     sum is the prediction (ties: the lower class index). The similarity matrix is computed in
-    chunks of test examples (at most 2**26 similarities, 256 MiB, at a time), so 50,000
+    chunks of test examples (at most 2**24 similarities, 64 MiB, at a time), so 50,000
     training by 10,000 test examples fit in memory.
 
     Args:
