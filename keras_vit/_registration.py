@@ -19,7 +19,9 @@ import importlib.util
 import sys
 
 # Every subpackage and module that imports Keras (or TensorFlow) when imported.
-SUBPACKAGES = ("applications", "backends", "data", "export", "inspect", "layers", "models", "training", "weights")
+SUBPACKAGES = (
+    "applications", "backends", "data", "export", "inspect", "layers", "models", "training", "transfer", "weights",
+)
 _WATCHED = frozenset(["keras"] + [f"keras_vit.{name}" for name in SUBPACKAGES])
 
 

@@ -1,4 +1,5 @@
-"""The `keras-vit` command line: one sub-command per job (train, evaluate, export, predict, inspect).
+"""The `keras-vit` command line: one sub-command per job (train, evaluate, export, predict, inspect, embed,
+fewshot, knn).
 
 Parsing imports no TensorFlow, so `--help` and `--version` answer at once: `import keras_vit`
 loads no Keras, this module's top level imports only the standard library and numpy, and the
@@ -533,12 +534,209 @@ def _run_evaluate(args) -> int:
     return 0
 
 
+def _add_backbone_arguments(parser, *, splits):
+    """The arguments `embed`, `fewshot` and `knn` share: the backbone and the data."""
+    from keras_vit.configs import SCALINGS
+
+    parser.add_argument("spec", metavar="SPEC", help="the backbone: a checkpoint (.npz, safetensors, Hugging Face or "
+                        "timm folder, a name of keras_vit.weights.CHECKPOINTS) or a .keras model saved by keras_vit")
+    parser.add_argument("--dataset", default="sample", help="'sample' (the default), a folder, or a tensorflow-datasets name")
+    parser.add_argument("--data-dir", help="tensorflow-datasets data_dir (default: tensorflow-datasets' own)")
+    parser.add_argument("--download", action="store_true", help="let tensorflow-datasets download missing data")
+    parser.add_argument("--on-corrupt", choices=("skip", "error"), default="skip",
+                        help="corrupt image files: skip them or stop (default: skip)")
+    parser.add_argument("--image-size", type=int, help="input side in pixels (default: the size the checkpoint states, "
+                        "else its grid; a learned position embedding is resampled)")
+    parser.add_argument("--scaling", choices=tuple(SCALINGS), help="pixel scaling the backbone was trained with "
+                        "(default: the one the checkpoint or .keras model states; refused when it states none)")
+    parser.add_argument("--batch-size", type=int, default=64, help="images per forward pass (default: 64)")
+    if splits:
+        parser.add_argument("--train-split", default="train", help="split the probe is fitted on (default: train)")
+        parser.add_argument("--test-split", default="test", help="split it is measured on; a folder of class "
+                            "sub-folders has none and uses its held-out share (default: test)")
+        parser.add_argument("--validation-split", type=float, help="share of the training split held out (chosen by "
+                            "--seed) and measured on when there is no test split (default: 0.1 of a folder of class "
+                            "sub-folders)")
+        parser.add_argument("--max-train-examples", type=int, help="use only the first N training examples (default: all)")
+        parser.add_argument("--max-test-examples", type=int, help="use only the first N test examples (default: all)")
+        parser.add_argument("--seed", type=int, default=0, help="seed of the held-out share and of the draws (default: 0)")
+
+
+def _add_embed(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "embed",
+        help="write the embeddings of a data set's images by a pre-trained backbone to an .npz file",
+        description="Runs a backbone once over a data set split (no training, no augmentation) and writes its pooled "
+        "features, for retrieval: an .npz with embeddings (N, D) float32, labels (N,), files (N,) (empty for data "
+        "without files) and class_names. Prints the file and the shape.",
+    )
+    _add_backbone_arguments(parser, splits=False)
+    parser.add_argument("--split", default="train", help="split to embed (default: train)")
+    parser.add_argument("--max-examples", type=int, help="embed only the first N examples (default: all)")
+    parser.add_argument("--out", default="embeddings.npz", help="the .npz file to write, replaced if it exists "
+                        "(default: embeddings.npz)")
+    parser.set_defaults(func=_run_embed)
+
+
+def _run_embed(args) -> int:
+    from keras_vit import _validation
+
+    _validation.check_positive_int("--batch-size", args.batch_size)
+    if args.max_examples is not None:
+        _validation.check_positive_int("--max-examples", args.max_examples)
+    if not args.out.endswith(".npz") or os.path.isdir(args.out):
+        raise ValueError(f"Invalid --out={args.out!r}. Expected a file name ending in .npz.")
+    _validation.check_writable_folder("--out", os.path.dirname(os.path.abspath(args.out)))
+    from keras_vit.data.sources import load_source
+
+    source = load_source(args.dataset, args.split, args.data_dir, args.on_corrupt, args.download).take(args.max_examples)
+    model, info = _load_backbone(args)
+    from keras_vit._atomic import atomic_file
+    from keras_vit.transfer import extract_features
+
+    result = extract_features(model, source, batch_size=args.batch_size)
+    path = os.path.abspath(args.out)
+    with atomic_file(path) as tmp:
+        with open(tmp, "wb") as f:
+            np.savez(f, embeddings=result.features, labels=result.labels, files=np.array(result.files, dtype=str),
+                     class_names=np.array(result.class_names, dtype=str))
+    print(f"{path}: embeddings {result.features.shape[0]}x{result.features.shape[1]} of {source.description}")
+    return 0
+
+
+def _add_fewshot(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "fewshot",
+        help="linear few-shot accuracy of a pre-trained backbone on a data set, without training it",
+        description="The ViT paper's linear few-shot evaluation: frozen features of the train and test splits; per "
+        "shot count and draw, that many training images per class, a closed-form regularised least-squares fit onto "
+        "{-1, 1} targets (big_vision's). Prints the mean and standard deviation of the accuracy over the draws.",
+    )
+    _add_backbone_arguments(parser, splits=True)
+    parser.add_argument("--shots", default="1,5,10,25", help="training images per class, comma-separated (default: 1,5,10,25)")
+    parser.add_argument("--draws", type=int, default=5, help="random draws per shot count (default: 5)")
+    parser.add_argument("--l2-reg", type=float, default=2.0**10, help="the ridge regulariser (default: 1024, big_vision's)")
+    parser.set_defaults(func=_run_fewshot)
+
+
+def _run_fewshot(args) -> int:
+    from keras_vit.transfer import fewshot
+
+    shots = _parse_shots(args.shots)
+    shots = fewshot.check_fewshot_arguments(shots, args.draws, args.l2_reg, args.seed, name=_flag)
+    train, test, info, model = _probe_data(args)
+    from keras_vit.transfer import extract_features
+
+    train_features = extract_features(model, train, batch_size=args.batch_size)
+    fewshot.check_shots(shots, train_features.labels, range(train.num_classes), train.class_names, name=_flag)
+    test_features = extract_features(model, test, batch_size=args.batch_size)
+    result = fewshot.linear_fewshot(train_features.features, train_features.labels, test_features.features,
+                                    test_features.labels, shots=shots, draws=args.draws, l2_reg=args.l2_reg,
+                                    seed=args.seed)
+    print(f"linear few-shot accuracy, {args.draws} draw{'s' if args.draws > 1 else ''}, l2_reg {args.l2_reg:g}: "
+          f"{len(train_features.labels):,} train images ({train.description}), {len(test_features.labels):,} test "
+          f"images ({test.description})")
+    print("shots  accuracy")
+    for count, scores in result.items():
+        print(f"{count:5d}  {scores['mean']:.4f} +- {scores['std']:.4f}")
+    return 0
+
+
+def _parse_shots(text):
+    try:
+        return [int(part) for part in text.split(",")]
+    except ValueError:
+        raise ValueError(
+            f"Invalid --shots={text!r}. Expected integers >= 1 separated by commas, e.g. 1,5,10,25."
+        ) from None
+
+
+def _add_knn(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "knn",
+        help="weighted k-NN accuracy of a pre-trained backbone on a data set, without training it",
+        description="DINO's k-NN evaluation: frozen, L2-normalised features of the train and test splits; each test "
+        "image's k most cosine-similar training images vote with weight exp(similarity / temperature). Prints the "
+        "top-1 accuracy.",
+    )
+    _add_backbone_arguments(parser, splits=True)
+    parser.add_argument("--k", type=int, default=20, help="neighbours that vote (default: 20)")
+    parser.add_argument("--temperature", type=float, default=0.07, help="temperature of the votes, > 0 (default: 0.07)")
+    parser.set_defaults(func=_run_knn)
+
+
+def _run_knn(args) -> int:
+    from keras_vit.transfer import fewshot
+
+    fewshot.check_knn_arguments(args.k, args.temperature, name=_flag)
+    train, test, info, model = _probe_data(args, k=args.k)
+    from keras_vit.transfer import extract_features
+
+    train_features = extract_features(model, train, batch_size=args.batch_size)
+    fewshot.check_knn_arguments(args.k, args.temperature, num_train=len(train_features.labels), name=_flag)
+    test_features = extract_features(model, test, batch_size=args.batch_size)
+    accuracy = fewshot.knn_accuracy(train_features.features, train_features.labels, test_features.features,
+                                    test_features.labels, k=args.k, temperature=args.temperature,
+                                    num_classes=train.num_classes)
+    print(f"{args.k}-NN accuracy (temperature {args.temperature:g}): {accuracy:.4f} on {len(test_features.labels):,} "
+          f"test images ({test.description}), {len(train_features.labels):,} train images ({train.description})")
+    return 0
+
+
+def _probe_data(args, k=None):
+    """(train, test, Pretrained, feature model) of `fewshot` and `knn`, every argument checked before the model loads."""
+    from keras_vit import _validation
+
+    _validation.check_positive_int("--batch-size", args.batch_size)
+    for flag, value in (("--max-train-examples", args.max_train_examples), ("--max-test-examples", args.max_test_examples)):
+        if value is not None:
+            _validation.check_positive_int(flag, value)
+    if args.validation_split is not None:
+        _validation.check_fraction("--validation-split", args.validation_split)
+    _validation.check_seed("--seed", args.seed)
+    from keras_vit.data.sources import load_splits
+
+    train, validation, test = load_splits(
+        args.dataset, args.train_split, args.test_split or None, args.validation_split, args.seed, args.data_dir,
+        args.on_corrupt, args.download)
+    test = test if test is not None else validation
+    if test is None:
+        raise ValueError(f"--dataset={args.dataset!r} has no test split: pass --test-split or --validation-split.")
+    if train.num_classes < 2:
+        raise ValueError(
+            f"Invalid --dataset={args.dataset!r}: it has {train.num_classes} class ({', '.join(train.class_names)}); "
+            "a probe needs at least 2 classes."
+        )
+    train, test = train.take(args.max_train_examples), test.take(args.max_test_examples)
+    if k is not None:
+        from keras_vit.transfer import fewshot
+
+        fewshot.check_knn_arguments(k, args.temperature, num_train=train.num_examples, name=_flag)
+    model, info = _load_backbone(args)
+    return train, test, info, model
+
+
+def _load_backbone(args):
+    """The feature model of SPEC, and a line on stderr saying what was loaded and why."""
+    from keras_vit._validation import check_positive_int
+    from keras_vit.transfer import load_pretrained
+
+    if args.image_size is not None:
+        check_positive_int("--image-size", args.image_size)
+    model, info = load_pretrained(args.spec, image_size=args.image_size, scaling=args.scaling)
+    dropped = f", left out: {', '.join(info.dropped)}" if info.dropped else ""
+    print(f"keras-vit {args.command}: {info.source} ({info.kind}): {info.num_features} features; image "
+          f"{info.image_size[0]}x{info.image_size[1]} ({info.image_size_reason}); scaling {info.scaling} "
+          f"({info.scaling_reason}){dropped}", file=sys.stderr)
+    return model, info
+
+
 def _flag(field: str) -> str:
     """The flag of a library argument, as the library's checks name it for the command line."""
     return "--" + field.replace("_", "-")
 
 
-_COMMANDS = [_add_train, _add_evaluate, _add_export, _add_predict, _add_inspect]
+_COMMANDS = [_add_train, _add_evaluate, _add_export, _add_predict, _add_inspect, _add_embed, _add_fewshot, _add_knn]
 
 
 def main(argv=None) -> int:
