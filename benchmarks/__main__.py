@@ -28,6 +28,7 @@ SUBCOMMANDS = {
     "inspect": ("inspect_fashion_mnist", "Does a small trained ViT show the paper's Fig. 7 (position locality, attention distance)?"),
     "export-report": ("export_report", "Size, latency and agreement of every export format and quantization?"),
     "load-weights": ("load_weights", "How long and how much memory does loading ViT-B/16 weights take?"),
+    "transfer": ("transfer", "Does a pre-trained backbone adapted to 50 images per class beat training from scratch, and by how much?"),
 }
 
 

@@ -376,6 +376,17 @@ def _add_train(subparsers) -> None:
     data.add_argument("--max-train-examples", type=int, help="use only the first N training examples (default: all)")
     data.add_argument("--max-test-examples", type=int, help="use only the first N test examples (default: all)")
     model = parser.add_argument_group("model")
+    model.add_argument("--weights", metavar="SPEC",
+                       help="adapt a pre-trained checkpoint instead of training from scratch: a .npz, safetensors "
+                       "file, Hugging Face or timm Hub folder, a .keras model, a preset name or hf-hub:ORG/NAME[@REVISION] "
+                       "(HF_TOKEN for gated repositories, HF_HUB_OFFLINE=1 for the cache alone); its architecture, "
+                       "scaling and resolution are read from it and its head replaced for the data's classes")
+    model.add_argument("--adapt", choices=choices.ADAPTS, default="auto",
+                       help="with --weights: finetune (every weight), probe (a linear probe of the frozen backbone: "
+                       "features computed once), auto (with --budget-minutes a probe, then fine-tuning from it when "
+                       "the budget buys it; without, finetune) (default: auto)")
+    model.add_argument("--probe", dest="adapt", action="store_const", const="probe",
+                       help="the same as --adapt probe")
     model.add_argument("--variant", help=f"ViT variant, one of {', '.join(VARIANTS)} (default: a small ViT: "
                        "patch 7, D 128, 6 layers, 4 heads, MLP 256)")
     for field in choices.MODEL_FIELDS:
@@ -397,16 +408,17 @@ def _add_train(subparsers) -> None:
                        "own when they share one square size; needed when a folder's images differ in size)")
     model.add_argument("--channels", type=int, choices=choices.CHANNELS, default=None,
                        help="input channels of the model; default: the images' own as read (1 for grey data, 3 for colour and folders)")
-    model.add_argument("--scaling", choices=tuple(SCALINGS), default="unit",
-                       help="pixel scaling built into the model: unit [0,1], symmetric [-1,1], imagenet mean/std "
-                       "(default: unit)")
+    model.add_argument("--scaling", choices=tuple(SCALINGS), default=None,
+                       help="pixel scaling built into the model: unit [0,1], symmetric [-1,1], imagenet or clip "
+                       "mean/std (default: unit; with --weights the checkpoint's own, read from its files)")
     fit = parser.add_argument_group("training")
     fit.add_argument("--recipe", choices=choices.RECIPES,
-                     help="optimizer/schedule/regularisation recipe (default: compact)")
+                     help="optimizer/schedule/regularisation recipe (default: compact; with --weights finetune_adamw)")
     fit.add_argument("--augment", choices=choices.AUGMENT_PRESETS, help="augmentation preset (default: the recipe's)")
     fit.add_argument("--epochs", type=int, help="number of epochs (default: 10, or with --budget-minutes as many "
                      "as the budget buys)")
-    fit.add_argument("--batch-size", type=int, help="global batch size, split over replicas (default: the recipe's)")
+    fit.add_argument("--batch-size", type=int, help="global batch size, split over replicas (default: the recipe's, "
+                     "smaller for a small training set: at least 4 steps an epoch)")
     fit.add_argument("--precision", choices=choices.PRECISIONS, default="auto", help="dtype policy (default: auto, by hardware)")
     fit.add_argument("--jit-compile", choices=("auto", "on", "off"), default="auto",
                      help="compile the train step: XLA, or torch.compile on PyTorch (default: auto, by Keras "
@@ -474,7 +486,7 @@ def _run_train(args) -> int:
         dataset=args.dataset, data_dir=args.data_dir, train_split=args.train_split,
         test_split=args.test_split or None, validation_split=args.validation_split, download=args.download,
         on_corrupt=args.on_corrupt,
-        variant=args.variant,
+        variant=args.variant, weights=args.weights, adapt=args.adapt,
         model_overrides={k: getattr(args, k) for k in choices.MODEL_FIELDS},
         stem=args.stem, tokenizer=args.tokenizer, attention_init=args.attention_init, pooling=args.pooling, image_size=args.image_size, channels=args.channels, scaling=args.scaling,
         recipe=args.recipe, augment=args.augment, epochs=args.epochs, batch_size=args.batch_size,

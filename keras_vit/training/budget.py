@@ -20,6 +20,7 @@ images 10 ms. Explicit flags always win: a given model (variant, size flags or b
 | weight decay (with the stem) | 4-25 ms per image: 0.15 (three times the recipe's 0.05); elsewhere the recipe's (not measured there) | CIFAR-10, 8 min: 75.90% against 75.70%; Fashion-MNIST, 10 min: 92.38% against 92.13%; the plain ViT: 88.32% against 88.29% (no rule) |
 | tokenizer (plain ViT) | 4-25 ms per image, images <= 64 px: shifted patches (`SHIFTED_PATCHES`, `keras_vit.models.stems.shifted_patch_stem`); elsewhere the paper's patches (not measured there) | Fashion-MNIST, 10 min: 90.19% against 89.57% (seed 0) and 90.43% against 89.39% (seed 1), in 16 epochs instead of 18-19 (the 5x wider patch vectors cost 15% of the images per second); four runs average 90.06% against 89.37% for three on the paper's patches |
 | attention init | the plain ViT: mimetic (`keras_vit.models.mimetic`); behind the stem: Keras' own (`MIMETIC_INIT`) | Fashion-MNIST, 10 min: plain ViT 89.04% against 88.29%; conv stem 92.16% against 92.13% (no gain) |
+| adapting a checkpoint (`--weights`, `--adapt auto`) | a linear probe first, then fine-tuning from it when the rest of the budget buys `MIN_FINETUNE_EPOCHS` epochs at the speed its forward pass measured | benchmarks/RESULTS.md, "Transfer": CIFAR-10's other five classes, 50 images each, 3 min |
 | pooling | the plain ViT: the mean of the tokens ("gap"); behind the stem: the class token (`BUDGET_POOLING`) | Fashion-MNIST, 10 min, plain ViT: 89.27% against 89.04% (mimetic), 88.21% against 87.87% (before); conv stem 91.89% against 91.94% |
 
 With or without a budget, the model takes the images' channels as read
@@ -80,6 +81,11 @@ BUDGET_POOLING = {"plain": "gap", "stem": "token"}
 # bound. Measured at 10 ms per image on 28 px images only; as with the stem, images above
 # STEM_MAX_IMAGE_SIZE keep the paper's patches (the embedding grows with the patch, five times the paper's).
 SHIFTED_PATCHES = ((4.0, False), (25.0, True), (math.inf, False))
+# A run from a checkpoint with a budget and --adapt auto fits a linear probe first (one forward
+# pass over the data), then fine-tunes from it only if the rest of the budget buys this many
+# epochs at the speed the probe's forward pass measured (a training step costing three forward
+# passes); otherwise the probe is the result.
+MIN_FINETUNE_EPOCHS = 3
 
 
 @dataclasses.dataclass(frozen=True)

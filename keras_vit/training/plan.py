@@ -38,6 +38,19 @@ DEFAULT_MODEL = {"patch_size": 7, "hidden_size": 128, "num_layers": 6, "num_head
 DEFAULT_GRID = 4
 DEFAULT_EPOCHS = 10  # without a budget and without --epochs
 DEFAULT_RECIPE = "compact"
+# A run from a checkpoint (`TrainConfig.weights`): the recipe, and without a budget or --epochs
+# about this many fine-tuning steps (the paper fine-tunes its small tasks, such as the VTAB-1k
+# sets of 1,000 images, for 500 to 2,500 steps).
+FINETUNE_RECIPE = "finetune_adamw"
+FINETUNE_STEPS = 500
+# A small training set gets a batch that still gives this many steps an epoch (the recipe's
+# batch otherwise): 250 images train at batch 32 (7 steps) rather than failing at 256.
+MIN_STEPS_PER_EPOCH = 4
+# Per-epoch validation of a small training set against a large validation set (250 images
+# against 5,000) would cost more than the training itself: it validates on the first (class by
+# class in turn) max(training images, VALIDATION_SAMPLE) of them; the test split is still scored
+# in full at the end.
+VALIDATION_SAMPLE = 500
 MODEL_KEYS = choices.MODEL_FIELDS  # what model_overrides may set
 
 
@@ -57,6 +70,17 @@ class TrainConfig:
         download: bool. Let tfds download. Defaults to False.
         on_corrupt: str. "skip" or "error" for corrupt image files. Defaults to "skip".
         variant: str or None. A `configs.VARIANTS` name; None for `DEFAULT_MODEL`.
+        weights: str or None. A checkpoint to adapt instead of training from scratch: anything
+            `keras_vit.transfer.load_pretrained` takes (a `.npz`, safetensors file, Hugging Face
+            or timm Hub folder, a name of `keras_vit.weights.CHECKPOINTS`, "hf-hub:ORG/NAME[@REV]",
+            or a `.keras` model). Its architecture, pixel scaling and resolution are read from
+            it, its head is replaced by a zero-initialised one for the data's classes.
+            Defaults to None.
+        adapt: str. With `weights`: "finetune" (every weight trained), "probe" (a linear probe
+            of the frozen backbone: features computed once, a head fitted to them), or "auto"
+            (with a budget: the probe first, then fine-tuning from it when the rest of the budget
+            buys `budget.MIN_FINETUNE_EPOCHS` epochs at the measured speed; without one:
+            "finetune"). Defaults to "auto".
         model_overrides: dict. patch_size/hidden_size/num_layers/num_heads/mlp_dim overrides.
         backbone: Keras model or layer, callable or None. A stem for a hybrid ViT (see
             `keras_vit.ViT(backbone=)`); a callable without arguments is called inside the
@@ -79,7 +103,9 @@ class TrainConfig:
         channels: int or None. Model input channels, 1 or 3; None for the images' own as read
             (1 for grey data such as Fashion-MNIST, 3 for colour and for folders, which decode
             to RGB), or 3 with a backbone given. Defaults to None.
-        scaling: str. Pixel scaling put in the model (`configs.SCALINGS`). Defaults to "unit".
+        scaling: str or None. Pixel scaling put in the model (`configs.SCALINGS`); None for
+            "unit", or with `weights` the checkpoint's own (refused where it states none).
+            Defaults to None.
         recipe: str or None. A `recipes.RECIPES` name; None for "compact". Defaults to None.
         augment: str or None. Augmentation preset; None for the recipe's, or with a budget and
             no recipe given the budget's (`keras_vit.training.budget`). Defaults to None.
@@ -130,6 +156,8 @@ class TrainConfig:
     download: bool = False
     on_corrupt: str = "skip"
     variant: str | None = None
+    weights: str | None = None
+    adapt: str = "auto"
     model_overrides: dict = dataclasses.field(default_factory=dict)
     backbone: object = None
     stem: str = "auto"
@@ -138,7 +166,7 @@ class TrainConfig:
     attention_init: str = "auto"
     image_size: int | None = None
     channels: int | None = None
-    scaling: str = "unit"
+    scaling: str | None = None
     recipe: str | None = None
     augment: str | None = None
     epochs: int | None = None
@@ -163,8 +191,12 @@ class TrainConfig:
 
 def build_model(config: TrainConfig, num_classes: int, image_size: int, drop_path_rate: float = 0.0, *,
                 architecture: dict | None = None, stem: bool = False, attention_init: str = "random",
-                pooling: str = "token", tokenizer: str = "patches", channels: int | None = None):
+                pooling: str = "token", tokenizer: str = "patches", channels: int | None = None,
+                scaling: str | None = None):
     """Builds the ViT of `config` for `num_classes` and `image_size`, with scaling inside the model.
+
+    With `config.weights`, the checkpoint's model with a new zero-initialised head
+    (`keras_vit.transfer.load_pretrained`); the architecture arguments are then the checkpoint's.
 
     Args:
         config: `TrainConfig`. Its variant (or `DEFAULT_MODEL`), model_overrides, backbone,
@@ -184,6 +216,8 @@ def build_model(config: TrainConfig, num_classes: int, image_size: int, drop_pat
             cells as 1x1 patches) (`RunPlan.tokenizer`). Defaults to "patches".
         channels: int or None. Input channels (`RunPlan.channels`); None for `config.channels`,
             which must then be set. Defaults to None.
+        scaling: str or None. Pixel scaling inside the model (`RunPlan.scaling`); None for
+            `config.scaling`, or "unit". Defaults to None.
 
     Example:
 
@@ -196,6 +230,13 @@ def build_model(config: TrainConfig, num_classes: int, image_size: int, drop_pat
     """
     from keras_vit.models import ViT, mimetic_initialization, stems
 
+    scaling = scaling or config.scaling
+    if config.weights is not None:
+        from keras_vit.transfer.pretrained import load_pretrained
+
+        model, _ = load_pretrained(config.weights, num_classes=num_classes, image_size=image_size, scaling=scaling,
+                                   drop_path_rate=drop_path_rate)
+        return model
     unknown = set(config.model_overrides) - set(MODEL_KEYS)
     if unknown:
         raise ValueError(f"Invalid model_overrides keys {sorted(unknown)}. Expected some of {list(MODEL_KEYS)}.")
@@ -232,7 +273,7 @@ def build_model(config: TrainConfig, num_classes: int, image_size: int, drop_pat
         input_shape=(image_size, image_size, channels),
         num_classes=num_classes,
         pooling=pooling,
-        preprocessing=config.scaling,
+        preprocessing=scaling or "unit",
         drop_path_rate=drop_path_rate,
     )
     if attention_init == "mimetic":
@@ -368,6 +409,10 @@ def check_config(config, name=None):
     _validation.check_choice(name("tokenizer"), config.tokenizer, choices.TOKENIZERS)
     if config.channels is not None:
         _validation.check_choice(name("channels"), config.channels, choices.CHANNELS)
+    _validation.check_choice(name("adapt"), config.adapt, choices.ADAPTS)
+    if config.scaling is not None:
+        _validation.check_choice(name("scaling"), config.scaling, tuple(configs.SCALINGS))
+    _check_weights_config(config, name)
     for field, value, what in (("stem", "conv", "the conv stem"), ("tokenizer", "shifted", "shifted patches")):
         if getattr(config, field) == value and (config.backbone is not None or config.variant is not None):
             other = "a backbone" if config.backbone is not None else f"{name('variant')}={config.variant!r}"
@@ -392,6 +437,27 @@ def check_config(config, name=None):
             _validation.check_writable_folder(name(field), getattr(config, field))
 
 
+def _check_weights_config(config, name):
+    """Refuses the settings that contradict adapting a checkpoint (or that need one), by name."""
+    if config.weights is None:
+        if config.adapt != "auto":
+            raise ValueError(f"{name('adapt')}={config.adapt!r} adapts a checkpoint: pass {name('weights')} too.")
+        return
+    if not isinstance(config.weights, str) or not config.weights:
+        raise ValueError(f"Invalid {name('weights')}={config.weights!r}. Expected a checkpoint path, name or hf-hub: id.")
+    # The checkpoint states the model: settings that build another one contradict it.
+    for field, value, default in (("stem", config.stem, "auto"), ("tokenizer", config.tokenizer, "auto"),
+                                  ("attention_init", config.attention_init, "auto"), ("pooling", config.pooling, "auto")):
+        if value != default:
+            raise ValueError(f"Contradicting {name(field)}={value!r} and {name('weights')}={config.weights!r}: the "
+                             f"checkpoint states the model. Leave {name(field)} out.")
+    if config.backbone is not None:
+        raise ValueError(f"Contradicting backbone= and {name('weights')}={config.weights!r}: the checkpoint states the model.")
+    if config.channels == 1:
+        raise ValueError(f"Contradicting {name('channels')}=1 and {name('weights')}={config.weights!r}: the checkpoint "
+                         "takes RGB images (grey images are repeated to three channels). Leave it out.")
+
+
 @dataclasses.dataclass
 class RunPlan:
     """A training run with every choice resolved; see `resolve`.
@@ -401,7 +467,9 @@ class RunPlan:
     config), `architecture` (the model's core fields), `train`, `validation` and `test` (data
     `Source`s; the last two may be None), `num_train`, `steps_per_epoch`, `image_size`,
     `image_size_reason`, `channels` and `channels_reason` (the model's input channels and why),
-    `cache`; after `attach_run_dir`: `run` (`RunDirectory` or None),
+    `scaling` and `scaling_reason`, `batch_reason`, `pretrained` (a `keras_vit.transfer.Pretrained` describing the checkpoint of
+    `config.weights`, or None), `adapt` ("scratch", "finetune", "probe" or "probe_then_finetune")
+    and `adapt_reason`, `cache`; after `attach_run_dir`: `run` (`RunDirectory` or None),
     `state` (the backup pointer resumed from, or None) and `finished` (training had ended).
     """
 
@@ -429,6 +497,12 @@ class RunPlan:
     tokenizer: str = "patches"
     channels: int = 3
     channels_reason: str = "given"
+    scaling: str = "unit"
+    scaling_reason: str = "the default"
+    batch_reason: str = "the recipe's"
+    pretrained: object = None
+    adapt: str = "scratch"
+    adapt_reason: str = ""
     budget_reasons: tuple = ()
     run: RunDirectory | None = None
     state: dict | None = None
@@ -451,7 +525,8 @@ class RunPlan:
             "num_train_examples": self.num_train,
             "num_classes": self.train.num_classes, "variant": config.variant or "default", **self.architecture,
             "backbone": None if backbone is None else getattr(backbone, "name", None) or getattr(backbone, "__name__", type(backbone).__name__),
-            "pooling": self.pooling, "image_size": self.image_size, "channels": self.channels, "scaling": config.scaling,
+            "pooling": self.pooling, "image_size": self.image_size, "channels": self.channels, "scaling": self.scaling,
+            "weights": config.weights, "adapt": self.adapt,
             "recipe": self.recipe.name, "learning_rate": self.peak_learning_rate, "weight_decay": self.recipe.weight_decay,
             "augment": self.augment_name, "epochs": self.epochs, "batch_size": self.batch_size, "precision": self.precision, "seed": config.seed,
             "stem": self.stem, "attention_init": self.attention_init, "tokenizer": self.tokenizer,
@@ -462,7 +537,8 @@ class RunPlan:
         config = self.config
         return {
             "dataset": config.dataset, "variant": config.variant or "default",
-            "image_size": self.image_size, "channels": self.channels, "recipe": self.recipe.name,
+            "weights": self.pretrained.source if self.pretrained is not None else None, "adapt": self.adapt,
+            "scaling": self.scaling, "image_size": self.image_size, "channels": self.channels, "recipe": self.recipe.name,
             "learning_rate": self.peak_learning_rate, "weight_decay": self.recipe.weight_decay, "augment": self.augment_name, "batch_size": self.batch_size,
             "epochs": self.epochs, "stem": self.stem, "tokenizer": self.tokenizer, "attention_init": self.attention_init,
             "pooling": self.pooling,
@@ -496,7 +572,7 @@ def resolve(config: TrainConfig) -> RunPlan:
         A `RunPlan` (without its run directory: see `RunPlan.attach_run_dir`).
     """
     check_config(config)
-    recipe = recipes.get_recipe(config.recipe or DEFAULT_RECIPE)
+    recipe = recipes.get_recipe(config.recipe or (FINETUNE_RECIPE if config.weights else DEFAULT_RECIPE))
     # First: MultiWorkerMirroredStrategy must be created before anything initialises TF's runtime.
     strategy = distribute.get_strategy(config.strategy, mesh=config.mesh)
     precision = distribute.resolve_precision(config.precision)
@@ -504,7 +580,6 @@ def resolve(config: TrainConfig) -> RunPlan:
     distribute.check_jit_compile(jit_compile, strategy)
     if jit_compile is None:
         jit_compile = distribute.default_jit_compile(precision=precision, strategy=strategy)
-    batch_size = distribute.global_batch_size(config.batch_size or recipe.batch_size, strategy)
     augment = config.augment or recipe.augment
     keras.utils.set_random_seed(config.seed)
 
@@ -515,23 +590,33 @@ def resolve(config: TrainConfig) -> RunPlan:
     )
     train_source = train_source.take(config.max_train_examples)
     num_train = _count(train_source)
+    batch_size, batch_reason = resolve_batch_size(config.batch_size, recipe.batch_size, num_train)
+    batch_size = distribute.global_batch_size(batch_size, strategy)
     if num_train < batch_size:
         raise ValueError(f"batch_size={batch_size} is larger than the {num_train} training examples.")
-    image_size, image_size_reason = _resolve_image_size(config, train_source)
     if test_source is not None:
         test_source = test_source.take(config.max_test_examples)
     if validation_source is not None:
         validation_source = validation_source.take(config.max_test_examples)
     cache = config.cache if config.cache is not None else train_source.keys is None and num_train <= 200_000
     data_channels = train_source.dataset.element_spec[0].shape[-1] or 3
-    channels, channels_reason = resolve_channels(config.channels, data_channels, config.backbone is not None)
-    model_given = (config.variant is not None or config.backbone is not None
+    pretrained = None
+    if config.weights is not None:
+        pretrained, pretrained_architecture = describe_pretrained(config, train_source.num_classes)
+        image_size, image_size_reason = pretrained.image_size[0], pretrained.image_size_reason
+        channels, channels_reason = 3, "the checkpoint's" + (", grey images repeated" if data_channels == 1 else "")
+        scaling, scaling_reason = pretrained.scaling, pretrained.scaling_reason
+    else:
+        image_size, image_size_reason = _resolve_image_size(config, train_source)
+        channels, channels_reason = resolve_channels(config.channels, data_channels, config.backbone is not None)
+        scaling, scaling_reason = (config.scaling, "given") if config.scaling else ("unit", "the default")
+    model_given = (config.variant is not None or config.backbone is not None or pretrained is not None
                    or any(v is not None for v in config.model_overrides.values()))
     choice = budget.choose(
         config.budget_seconds, num_train, image_size, stem=config.stem, model_given=model_given,
-        image_size_given=config.image_size is not None, epochs_given=config.epochs is not None,
+        image_size_given=config.image_size is not None or pretrained is not None, epochs_given=config.epochs is not None,
         augment_given=config.augment is not None or config.recipe is not None,
-        recipe_given=config.recipe is not None, data_channels=data_channels,
+        recipe_given=config.recipe is not None or pretrained is not None, data_channels=data_channels,
         attention_init=config.attention_init, pooling=config.pooling, tokenizer=config.tokenizer,
     )
     augment = choice.augment or augment
@@ -541,13 +626,125 @@ def resolve(config: TrainConfig) -> RunPlan:
         recipe = dataclasses.replace(recipe, weight_decay=choice.weight_decay)
     if choice.image_size != image_size:
         image_size, image_size_reason = choice.image_size, f"{image_size_reason}, resized for the conv stem"
-    architecture, patch_reason = _architecture(config, image_size, stem=choice.stem, budget_architecture=choice.architecture)
-    epochs = config.epochs or choice.epochs or DEFAULT_EPOCHS
+    if pretrained is not None:
+        architecture = pretrained_architecture
+        patch_reason = "the checkpoint's"
+        adapt, adapt_reason = resolve_adapt(config.adapt, config.budget_seconds)
+    else:
+        architecture, patch_reason = _architecture(config, image_size, stem=choice.stem,
+                                                   budget_architecture=choice.architecture)
+        adapt, adapt_reason = "scratch", "no checkpoint given"
+    steps_per_epoch = num_train // batch_size
+    default_epochs = DEFAULT_EPOCHS if pretrained is None else max(DEFAULT_EPOCHS, -(-FINETUNE_STEPS // steps_per_epoch))
+    epochs = config.epochs or choice.epochs or default_epochs
+    if validation_source is not None and config.max_test_examples is None:
+        validation_source = _validation_sample(validation_source, num_train)
     return RunPlan(
         config=config, recipe=recipe, strategy=strategy, precision=precision, jit_compile=jit_compile,
         batch_size=batch_size, augment=augment, architecture=architecture, patch_reason=patch_reason, train=train_source,
-        validation=validation_source, test=test_source, num_train=num_train, steps_per_epoch=num_train // batch_size,
+        validation=validation_source, test=test_source, num_train=num_train, steps_per_epoch=steps_per_epoch,
         image_size=image_size, image_size_reason=image_size_reason, cache=cache,
         epochs=epochs, stem=choice.stem, attention_init=choice.attention_init, pooling=choice.pooling,
         tokenizer=choice.tokenizer, channels=channels, channels_reason=channels_reason, budget_reasons=choice.reasons,
+        scaling=scaling, scaling_reason=scaling_reason, batch_reason=batch_reason,
+        pretrained=pretrained, adapt=adapt, adapt_reason=adapt_reason,
     )
+
+
+def resolve_batch_size(batch_size: int | None, recipe_batch_size: int, num_train: int) -> tuple[int, str]:
+    """The global batch and why, for the header: the given one, else the recipe's, held to small data.
+
+    A training set smaller than `MIN_STEPS_PER_EPOCH` recipe batches gets the largest power of two
+    that gives that many steps an epoch.
+
+    Example:
+
+    >>> resolve_batch_size(None, 256, 60_000), resolve_batch_size(64, 256, 250)
+    ((256, "the recipe's"), (64, 'given'))
+    >>> resolve_batch_size(None, 256, 250)
+    (32, 'for 250 training images: at least 4 steps an epoch')
+    """
+    if batch_size is not None:
+        return batch_size, "given"
+    if num_train >= MIN_STEPS_PER_EPOCH * recipe_batch_size:
+        return recipe_batch_size, "the recipe's"
+    small = 2 ** (max(num_train // MIN_STEPS_PER_EPOCH, 1).bit_length() - 1)
+    return min(small, recipe_batch_size), f"for {num_train:,} training images: at least {MIN_STEPS_PER_EPOCH} steps an epoch"
+
+
+def resolve_adapt(adapt: str, budget_seconds: float | None) -> tuple[str, str]:
+    """How a run from a checkpoint adapts it, and why, for the header.
+
+    Example:
+
+    >>> resolve_adapt("auto", None)[0], resolve_adapt("auto", 180)[0], resolve_adapt("probe", 180)
+    ('finetune', 'probe_then_finetune', ('probe', 'given'))
+    """
+    _validation.check_choice("adapt", adapt, choices.ADAPTS)
+    if adapt != "auto":
+        return adapt, "given"
+    if budget_seconds is None:
+        return "finetune", "no budget: every weight trained (the paper's fine-tuning)"
+    return "probe_then_finetune", (
+        f"a linear probe first (features computed once), then fine-tuning from it if the rest of the budget buys "
+        f"{budget.MIN_FINETUNE_EPOCHS} epochs at the speed measured by the probe's forward pass")
+
+
+def finetune_after_probe(plan, probed) -> tuple[bool, str]:
+    """Whether a run fine-tunes after its linear probe, and why (`budget.MIN_FINETUNE_EPOCHS`).
+
+    Example:
+
+    >>> import types
+    >>> plan = types.SimpleNamespace(adapt="probe_then_finetune", num_train=250,
+    ...                              config=types.SimpleNamespace(budget_seconds=180))
+    >>> finetune_after_probe(plan, types.SimpleNamespace(seconds=10.0, forward_seconds_per_image=0.01))
+    (True, 'fine-tuning from the probe: the 170 s left buy about 23 epochs')
+    >>> finetune_after_probe(plan, types.SimpleNamespace(seconds=170.0, forward_seconds_per_image=0.01))[0]
+    False
+    """
+    if plan.adapt != "probe_then_finetune":
+        return plan.adapt == "finetune", "the probe is the result (--adapt probe)" if plan.adapt == "probe" else ""
+    left = plan.config.budget_seconds - probed.seconds
+    # A training step costs about three forward passes.
+    epochs = left / max(3 * probed.forward_seconds_per_image * plan.num_train, 1e-9)
+    if epochs >= budget.MIN_FINETUNE_EPOCHS:
+        return True, f"fine-tuning from the probe: the {left:.0f} s left buy about {epochs:.0f} epochs"
+    return False, (f"the probe is the result: the {max(left, 0):.0f} s left buy about {max(epochs, 0):.1f} fine-tuning "
+                   f"epochs, fewer than {budget.MIN_FINETUNE_EPOCHS}")
+
+
+def _validation_sample(source, num_train):
+    """The validation examples of each epoch: a sample of a set more than twice `VALIDATION_SAMPLE` and the training set."""
+    keep = max(VALIDATION_SAMPLE, num_train)
+    if _count(source) <= 2 * keep:
+        return source
+    sample = source.take(keep)
+    sample.description = f"{keep:,} of {source.description} (a sample for the per-epoch validation)"
+    return sample
+
+
+def describe_pretrained(config, num_classes):
+    """(`keras_vit.transfer.Pretrained`, its core architecture fields) of `config.weights`.
+
+    Model flags that contradict the checkpoint are refused by name. The model is built here to
+    read them and built again inside the run's strategy and precision (`build_model`).
+    """
+    from keras_vit.transfer.pretrained import load_pretrained
+
+    model, pretrained = load_pretrained(config.weights, num_classes=num_classes, image_size=config.image_size,
+                                        scaling=config.scaling)
+    arch = model.vit_config
+    given = {k: v for k, v in config.model_overrides.items() if v is not None}
+    if config.variant is not None:
+        row = configs.get_variant(config.variant)
+        given = {**{k: getattr(row, k) for k in MODEL_KEYS}, **given}
+    wrong = [f"{'--' + k.replace('_', '-')}={v} (the checkpoint's {arch[k]})" for k, v in given.items() if arch.get(k) != v]
+    if wrong:
+        what = f"variant {config.variant!r}: " if config.variant is not None else ""
+        raise ValueError(f"Contradicting {what}{', '.join(wrong)} and weights={config.weights!r}: the checkpoint states "
+                         "the model; leave the model flags out.")
+    if pretrained.image_size[0] != pretrained.image_size[1]:
+        raise ValueError(f"The checkpoint {config.weights!r} is built for {pretrained.image_size[0]}x"
+                         f"{pretrained.image_size[1]} images: pass image_size (--image-size N) for a square input.")
+    return pretrained, {key: arch[key] for key in MODEL_KEYS}

@@ -26,8 +26,9 @@ def header(plan, model, estimate) -> str:
         tokenizer = f" behind a conv stem ({_stem_text()})"
     elif plan.tokenizer == "shifted":
         tokenizer = " on shifted patches (each with its neighbours half a patch away, no convolution)"
+    name = "the checkpoint's ViT" if plan.pretrained is not None else config.variant or "default ViT"
     model_line = (
-        f"Model:    {config.variant or 'default ViT'}{tokenizer} (patch {arch['patch_size']} ({plan.patch_reason}), width {arch['hidden_size']}, "
+        f"Model:    {name}{tokenizer} (patch {arch['patch_size']} ({plan.patch_reason}), width {arch['hidden_size']}, "
         f"{arch['num_layers']} layers, {arch['num_heads']} heads, MLP {arch['mlp_dim']}), {tokens} tokens, "
         f"{model.count_params():,} parameters, pooling {plan.pooling}, attention init {plan.attention_init}"
     )
@@ -39,9 +40,10 @@ def header(plan, model, estimate) -> str:
     lines = [
         model_line,
         f"Data:     {config.dataset}: train {_count(train_source)}({config.train_split}), {test}; {train_source.num_classes} classes; "
-        f"images {image_size}x{image_size}x{plan.channels} ({plan.image_size_reason}; {plan.channels_reason}){validation}",
+        f"images {image_size}x{image_size}x{plan.channels} ({plan.image_size_reason}; {plan.channels_reason}), "
+        f"scaling {plan.scaling} ({plan.scaling_reason}){validation}",
         f"Training: recipe {plan.recipe.name} (peak learning rate {plan.peak_learning_rate:g}, weight decay {plan.recipe.weight_decay:g}), augment {plan.augment if isinstance(plan.augment, str) else 'custom'}, {_epochs_text(plan)} x "
-        f"{plan.steps_per_epoch} steps at batch {plan.batch_size}, precision {plan.precision}, {compilation(plan.jit_compile)}, "
+        f"{plan.steps_per_epoch} steps at batch {plan.batch_size} ({plan.batch_reason}), precision {plan.precision}, {compilation(plan.jit_compile)}, "
         f"strategy {config.strategy} ({strategy.num_replicas_in_sync} replica{'s' if strategy.num_replicas_in_sync > 1 else ''})"
         + (f", budget {config.budget_seconds / 60:g} min" if config.budget_seconds is not None else ""),
         f"Memory:   about {estimate.total / memory.GIB:.2f} GiB per training step (estimate)"
@@ -52,6 +54,8 @@ def header(plan, model, estimate) -> str:
     ]
     if plan.budget_reasons:
         lines.insert(3, "Budget:   " + "; ".join(plan.budget_reasons))
+    if plan.pretrained is not None:
+        lines.insert(0, weights_line(plan))
     if state is None:
         resume = "new run"
     elif plan.finished:
@@ -62,6 +66,17 @@ def header(plan, model, estimate) -> str:
     lines.append(f"Resume:   {resume}")
     lines.extend(f"          moved the previous run's files aside to {path}" for path in (run.moved if run else []))
     return "\n".join(lines)
+
+
+def weights_line(plan) -> str:
+    """What a run from a checkpoint loaded, from where, what it dropped and what it trains."""
+    pretrained = plan.pretrained
+    dropped = ", ".join(pretrained.dropped) if pretrained.dropped else "nothing"
+    trained = {"finetune": "every weight trained (fine-tuning)",
+               "probe": "the head alone on frozen features (linear probe)",
+               "probe_then_finetune": "a linear probe, then every weight if the budget buys it"}[plan.adapt]
+    return (f"Weights:  {pretrained.source} ({pretrained.kind}); dropped {dropped}; a new zero head for "
+            f"{plan.train.num_classes} classes; {trained} ({plan.adapt_reason})")
 
 
 def _epochs_text(plan) -> str:
@@ -96,11 +111,17 @@ def format_summary(result) -> str:
     settings = result["settings"]
     partial = ", the last one partial" if result["last_epoch_partial"] else ""
     speed = f", {result['images_per_second']:.0f} images/s in this process" if result["images_per_second"] else ""
-    lines = [
-        f"Trained {settings['params']:,} parameters for {result['epochs_done']} epochs ({result['steps_done']} steps{partial}) "
-        f"in {result['train_seconds']:.0f} s of training{' including the resumed parts' if result['initial_epoch'] else ''}"
-        f"{speed} ({settings['precision']}, {compilation(settings['jit_compile'])})."
-    ]
+    probe = result.get("probe")
+    lines = []
+    if probe:
+        then = ", then fine-tuned from it" if result["steps_done"] else " (the head alone; the backbone frozen)"
+        lines.append(f"Fitted a linear probe of {probe['num_features']} features in {probe['seconds']:.0f} s{then}.")
+    if not probe or result["steps_done"]:
+        lines.append(
+            f"Trained {settings['params']:,} parameters for {result['epochs_done']} epochs ({result['steps_done']} steps"
+            f"{partial}) in {result['train_seconds']:.0f} s of training"
+            f"{' including the resumed parts' if result['initial_epoch'] else ''}{speed} ({settings['precision']}, "
+            f"{compilation(settings['jit_compile'])}).")
     if result["test_accuracy"] is not None:
         lines.append(
             f"Test accuracy: {result['test_accuracy']:.4f} (loss {result['test_loss']:.4f}, cross-entropy without "

@@ -14,6 +14,7 @@ only the final artefacts. The backup is deleted only after every final artefact 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 import warnings
@@ -27,7 +28,7 @@ from keras_vit.data.pipeline import make_pipeline
 from keras_vit.data.sources import corrupt_files_named, load_source
 from keras_vit.models.head import outputs_probabilities
 from keras_vit.training import callbacks as callbacks_lib
-from keras_vit.training import distribute, memory, plan as plan_lib, recipes
+from keras_vit.training import distribute, memory, plan as plan_lib, probe as probe_lib, recipes
 from keras_vit.training.artifacts import next_saved_model_version, save_final_artifacts
 from keras_vit.training.callbacks import ResumableCSVLogger, make_callbacks  # noqa: F401  (their old home)
 from keras_vit.training.plan import (  # noqa: F401  (public here too: TrainConfig is the trainer's input)
@@ -100,14 +101,21 @@ def train(config: TrainConfig) -> dict:
         model, schedule = _compiled_model(plan)
         estimate = _check_memory(model, plan)
         plan.attach_run_dir()
-        callbacks, backup = _callbacks(plan, schedule)
         if config.verbose != 0:
             if isinstance(plan.strategy, distribute.MeshStrategy):
                 with plan.strategy.scope():  # its slots now, created split, so the header can measure them
                     model.optimizer.build(model.trainable_variables)
             print(report.header(plan, model, estimate), flush=True)
-        history, steps_before, process_seconds = _fit(plan, model, train_ds, validation_ds, callbacks, backup)
+        probed, finetune = _probe(plan, model)
+        callbacks, backup = _callbacks(plan, schedule, spent=probed.seconds if probed else 0.0)
+        if finetune:
+            history, steps_before, process_seconds = _fit(plan, model, train_ds, validation_ds, callbacks, backup)
+        else:  # the probe is the result: no fit, so no backup to resume from
+            history, steps_before, process_seconds, backup = None, 0, probed.seconds, None
         result = _results(plan, model, estimate, history, steps_before, process_seconds, backup)
+        result["probe"] = dataclasses.asdict(probed) if probed else None
+        if probed and not finetune:
+            result["validation_accuracy"] = probed.validation_accuracy
         if plan.test is not None:
             _test(plan, model, result)
         if config.output_dir:
@@ -128,6 +136,22 @@ def train(config: TrainConfig) -> dict:
         keras.config.set_dtype_policy(previous_policy)
 
 
+def _probe(plan, model):
+    """Fits the linear probe a run from a checkpoint asks for; returns (ProbeResult or None, whether to fine-tune)."""
+    if plan.adapt not in ("probe", "probe_then_finetune") or plan.state:
+        return None, True
+    with plan.strategy.scope():
+        probed = probe_lib.fit_probe(model, plan.train, plan.validation, batch_size=plan.batch_size,
+                                     seed=plan.config.seed)
+    finetune, why = plan_lib.finetune_after_probe(plan, probed)
+    if plan.config.verbose != 0:
+        validation = f", validation accuracy {probed.validation_accuracy:.4f}" if probed.validation_accuracy is not None else ""
+        print(f"Probe:    {probed.num_features} features of {plan.num_train:,} images in {probed.seconds:.1f} s "
+              f"({probed.forward_seconds_per_image * 1e3:.2g} ms per image forward); train accuracy "
+              f"{probed.train_accuracy:.4f}{validation}; {why}", flush=True)
+    return probed, finetune
+
+
 def _pipeline(plan, source, training=False, whole=False):
     """The batched pipeline of `source`; `whole`: only whole batches where several processes must split them."""
     extra = dict(training=True, augment=plan.augment, seed=plan.config.seed, cache=plan.cache) if training else {}
@@ -146,7 +170,7 @@ def _compiled_model(plan):
         model = build_model(
             plan.config, plan.train.num_classes, plan.image_size, recipe.drop_path_rate,
             architecture=plan.architecture, stem=plan.stem, attention_init=plan.attention_init,
-            pooling=plan.pooling, tokenizer=plan.tokenizer, channels=plan.channels,
+            pooling=plan.pooling, tokenizer=plan.tokenizer, channels=plan.channels, scaling=plan.scaling,
         )
         schedule = recipes.make_schedule(recipe, plan.batch_size, plan.steps_per_epoch, plan.epochs)
         model.compile(
@@ -158,17 +182,21 @@ def _compiled_model(plan):
     return model, schedule
 
 
-def _callbacks(plan, schedule):
-    """The fit's callbacks, the crash backup last (None without a run directory), and the backup."""
+def _callbacks(plan, schedule, spent=0.0):
+    """The fit's callbacks, the crash backup last (None without a run directory), and the backup.
+
+    `spent`: seconds of the budget this process already used before the fit (a linear probe).
+    """
     config = plan.config
     callbacks = make_callbacks(config.run_dir, plan.fingerprint())
     backup = callbacks[-1] if callbacks else None
     budget = None
     if config.budget_seconds is not None and not plan.finished:
-        if config.budget_seconds <= plan.seconds_before:
+        if config.budget_seconds <= plan.seconds_before + spent:
             plan.finished = True  # killed after the budget was spent but before it was recorded
         else:
-            budget = callbacks_lib.TimeBudget(config.budget_seconds - plan.seconds_before, plan.steps_per_epoch, schedule)
+            budget = callbacks_lib.TimeBudget(config.budget_seconds - plan.seconds_before - spent, plan.steps_per_epoch,
+                                              schedule)
     # The backup stays last: the commit point of an epoch, after every other callback's work.
     return callbacks[:-1] + ([budget] if budget else []) + list(config.callbacks) + callbacks[-1:], backup
 

@@ -21,7 +21,6 @@ import dataclasses
 import os
 
 import keras
-import numpy as np
 
 from keras_vit import configs
 from keras_vit._validation import check_choice, check_positive_int, plain
@@ -142,14 +141,14 @@ def _check_image_size(image_size):
 def _from_checkpoint(spec, num_classes, image_size, scaling, build_args):
     checkpoint = Checkpoint(spec)  # read once: the builder takes the object
     name = spec if spec in CHECKPOINTS and not os.path.exists(spec) else None
-    record = getattr(checkpoint, "preprocessing", None)
+    record = checkpoint.preprocessing
     arch = checkpoint.architecture
-    scaling, scaling_reason = _checkpoint_scaling(spec, scaling, record, name)
+    scaling, scaling_reason = _checkpoint_scaling(spec, scaling, record)
     grid = arch.get("grid_size")
     if image_size is not None:
         size_reason = "given"
-    elif getattr(record, "image_size", None) is not None:
-        image_size, size_reason = tuple(record.image_size), f"from {_where(record, checkpoint)}"
+    elif record is not None and record.image_size is not None:
+        image_size, size_reason = tuple(record.image_size), f"from {record.source}"
     elif grid is not None:
         image_size, size_reason = None, "the checkpoint's"  # the builder's "auto": grid x patch
     else:
@@ -183,78 +182,29 @@ def _from_checkpoint(spec, num_classes, image_size, scaling, build_args):
     if num_classes is not None and arch.get("representation_size") is not None:
         dropped.append(f"pre_logits ({arch['representation_size']})")
     info = Pretrained(
-        spec=spec, source=getattr(checkpoint, "source", None) or checkpoint.path, kind=checkpoint.layout,
+        spec=spec, source=checkpoint.source, kind=checkpoint.layout,
         scaling=scaling, scaling_reason=scaling_reason, image_size=size, image_size_reason=size_reason,
         dropped=tuple(dropped), num_features=0,
     )
     return model, info
 
 
-def _where(record, checkpoint):
-    return getattr(record, "source", None) or checkpoint.path
-
-
-def _checkpoint_scaling(spec, scaling, record, name):
-    """(scaling, reason) of a checkpoint: given, its preprocessing record's, or its CHECKPOINTS entry's."""
+def _checkpoint_scaling(spec, scaling, record):
+    """(scaling, reason) of a checkpoint: given, or what its own files (or its preset entry) state."""
     if scaling is not None:
         return scaling, "given"
-    if record is not None:
-        where = getattr(record, "source", None) or spec
-        stated = getattr(record, "scaling", None)
-        if stated is not None:
-            check_choice(f"the pixel scaling stated by {where!r}", stated, tuple(configs.SCALINGS))
-            return stated, f"from {where}"
-        mean, std = getattr(record, "mean", None), getattr(record, "std", None)
-        if mean is not None or std is not None:
-            matched = scaling_of(mean, std)
-            if matched is None:
-                raise ValueError(
-                    f"Checkpoint {spec!r} states pixel mean={_listed(mean)} and std={_listed(std)} ({where}), "
-                    f"which are no scaling keras_vit has ({', '.join(configs.SCALINGS)}): pass scaling= "
-                    "(keras-vit: --scaling) to choose one."
-                )
-            return matched, f"from {where}"
-    if name is not None and CHECKPOINTS[name].preprocessing is not None:
-        return CHECKPOINTS[name].preprocessing, f"keras_vit.weights.CHECKPOINTS[{name!r}]"
-    raise ValueError(
-        f"Checkpoint {spec!r} states no pixel scaling: pass scaling= (keras-vit: --scaling), one of "
-        f"{', '.join(configs.SCALINGS)}, as its authors trained it."
-    )
-
-
-def _listed(values):
-    return None if values is None else [round(float(v), 6) for v in np.ravel(values)]
-
-
-def scaling_of(mean, std):
-    """The key of `keras_vit.configs.SCALINGS` with this per-channel mean and std, or None.
-
-    Hugging Face and timm state them for pixels in [0, 1] (ImageNet's 0.485, ...), SCALINGS for
-    [0, 255]; either is recognised.
-
-    Args:
-        mean: sequence of float. Per-channel mean (one value for all channels, or three).
-        std: sequence of float. Per-channel standard deviation.
-
-    Example:
-
-    >>> scaling_of([0.5, 0.5, 0.5], [0.5, 0.5, 0.5]), scaling_of([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
-    ('symmetric', 'imagenet')
-    >>> scaling_of([0.3], [0.3]) is None
-    True
-    """
-    if mean is None or std is None:
-        return None
-    mean, std = np.ravel(np.asarray(mean, float)), np.ravel(np.asarray(std, float))
-    for key, (known_mean, known_std) in configs.SCALINGS.items():
-        known_mean, known_std = np.asarray(known_mean), np.asarray(known_std)
-        if {len(mean), len(std)} - {1, len(known_mean), 3} or len(known_mean) not in (1, len(mean)):
-            continue
-        for unit in (1.0, 255.0):
-            if (np.allclose(mean * unit, np.broadcast_to(known_mean, mean.shape), rtol=1e-3, atol=1e-3 * unit)
-                    and np.allclose(std * unit, np.broadcast_to(known_std, std.shape), rtol=1e-3, atol=1e-3 * unit)):
-                return key
-    return None
+    if record is None:
+        raise ValueError(
+            f"Checkpoint {spec!r} states no pixel scaling: pass scaling= (keras-vit: --scaling), one of "
+            f"{', '.join(configs.SCALINGS)}, as its authors trained it."
+        )
+    if record.scaling is None:
+        raise ValueError(
+            f"Checkpoint {spec!r} states pixel mean={list(record.mean)} and std={list(record.std)} ({record.source}), "
+            f"which are no scaling keras_vit has ({', '.join(configs.SCALINGS)}): pass scaling= "
+            "(keras-vit: --scaling) to choose one."
+        )
+    return record.scaling, f"from {record.source}"
 
 
 def _from_keras_file(spec, num_classes, image_size, scaling, build_args):

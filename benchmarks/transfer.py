@@ -1,0 +1,204 @@
+"""transfer: does a pre-trained backbone adapted to 50 images per class beat training from scratch?
+
+No pre-trained weights can be downloaded here, so the benchmark makes its own: a small plain ViT
+pre-trained on half of the CIFAR-10 classes (airplane, automobile, bird, cat, deer), written as a
+timm Hub folder and as a Hugging Face folder, then adapted to the other half (dog, frog, horse,
+ship, truck) with 50 training images per class; 1,000 other images per class of the training
+split are the test folder (the CIFAR-10 test split is kept apart on purpose).
+
+Steps (each reuses what the earlier ones wrote under --work):
+
+    python -m benchmarks transfer prepare --tar ../shared/data/cifar10-train/cifar10-train-jpg.tar.gz --work /tmp/xfer
+    python -m benchmarks transfer pretrain --work /tmp/xfer --budget-minutes 20
+    python -m benchmarks transfer adapt --work /tmp/xfer --budget-minutes 3 --out benchmarks/results
+
+`adapt` runs, one after another in fresh worker processes and with the same budget: fine-tuning
+from the timm Hub folder, a linear probe of it, fine-tuning from the Hugging Face folder, and the
+same ViT from scratch; then the linear few-shot and k-NN accuracies of the backbone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tarfile
+
+PRETRAIN_CLASSES = ("airplane", "automobile", "bird", "cat", "deer")
+ADAPT_CLASSES = ("dog", "frog", "horse", "ship", "truck")
+TRAIN_PER_CLASS = 50
+TEST_PER_CLASS = 1000
+# The pre-trained backbone: the keras.io example's width and depth on 4 px patches of 32 px images
+# (an 8x8 grid), with a class token so that timm and Hugging Face ViT classes both hold it.
+BACKBONE = {"patch_size": 4, "hidden_size": 128, "num_layers": 6, "num_heads": 4, "mlp_dim": 256}
+SCALING = "symmetric"
+
+
+def prepare(tar, work):
+    """Unpacks the CIFAR-10 training split and lays out the pre-training and adaptation folders (hard links)."""
+    source = os.path.join(work, "cifar10", "train")
+    if not os.path.isdir(source):
+        os.makedirs(os.path.join(work, "cifar10"), exist_ok=True)
+        with tarfile.open(tar) as archive:
+            archive.extractall(os.path.join(work, "cifar10"), filter="data")
+    layout = {"pretrain": {c: slice(None) for c in PRETRAIN_CLASSES}}
+    layout["adapt/train"] = {c: slice(0, TRAIN_PER_CLASS) for c in ADAPT_CLASSES}
+    layout["adapt/test"] = {c: slice(-TEST_PER_CLASS, None) for c in ADAPT_CLASSES}
+    for folder, classes in layout.items():
+        target = os.path.join(work, folder)
+        if os.path.isdir(target):
+            continue
+        for name, part in classes.items():
+            os.makedirs(os.path.join(target, name))
+            for file in sorted(os.listdir(os.path.join(source, name)))[part]:
+                os.link(os.path.join(source, name, file), os.path.join(target, name, file))
+    return {folder: sum(len(os.listdir(os.path.join(work, folder, c))) for c in classes) for folder, classes in layout.items()}
+
+
+def pretrain(work, budget_minutes, seed=0):
+    """Pre-trains the backbone on the pre-training folder; writes it as .keras, timm Hub and HF folders."""
+    import keras
+
+    from keras_vit.training import TrainConfig, train
+
+    saved = os.path.join(work, "backbone", "backbone.keras")
+    if os.path.isfile(saved):  # pre-trained already: write its folders again
+        model = keras.saving.load_model(saved, compile=False)
+        _write_folders(model, work)
+        with open(os.path.join(work, "backbone", "pretrain.json")) as f:
+            return json.load(f)
+    result = train(TrainConfig(
+        dataset=os.path.join(work, "pretrain"), validation_split=0.04, model_overrides=dict(BACKBONE),
+        stem="none", tokenizer="patches", pooling="token", attention_init="mimetic", image_size=32,
+        scaling=SCALING, budget_seconds=budget_minutes * 60, seed=seed, run_dir=os.path.join(work, "pretrain-run"),
+        output_dir=os.path.join(work, "backbone"), name="backbone", export=False, verbose=2,
+    ))
+    summary = {k: result[k] for k in ("validation_accuracy", "epochs_done", "train_seconds", "images_per_second")}
+    with open(os.path.join(work, "backbone", "pretrain.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    _write_folders(result["model"], work)
+    return summary
+
+
+def _write_folders(model, work):
+    """The backbone as a timm Hub folder and a Hugging Face folder, as other programs would publish it."""
+    from keras_vit import weights
+
+    weights.save_timm(model, os.path.join(work, "backbone", "timm"), overwrite=True)
+    weights.save_hf(model, os.path.join(work, "backbone", "hf"), overwrite=True)
+
+
+# The adaptation set-ups: TrainConfig fields on top of the folder and the budget.
+SETUPS = {
+    # What `keras-vit train --weights DIR --budget-minutes N` does: a probe, then fine-tuning from it.
+    "auto_timm": {"weights": "timm", "adapt": "auto"},
+    "finetune_timm": {"weights": "timm", "adapt": "finetune"},
+    "probe_timm": {"weights": "timm", "adapt": "probe"},
+    # The same backbone read from its Hugging Face folder: the same run through the other reader.
+    "finetune_hf": {"weights": "hf", "adapt": "finetune"},
+    # The paper's SGD fine-tuning recipe instead of AdamW with layer-wise decay.
+    "finetune_sgd_timm": {"weights": "timm", "adapt": "finetune", "recipe": "finetune"},
+    # From scratch in the same budget: what the budget rules choose for these 250 images ...
+    "scratch": {},
+    # ... and the backbone's own architecture.
+    "scratch_same": {"model_overrides": dict(BACKBONE), "stem": "none", "tokenizer": "patches", "pooling": "token",
+                     "scaling": SCALING},
+}
+
+
+def adapt_one(work, setup, budget_seconds, seed=0, epochs=None):
+    """One adaptation run (in a worker process): its test accuracy on the 5,000 test images and what it did."""
+    from keras_vit.training import TrainConfig, train
+
+    fields = dict(SETUPS[setup])
+    if "weights" in fields:
+        fields["weights"] = os.path.join(work, "backbone", fields["weights"])
+    result = train(TrainConfig(
+        dataset=os.path.join(work, "adapt"), budget_seconds=budget_seconds, seed=seed, epochs=epochs,
+        run_dir=None, output_dir=None, verbose=2, **fields,
+    ))
+    settings = result["settings"]
+    return {
+        "setup": setup, "accuracy": result["test_accuracy"], "num_test": result["num_test_examples"],
+        "epochs_done": result["epochs_done"], "steps_done": result["steps_done"], "train_seconds": result["train_seconds"],
+        "probe": result.get("probe"), "adapt": settings.get("adapt"), "recipe": settings["recipe"],
+        "batch_size": settings["batch_size"], "learning_rate": settings["learning_rate"], "params": settings["params"],
+    }
+
+
+def evaluate_backbone(work, shots=(1, 5, 10, 25), draws=5, seed=0):
+    """Linear few-shot and k-NN accuracy of the pre-trained backbone (timm folder) on the adaptation folders."""
+    from keras_vit.data.sources import load_source
+    from keras_vit.transfer import extract_features, knn_accuracy, linear_fewshot, load_pretrained
+
+    model, _ = load_pretrained(os.path.join(work, "backbone", "timm"))
+    train = extract_features(model, load_source(os.path.join(work, "adapt"), "train"))
+    test = extract_features(model, load_source(os.path.join(work, "adapt"), "test"))
+    fewshot = linear_fewshot(train.features, train.labels, test.features, test.labels, shots=shots, draws=draws,
+                             seed=seed)
+    knn = knn_accuracy(train.features, train.labels, test.features, test.labels)
+    return {"setup": "fewshot_knn", "fewshot": fewshot, "knn": knn}
+
+
+def adapt(work, budget_minutes, setups, out=None, argv=None, seed=0, epochs=None):
+    from benchmarks.workers import ResultLog, run_worker
+
+    log = ResultLog("transfer", out, argv)
+    with open(os.path.join(work, "backbone", "pretrain.json")) as f:
+        log.add({"setup": "pretrain", **json.load(f)})
+    results = []
+    for setup in setups:
+        result = run_worker("benchmarks.transfer:adapt_one", dict(work=work, setup=setup, seed=seed, epochs=epochs,
+                                                                  budget_seconds=budget_minutes * 60))
+        result.setdefault("setup", setup)
+        log.add(result)
+        results.append(result)
+    backbone = run_worker("benchmarks.transfer:evaluate_backbone", dict(work=work, seed=seed))
+    log.add(backbone)
+    rows = ["| set-up | test accuracy | epochs (steps) | train s | adapt, recipe, batch, peak lr |", "|---|---|---|---|---|"]
+    for r in results:
+        if "error" in r:
+            rows.append(f"| {r['setup']} | error: {r['error']} | | | |")
+            continue
+        rows.append(f"| {r['setup']} | {100 * r['accuracy']:.2f}% of {r['num_test']:,} | {r['epochs_done']} "
+                    f"({r['steps_done']}) | {r['train_seconds']} | {r['adapt']}, {r['recipe']}, {r['batch_size']}, "
+                    f"{r['learning_rate']:.3g} |")
+    if "error" not in backbone:
+        shots = ", ".join(f"{k}-shot {100 * v['mean']:.1f}%" for k, v in backbone["fewshot"].items())
+        rows.append(f"| backbone, no training | {shots}; 20-NN {100 * backbone['knn']:.1f}% | | | |")
+    log.summary("\n".join(rows))
+    return results
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m benchmarks transfer", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="step", required=True)
+    p = sub.add_parser("prepare")
+    p.add_argument("--tar", required=True)
+    p.add_argument("--work", required=True)
+    p = sub.add_parser("pretrain")
+    p.add_argument("--work", required=True)
+    p.add_argument("--budget-minutes", type=float, default=20)
+    p.add_argument("--seed", type=int, default=0)
+    p = sub.add_parser("adapt")
+    p.add_argument("--work", required=True)
+    p.add_argument("--budget-minutes", type=float, default=3)
+    p.add_argument("--setups", default=",".join(SETUPS), help=f"comma-separated, of {', '.join(SETUPS)}")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--epochs", type=int, help="epoch limit (smoke runs; default: the budget's)")
+    p.add_argument("--out", help="folder for the .jsonl and .md")
+    args = parser.parse_args(argv)
+    if args.step == "prepare":
+        print(prepare(args.tar, args.work))
+    elif args.step == "pretrain":
+        print(pretrain(args.work, args.budget_minutes, args.seed))
+    else:
+        setups = args.setups.split(",")
+        unknown = [s for s in setups if s not in SETUPS]
+        if unknown:
+            parser.error(f"unknown --setups {unknown}; expected some of {list(SETUPS)}")
+        adapt(args.work, args.budget_minutes, setups, args.out, argv, args.seed, args.epochs)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,170 @@
+"""`keras-vit train --weights`: adapting a checkpoint (fine-tuning, linear probe), the small-data defaults,
+layer-wise learning-rate decay, and the refusals of flags that contradict a checkpoint."""
+
+import os
+
+import keras
+import numpy as np
+import pytest
+from PIL import Image
+
+import keras_vit
+from keras_vit import cli
+from keras_vit.training import plan as plan_lib, recipes
+
+from tests.helpers import ALL_BACKENDS
+
+CLASSES = ("ant", "bee", "cow")
+
+
+def _folder(root, per_class=8, size=16, seed=0):
+    """train/ and test/ folders of colour PNGs; each class has its own mean colour, so a probe can separate them."""
+    rng = np.random.default_rng(seed)
+    for split, count in (("train", per_class), ("test", 4)):
+        for index, name in enumerate(CLASSES):
+            os.makedirs(root / split / name)
+            for i in range(count):
+                pixels = rng.integers(0, 80, (size, size, 3)) + 80 * index
+                Image.fromarray(pixels.astype("uint8")).save(root / split / name / f"{i}.png")
+    return str(root)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    """A tiny ViT of 5 classes at 16 px written as a vit_jax .npz (which states no pixel scaling)."""
+    root = tmp_path_factory.mktemp("checkpoint")
+    keras.utils.set_random_seed(1)
+    model = keras_vit.ViT("tiny", num_classes=5, image_size=16)
+    for variable in model.weights:  # a head and weights unlike a fresh model's, so a load shows
+        variable.assign(np.random.default_rng(len(variable.path)).normal(0, 0.05, variable.shape))
+    path = str(root / "tiny.npz")
+    keras_vit.weights.save_npz(model, path)
+    return path
+
+
+def _train(tmp_path, data, *flags):
+    return cli.main(["train", "--dataset", data, "--jit-compile", "off", "--run-dir", str(tmp_path / "run"),
+                     "--output-dir", str(tmp_path / "out"), "--name", "m", "--quiet", *flags])
+
+
+def test_finetune_from_an_npz_builds_its_model_with_a_new_head_and_exports_it(checkpoint, tmp_path, capsys):
+    data = _folder(tmp_path / "data")
+    assert _train(tmp_path, data, "--weights", checkpoint, "--scaling", "symmetric", "--epochs", "1") == 0
+    out = capsys.readouterr().out
+    assert f"Weights:  {checkpoint}" in out and "dropped head (5 classes)" in out and "a new zero head for 3 classes" in out
+    assert "scaling symmetric (given)" in out and "every weight trained" in out
+    # 24 training images: the recipe's batch of 256 would not fit; the default follows the data.
+    assert "batch 4 (for 24 training images: at least 4 steps an epoch)" in out
+    model = keras.saving.load_model(str(tmp_path / "out" / "m.keras"))
+    assert model.input_shape == (None, 16, 16, 3) and model.output_shape == (None, 3)
+    assert model.get_layer("preprocessing") is not None
+    from keras_vit import export
+
+    image = str(tmp_path / "data" / "test" / "bee" / "0.png")
+    keras_probs = export.load_predictor(str(tmp_path / "out" / "m.keras")).predict_files([image])
+    for exported in ("m.tflite", os.path.join("m", "1")):
+        probs = export.load_predictor(str(tmp_path / "out" / exported)).predict_files([image])
+        np.testing.assert_allclose(probs, keras_probs, atol=1e-5)
+
+
+def test_probe_trains_only_the_head_on_features_computed_once(checkpoint, tmp_path, capsys):
+    data = _folder(tmp_path / "data")
+    assert _train(tmp_path, data, "--weights", checkpoint, "--scaling", "symmetric", "--probe") == 0
+    out = capsys.readouterr().out
+    assert "the head alone on frozen features (linear probe)" in out and "Probe:    32 features of 24 images" in out
+    assert "the probe is the result" in out
+    trained = keras.saving.load_model(str(tmp_path / "out" / "m.keras"))
+    reference = keras_vit.ViT(weights=checkpoint, num_classes=3, representation_size=None, preprocessing="symmetric")
+    for layer in reference.layers:
+        if layer.name != "head":
+            for mine, theirs in zip(trained.get_layer(layer.name).weights, layer.weights):
+                np.testing.assert_array_equal(np.asarray(mine), np.asarray(theirs), err_msg=mine.path)
+    assert np.abs(np.asarray(trained.get_layer("head").kernel)).max() > 0
+    # The classes differ by colour: the probe separates them.
+    from keras_vit import export
+
+    predictor = export.load_predictor(str(tmp_path / "out" / "m.keras"))
+    for index, name in enumerate(CLASSES):
+        files = [str(tmp_path / "data" / "test" / name / f"{i}.png") for i in range(4)]
+        assert (predictor.predict_files(files).argmax(-1) == index).all(), name
+
+
+def test_a_budget_probes_first_then_fine_tunes_when_the_budget_buys_it(checkpoint, tmp_path, capsys):
+    data = _folder(tmp_path / "data")
+    assert _train(tmp_path, data, "--weights", checkpoint, "--scaling", "symmetric", "--budget-minutes", "0.5") == 0
+    out = capsys.readouterr().out
+    assert "a linear probe, then every weight if the budget buys it" in out
+    assert "fine-tuning from the probe: the" in out and "Test accuracy:" in out
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--patch-size", "8"], "--patch-size=8 (the checkpoint's 4)"),
+    (["--variant", "Ti16"], "Contradicting variant 'Ti16'"),
+    (["--channels", "1"], "Contradicting --channels=1 and --weights"),
+    (["--stem", "conv"], "Contradicting --stem='conv' and --weights"),
+    (["--pooling", "gap"], "Contradicting --pooling='gap' and --weights"),
+])
+def test_model_flags_that_contradict_the_checkpoint_are_refused_by_name(checkpoint, flags, message, tmp_path, capsys):
+    data = _folder(tmp_path / "data", per_class=2)
+    assert _train(tmp_path, data, "--weights", checkpoint, "--scaling", "unit", *flags) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err, err
+
+
+def test_a_checkpoint_that_states_no_scaling_needs_the_flag(checkpoint, tmp_path, capsys):
+    data = _folder(tmp_path / "data", per_class=2)
+    assert _train(tmp_path, data, "--weights", checkpoint) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--scaling" in err and "tiny.npz" in err, err
+
+
+def test_adapt_without_weights_is_refused(tmp_path, capsys):
+    assert _train(tmp_path, "sample", "--probe") == 2
+    assert "--adapt='probe' adapts a checkpoint: pass --weights too" in capsys.readouterr().err
+
+
+def test_small_data_gets_a_batch_and_learning_rate_that_train(tmp_path):
+    # The issue's run: 250 images with the recipe's batch of 256 stopped with an error.
+    assert plan_lib.resolve_batch_size(None, 256, 250) == (32, "for 250 training images: at least 4 steps an epoch")
+    assert plan_lib.resolve_batch_size(None, 256, 1024)[0] == 256
+    compact = recipes.get_recipe("compact")
+    # Linear scaling down to batch 128 (the measured runs keep their rates), the square root below.
+    assert compact.learning_rate_for(256) == pytest.approx(1e-3)
+    assert compact.learning_rate_for(32) == pytest.approx(compact.learning_rate_for(128) / 2)
+
+
+def test_a_small_training_set_validates_on_a_sample_of_a_large_validation_set(tmp_path):
+    data = _folder(tmp_path / "data", per_class=2)
+    for name in CLASSES:  # 3 x 400 test images against 6 training images
+        for i in range(4, 400):
+            Image.new("RGB", (16, 16)).save(tmp_path / "data" / "test" / name / f"{i}.png")
+    plan = plan_lib.resolve(plan_lib.TrainConfig(dataset=data, variant="tiny", image_size=16, epochs=1,
+                                                 run_dir=None, output_dir=None, precision="float32"))
+    assert plan.validation.num_examples == plan_lib.VALIDATION_SAMPLE and plan.test.num_examples == 1200
+    assert "a sample for the per-epoch validation" in plan.validation.description
+
+
+@ALL_BACKENDS
+def test_layer_decay_scales_each_layers_learning_rate():
+    keras.utils.set_random_seed(0)
+    model = keras_vit.ViT("tiny", num_classes=3, image_size=8, classifier_activation=None)
+    scales = recipes.layer_learning_rate_scales(model, 0.5)
+    assert scales["embedding/kernel"] == 0.125 and scales["encoderblock_1/norm1/gamma"] == 0.5
+    assert scales["encoder_norm/gamma"] == 1.0 and scales["head/kernel"] == 1.0
+    x = np.random.default_rng(0).normal(size=(4, 8, 8, 3)).astype("float32")
+    y = keras.ops.one_hot(np.array([0, 1, 2, 0]), 3)
+    moved = {}
+    for optimizer in (keras.optimizers.SGD(0.1), recipes.LayerDecaySGD(0.1, layer_scales=scales)):
+        clone = keras.models.clone_model(model)
+        clone.set_weights(model.get_weights())
+        # A head of zeros passes no gradient back: give it weights so every layer moves.
+        clone.get_layer("head").kernel.assign(np.random.default_rng(1).normal(size=clone.get_layer("head").kernel.shape))
+        before = {v.path: keras.ops.convert_to_numpy(v) for v in clone.trainable_variables}
+        clone.compile(optimizer=optimizer, loss=keras.losses.CategoricalCrossentropy(from_logits=True))
+        clone.train_on_batch(x, y)
+        moved[type(optimizer).__name__] = {v.path: keras.ops.convert_to_numpy(v) - before[v.path]
+                                           for v in clone.trainable_variables}
+    plain, decayed = moved["SGD"], moved["LayerDecaySGD"]
+    for path in ("embedding/kernel", "encoderblock_0/attention/query/kernel", "head/kernel"):
+        np.testing.assert_allclose(decayed[path], scales[path] * plain[path], rtol=1e-3, atol=1e-7, err_msg=path)
+    assert np.abs(plain["embedding/kernel"]).max() > 0
