@@ -12,7 +12,8 @@ import keras_vit
 from keras_vit import cli
 from keras_vit.training import plan as plan_lib, recipes
 
-from tests.helpers import ALL_BACKENDS
+from helpers import ALL_BACKENDS
+from test_hub import fill_cache
 
 CLASSES = ("ant", "bee", "cow")
 
@@ -65,6 +66,64 @@ def test_finetune_from_an_npz_builds_its_model_with_a_new_head_and_exports_it(ch
     for exported in ("m.tflite", os.path.join("m", "1")):
         probs = export.load_predictor(str(tmp_path / "out" / exported)).predict_files([image])
         np.testing.assert_allclose(probs, keras_probs, atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    """The same tiny ImageNet-scaled ViT (16 px) as a Hugging Face folder, a timm Hub folder and a Hub repository."""
+    root = tmp_path_factory.mktemp("folders")
+    keras.utils.set_random_seed(2)
+    model = keras_vit.ViT("tiny", num_classes=7, image_size=16, preprocessing="imagenet")
+    keras_vit.weights.save_hf(model, str(root / "hf"))
+    keras_vit.weights.save_timm(model, str(root / "timm"))
+    fill_cache(str(root / "cache"), "someone/vit-tiny", str(root / "timm"), "d" * 40)
+    return root
+
+
+@pytest.mark.parametrize("kind, source", [
+    ("hf", "preprocessor_config.json"), ("timm", "config.json"), ("hub", "hf-hub:someone/vit-tiny (revision dddd"),
+])
+def test_finetune_from_each_format_reads_its_scaling_and_feeds_grey_images_as_rgb(folders, kind, source, tmp_path,
+                                                                                  capsys, monkeypatch):
+    spec = str(folders / kind)
+    if kind == "hub":
+        import socket
+
+        import huggingface_hub.constants
+
+        def refuse(*args, **kwargs):
+            raise OSError("network blocked by the test")
+
+        monkeypatch.setattr(socket.socket, "connect", refuse)
+        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(folders / "cache"))
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+        spec = "hf-hub:someone/vit-tiny"
+    # The shipped sample: 28 px grey images, to a 16 px RGB checkpoint.
+    assert _train(tmp_path, "sample", "--weights", spec, "--epochs", "1", "--max-train-examples", "32",
+                  "--max-test-examples", "16", "--no-export") == 0
+    out = capsys.readouterr().out
+    assert "scaling imagenet (from " in out and source in out, out
+    assert "images 16x16x3 (" in out and "the checkpoint's, grey images repeated" in out
+    model = keras.saving.load_model(str(tmp_path / "out" / "m.keras"))
+    assert model.input_shape == (None, 16, 16, 3) and model.output_shape == (None, 10)
+
+
+def test_an_unknown_hub_id_offline_is_one_line_naming_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "cache"))
+    assert _train(tmp_path, "sample", "--weights", "hf-hub:nobody/nothing@v2") == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "'hf-hub:nobody/nothing@v2'" in err and "HF_HUB_OFFLINE" in err, err
+
+
+def test_a_family_keras_vit_does_not_have_is_refused_with_the_supported_list(tmp_path, capsys):
+    folder = tmp_path / "convnext"
+    keras_vit.weights.save_hf(keras_vit.ViT("tiny", num_classes=3), str(folder))
+    config = (folder / "config.json").read_text().replace('"model_type": "vit"', '"model_type": "convnext"')
+    (folder / "config.json").write_text(config)
+    assert _train(tmp_path, "sample", "--weights", str(folder), "--scaling", "unit") == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "convnext" in err and "dinov2" in err and "siglip" in err, err
 
 
 def test_probe_trains_only_the_head_on_features_computed_once(checkpoint, tmp_path, capsys):
