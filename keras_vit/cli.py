@@ -636,12 +636,8 @@ def _run_fewshot(args) -> int:
 
     shots = _parse_shots(args.shots)
     shots = fewshot.check_fewshot_arguments(shots, args.draws, args.l2_reg, args.seed, name=_flag)
-    train, test, info, model = _probe_data(args)
-    from keras_vit.transfer import extract_features
-
-    train_features = extract_features(model, train, batch_size=args.batch_size)
-    fewshot.check_shots(shots, train_features.labels, range(train.num_classes), train.class_names, name=_flag)
-    test_features = extract_features(model, test, batch_size=args.batch_size)
+    train, test, train_features, test_features = _split_features(args, lambda features: fewshot.check_shots(
+        shots, features.labels, range(len(features.class_names)), features.class_names, name=_flag))
     result = fewshot.linear_fewshot(train_features.features, train_features.labels, test_features.features,
                                     test_features.labels, shots=shots, draws=args.draws, l2_reg=args.l2_reg,
                                     seed=args.seed)
@@ -681,12 +677,8 @@ def _run_knn(args) -> int:
     from keras_vit.transfer import fewshot
 
     fewshot.check_knn_arguments(args.k, args.temperature, name=_flag)
-    train, test, info, model = _probe_data(args, k=args.k)
-    from keras_vit.transfer import extract_features
-
-    train_features = extract_features(model, train, batch_size=args.batch_size)
-    fewshot.check_knn_arguments(args.k, args.temperature, num_train=len(train_features.labels), name=_flag)
-    test_features = extract_features(model, test, batch_size=args.batch_size)
+    train, test, train_features, test_features = _split_features(args, lambda features: fewshot.check_knn_arguments(
+        args.k, args.temperature, num_train=len(features.labels), name=_flag), k=args.k)
     accuracy = fewshot.knn_accuracy(train_features.features, train_features.labels, test_features.features,
                                     test_features.labels, k=args.k, temperature=args.temperature,
                                     num_classes=train.num_classes)
@@ -695,8 +687,18 @@ def _run_knn(args) -> int:
     return 0
 
 
+def _split_features(args, check_train, k=None):
+    """(train, test, their `Features`) of `fewshot` and `knn`; `check_train` sees the training features first."""
+    from keras_vit.transfer import extract_features
+
+    train, test, model = _probe_data(args, k)
+    train_features = extract_features(model, train, batch_size=args.batch_size)
+    check_train(train_features)  # files that failed to decode may leave a class short: before the test pass
+    return train, test, train_features, extract_features(model, test, batch_size=args.batch_size)
+
+
 def _probe_data(args, k=None):
-    """(train, test, Pretrained, feature model) of `fewshot` and `knn`, every argument checked before the model loads."""
+    """(train, test, feature model) of `fewshot` and `knn`, every argument checked before the model loads."""
     from keras_vit import _validation
 
     _validation.check_positive_int("--batch-size", args.batch_size)
@@ -724,8 +726,8 @@ def _probe_data(args, k=None):
         from keras_vit.transfer import fewshot
 
         fewshot.check_knn_arguments(k, args.temperature, num_train=train.num_examples, name=_flag)
-    model, info = _load_backbone(args)
-    return train, test, info, model
+    model, _ = _load_backbone(args)
+    return train, test, model
 
 
 def _load_backbone(args):

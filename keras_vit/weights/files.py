@@ -255,3 +255,23 @@ def write_safetensors(path, tensors, metadata=None):
     encoded += b" " * (-len(encoded) % 8)
     write_bytes(path, [struct.pack("<Q", len(encoded)), encoded] + chunks)
 
+
+def writable_checkpoint_folder(model, folder, overwrite, writer):
+    """(`model.vit_config`, folder path) for a checkpoint writer; refused by name where either will not do.
+
+    Args:
+        model: keras.Model. It must be built by `keras_vit.ViT` (the writers read its config).
+        folder: str or path-like. The folder to write: absent, empty, or replaced with `overwrite`.
+        overwrite: bool. Replace a non-empty `folder`.
+        writer: str. The writer's name, for messages ("save_hf").
+    """
+    config = getattr(model, "vit_config", None)
+    if config is None:
+        raise CheckpointError(f"{writer} needs a model built by keras_vit.ViT (it reads model.vit_config); "
+                              f"model {getattr(model, 'name', model)!r} has none.")
+    folder = os.fspath(folder)
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise FileExistsError(f"{folder!r} is a file; {writer} writes a folder.")
+    if os.path.isdir(folder) and os.listdir(folder) and not overwrite:
+        raise FileExistsError(f"{folder!r} already exists and is not empty; pass overwrite=True to replace it.")
+    return config, folder

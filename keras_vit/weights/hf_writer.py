@@ -29,7 +29,7 @@ import numpy as np
 
 from keras_vit._atomic import atomic_directory, write_json
 from keras_vit.configs import SCALINGS
-from keras_vit.weights.files import CheckpointError, write_safetensors
+from keras_vit.weights.files import CheckpointError, writable_checkpoint_folder, write_safetensors
 from keras_vit.weights.formats import HF_FAMILIES, LAYOUTS, hf_file_rank, rename_hf_key
 from keras_vit.weights.mapping import MappingContext, model_tensors
 
@@ -96,15 +96,7 @@ def save_hf(model, folder, *, overwrite=False):
     >>> import json; json.load(open(os.path.join(folder, "config.json")))["model_type"]
     'dinov2_with_registers'
     """
-    config = getattr(model, "vit_config", None)
-    if config is None:
-        raise CheckpointError(f"save_hf needs a model built by keras_vit.ViT (it reads model.vit_config); "
-                              f"model {getattr(model, 'name', model)!r} has none.")
-    folder = os.fspath(folder)
-    if os.path.exists(folder) and not os.path.isdir(folder):
-        raise FileExistsError(f"{folder!r} is a file; save_hf writes a folder.")
-    if os.path.isdir(folder) and os.listdir(folder) and not overwrite:
-        raise FileExistsError(f"{folder!r} already exists and is not empty; pass overwrite=True to replace it.")
+    config, folder = writable_checkpoint_folder(model, folder, overwrite, "save_hf")
     hf_config, family = hf_config_of(model)
     context = MappingContext("hf", {}, LAYOUTS["hf"].interpolation, source_prefix_tokens=family.source_prefix)
     prefix = family.prefixes[0] if family.nested or config["include_top"] else ""

@@ -24,7 +24,7 @@ import numpy as np
 
 from keras_vit._atomic import atomic_directory, write_json
 from keras_vit.configs import FAMILY_FIELDS, SCALINGS
-from keras_vit.weights.files import CheckpointError, write_safetensors
+from keras_vit.weights.files import CheckpointError, writable_checkpoint_folder, write_safetensors
 from keras_vit.weights.formats import LAYOUTS
 from keras_vit.weights.mapping import MappingContext, model_tensors
 from keras_vit.weights.preprocessing import timm_preprocessing
@@ -72,15 +72,7 @@ def save_timm(model, folder, *, architecture=None, pretrained_cfg=None, overwrit
     >>> config["architecture"], config["model_args"]["embed_dim"], config["pretrained_cfg"]["input_size"]
     ('deit_tiny_distilled_patch16_224', 24, [3, 16, 16])
     """
-    config = getattr(model, "vit_config", None)
-    if config is None:
-        raise CheckpointError(f"save_timm needs a model built by keras_vit.ViT (it reads model.vit_config); "
-                              f"model {getattr(model, 'name', model)!r} has none.")
-    folder = os.fspath(folder)
-    if os.path.exists(folder) and not os.path.isdir(folder):
-        raise FileExistsError(f"{folder!r} is a file; save_timm writes a folder.")
-    if os.path.isdir(folder) and os.listdir(folder) and not overwrite:
-        raise FileExistsError(f"{folder!r} already exists and is not empty; pass overwrite=True to replace it.")
+    config, folder = writable_checkpoint_folder(model, folder, overwrite, "save_timm")
     timm_config = timm_config_of(model, architecture, pretrained_cfg)
     prefix = (config["class_token"] + config["distillation_token"]) if config["prefix_position_embedding"] else 0
     context = MappingContext("timm", {}, LAYOUTS["timm"].interpolation, source_prefix_tokens=prefix)
