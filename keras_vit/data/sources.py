@@ -15,8 +15,9 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
+import codecs
 import dataclasses
+import gc
 import os
 import re
 import socket
@@ -334,35 +335,41 @@ def _list_folder(directory, on_corrupt) -> _Listing:
 
 
 # What a folder pipeline raises, inside tf.data, for a file it cannot decode under on_corrupt="error".
-_CORRUPT = "Corrupt image file {!r} (on_corrupt='error'): it does not decode"
-_CORRUPT_FOUND = re.compile(r"Corrupt image file ('.*?') \(on_corrupt='error'\): it does not decode")
+_CORRUPT = ("Corrupt image file '", "' (on_corrupt='error'): it does not decode")
+# As tf.debugging.Assert prints it: C-escaped (quotes as \\', other bytes as octal).
+_CORRUPT_FOUND = re.compile(r"Corrupt image file \\'(.*)\\' \(on_corrupt=\\'error\\'\): it does not decode")
 
 
-@contextlib.contextmanager
-def corrupt_files_named():
-    """Within the block, a pipeline's undecodable file (on_corrupt="error") raises one ValueError naming it.
+def naming_corrupt_files(function, *args, **kwargs):
+    """`function(*args, **kwargs)`, where a pipeline's undecodable file (on_corrupt="error") raises one ValueError naming it.
 
-    tf.data reports it as an InvalidArgumentError holding the whole iterator stack, with the
-    file's name deep inside.
+    tf.data reports the file as an InvalidArgumentError holding the whole iterator stack, with
+    its name deep inside. Before the ValueError is raised, the failed pipeline is closed: its
+    iterator, held by that error's frames, is collected here, so its threads stop now and not
+    while the interpreter shuts down (where they made the process hang).
 
     Example:
 
-    >>> with corrupt_files_named():
-    ...     raise tf.errors.InvalidArgumentError(None, None, "... " + _CORRUPT.format("/d/cat/cut.jpg") + " ...")
+    >>> def fails():
+    ...     raise tf.errors.InvalidArgumentError(None, None, "[" + "/d/cat/cut.jpg".join(_CORRUPT).replace("'", "\\\\'") + "]")
+    >>> naming_corrupt_files(fails)
     Traceback (most recent call last):
     ...
     ValueError: Corrupt image file '/d/cat/cut.jpg' (on_corrupt='error'): it does not decode. Remove or replace it, or pass on_corrupt='skip' (--on-corrupt skip) to leave such files out.
     """
     try:
-        yield
+        return function(*args, **kwargs)
     except tf.errors.InvalidArgumentError as error:
         found = _CORRUPT_FOUND.search(error.message or "")
         if found is None:
             raise
-        raise ValueError(
-            f"Corrupt image file {found.group(1)} (on_corrupt='error'): it does not decode. Remove or replace it, or "
-            "pass on_corrupt='skip' (--on-corrupt skip) to leave such files out."
-        ) from None
+        path = codecs.escape_decode(found.group(1).encode())[0].decode("utf-8", "replace")
+    # Outside the except block: nothing refers to the error any more, only cycles through its frames.
+    gc.collect()
+    raise ValueError(
+        f"Corrupt image file {path!r} (on_corrupt='error'): it does not decode. Remove or replace it, or "
+        "pass on_corrupt='skip' (--on-corrupt skip) to leave such files out."
+    )
 
 
 def classes_in_turn(indices, labels):
@@ -394,22 +401,17 @@ def _files_source(listing, indices, channels, on_corrupt, description) -> Source
     files = tf.constant(paths)
     targets = tf.constant(listing.labels[indices])
     progress = tf.Variable(tf.zeros([len(paths)], tf.int32), trainable=False) if on_corrupt == "skip" else None
-
-    def decode_or_name(data, path):
-        try:
-            return image_io.decode_image(data, channels)
-        except tf.errors.InvalidArgumentError:
-            raise ValueError(_CORRUPT.format(path.numpy().decode())) from None
+    # on_corrupt="error": the key decoded at each position of the stream, to name a file that failed.
+    # All in the graph: a Python function in tf.data made the process hang or abort at exit after
+    # the error (its threads waited for the interpreter that was shutting down).
+    order = tf.Variable(tf.fill([len(paths)], tf.constant(-1, tf.int64)), trainable=False) if on_corrupt == "error" else None
+    shape = (image_size or (None, None)) + (channels,)
 
     def load(index):
         started = [progress.scatter_max(tf.IndexedSlices(tf.ones([1], tf.int32), index[None]))] if progress is not None else []
         with tf.control_dependencies(started):
             data = tf.io.read_file(files[index])
-        if on_corrupt == "error":  # through Python, to name the file in the error (slower)
-            image = tf.py_function(decode_or_name, [data, files[index]], tf.uint8)
-        else:
-            image = image_io.decode_image(data, channels)
-        image = tf.ensure_shape(image, (image_size or (None, None)) + (channels,))  # a lying header is corrupt too
+        image = tf.ensure_shape(image_io.decode_image(data, channels), shape)  # a lying header is corrupt too
         if progress is not None:
             with tf.control_dependencies([image]):
                 done = progress.scatter_max(tf.IndexedSlices(tf.fill([1], 2), index[None]))
@@ -417,10 +419,33 @@ def _files_source(listing, indices, channels, on_corrupt, description) -> Source
                 image = tf.identity(image)
         return image, targets[index]
 
+    def load_at(position, index):
+        noted = order.scatter_update(tf.IndexedSlices(index[None], position[None]))
+        with tf.control_dependencies([noted]):
+            image, label = load(tf.identity(index))
+        return image, label, position
+
+    def named_failure(expected, element):
+        """Passes `element` on when it is the one expected next; else the file at the expected position failed."""
+        image, label, position = element
+        last = len(paths) - 1  # the end marker's position is one past the last
+        path = files[tf.clip_by_value(order[tf.minimum(expected, last)], 0, last)]
+        message = tf.strings.join([_CORRUPT[0], path, _CORRUPT[1]])
+        check = tf.debugging.Assert(tf.equal(position, expected), [message])
+        with tf.control_dependencies([check]):
+            return position + 1, (tf.identity(image), label, position)
+
     def decode(keys):
-        dataset = keys.map(load, num_parallel_calls=tf.data.AUTOTUNE)
-        # A file whose body is broken fails here: skipped, and found by Source.corrupt_files().
-        return dataset.ignore_errors() if on_corrupt == "skip" else dataset
+        if on_corrupt == "skip":
+            # A file whose body is broken fails here: skipped, and found by Source.corrupt_files().
+            return keys.map(load, num_parallel_calls=tf.data.AUTOTUNE).ignore_errors()
+        # A failed file drops out in order; the next element (or the end marker) finds the gap and names it.
+        count = int(keys.cardinality())
+        dataset = keys.enumerate().map(load_at, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).ignore_errors()
+        end = tf.data.Dataset.from_tensors(
+            (tf.zeros([d or 1 for d in shape], tf.uint8), tf.constant(0, targets.dtype), tf.constant(count, tf.int64)))
+        dataset = dataset.concatenate(end).scan(tf.constant(0, tf.int64), named_failure)
+        return dataset.filter(lambda image, label, position: position < count).map(lambda image, label, _: (image, label))
 
     keys = tf.data.Dataset.range(len(paths))
     return Source(
