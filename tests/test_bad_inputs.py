@@ -352,6 +352,96 @@ def test_counts_are_of_images_used_and_evaluate_reports_skipped_files(tmp_path, 
     assert (used, reported) == (16, 1)
 
 
+# --- Folder layouts: refused before any model is built, in one line naming the folder, class or path --------
+def _images(folder, count=3):
+    import tensorflow as tf
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        pixels = np.random.default_rng(i).integers(0, 256, (8, 8, 3)).astype("uint8")
+        (folder / f"{i}.png").write_bytes(tf.io.encode_png(pixels).numpy())
+
+
+def _layout_empty_class(root):
+    _images(root / "cat"), _images(root / "dog"), (root / "zebra").mkdir()
+
+
+def _layout_corrupt_only_class(root):
+    _images(root / "cat"), _images(root / "dog"), (root / "zebra").mkdir()
+    (root / "zebra" / "1.jpg").write_bytes(b"not an image")
+
+
+def _layout_one_class(root):
+    _images(root / "cat")
+
+
+def _layout_folder_link_loop(root):
+    _images(root / "cat"), _images(root / "dog")
+    (root / "a").symlink_to(root / "b"), (root / "b").symlink_to(root / "a")
+
+
+def _layout_file_link_loop(root):
+    _images(root / "cat"), _images(root / "dog")
+    (root / "cat" / "loop.jpg").symlink_to(root / "cat" / "loop.jpg")
+
+
+def _layout_split_folder_empty_class(root):
+    for split in ("train", "test"):
+        _images(root / split / "cat"), _images(root / split / "dog")
+    (root / "train" / "zebra").mkdir()
+
+
+def _layout_dataset_is_a_loop(root):
+    root.parent.mkdir(exist_ok=True)
+    root.symlink_to(root)
+
+
+FOLDER_REFUSED = [  # (layout, what the one line must say); {root} is the data set folder
+    (_layout_empty_class, "Class sub-folder 'zebra' of directory='{root}' holds no readable image"),
+    (_layout_corrupt_only_class, "Class sub-folder 'zebra' (1 file was corrupt) of directory='{root}' holds no readable"),
+    (_layout_one_class, "directory='{root}' has one class sub-folder, 'cat': a classifier needs at least 2 classes"),
+    (_layout_folder_link_loop, "Symbolic link loop in an image folder: '{root}/a' leads back to itself"),
+    (_layout_file_link_loop, "Symbolic link loop in an image folder: '{root}/cat/loop.jpg' leads back to itself"),
+    (_layout_split_folder_empty_class, "Class sub-folder 'zebra' of directory='{root}/train' holds no readable image"),
+    (_layout_dataset_is_a_loop, "Symbolic link loop in an image folder: '{root}' leads back to itself"),
+]
+
+
+@pytest.mark.parametrize("command", ["train", "evaluate"])
+@pytest.mark.parametrize("layout, text", FOLDER_REFUSED, ids=lambda case: getattr(case, "__name__", "")[8:])
+def test_folder_layouts_are_refused_in_one_line(layout, text, command, tmp_path, capsys):
+    """Issue 43: an empty class trained a model with a class of no example, one class a 1-class softmax that
+    always says 1.0, and a symbolic link loop ended train and evaluate in a 25-line OSError traceback."""
+    from keras_vit import cli
+
+    root = tmp_path / "data"
+    layout(root)
+    if command == "train":
+        argv = ["train", "--dataset", str(root), "--no-export", "--run-dir", str(tmp_path / "run"),
+                "--output-dir", str(tmp_path / "out")]
+    else:  # the model file is not read: the data are refused first
+        (tmp_path / "m.keras").write_text("")
+        split = "train" if (root / "train").is_dir() else "validation"
+        argv = ["evaluate", str(tmp_path / "m.keras"), "--dataset", str(root), "--split", split]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and text.format(root=root) in err, err
+    assert not (tmp_path / "run").exists() and not (tmp_path / "out").exists()
+
+
+def test_validation_split_is_checked_against_the_examples_counted(tmp_path):
+    """Issue 43: --validation-split 0.8 (any value >= 0.75) was refused as 'of 2 examples' whatever the data,
+    the fraction checked against a fixed count before any data was read."""
+    from keras_vit.data import sources
+
+    assert sources.load_source("sample", "train", validation_split=0.8).num_examples == 1600  # of 8,000
+    _images(tmp_path / "cat", 5), _images(tmp_path / "dog", 5)
+    train, validation, test = sources.load_splits(str(tmp_path), validation_split=0.8)
+    assert (train.num_examples, validation.num_examples, test) == (2, 8, None)
+    with pytest.raises(ValueError, match=r"validation_split=0.95 of 10 examples leaves none to train on"):
+        sources.load_splits(str(tmp_path), validation_split=0.95)
+
+
 # --- Every public builder argument (keras_vit.ViT; the named builders pass their kwargs to it) ---------------
 # (arguments, what the error must say). A tiny variant: every refusal comes before or during a 2-block build.
 BUILDER_REFUSED = [

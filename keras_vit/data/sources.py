@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import codecs
 import dataclasses
+import errno
 import gc
 import os
 import re
@@ -304,23 +305,53 @@ def _visible_entries(directory):
         raise ValueError(f"Image folder is not readable: directory={directory!r}.") from error
 
 
+def _is(entry, kind):
+    """Whether `entry` is (or links to) a folder (`kind` "dir") or a file ("file"); ValueError naming a link loop."""
+    try:
+        return entry.is_dir() if kind == "dir" else entry.is_file()
+    except OSError as error:
+        raise _unreadable(entry.path, error) from None
+
+
+def _unreadable(path, error):
+    if error.errno == errno.ELOOP:
+        return ValueError(
+            f"Symbolic link loop in an image folder: {path!r} leads back to itself. Remove the link or point it "
+            "at a folder or an image."
+        )
+    return ValueError(f"Cannot read {path!r} in an image folder: {error.strerror}.")
+
+
+def _check_not_a_loop(path):
+    """A link loop is no missing folder: ValueError naming it (os.path.isdir just says False)."""
+    if os.path.islink(path):
+        try:
+            os.stat(path)
+        except OSError as error:
+            if error.errno == errno.ELOOP:
+                raise _unreadable(path, error) from None
+
+
 def _list_folder(directory, on_corrupt) -> _Listing:
     check_choice("on_corrupt", on_corrupt, ON_CORRUPT)
+    _check_not_a_loop(directory)
     if not os.path.isdir(directory):
         raise FileNotFoundError(f"Image folder not found: directory={directory!r}.")
-    class_names = tuple(e.name for e in _visible_entries(directory) if e.is_dir())
+    class_names = tuple(e.name for e in _visible_entries(directory) if _is(e, "dir"))
     if not class_names:
         raise ValueError(f"Image folder directory={directory!r} has no class sub-folders.")
     paths, labels, sizes, corrupt = [], [], [], []
+    corrupt_per_class = np.zeros(len(class_names), int)
     for index, class_name in enumerate(class_names):
         for entry in _visible_entries(os.path.join(directory, class_name)):
-            if not entry.name.lower().endswith(IMAGE_EXTENSIONS) or not entry.is_file():
+            if not entry.name.lower().endswith(IMAGE_EXTENSIONS) or not _is(entry, "file"):
                 continue
             size = image_io.image_size(entry.path)
             if size is None:
                 if on_corrupt == "error":
                     raise ValueError(f"Corrupt or unreadable image file {entry.path!r} (on_corrupt='error').")
                 corrupt.append(entry.path)
+                corrupt_per_class[index] += 1
                 continue
             paths.append(entry.path)
             labels.append(index)
@@ -330,8 +361,28 @@ def _list_folder(directory, on_corrupt) -> _Listing:
             f"Image folder directory={directory!r} holds no images ({', '.join(IMAGE_EXTENSIONS)})."
         )
     if not paths:
-        raise ValueError(f"No readable image in directory={directory!r}: {len(corrupt)} files were corrupt.")
+        raise ValueError(f"No readable image in directory={directory!r}: {_files(len(corrupt))} corrupt.")
+    if len(class_names) == 1:
+        raise ValueError(
+            f"Image folder directory={directory!r} has one class sub-folder, {class_names[0]!r}: a classifier "
+            "needs at least 2 classes (one sub-folder of images per class)."
+        )
+    counts = np.bincount(labels, minlength=len(class_names))
+    empty = [
+        repr(name) + (f" ({_files(corrupt_per_class[i])} corrupt)" if corrupt_per_class[i] else "")
+        for i, name in enumerate(class_names) if counts[i] == 0
+    ]
+    if empty:
+        raise ValueError(
+            f"Class sub-folder{'s' if len(empty) > 1 else ''} {', '.join(empty)} of directory={directory!r} "
+            f"{'hold' if len(empty) > 1 else 'holds'} no readable image: every class needs examples. Add images "
+            "or remove the folder."
+        )
     return _Listing(directory, class_names, paths, np.asarray(labels, "int32"), sizes, corrupt)
+
+
+def _files(count):
+    return f"{count} file{'' if count == 1 else 's'} {'was' if count == 1 else 'were'}"
 
 
 # What a folder pipeline raises, inside tf.data, for a file it cannot decode under on_corrupt="error".
@@ -562,8 +613,9 @@ def load_source(dataset: str = "sample", split: str = "train", data_dir=None, on
     """
     if not isinstance(split, str) or not split:
         raise ValueError(f"Invalid split={split!r}. Expected a split name such as 'train' or 'test'.")
-    if validation_split is not None:
-        hold_out(2, validation_split)  # checks the fraction before anything is read
+    if validation_split is not None:  # the fraction now; what it leaves of the examples once they are counted
+        check_fraction("validation_split", validation_split)
+    _check_not_a_loop(dataset)
     if dataset in SAMPLE_NAMES or (os.path.isdir(dataset) and _has_idx_files(dataset)):
         return _arrays_split(dataset, split, validation_split, seed)
     if os.path.isdir(dataset):
@@ -658,7 +710,7 @@ def _split_dirs(dataset):
     """The split sub-folders of a folder laid out as train/, test/, ... (empty for a flat one)."""
     if not os.path.isdir(dataset):
         return ()
-    names = tuple(e.name for e in _visible_entries(dataset) if e.is_dir())
+    names = tuple(e.name for e in _visible_entries(dataset) if _is(e, "dir"))
     return names if "train" in names else ()
 
 
