@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -440,6 +441,126 @@ def test_validation_split_is_checked_against_the_examples_counted(tmp_path):
     assert (train.num_examples, validation.num_examples, test) == (2, 8, None)
     with pytest.raises(ValueError, match=r"validation_split=0.95 of 10 examples leaves none to train on"):
         sources.load_splits(str(tmp_path), validation_split=0.95)
+
+
+# --- Every key a Hugging Face family's config.json is read for: CheckpointError naming the file and the key --
+_TINY = dict(patch_size=4, hidden_size=12, num_layers=1, num_heads=2, mlp_dim=24, image_size=8)
+# model_type -> the keras_vit.ViT arguments save_hf writes it from.
+_FAMILY_MODELS = {
+    "vit": dict(num_classes=3),
+    "deit": dict(distillation_token=True, num_classes=3),
+    "dinov2": dict(layer_scale_init=0.1, include_top=False),
+    "dinov2_with_registers": dict(layer_scale_init=0.1, num_register_tokens=2, include_top=False),
+    "siglip_vision_model": dict(class_token=False, pooling="map", include_top=False),
+    "clip_vision_model": dict(pre_norm=True, patch_bias=False, mlp_activation="quick_gelu", include_top=False),
+}
+_COMMON_KEYS = ("model_type", "hidden_act", "layer_norm_eps", "patch_size", "image_size", "hidden_size",
+                "num_hidden_layers", "num_attention_heads", "num_channels")
+_DINOV2_KEYS = _COMMON_KEYS + ("use_swiglu_ffn", "layerscale_value", "num_register_tokens")
+# model_type -> every config.json key its reader reads (the test below checks there is no other).
+FAMILY_KEYS = {
+    "vit": _COMMON_KEYS + ("intermediate_size",), "deit": _COMMON_KEYS + ("intermediate_size",),
+    "dinov2": _DINOV2_KEYS, "dinov2_with_registers": _DINOV2_KEYS,
+    # A two-tower file nests the vision tower's values in vision_config.
+    "siglip_vision_model": _COMMON_KEYS + ("intermediate_size", "vision_config"),
+    "clip_vision_model": _COMMON_KEYS + ("intermediate_size", "vision_config"),
+}
+# Wrong for every key: a string no key takes, JSON null, a list, an object (but for vision_config).
+_BAD_VALUES = ("x", None, [1, 2, 3], {"a": 1})
+FAMILY_CONFIG_REFUSED = [
+    (family, key, value) for family, keys in FAMILY_KEYS.items() for key in keys for value in _BAD_VALUES
+    if not (key == "vision_config" and isinstance(value, dict))
+]
+FAMILY_CONFIG_REFUSED += [  # values of the right type that are still wrong, and those the issue found
+    ("dinov2", "layerscale_value", 0), ("dinov2", "layerscale_value", NAN), ("dinov2", "use_swiglu_ffn", "false"),
+    ("dinov2_with_registers", "num_register_tokens", "four"), ("dinov2_with_registers", "num_register_tokens", -1),
+    ("dinov2_with_registers", "num_register_tokens", 1.5), ("vit", "hidden_size", True), ("deit", "num_hidden_layers", 0),
+    ("deit", "layer_norm_eps", -1e-6), ("deit", "layer_norm_eps", INF), ("siglip_vision_model", "patch_size", [4, 2]),
+    ("siglip_vision_model", "image_size", [8]), ("clip_vision_model", "hidden_act", "relu"),
+    ("clip_vision_model", "intermediate_size", 1.5),
+]
+
+
+@pytest.fixture(scope="module")
+def family_folders(tmp_path_factory):
+    """One tiny save_pretrained folder per model_type, written by keras_vit's own save_hf."""
+    import keras_vit
+    from keras_vit.weights import save_hf
+
+    root = tmp_path_factory.mktemp("families")
+    for family, arguments in _FAMILY_MODELS.items():
+        save_hf(keras_vit.ViT(**_TINY, **arguments), str(root / family))
+        assert json.loads((root / family / "config.json").read_text())["model_type"] == family
+    return root
+
+
+def _with_config(source, target, change):
+    import shutil
+
+    shutil.copytree(source, target)
+    config = json.loads((target / "config.json").read_text())
+    change(config)
+    (target / "config.json").write_text(json.dumps(config))
+    return str(target)
+
+
+@pytest.mark.parametrize("family, key, value", FAMILY_CONFIG_REFUSED, ids=lambda case: repr(case)[:30])
+def test_family_config_values_are_refused_naming_file_and_key(family, key, value, family_folders, tmp_path):
+    """Issue 43: a DINOv2 config.json with layerscale_value "x" or null, or num_register_tokens "four", raised a bare
+    ValueError or TypeError from float()/int() that named neither the file nor the key."""
+    from keras_vit.weights import Checkpoint, CheckpointError
+
+    folder = _with_config(family_folders / family, tmp_path / "hf", lambda config: config.update({key: value}))
+    with pytest.raises(CheckpointError) as info:
+        Checkpoint(folder).architecture
+    message = str(info.value)
+    assert repr(os.path.join(folder, "config.json")) in message, message
+    assert f"{key} is {value!r}" in message or f"{key}={value!r}" in message, message
+
+
+@pytest.mark.parametrize("family", ["siglip", "clip"])
+def test_a_two_tower_vision_config_is_checked_like_a_flat_one(family, family_folders, tmp_path):
+    """The vision tower of a two-tower config.json (SigLIP, CLIP) reads its values from vision_config."""
+    from keras_vit.weights import Checkpoint, CheckpointError
+
+    def nest(config, vision=None):
+        tower = {k: config.pop(k) for k in list(config)}
+        config.update(model_type=family, vision_config=tower if vision is None else vision)
+        tower.pop("model_type")
+
+    source = family_folders / f"{family}_vision_model"
+    assert Checkpoint(_with_config(source, tmp_path / "nested", nest)).architecture["hidden_size"] == 12
+    folder = _with_config(source, tmp_path / "bad", lambda config: (nest(config), config["vision_config"].update(hidden_size="12")))
+    with pytest.raises(CheckpointError, match=r"config.json'?: hidden_size is '12'; expected an integer >= 1"):
+        Checkpoint(folder).architecture
+    folder = _with_config(source, tmp_path / "list", lambda config: nest(config, vision=[1]))
+    with pytest.raises(CheckpointError, match=r"config.json'?: vision_config is \[1\]; expected a JSON object"):
+        Checkpoint(folder).architecture
+
+
+def test_family_readers_read_no_config_key_the_table_leaves_out(family_folders, monkeypatch):
+    """FAMILY_KEYS lists every key a family's reader looks up, so the table above checks each of them."""
+    from keras_vit.weights import Checkpoint, formats
+
+    class Recording(dict):
+        def __contains__(self, key):
+            seen.add(key)
+            return super().__contains__(key)
+
+        def __getitem__(self, key):
+            seen.add(key)
+            return super().__getitem__(key)
+
+        def get(self, key, default=None):
+            seen.add(key)
+            return super().get(key, default)
+
+    read = formats.read_hf_config
+    monkeypatch.setattr(formats, "read_hf_config", lambda *args: Recording(read(*args)))
+    for family, keys in FAMILY_KEYS.items():
+        seen = set()
+        Checkpoint(str(family_folders / family)).architecture
+        assert seen <= set(keys), (family, sorted(seen - set(keys)))
 
 
 # --- Every public builder argument (keras_vit.ViT; the named builders pass their kwargs to it) ---------------
