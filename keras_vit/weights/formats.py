@@ -330,8 +330,16 @@ def normalize_npz(raw):
     return tensors, names, source_prefix
 
 
+# Keys of what save_npz records beside the weights that the vit_jax layout does not say: the GELU form
+# and the LayerNorm epsilon of the model it wrote (without them a round trip changed the model).
+NPZ_NOTES = "keras_vit/"
+
+
 def npz_architecture(tensors, source_prefix, config, path):
-    """Every architecture field of a canonical vit_jax checkpoint, read from its keys and shapes."""
+    """Every architecture field of a canonical vit_jax checkpoint, read from its keys and shapes.
+
+    `config`: the `NPZ_NOTES` arrays of the file (save_npz's), or None.
+    """
     kernel = _require(tensors, "embedding/kernel", path)
     block = "Transformer/encoderblock_0/"
     class_token = "cls" in tensors
@@ -345,9 +353,15 @@ def npz_architecture(tensors, source_prefix, config, path):
         "class_token": class_token,
         # vit_jax: classifier="token" reads the class token; "gap" (no `cls` param) the mean.
         "pooling": "map" if "MAPHead_0/probe" in tensors else "token" if class_token else "gap",
+        # The original checkpoints' (vit_jax, big_vision); a file save_npz wrote says its own.
         "approximate_gelu": True,
         "layer_norm_epsilon": 1e-6,
     }
+    for field, kind in (("approximate_gelu", "flag"), ("layer_norm_epsilon", "positive")):
+        if NPZ_NOTES + field in (config or {}):
+            value = config[NPZ_NOTES + field]
+            value = value.item() if isinstance(value, np.ndarray) and value.shape == () else value
+            arch[field] = config_value({field: value}, field, path, kind)
     arch.update(npz_stem_architecture(tensors))
     return _with_top(arch, tensors, LAYOUTS["vit_jax"], source_prefix, path=path)
 
@@ -934,7 +948,10 @@ def read_checkpoint(path, fmt):
     if fmt == "npz":
         layout = LAYOUTS["vit_jax"]
         tensors, names, source_prefix = layout.normalize(read_npz(path))
-        return _read_as(layout, tensors, names, source_prefix, None, path)
+        notes = {key: tensors.pop(key) for key in list(tensors) if key.startswith(NPZ_NOTES)}
+        for key in notes:
+            del names[key]
+        return _read_as(layout, tensors, names, source_prefix, notes, path)
     if fmt == "hf_directory":
         config_path = os.path.join(path, "config.json")
         path = os.path.join(path, "model.safetensors")
