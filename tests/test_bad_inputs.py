@@ -251,6 +251,40 @@ def test_a_folder_run_prints_no_ran_out_of_data_warning(tmp_path, capsys):
     assert not list((tmp_path / "run").rglob(".tmp*")), "a temporary file was left in the run directory"
 
 
+# A writer killed inside keras_vit's atomic write, between its temporary file and the rename.
+_KILLED_WRITER = "import os, sys; from keras_vit import _atomic; write = _atomic.atomic_file(sys.argv[1]); " \
+    "open(write.__enter__(), 'w').write('half'); os._exit(9)"
+
+
+def test_a_run_resumed_after_a_kill_leaves_no_temporary_file_and_evaluate_no_warning(tmp_path, capsys):
+    """Issue 43: a run left .tmp-last.keras-* in its checkpoints folder and .tmp-vit.labels.txt-* in the output
+    folder (a killed write's temporaries were never removed), and every folder evaluate printed Keras' 'Your input
+    ran out of data' warning."""
+    import os
+    import subprocess
+    import sys
+    import warnings
+
+    from keras_vit import cli
+
+    for c in range(2):
+        _images(tmp_path / "data" / f"c{c}", 6)
+    run, out = tmp_path / "run", tmp_path / "out"
+    for path in (run / "checkpoints" / "last.keras", out / "vit.labels.txt"):
+        subprocess.run([sys.executable, "-c", _KILLED_WRITER, str(path)], env=dict(os.environ), timeout=60)
+        assert [p.name.startswith(f".tmp-{path.name}-") for p in path.parent.iterdir()] == [True]
+    argv = ["train", "--dataset", str(tmp_path / "data"), "--num-layers", "1", "--epochs", "1", "--batch-size", "4",
+            "--quiet", "--jit-compile", "off", "--precision", "float32", "--no-export", "--run-dir", str(run),
+            "--output-dir", str(out)]
+    assert cli.main(argv) == 0, capsys.readouterr().err
+    assert not [str(p) for p in (*run.rglob(".tmp*"), *out.rglob(".tmp*"))]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert cli.main(["evaluate", str(out / "vit.keras"), "--dataset", str(tmp_path / "data"),
+                         "--split", "validation"]) == 0, capsys.readouterr().err
+    assert not [w for w in caught if "ran out of data" in str(w.message)]
+
+
 def _folder_with_a_cut_jpeg(root):
     import tensorflow as tf
 
@@ -349,7 +383,7 @@ def test_counts_are_of_images_used_and_evaluate_reports_skipped_files(tmp_path, 
         assert cli.main(argv) == 0
         printed = capsys.readouterr().out
         used += int(re.search(r"on (\d+) examples", printed).group(1))
-        reported += printed.count("Skipped 1 corrupt image files") and "cut.jpg" in printed
+        reported += printed.count("Skipped 1 corrupt image file:") and "cut.jpg" in printed
     assert (used, reported) == (16, 1)
 
 
@@ -717,6 +751,10 @@ CLI_REFUSED = [
     (["export", "m.keras"], "Nothing to export"), (["export", "m.keras", "--tflite", "a.tflite", "--quantization", "x"], "--quantization"),
     (["export", "no-such.keras", "--tflite", "a.tflite"], "no-such.keras"),
     (["export", "m.keras", "--saved-model", "d", "--quantization", "int8"], "--quantization int8 applies to the TFLite file"),
+    # Issue 43: named calibration_samples (and top_k, version), the library's arguments, not the flags.
+    (["export", "m.keras", "--tflite", "a.tflite", "--calibration-samples", "0"], "Invalid --calibration-samples=0"),
+    (["export", "m.keras", "--saved-model", "d", "--top-k", "0"], "Invalid --top-k=0"),
+    (["export", "m.keras", "--saved-model", "d", "--version", "0"], "Invalid --version=0"),
     (["inspect", "no-such.keras", "--out", "d"], "no-such.keras"), (["inspect", "m.txt", "--out", "d"], "m.txt"),
     (["inspect", "m.keras", "--out", "d", "--components", "0"], "--components=0"),
 ]
