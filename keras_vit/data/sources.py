@@ -521,8 +521,9 @@ def from_folder(directory, on_corrupt: str = "skip", channels: int = 3) -> Sourc
     is no image is skipped and counted (`Source.skipped`), or raises with its name, as
     `on_corrupt` says; a file that fails to decode later is skipped in the pipeline and listed
     by `Source.corrupt_files()` (or stops the pipeline with an error naming it, with
-    on_corrupt="error", which decodes through Python and so is slower). Images may
-    differ in size; the pipeline resizes them.
+    on_corrupt="error"). Images may differ in size; the pipeline resizes them. A folder of one
+    class, a class sub-folder without a readable image and a symbolic link loop are refused
+    with a ValueError naming them.
 
     Args:
         directory: str. Folder whose sub-folders (sorted by name) are the classes.
