@@ -29,7 +29,9 @@ def atomic_file(final_path):
     """Yields a temporary path beside `final_path` that replaces it when the block succeeds.
 
     On any error the temporary file is removed, and so is the parent folder if this call
-    created it, so a failure leaves nothing behind.
+    created it, so a failure leaves nothing behind. A process killed midway leaves only a
+    hidden `.tmp-<name>-<pid>-*` file, which the next write into the same folder removes once
+    that process is gone (a run resumed after a kill leaves none behind).
 
     Args:
         final_path: str or path-like. The file to write.
@@ -37,8 +39,9 @@ def atomic_file(final_path):
     final_path = os.path.abspath(os.fspath(final_path))
     parent = os.path.dirname(final_path)
     created_parent = _makedirs(parent)
+    remove_stale_temporaries(parent)
     suffix = os.path.splitext(final_path)[1]
-    fd, tmp = tempfile.mkstemp(prefix=f".tmp-{os.path.basename(final_path)}-", suffix=suffix, dir=parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".tmp-{os.path.basename(final_path)}-{os.getpid()}-", suffix=suffix, dir=parent)
     os.close(fd)
     try:
         yield tmp
@@ -112,28 +115,36 @@ def _exchange(a, b):
     return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
 
 
-# `.tmp-<name>-<pid>-<mkdtemp suffix>` and `.old-<name>-<pid>-<suffix>`, as atomic_directory names them.
-_TEMPORARY = re.compile(r"^\.(?P<kind>tmp|old)-(?P<name>.+)-(?P<pid>\d+)-[a-z0-9_]{8}$")
+# `.tmp-<name>-<pid>-<random>` and `.old-<name>-<pid>-<random>`, as atomic_directory names them;
+# atomic_file's `.tmp-<name>-<pid>-<random><name's extension>`.
+_TEMPORARY = re.compile(r"^\.(?P<kind>tmp|old)-(?P<name>.+)-(?P<pid>\d+)-[a-z0-9_]{8}(?P<extension>(\.[^.]+)?)$")
 
 
 def remove_stale_temporaries(parent):
-    """Removes the temporary folders in `parent` left by atomic_directory calls whose process died.
+    """Removes the temporary folders and files in `parent` left by atomic writes whose process died.
 
     A `.old-` folder still holding a version that was never replaced (killed between two
-    renames) is moved back first. Folders of a live process (another export running now) are
+    renames) is moved back first. Those of a live process (another export running now) are
     left alone.
 
     Args:
         parent: str. The folder to clean.
 
     Returns:
-        The list of removed folder names.
+        The list of removed names.
     """
     removed = []
     for entry in sorted(os.listdir(parent)) if os.path.isdir(parent) else []:
         match = _TEMPORARY.match(entry)
         path = os.path.join(parent, entry)
-        if not match or not os.path.isdir(path) or _process_alive(int(match["pid"])):
+        if not match or _process_alive(int(match["pid"])):
+            continue
+        if os.path.isfile(path) and not os.path.islink(path):
+            if match["kind"] == "tmp" and match["name"].endswith(match["extension"]):
+                os.remove(path)
+                removed.append(entry)
+            continue
+        if not os.path.isdir(path) or match["extension"]:
             continue
         old, final = os.path.join(path, "old"), os.path.join(parent, match["name"])
         if match["kind"] == "old" and os.path.isdir(old) and not os.path.exists(final):

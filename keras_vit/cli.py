@@ -237,13 +237,18 @@ def _add_export(subparsers):
 def _run_export(args):
     import keras
 
-    from keras_vit import export
+    from keras_vit import _validation, export
     from keras_vit.export.calibration import calibration_images
 
     if not args.saved_model and not args.tflite and not args.onnx:
         raise ValueError("Nothing to export: pass --saved-model DIR, --tflite FILE and/or --onnx FILE.")
     if args.quantization not in export.QUANTIZATIONS:
         raise ValueError(f"Invalid --quantization {args.quantization!r}. Expected one of {list(export.QUANTIZATIONS)}.")
+    # Named by their flags here: the library's own checks name its arguments (calibration_samples).
+    for flag, value in (("--calibration-samples", args.calibration_samples), ("--top-k", args.top_k),
+                        ("--version", args.version)):
+        if value is not None:
+            _validation.check_positive_int(flag, value)
     if not os.path.isfile(args.model):
         raise FileNotFoundError(f"Model not found: {args.model!r}.")
     if args.quantization != "none" and not args.tflite:

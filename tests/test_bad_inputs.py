@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -250,6 +251,40 @@ def test_a_folder_run_prints_no_ran_out_of_data_warning(tmp_path, capsys):
     assert not list((tmp_path / "run").rglob(".tmp*")), "a temporary file was left in the run directory"
 
 
+# A writer killed inside keras_vit's atomic write, between its temporary file and the rename.
+_KILLED_WRITER = "import os, sys; from keras_vit import _atomic; write = _atomic.atomic_file(sys.argv[1]); " \
+    "open(write.__enter__(), 'w').write('half'); os._exit(9)"
+
+
+def test_a_run_resumed_after_a_kill_leaves_no_temporary_file_and_evaluate_no_warning(tmp_path, capsys):
+    """Issue 43: a run left .tmp-last.keras-* in its checkpoints folder and .tmp-vit.labels.txt-* in the output
+    folder (a killed write's temporaries were never removed), and every folder evaluate printed Keras' 'Your input
+    ran out of data' warning."""
+    import os
+    import subprocess
+    import sys
+    import warnings
+
+    from keras_vit import cli
+
+    for c in range(2):
+        _images(tmp_path / "data" / f"c{c}", 6)
+    run, out = tmp_path / "run", tmp_path / "out"
+    for path in (run / "checkpoints" / "last.keras", out / "vit.labels.txt"):
+        subprocess.run([sys.executable, "-c", _KILLED_WRITER, str(path)], env=dict(os.environ), timeout=60)
+        assert [p.name.startswith(f".tmp-{path.name}-") for p in path.parent.iterdir()] == [True]
+    argv = ["train", "--dataset", str(tmp_path / "data"), "--num-layers", "1", "--epochs", "1", "--batch-size", "4",
+            "--quiet", "--jit-compile", "off", "--precision", "float32", "--no-export", "--run-dir", str(run),
+            "--output-dir", str(out)]
+    assert cli.main(argv) == 0, capsys.readouterr().err
+    assert not [str(p) for p in (*run.rglob(".tmp*"), *out.rglob(".tmp*"))]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert cli.main(["evaluate", str(out / "vit.keras"), "--dataset", str(tmp_path / "data"),
+                         "--split", "validation"]) == 0, capsys.readouterr().err
+    assert not [w for w in caught if "ran out of data" in str(w.message)]
+
+
 def _folder_with_a_cut_jpeg(root):
     import tensorflow as tf
 
@@ -275,6 +310,47 @@ def test_on_corrupt_error_names_the_file_in_one_line(tmp_path, capsys):
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "cut.jpg" in err and "--on-corrupt skip" in err, err[:3000]
+
+
+# Run in a fresh process: a cut JPEG first in a folder of 128 px images, so decoding is under way
+# when the error comes, then `keras-vit evaluate --on-corrupt error` several times, then exit.
+_EXIT_SCRIPT = """
+import gc, os, sys
+import numpy as np, tensorflow as tf, keras_vit
+from keras_vit import cli
+root, model = sys.argv[1], sys.argv[1] + ".keras"
+for c in range(2):
+    os.makedirs(os.path.join(root, f"c{c}"))
+    for i in range(40):
+        pixels = np.random.default_rng(i + 100 * c).integers(0, 256, (128, 128, 3)).astype("uint8")
+        tf.io.write_file(os.path.join(root, f"c{c}", f"{i:02d}.jpg"), tf.io.encode_jpeg(pixels))
+whole = tf.io.encode_jpeg(np.zeros((128, 128, 3), "uint8")).numpy()
+open(os.path.join(root, "c0", "00cut.jpg"), "wb").write(whole[: len(whole) // 2])
+keras_vit.ViT("tiny", num_classes=2, input_shape=(16, 16, 3), num_layers=1, preprocessing="unit").save(model)
+for _ in range(int(sys.argv[2])):
+    argv = ["evaluate", model, "--dataset", root, "--split", "train", "--on-corrupt", "error", "--batch-size", "32"]
+    assert cli.main(argv) == 2
+    # Closed before the command returned, not left to the interpreter's shutdown.
+    assert not [o for o in gc.get_objects() if isinstance(o, tf.data.Iterator)], "an input pipeline is still open"
+print("exiting", flush=True)
+"""
+
+
+def test_on_corrupt_error_closes_the_pipeline_and_the_process_exits(tmp_path):
+    """Issue 43: after the one-line error, evaluate --on-corrupt error never exited in 3 of 10 runs (its
+    pipeline decoded through Python, whose threads were still at work while the interpreter shut down)."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    try:
+        result = subprocess.run([sys.executable, "-c", _EXIT_SCRIPT, str(tmp_path / "data"), "6"],
+                                capture_output=True, text=True, env=env, timeout=150)
+    except subprocess.TimeoutExpired as timeout:
+        pytest.fail(f"the process did not exit: {(timeout.stdout or b'')[-300:]!r}")
+    assert result.returncode == 0 and result.stdout.strip().endswith("exiting"), result.stderr[-2000:]
+    assert result.stderr.count("Corrupt image file") == 6 and "00cut.jpg" in result.stderr
 
 
 def test_counts_are_of_images_used_and_evaluate_reports_skipped_files(tmp_path, capsys):
@@ -307,8 +383,218 @@ def test_counts_are_of_images_used_and_evaluate_reports_skipped_files(tmp_path, 
         assert cli.main(argv) == 0
         printed = capsys.readouterr().out
         used += int(re.search(r"on (\d+) examples", printed).group(1))
-        reported += printed.count("Skipped 1 corrupt image files") and "cut.jpg" in printed
+        reported += printed.count("Skipped 1 corrupt image file:") and "cut.jpg" in printed
     assert (used, reported) == (16, 1)
+
+
+# --- Folder layouts: refused before any model is built, in one line naming the folder, class or path --------
+def _images(folder, count=3):
+    import tensorflow as tf
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        pixels = np.random.default_rng(i).integers(0, 256, (8, 8, 3)).astype("uint8")
+        (folder / f"{i}.png").write_bytes(tf.io.encode_png(pixels).numpy())
+
+
+def _layout_empty_class(root):
+    _images(root / "cat"), _images(root / "dog"), (root / "zebra").mkdir()
+
+
+def _layout_corrupt_only_class(root):
+    _images(root / "cat"), _images(root / "dog"), (root / "zebra").mkdir()
+    (root / "zebra" / "1.jpg").write_bytes(b"not an image")
+
+
+def _layout_one_class(root):
+    _images(root / "cat")
+
+
+def _layout_folder_link_loop(root):
+    _images(root / "cat"), _images(root / "dog")
+    (root / "a").symlink_to(root / "b"), (root / "b").symlink_to(root / "a")
+
+
+def _layout_file_link_loop(root):
+    _images(root / "cat"), _images(root / "dog")
+    (root / "cat" / "loop.jpg").symlink_to(root / "cat" / "loop.jpg")
+
+
+def _layout_split_folder_empty_class(root):
+    for split in ("train", "test"):
+        _images(root / split / "cat"), _images(root / split / "dog")
+    (root / "train" / "zebra").mkdir()
+
+
+def _layout_dataset_is_a_loop(root):
+    root.parent.mkdir(exist_ok=True)
+    root.symlink_to(root)
+
+
+FOLDER_REFUSED = [  # (layout, what the one line must say); {root} is the data set folder
+    (_layout_empty_class, "Class sub-folder 'zebra' of directory='{root}' holds no readable image"),
+    (_layout_corrupt_only_class, "Class sub-folder 'zebra' (1 file was corrupt) of directory='{root}' holds no readable"),
+    (_layout_one_class, "directory='{root}' has one class sub-folder, 'cat': a classifier needs at least 2 classes"),
+    (_layout_folder_link_loop, "Symbolic link loop in an image folder: '{root}/a' leads back to itself"),
+    (_layout_file_link_loop, "Symbolic link loop in an image folder: '{root}/cat/loop.jpg' leads back to itself"),
+    (_layout_split_folder_empty_class, "Class sub-folder 'zebra' of directory='{root}/train' holds no readable image"),
+    (_layout_dataset_is_a_loop, "Symbolic link loop in an image folder: '{root}' leads back to itself"),
+]
+
+
+@pytest.mark.parametrize("command", ["train", "evaluate"])
+@pytest.mark.parametrize("layout, text", FOLDER_REFUSED, ids=lambda case: getattr(case, "__name__", "")[8:])
+def test_folder_layouts_are_refused_in_one_line(layout, text, command, tmp_path, capsys):
+    """Issue 43: an empty class trained a model with a class of no example, one class a 1-class softmax that
+    always says 1.0, and a symbolic link loop ended train and evaluate in a 25-line OSError traceback."""
+    from keras_vit import cli
+
+    root = tmp_path / "data"
+    layout(root)
+    if command == "train":
+        argv = ["train", "--dataset", str(root), "--no-export", "--run-dir", str(tmp_path / "run"),
+                "--output-dir", str(tmp_path / "out")]
+    else:  # the model file is not read: the data are refused first
+        (tmp_path / "m.keras").write_text("")
+        split = "train" if (root / "train").is_dir() else "validation"
+        argv = ["evaluate", str(tmp_path / "m.keras"), "--dataset", str(root), "--split", split]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and text.format(root=root) in err, err
+    assert not (tmp_path / "run").exists() and not (tmp_path / "out").exists()
+
+
+def test_validation_split_is_checked_against_the_examples_counted(tmp_path):
+    """Issue 43: --validation-split 0.8 (any value >= 0.75) was refused as 'of 2 examples' whatever the data,
+    the fraction checked against a fixed count before any data was read."""
+    from keras_vit.data import sources
+
+    assert sources.load_source("sample", "train", validation_split=0.8).num_examples == 1600  # of 8,000
+    _images(tmp_path / "cat", 5), _images(tmp_path / "dog", 5)
+    train, validation, test = sources.load_splits(str(tmp_path), validation_split=0.8)
+    assert (train.num_examples, validation.num_examples, test) == (2, 8, None)
+    with pytest.raises(ValueError, match=r"validation_split=0.95 of 10 examples leaves none to train on"):
+        sources.load_splits(str(tmp_path), validation_split=0.95)
+
+
+# --- Every key a Hugging Face family's config.json is read for: CheckpointError naming the file and the key --
+_TINY = dict(patch_size=4, hidden_size=12, num_layers=1, num_heads=2, mlp_dim=24, image_size=8)
+# model_type -> the keras_vit.ViT arguments save_hf writes it from.
+_FAMILY_MODELS = {
+    "vit": dict(num_classes=3),
+    "deit": dict(distillation_token=True, num_classes=3),
+    "dinov2": dict(layer_scale_init=0.1, include_top=False),
+    "dinov2_with_registers": dict(layer_scale_init=0.1, num_register_tokens=2, include_top=False),
+    "siglip_vision_model": dict(class_token=False, pooling="map", include_top=False),
+    "clip_vision_model": dict(pre_norm=True, patch_bias=False, mlp_activation="quick_gelu", include_top=False),
+}
+_COMMON_KEYS = ("model_type", "hidden_act", "layer_norm_eps", "patch_size", "image_size", "hidden_size",
+                "num_hidden_layers", "num_attention_heads", "num_channels")
+_DINOV2_KEYS = _COMMON_KEYS + ("use_swiglu_ffn", "layerscale_value", "num_register_tokens")
+# model_type -> every config.json key its reader reads (the test below checks there is no other).
+FAMILY_KEYS = {
+    "vit": _COMMON_KEYS + ("intermediate_size",), "deit": _COMMON_KEYS + ("intermediate_size",),
+    "dinov2": _DINOV2_KEYS, "dinov2_with_registers": _DINOV2_KEYS,
+    # A two-tower file nests the vision tower's values in vision_config.
+    "siglip_vision_model": _COMMON_KEYS + ("intermediate_size", "vision_config"),
+    "clip_vision_model": _COMMON_KEYS + ("intermediate_size", "vision_config"),
+}
+# Wrong for every key: a string no key takes, JSON null, a list, an object (but for vision_config).
+_BAD_VALUES = ("x", None, [1, 2, 3], {"a": 1})
+FAMILY_CONFIG_REFUSED = [
+    (family, key, value) for family, keys in FAMILY_KEYS.items() for key in keys for value in _BAD_VALUES
+    if not (key == "vision_config" and isinstance(value, dict))
+]
+FAMILY_CONFIG_REFUSED += [  # values of the right type that are still wrong, and those the issue found
+    ("dinov2", "layerscale_value", 0), ("dinov2", "layerscale_value", NAN), ("dinov2", "use_swiglu_ffn", "false"),
+    ("dinov2_with_registers", "num_register_tokens", "four"), ("dinov2_with_registers", "num_register_tokens", -1),
+    ("dinov2_with_registers", "num_register_tokens", 1.5), ("vit", "hidden_size", True), ("deit", "num_hidden_layers", 0),
+    ("deit", "layer_norm_eps", -1e-6), ("deit", "layer_norm_eps", INF), ("siglip_vision_model", "patch_size", [4, 2]),
+    ("siglip_vision_model", "image_size", [8]), ("clip_vision_model", "hidden_act", "relu"),
+    ("clip_vision_model", "intermediate_size", 1.5),
+]
+
+
+@pytest.fixture(scope="module")
+def family_folders(tmp_path_factory):
+    """One tiny save_pretrained folder per model_type, written by keras_vit's own save_hf."""
+    import keras_vit
+    from keras_vit.weights import save_hf
+
+    root = tmp_path_factory.mktemp("families")
+    for family, arguments in _FAMILY_MODELS.items():
+        save_hf(keras_vit.ViT(**_TINY, **arguments), str(root / family))
+        assert json.loads((root / family / "config.json").read_text())["model_type"] == family
+    return root
+
+
+def _with_config(source, target, change):
+    import shutil
+
+    shutil.copytree(source, target)
+    config = json.loads((target / "config.json").read_text())
+    change(config)
+    (target / "config.json").write_text(json.dumps(config))
+    return str(target)
+
+
+@pytest.mark.parametrize("family, key, value", FAMILY_CONFIG_REFUSED, ids=lambda case: repr(case)[:30])
+def test_family_config_values_are_refused_naming_file_and_key(family, key, value, family_folders, tmp_path):
+    """Issue 43: a DINOv2 config.json with layerscale_value "x" or null, or num_register_tokens "four", raised a bare
+    ValueError or TypeError from float()/int() that named neither the file nor the key."""
+    from keras_vit.weights import Checkpoint, CheckpointError
+
+    folder = _with_config(family_folders / family, tmp_path / "hf", lambda config: config.update({key: value}))
+    with pytest.raises(CheckpointError) as info:
+        Checkpoint(folder).architecture
+    message = str(info.value)
+    assert repr(os.path.join(folder, "config.json")) in message, message
+    assert f"{key} is {value!r}" in message or f"{key}={value!r}" in message, message
+
+
+@pytest.mark.parametrize("family", ["siglip", "clip"])
+def test_a_two_tower_vision_config_is_checked_like_a_flat_one(family, family_folders, tmp_path):
+    """The vision tower of a two-tower config.json (SigLIP, CLIP) reads its values from vision_config."""
+    from keras_vit.weights import Checkpoint, CheckpointError
+
+    def nest(config, vision=None):
+        tower = {k: config.pop(k) for k in list(config)}
+        config.update(model_type=family, vision_config=tower if vision is None else vision)
+        tower.pop("model_type")
+
+    source = family_folders / f"{family}_vision_model"
+    assert Checkpoint(_with_config(source, tmp_path / "nested", nest)).architecture["hidden_size"] == 12
+    folder = _with_config(source, tmp_path / "bad", lambda config: (nest(config), config["vision_config"].update(hidden_size="12")))
+    with pytest.raises(CheckpointError, match=r"config.json'?: hidden_size is '12'; expected an integer >= 1"):
+        Checkpoint(folder).architecture
+    folder = _with_config(source, tmp_path / "list", lambda config: nest(config, vision=[1]))
+    with pytest.raises(CheckpointError, match=r"config.json'?: vision_config is \[1\]; expected a JSON object"):
+        Checkpoint(folder).architecture
+
+
+def test_family_readers_read_no_config_key_the_table_leaves_out(family_folders, monkeypatch):
+    """FAMILY_KEYS lists every key a family's reader looks up, so the table above checks each of them."""
+    from keras_vit.weights import Checkpoint, formats
+
+    class Recording(dict):
+        def __contains__(self, key):
+            seen.add(key)
+            return super().__contains__(key)
+
+        def __getitem__(self, key):
+            seen.add(key)
+            return super().__getitem__(key)
+
+        def get(self, key, default=None):
+            seen.add(key)
+            return super().get(key, default)
+
+    read = formats.read_hf_config
+    monkeypatch.setattr(formats, "read_hf_config", lambda *args: Recording(read(*args)))
+    for family, keys in FAMILY_KEYS.items():
+        seen = set()
+        Checkpoint(str(family_folders / family)).architecture
+        assert seen <= set(keys), (family, sorted(seen - set(keys)))
 
 
 # --- Every public builder argument (keras_vit.ViT; the named builders pass their kwargs to it) ---------------
@@ -465,6 +751,10 @@ CLI_REFUSED = [
     (["export", "m.keras"], "Nothing to export"), (["export", "m.keras", "--tflite", "a.tflite", "--quantization", "x"], "--quantization"),
     (["export", "no-such.keras", "--tflite", "a.tflite"], "no-such.keras"),
     (["export", "m.keras", "--saved-model", "d", "--quantization", "int8"], "--quantization int8 applies to the TFLite file"),
+    # Issue 43: named calibration_samples (and top_k, version), the library's arguments, not the flags.
+    (["export", "m.keras", "--tflite", "a.tflite", "--calibration-samples", "0"], "Invalid --calibration-samples=0"),
+    (["export", "m.keras", "--saved-model", "d", "--top-k", "0"], "Invalid --top-k=0"),
+    (["export", "m.keras", "--saved-model", "d", "--version", "0"], "Invalid --version=0"),
     (["inspect", "no-such.keras", "--out", "d"], "no-such.keras"), (["inspect", "m.txt", "--out", "d"], "m.txt"),
     (["inspect", "m.keras", "--out", "d", "--components", "0"], "--components=0"),
 ]

@@ -129,9 +129,9 @@ def test_save_npz_round_trip_and_content_detection(tmp_path):
     path = str(tmp_path / "weights.bin")  # the suffix says nothing: the content does
     save_npz(source, path)
     assert detect_format(path) == "npz"
-    with np.load(path, allow_pickle=False) as data:
-        assert set(data.files) == set(spec_npz(source))
-    model = keras_vit.ViT(weights=path, representation_size=12, approximate_gelu=False)
+    with np.load(path, allow_pickle=False) as data:  # the spec's keys, and the two save_npz records
+        assert set(data.files) == set(spec_npz(source)) | {"keras_vit/approximate_gelu", "keras_vit/layer_norm_epsilon"}
+    model = keras_vit.ViT(weights=path, representation_size=12)  # exact GELU, as the source's: from the file
     images = _images(32)
     np.testing.assert_array_equal(to_numpy(model(images)), to_numpy(source(images)))
     save_npz(model, str(tmp_path / "again.npz"))
@@ -139,10 +139,26 @@ def test_save_npz_round_trip_and_content_detection(tmp_path):
 
 
 def test_approximate_gelu_override(tmp_path):
-    path = str(tmp_path / "w.npz")
-    save_npz(keras_vit.ViT("tiny", num_classes=3), path)
+    path = _save(tmp_path, spec_npz(keras_vit.ViT("tiny", num_classes=3)))  # as Google's files: tanh GELU
     assert keras_vit.ViT(weights=path).get_layer("encoderblock_1").approximate_gelu is True
     assert keras_vit.ViT(weights=path, approximate_gelu=False).get_layer("encoderblock_1").approximate_gelu is False
+
+
+def test_an_npz_save_npz_wrote_reloads_as_its_model_without_a_warning(tmp_path, caplog):
+    """Issue 43: reloading an .npz the package saved logged a tanh-GELU warning although the round trip was exact
+    (the vit_jax layout does not say the GELU form nor the epsilon; save_npz now records the model's)."""
+    path = str(tmp_path / "w.npz")
+    for approximate, epsilon in ((False, 1e-6), (True, 1e-5)):
+        source = _randomise(keras_vit.ViT("tiny", num_classes=3, approximate_gelu=approximate, layer_norm_epsilon=epsilon))
+        save_npz(source, path)
+        with caplog.at_level(logging.INFO, logger="keras_vit.weights"):
+            caplog.clear()
+            load_weights(source, path)
+            model = keras_vit.ViT(weights=path)
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING], [r.getMessage() for r in caplog.records]
+        assert model.vit_config["approximate_gelu"] is approximate and model.vit_config["layer_norm_epsilon"] == epsilon
+        images = _images(32)
+        np.testing.assert_array_equal(to_numpy(model(images)), to_numpy(source(images)))
 
 
 def test_head_of_another_size_is_left_zero_with_one_log_line(tmp_path, caplog):
@@ -300,7 +316,7 @@ def test_224_checkpoint_into_384_model_matches_resampling_by_hand(tmp_path):
     grid = _bilinear_by_hand(pos[0, 1:].reshape(14, 14, 16).astype("float64"), 24, 24)
     expected_pos = np.concatenate([pos[:, :1], grid.reshape(1, 576, 16).astype("float32")], 1)
     np.testing.assert_allclose(model.get_layer("embedding").pos_embedding.numpy(), expected_pos, atol=1e-6)
-    reference = keras_vit.ViT(image_size=384, include_top=False, approximate_gelu=True, **arch)
+    reference = keras_vit.ViT(image_size=384, include_top=False, **arch)  # the source's exact GELU, recorded
     for layer in reference.layers:
         if layer.weights and layer.name != "embedding":
             layer.set_weights(source.get_layer(layer.name).get_weights())

@@ -15,8 +15,10 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
+import codecs
 import dataclasses
+import errno
+import gc
 import os
 import re
 import socket
@@ -303,23 +305,53 @@ def _visible_entries(directory):
         raise ValueError(f"Image folder is not readable: directory={directory!r}.") from error
 
 
+def _is(entry, kind):
+    """Whether `entry` is (or links to) a folder (`kind` "dir") or a file ("file"); ValueError naming a link loop."""
+    try:
+        return entry.is_dir() if kind == "dir" else entry.is_file()
+    except OSError as error:
+        raise _unreadable(entry.path, error) from None
+
+
+def _unreadable(path, error):
+    if error.errno == errno.ELOOP:
+        return ValueError(
+            f"Symbolic link loop in an image folder: {path!r} leads back to itself. Remove the link or point it "
+            "at a folder or an image."
+        )
+    return ValueError(f"Cannot read {path!r} in an image folder: {error.strerror}.")
+
+
+def _check_not_a_loop(path):
+    """A link loop is no missing folder: ValueError naming it (os.path.isdir just says False)."""
+    if os.path.islink(path):
+        try:
+            os.stat(path)
+        except OSError as error:
+            if error.errno == errno.ELOOP:
+                raise _unreadable(path, error) from None
+
+
 def _list_folder(directory, on_corrupt) -> _Listing:
     check_choice("on_corrupt", on_corrupt, ON_CORRUPT)
+    _check_not_a_loop(directory)
     if not os.path.isdir(directory):
         raise FileNotFoundError(f"Image folder not found: directory={directory!r}.")
-    class_names = tuple(e.name for e in _visible_entries(directory) if e.is_dir())
+    class_names = tuple(e.name for e in _visible_entries(directory) if _is(e, "dir"))
     if not class_names:
         raise ValueError(f"Image folder directory={directory!r} has no class sub-folders.")
     paths, labels, sizes, corrupt = [], [], [], []
+    corrupt_per_class = np.zeros(len(class_names), int)
     for index, class_name in enumerate(class_names):
         for entry in _visible_entries(os.path.join(directory, class_name)):
-            if not entry.name.lower().endswith(IMAGE_EXTENSIONS) or not entry.is_file():
+            if not entry.name.lower().endswith(IMAGE_EXTENSIONS) or not _is(entry, "file"):
                 continue
             size = image_io.image_size(entry.path)
             if size is None:
                 if on_corrupt == "error":
                     raise ValueError(f"Corrupt or unreadable image file {entry.path!r} (on_corrupt='error').")
                 corrupt.append(entry.path)
+                corrupt_per_class[index] += 1
                 continue
             paths.append(entry.path)
             labels.append(index)
@@ -329,40 +361,66 @@ def _list_folder(directory, on_corrupt) -> _Listing:
             f"Image folder directory={directory!r} holds no images ({', '.join(IMAGE_EXTENSIONS)})."
         )
     if not paths:
-        raise ValueError(f"No readable image in directory={directory!r}: {len(corrupt)} files were corrupt.")
+        raise ValueError(f"No readable image in directory={directory!r}: {_files(len(corrupt))} corrupt.")
+    if len(class_names) == 1:
+        raise ValueError(
+            f"Image folder directory={directory!r} has one class sub-folder, {class_names[0]!r}: a classifier "
+            "needs at least 2 classes (one sub-folder of images per class)."
+        )
+    counts = np.bincount(labels, minlength=len(class_names))
+    empty = [
+        repr(name) + (f" ({_files(corrupt_per_class[i])} corrupt)" if corrupt_per_class[i] else "")
+        for i, name in enumerate(class_names) if counts[i] == 0
+    ]
+    if empty:
+        raise ValueError(
+            f"Class sub-folder{'s' if len(empty) > 1 else ''} {', '.join(empty)} of directory={directory!r} "
+            f"{'hold' if len(empty) > 1 else 'holds'} no readable image: every class needs examples. Add images "
+            "or remove the folder."
+        )
     return _Listing(directory, class_names, paths, np.asarray(labels, "int32"), sizes, corrupt)
 
 
+def _files(count):
+    return f"{count} file{'' if count == 1 else 's'} {'was' if count == 1 else 'were'}"
+
+
 # What a folder pipeline raises, inside tf.data, for a file it cannot decode under on_corrupt="error".
-_CORRUPT = "Corrupt image file {!r} (on_corrupt='error'): it does not decode"
-_CORRUPT_FOUND = re.compile(r"Corrupt image file ('.*?') \(on_corrupt='error'\): it does not decode")
+_CORRUPT = ("Corrupt image file '", "' (on_corrupt='error'): it does not decode")
+# As tf.debugging.Assert prints it: C-escaped (quotes as \\', other bytes as octal).
+_CORRUPT_FOUND = re.compile(r"Corrupt image file \\'(.*)\\' \(on_corrupt=\\'error\\'\): it does not decode")
 
 
-@contextlib.contextmanager
-def corrupt_files_named():
-    """Within the block, a pipeline's undecodable file (on_corrupt="error") raises one ValueError naming it.
+def naming_corrupt_files(function, *args, **kwargs):
+    """`function(*args, **kwargs)`, where a pipeline's undecodable file (on_corrupt="error") raises one ValueError naming it.
 
-    tf.data reports it as an InvalidArgumentError holding the whole iterator stack, with the
-    file's name deep inside.
+    tf.data reports the file as an InvalidArgumentError holding the whole iterator stack, with
+    its name deep inside. Before the ValueError is raised, the failed pipeline is closed: its
+    iterator, held by that error's frames, is collected here, so its threads stop now and not
+    while the interpreter shuts down (where they made the process hang).
 
     Example:
 
-    >>> with corrupt_files_named():
-    ...     raise tf.errors.InvalidArgumentError(None, None, "... " + _CORRUPT.format("/d/cat/cut.jpg") + " ...")
+    >>> def fails():
+    ...     raise tf.errors.InvalidArgumentError(None, None, "[" + "/d/cat/cut.jpg".join(_CORRUPT).replace("'", "\\\\'") + "]")
+    >>> naming_corrupt_files(fails)
     Traceback (most recent call last):
     ...
     ValueError: Corrupt image file '/d/cat/cut.jpg' (on_corrupt='error'): it does not decode. Remove or replace it, or pass on_corrupt='skip' (--on-corrupt skip) to leave such files out.
     """
     try:
-        yield
+        return function(*args, **kwargs)
     except tf.errors.InvalidArgumentError as error:
         found = _CORRUPT_FOUND.search(error.message or "")
         if found is None:
             raise
-        raise ValueError(
-            f"Corrupt image file {found.group(1)} (on_corrupt='error'): it does not decode. Remove or replace it, or "
-            "pass on_corrupt='skip' (--on-corrupt skip) to leave such files out."
-        ) from None
+        path = codecs.escape_decode(found.group(1).encode())[0].decode("utf-8", "replace")
+    # Outside the except block: nothing refers to the error any more, only cycles through its frames.
+    gc.collect()
+    raise ValueError(
+        f"Corrupt image file {path!r} (on_corrupt='error'): it does not decode. Remove or replace it, or "
+        "pass on_corrupt='skip' (--on-corrupt skip) to leave such files out."
+    )
 
 
 def classes_in_turn(indices, labels):
@@ -394,22 +452,17 @@ def _files_source(listing, indices, channels, on_corrupt, description) -> Source
     files = tf.constant(paths)
     targets = tf.constant(listing.labels[indices])
     progress = tf.Variable(tf.zeros([len(paths)], tf.int32), trainable=False) if on_corrupt == "skip" else None
-
-    def decode_or_name(data, path):
-        try:
-            return image_io.decode_image(data, channels)
-        except tf.errors.InvalidArgumentError:
-            raise ValueError(_CORRUPT.format(path.numpy().decode())) from None
+    # on_corrupt="error": the key decoded at each position of the stream, to name a file that failed.
+    # All in the graph: a Python function in tf.data made the process hang or abort at exit after
+    # the error (its threads waited for the interpreter that was shutting down).
+    order = tf.Variable(tf.fill([len(paths)], tf.constant(-1, tf.int64)), trainable=False) if on_corrupt == "error" else None
+    shape = (image_size or (None, None)) + (channels,)
 
     def load(index):
         started = [progress.scatter_max(tf.IndexedSlices(tf.ones([1], tf.int32), index[None]))] if progress is not None else []
         with tf.control_dependencies(started):
             data = tf.io.read_file(files[index])
-        if on_corrupt == "error":  # through Python, to name the file in the error (slower)
-            image = tf.py_function(decode_or_name, [data, files[index]], tf.uint8)
-        else:
-            image = image_io.decode_image(data, channels)
-        image = tf.ensure_shape(image, (image_size or (None, None)) + (channels,))  # a lying header is corrupt too
+        image = tf.ensure_shape(image_io.decode_image(data, channels), shape)  # a lying header is corrupt too
         if progress is not None:
             with tf.control_dependencies([image]):
                 done = progress.scatter_max(tf.IndexedSlices(tf.fill([1], 2), index[None]))
@@ -417,10 +470,33 @@ def _files_source(listing, indices, channels, on_corrupt, description) -> Source
                 image = tf.identity(image)
         return image, targets[index]
 
+    def load_at(position, index):
+        noted = order.scatter_update(tf.IndexedSlices(index[None], position[None]))
+        with tf.control_dependencies([noted]):
+            image, label = load(tf.identity(index))
+        return image, label, position
+
+    def named_failure(expected, element):
+        """Passes `element` on when it is the one expected next; else the file at the expected position failed."""
+        image, label, position = element
+        last = len(paths) - 1  # the end marker's position is one past the last
+        path = files[tf.clip_by_value(order[tf.minimum(expected, last)], 0, last)]
+        message = tf.strings.join([_CORRUPT[0], path, _CORRUPT[1]])
+        check = tf.debugging.Assert(tf.equal(position, expected), [message])
+        with tf.control_dependencies([check]):
+            return position + 1, (tf.identity(image), label, position)
+
     def decode(keys):
-        dataset = keys.map(load, num_parallel_calls=tf.data.AUTOTUNE)
-        # A file whose body is broken fails here: skipped, and found by Source.corrupt_files().
-        return dataset.ignore_errors() if on_corrupt == "skip" else dataset
+        if on_corrupt == "skip":
+            # A file whose body is broken fails here: skipped, and found by Source.corrupt_files().
+            return keys.map(load, num_parallel_calls=tf.data.AUTOTUNE).ignore_errors()
+        # A failed file drops out in order; the next element (or the end marker) finds the gap and names it.
+        count = int(keys.cardinality())
+        dataset = keys.enumerate().map(load_at, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).ignore_errors()
+        end = tf.data.Dataset.from_tensors(
+            (tf.zeros([d or 1 for d in shape], tf.uint8), tf.constant(0, targets.dtype), tf.constant(count, tf.int64)))
+        dataset = dataset.concatenate(end).scan(tf.constant(0, tf.int64), named_failure)
+        return dataset.filter(lambda image, label, position: position < count).map(lambda image, label, _: (image, label))
 
     keys = tf.data.Dataset.range(len(paths))
     return Source(
@@ -445,8 +521,9 @@ def from_folder(directory, on_corrupt: str = "skip", channels: int = 3) -> Sourc
     is no image is skipped and counted (`Source.skipped`), or raises with its name, as
     `on_corrupt` says; a file that fails to decode later is skipped in the pipeline and listed
     by `Source.corrupt_files()` (or stops the pipeline with an error naming it, with
-    on_corrupt="error", which decodes through Python and so is slower). Images may
-    differ in size; the pipeline resizes them.
+    on_corrupt="error"). Images may differ in size; the pipeline resizes them. A folder of one
+    class, a class sub-folder without a readable image and a symbolic link loop are refused
+    with a ValueError naming them.
 
     Args:
         directory: str. Folder whose sub-folders (sorted by name) are the classes.
@@ -537,8 +614,9 @@ def load_source(dataset: str = "sample", split: str = "train", data_dir=None, on
     """
     if not isinstance(split, str) or not split:
         raise ValueError(f"Invalid split={split!r}. Expected a split name such as 'train' or 'test'.")
-    if validation_split is not None:
-        hold_out(2, validation_split)  # checks the fraction before anything is read
+    if validation_split is not None:  # the fraction now; what it leaves of the examples once they are counted
+        check_fraction("validation_split", validation_split)
+    _check_not_a_loop(dataset)
     if dataset in SAMPLE_NAMES or (os.path.isdir(dataset) and _has_idx_files(dataset)):
         return _arrays_split(dataset, split, validation_split, seed)
     if os.path.isdir(dataset):
@@ -633,7 +711,7 @@ def _split_dirs(dataset):
     """The split sub-folders of a folder laid out as train/, test/, ... (empty for a flat one)."""
     if not os.path.isdir(dataset):
         return ()
-    names = tuple(e.name for e in _visible_entries(dataset) if e.is_dir())
+    names = tuple(e.name for e in _visible_entries(dataset) if _is(e, "dir"))
     return names if "train" in names else ()
 
 

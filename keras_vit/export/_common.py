@@ -22,6 +22,7 @@ import keras
 import numpy as np
 
 from keras_vit import configs
+from keras_vit import _atomic
 from keras_vit._atomic import atomic_directory, atomic_file  # noqa: F401  the package's one atomic-write helper
 from keras_vit.models.head import outputs_probabilities  # noqa: F401  (read by to_probabilities and tflite)
 
@@ -196,8 +197,8 @@ def labels_beside(model_path):
 
 
 def write_labels(path, class_names):
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("".join(name + "\n" for name in class_names))
+    """Writes one class name per line to `path`, atomically (`keras_vit._atomic`)."""
+    _atomic.write_text(path, "".join(name + "\n" for name in class_names))
 
 
 def file_size(path):

@@ -22,6 +22,8 @@ DEFAULT_CALIBRATION_SAMPLES = 200
 # points of top-1 agreement on the Fashion-MNIST model; with these in float, agreement was
 # >= 97% while every matmul, convolution, GELU and softmax still runs in int8.
 INT8_FLOAT_OPS = ("MEAN", "SQUARED_DIFFERENCE", "RSQRT", "ADD", "MUL")
+# The ops of the NaN guard (`_export_wrapper`), kept in float in an int8 file.
+_NAN_GUARD_OPS = ("NOT_EQUAL", "REDUCE_ANY", "SELECT_V2")
 # The single signature of every file written here, its input and output names.
 SIGNATURE = "serving_default"
 INPUT_NAME = _common.INPUT_NAME
@@ -95,6 +97,9 @@ def tflite(
       ops named in `float_ops` (by default LayerNorm and the residual adds, see
       `INT8_FLOAT_OPS`); `float_ops=()` gives a strict full-integer file for integer-only
       accelerators, at a cost in accuracy. Input and output stay float32.
+    An image with a NaN pixel gets NaN probabilities from every file but a full-integer one,
+    whose first op quantizes the NaN like any pixel (the quantized files test for it in float,
+    as a float file would propagate it).
 
     Args:
         model: keras.Model. A built model with a static image size.
@@ -165,7 +170,9 @@ def tflite(
     model = _common.float32_model(model)
     if approximate_gelu:
         model = with_tanh_gelu(model)
-    wrapper = _export_wrapper(model, shape, mean_std)
+    # Not in a full-integer file: nothing there can hold a NaN (its input is quantized first).
+    nan_guard = quantization == "dynamic" or (quantization == "int8" and bool(float_ops))
+    wrapper = _export_wrapper(model, shape, mean_std, nan_guard)
     input_signature = [tf.TensorSpec((batch_size,) + tuple(shape), tf.float32, name=INPUT_NAME)]
     with _common.atomic_file(path) as tmp:
         if quantization == "int8":
@@ -285,9 +292,14 @@ def tflite_ops(path):
     return dict(sorted(counts.items()))
 
 
-def _export_wrapper(model, shape, mean_std):
-    """A model: [0, 255] pixels -> (scaling) -> model -> (softmax) -> {"probabilities": float32}."""
-    wrapper = _ExportWrapper(model, mean_std, name=f"{model.name}_tflite")
+def _export_wrapper(model, shape, mean_std, nan_guard=False):
+    """A model: [0, 255] pixels -> (scaling) -> model -> (softmax) -> {"probabilities": float32}.
+
+    `nan_guard`: an image with a NaN pixel gets NaN probabilities, as from a float file. A
+    quantized file would otherwise answer it with plausible ones (the NaN is lost where the
+    activations are quantized); the guard's ops stay in float.
+    """
+    wrapper = _ExportWrapper(model, mean_std, nan_guard, name=f"{model.name}_tflite")
     wrapper.build((None,) + tuple(shape))
     return wrapper
 
@@ -299,9 +311,10 @@ class _ExportWrapper(keras.Model):
     `_common.to_probabilities`). It is converted, never saved, so it is not registered.
     """
 
-    def __init__(self, model, mean_std, **kwargs):
+    def __init__(self, model, mean_std, nan_guard=False, **kwargs):
         super().__init__(**kwargs)
         self.inner = model
+        self.nan_guard = nan_guard
         self._scale = _common.scale_pixels(mean_std)
         self._to_probabilities = _common.to_probabilities(model)
 
@@ -310,7 +323,11 @@ class _ExportWrapper(keras.Model):
 
     def call(self, images, training=False):
         outputs = self.inner(self._scale(images), training=False)
-        return {OUTPUT_NAME: self._to_probabilities(outputs)}
+        probabilities = self._to_probabilities(outputs)
+        if self.nan_guard:  # NOT_EQUAL(x, x) holds only for NaN
+            nan = keras.ops.any(keras.ops.not_equal(images, images), axis=tuple(range(1, len(images.shape))))
+            probabilities = keras.ops.where(nan[:, None], float("nan"), probabilities)
+        return {OUTPUT_NAME: probabilities}
 
 
 def _converter_kwargs(quantization):
@@ -360,7 +377,7 @@ def _convert_int8(wrapper, input_signature, calibration, batch_size, float_ops):
             disable_per_channel=False,
             fully_quantize=False,
             enable_numeric_verify=False,
-            denylisted_ops=list(float_ops),
+            denylisted_ops=list(float_ops) + list(_NAN_GUARD_OPS),
         )
 
 

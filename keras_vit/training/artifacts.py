@@ -8,6 +8,7 @@ import zipfile
 import keras  # noqa: F401  (the doctest's)
 
 from keras_vit import _atomic
+from keras_vit.export._common import write_labels
 from keras_vit.training import callbacks as callbacks_lib
 
 
@@ -59,7 +60,7 @@ def save_final_artifacts(model, class_names, output_dir, name, result, export=Fa
         "labels": os.path.join(output_dir, f"{name}.labels.txt"),
     }
     callbacks_lib.save_model_atomic(model, paths["keras"])
-    _atomic.write_text(paths["labels"], "".join(f"{c}\n" for c in class_names))
+    write_labels(paths["labels"], class_names)
     if export:
         paths.update(_export(model, class_names, output_dir, name, saved_model_version, log_dir or output_dir,
                              paths["keras"]))

@@ -143,5 +143,8 @@ def skipped_line(files) -> str:
 
     >>> skipped_line(["a.jpg", "b.png", "c.gif", "d.bmp"])
     'Skipped 4 corrupt image files: a.jpg, b.png, c.gif, ...'
+    >>> skipped_line(["a.jpg"])
+    'Skipped 1 corrupt image file: a.jpg'
     """
-    return f"Skipped {len(files)} corrupt image files: {', '.join(files[:3])}{', ...' if len(files) > 3 else ''}"
+    files_word = "file" if len(files) == 1 else "files"
+    return f"Skipped {len(files)} corrupt image {files_word}: {', '.join(files[:3])}{', ...' if len(files) > 3 else ''}"

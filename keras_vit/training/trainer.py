@@ -25,7 +25,7 @@ import tensorflow as tf
 from keras_vit import machine
 from keras_vit._validation import check_fraction, check_positive_int
 from keras_vit.data.pipeline import make_pipeline
-from keras_vit.data.sources import corrupt_files_named, load_source
+from keras_vit.data.sources import load_source, naming_corrupt_files
 from keras_vit.models.head import outputs_probabilities
 from keras_vit.training import callbacks as callbacks_lib
 from keras_vit.training import distribute, memory, plan as plan_lib, probe as probe_lib, recipes
@@ -58,9 +58,17 @@ def _score(model, dataset, jit_compile="auto"):
         metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")],
         jit_compile=jit_compile,
     )
-    with corrupt_files_named():
-        scores = scorer.evaluate(dataset, return_dict=True, verbose=0)
+    scores = _run_on(dataset, scorer.evaluate, return_dict=True, verbose=0)
     return {"accuracy": float(scores["accuracy"]), "loss": float(scores["loss"])}
+
+
+def _run_on(dataset, method, **kwargs):
+    """`method(dataset, **kwargs)` (a model's fit or evaluate), a corrupt file named in one ValueError."""
+    with warnings.catch_warnings():
+        # A folder's pipeline has no known length (corrupt files drop out while decoding), so
+        # every pass ends by running out of data: Keras' warning about it is noise here.
+        warnings.filterwarnings("ignore", message="Your input ran out of data")
+        return naming_corrupt_files(method, dataset, **kwargs)
 
 
 def train(config: TrainConfig) -> dict:
@@ -214,14 +222,10 @@ def _fit(plan, model, train_ds, validation_ds, callbacks, backup):
             if plan.state:  # the backup's weights and optimizer state; its step count, for this process's images/s
                 backup.restore(model)
                 steps_before = plan.state.get("steps", 0)
-            with warnings.catch_warnings(), corrupt_files_named():
-                # A folder's pipeline has no known length (corrupt files drop out while decoding),
-                # so every epoch ends by running out of data: Keras' warning about it is noise here.
-                warnings.filterwarnings("ignore", message="Your input ran out of data")
-                history = model.fit(
-                    train_ds, epochs=plan.epochs, initial_epoch=backup.restored_epoch if backup else 0,
-                    callbacks=callbacks, verbose=plan.config.verbose, shuffle=False, validation_data=validation_ds,
-                )
+            history = _run_on(
+                train_ds, model.fit, epochs=plan.epochs, initial_epoch=backup.restored_epoch if backup else 0,
+                callbacks=callbacks, verbose=plan.config.verbose, shuffle=False, validation_data=validation_ds,
+            )
     return history, steps_before, time.perf_counter() - start
 
 

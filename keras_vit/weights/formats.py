@@ -330,8 +330,16 @@ def normalize_npz(raw):
     return tensors, names, source_prefix
 
 
+# Keys of what save_npz records beside the weights that the vit_jax layout does not say: the GELU form
+# and the LayerNorm epsilon of the model it wrote (without them a round trip changed the model).
+NPZ_NOTES = "keras_vit/"
+
+
 def npz_architecture(tensors, source_prefix, config, path):
-    """Every architecture field of a canonical vit_jax checkpoint, read from its keys and shapes."""
+    """Every architecture field of a canonical vit_jax checkpoint, read from its keys and shapes.
+
+    `config`: the `NPZ_NOTES` arrays of the file (save_npz's), or None.
+    """
     kernel = _require(tensors, "embedding/kernel", path)
     block = "Transformer/encoderblock_0/"
     class_token = "cls" in tensors
@@ -345,9 +353,15 @@ def npz_architecture(tensors, source_prefix, config, path):
         "class_token": class_token,
         # vit_jax: classifier="token" reads the class token; "gap" (no `cls` param) the mean.
         "pooling": "map" if "MAPHead_0/probe" in tensors else "token" if class_token else "gap",
+        # The original checkpoints' (vit_jax, big_vision); a file save_npz wrote says its own.
         "approximate_gelu": True,
         "layer_norm_epsilon": 1e-6,
     }
+    for field, kind in (("approximate_gelu", "flag"), ("layer_norm_epsilon", "positive")):
+        if NPZ_NOTES + field in (config or {}):
+            value = config[NPZ_NOTES + field]
+            value = value.item() if isinstance(value, np.ndarray) and value.shape == () else value
+            arch[field] = config_value({field: value}, field, path, kind)
     arch.update(npz_stem_architecture(tensors))
     return _with_top(arch, tensors, LAYOUTS["vit_jax"], source_prefix, path=path)
 
@@ -490,9 +504,10 @@ class HFFamily:
     interpolation: str | None = None
     nested: bool = False
 
-    def vision_config(self, config):
-        nested = config.get(self.vision_key) if self.vision_key else None
-        return {**config, **nested} if isinstance(nested, dict) else config
+    def vision_config(self, config, path):
+        """The config a two-tower file's vision tower reads: its `vision_key` object over the top level."""
+        nested = config_value(config, self.vision_key, path, "object", None) if self.vision_key else None
+        return {**config, **nested} if nested is not None else config
 
 
 def _vit_family(tensors, config, path):
@@ -504,15 +519,15 @@ def _deit_family(tensors, config, path):
 
 
 def _dinov2_family(tensors, config, path):
-    swiglu = bool(config.get("use_swiglu_ffn", False))
+    swiglu = config_value(config, "use_swiglu_ffn", path, "flag", False)
     fc1 = _require(tensors, f"encoder.layer.0.{'mlp.weights_in' if swiglu else 'intermediate.dense'}.weight", path)
-    scale = config.get("layerscale_value", 1.0)
+    scale = config_value(config, "layerscale_value", path, "positive", 1.0)
     fields = {
         # Dinov2ForImageClassification's head reads the class token and the mean patch token.
         "pooling": "token_and_mean" if "classifier.weight" in tensors else "token",
         "mlp_dim": int(fc1.shape[0]) // (2 if swiglu else 1),
         "layer_scale_init": float(scale) if "encoder.layer.0.layer_scale1.lambda1" in tensors else None,
-        "num_register_tokens": int(config.get("num_register_tokens", 0) or 0),
+        "num_register_tokens": config_value(config, "num_register_tokens", path, "count", 0),
     }
     if swiglu:
         fields["mlp_activation"] = "swiglu"
@@ -590,7 +605,7 @@ HF_FAMILIES = {
 
 def hf_family(config, path):
     """The `HFFamily` of a config.json, refused naming its model_type when there is none."""
-    model_type = config.get("model_type", "vit")
+    model_type = config_value(config, "model_type", path, "name", "vit")
     if model_type not in HF_FAMILIES:
         raise CheckpointError(
             f"Hugging Face config {path!r}: model_type={model_type!r} is not a family keras_vit builds; "
@@ -657,42 +672,86 @@ _HF_ACTIVATIONS = {
 }
 
 
-def _config_int(config, key, path, default=None):
-    value = config.get(key, default)
-    if isinstance(value, (list, tuple)) and len(value) == 2 and value[0] == value[1]:
-        value = value[0]  # HF allows (size, size) for square images and patches
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        what = "missing" if key not in config and default is None else f"{value!r}"
-        raise CheckpointError(f"Hugging Face config {path!r}: {key} is {what}; expected an integer >= 1.")
-    return value
+_REQUIRED = object()
+
+
+def _is_integer(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+# A config.json value's kinds: (test, what is expected).
+CONFIG_KINDS = {
+    "size": (lambda v: _is_integer(v) and v >= 1, "an integer >= 1"),
+    "count": (lambda v: _is_integer(v) and v >= 0, "an integer >= 0"),
+    "positive": (lambda v: _is_number(v) and v > 0, "a number > 0"),
+    "flag": (lambda v: isinstance(v, bool), "true or false"),
+    "name": (lambda v: isinstance(v, str) and v != "", "a non-empty string"),
+    "object": (lambda v: isinstance(v, dict), "a JSON object"),
+    # Hugging Face allows [n, n] for a square patch, and [height, width] for an image.
+    "square": (lambda v: CONFIG_KINDS["size"][0](v), "an integer >= 1 (or [n, n])"),
+    "sides": (lambda v: all(CONFIG_KINDS["size"][0](side) for side in v), "an integer >= 1 or [height, width]"),
+}
+
+
+def config_value(config, key, path, kind, default=_REQUIRED):
+    """One value of a checkpoint's config.json, checked: CheckpointError naming the file, the key and what was expected.
+
+    Args:
+        config: dict. The parsed config.json.
+        key: str. The key to read.
+        path: str. The config.json file, for the message.
+        kind: str or tuple. A key of `CONFIG_KINDS` ("sides" reads as a (height, width) tuple,
+            "square" [n, n] as n), or a tuple of the accepted values.
+        default: the value when the key is absent (None: returned as it is). Defaults to none:
+            the key must be there.
+
+    Example:
+
+    >>> config_value({"patch_size": [14, 14]}, "patch_size", "config.json", "square")
+    14
+    >>> config_value({"layerscale_value": "x"}, "layerscale_value", "dinov2/config.json", "positive", 1.0)
+    Traceback (most recent call last):
+    ...
+    keras_vit.weights.files.CheckpointError: Hugging Face config 'dinov2/config.json': layerscale_value is 'x'; expected a number > 0.
+    """
+    test, expected = (lambda v: v in kind, f"one of {list(kind)}") if isinstance(kind, tuple) else CONFIG_KINDS[kind]
+    if key not in config:
+        if default is _REQUIRED:
+            raise CheckpointError(f"Hugging Face config {path!r}: {key} is missing; expected {expected}.")
+        if default is None:
+            return None
+        value = default
+    else:
+        value = config[key]
+    read = value
+    if kind == "square" and isinstance(value, (list, tuple)) and len(value) == 2 and value[0] == value[1]:
+        read = value[0]
+    elif kind == "sides":
+        read = tuple(value) if isinstance(value, (list, tuple)) and len(value) == 2 else (value, value)
+    if not test(read):
+        raise CheckpointError(f"Hugging Face config {path!r}: {key} is {value!r}; expected {expected}.")
+    return read
 
 
 def hf_architecture(tensors, source_prefix, config, path):
     """Every architecture field from a Hugging Face ViT config.json (the head from the tensors)."""
-    family = HF_FAMILIES[config.get("model_type", "vit")]
-    config = family.vision_config(config)
-    act = config.get("hidden_act", family.defaults.get("hidden_act", "gelu"))
-    if act not in _HF_ACTIVATIONS:
-        raise CheckpointError(
-            f"Hugging Face config {path!r}: unsupported hidden_act={act!r}; expected one of {sorted(_HF_ACTIVATIONS)}."
-        )
-    epsilon = config.get("layer_norm_eps", family.defaults.get("layer_norm_eps", 1e-12))
-    if not isinstance(epsilon, (int, float)) or isinstance(epsilon, bool) or not epsilon > 0:
-        raise CheckpointError(f"Hugging Face config {path!r}: layer_norm_eps is {epsilon!r}; expected a number > 0.")
+    family = hf_family(config, path)
+    config = family.vision_config(config, path)
+    act = config_value(config, "hidden_act", path, tuple(sorted(_HF_ACTIVATIONS)), family.defaults.get("hidden_act", "gelu"))
+    epsilon = config_value(config, "layer_norm_eps", path, "positive", family.defaults.get("layer_norm_eps", 1e-12))
     # HF ViTConfig's own defaults where a key is absent: what transformers itself would build.
-    patch = _config_int(config, "patch_size", path, family.defaults.get("patch_size", 16))
-    image = config.get("image_size", family.defaults.get("image_size", 224))
-    image = tuple(image) if isinstance(image, (list, tuple)) else (image, image)
-    for side in image:
-        if not isinstance(side, int) or isinstance(side, bool) or side < 1:
-            raise CheckpointError(f"Hugging Face config {path!r}: image_size is {config.get('image_size')!r}; "
-                                  "expected an integer >= 1 or (height, width).")
+    patch = config_value(config, "patch_size", path, "square", family.defaults.get("patch_size", 16))
+    image = config_value(config, "image_size", path, "sides", family.defaults.get("image_size", 224))
     arch = {
         "patch_size": patch,
-        "hidden_size": _config_int(config, "hidden_size", path),
-        "num_layers": _config_int(config, "num_hidden_layers", path),
-        "num_heads": _config_int(config, "num_attention_heads", path),
-        "channels": _config_int(config, "num_channels", path, 3),
+        "hidden_size": config_value(config, "hidden_size", path, "size"),
+        "num_layers": config_value(config, "num_hidden_layers", path, "size"),
+        "num_heads": config_value(config, "num_attention_heads", path, "size"),
+        "channels": config_value(config, "num_channels", path, "size", 3),
         "class_token": True,
         "pooling": "token",
         "mlp_activation": _HF_ACTIVATIONS[act][0],
@@ -701,7 +760,7 @@ def hf_architecture(tensors, source_prefix, config, path):
     }
     arch.update(family.architecture(tensors, config, path))
     if "mlp_dim" not in arch:
-        arch["mlp_dim"] = _config_int(config, "intermediate_size", path)
+        arch["mlp_dim"] = config_value(config, "intermediate_size", path, "size")
     grid = (image[0] // patch, image[1] // patch)
     return _with_top(arch, tensors, LAYOUTS["hf"], source_prefix, grid, path)
 
@@ -924,7 +983,10 @@ def read_checkpoint(path, fmt):
     if fmt == "npz":
         layout = LAYOUTS["vit_jax"]
         tensors, names, source_prefix = layout.normalize(read_npz(path))
-        return _read_as(layout, tensors, names, source_prefix, None, path)
+        notes = {key: tensors.pop(key) for key in list(tensors) if key.startswith(NPZ_NOTES)}
+        for key in notes:
+            del names[key]
+        return _read_as(layout, tensors, names, source_prefix, notes, path)
     if fmt == "hf_directory":
         config_path = os.path.join(path, "config.json")
         path = os.path.join(path, "model.safetensors")

@@ -14,7 +14,7 @@ from keras_vit.layers.grid_resampling import INTERPOLATIONS
 from keras_vit._atomic import write_bytes
 from keras_vit.weights import hub
 from keras_vit.weights.files import detect_format
-from keras_vit.weights.formats import LAYOUTS, read_checkpoint  # importing it registers the layer mappings
+from keras_vit.weights.formats import LAYOUTS, NPZ_NOTES, read_checkpoint  # importing it registers the layer mappings
 from keras_vit.weights.mapping import MappingContext, apply_entries, build_entries, model_tensors
 from keras_vit.weights.preprocessing import preprocessing_from_scaling, read_preprocessing
 from keras_vit.weights.registry import CHECKPOINTS, fetch_checkpoint
@@ -192,6 +192,8 @@ def save_npz(model, path):
     """Writes a keras_vit model's weights as an original ViT `.npz` (pre-Linen names).
 
     The file is written to a temporary name and renamed, so a failure leaves nothing behind.
+    Beside the weights it records the model's GELU form and LayerNorm epsilon (`keras_vit/...`
+    arrays, which `ViT(weights=path)` reads back; other vit_jax readers skip them as extra keys).
     Layers with a registered "vit_jax" mapping (see `register_layer_mapping`) are included; a
     model with weights the layout has no key for (LayerScale, register or distillation tokens,
     a LayerNorm before the encoder, CLIP's projection) is refused: `save_hf` writes those.
@@ -214,6 +216,10 @@ def save_npz(model, path):
     context = MappingContext("vit_jax", {}, LAYOUTS["vit_jax"].interpolation, source_prefix_tokens=prefix)
     arrays = model_tensors(model, context, hint=(
         " keras_vit.weights.save_hf writes the families Hugging Face has (DeiT, DINOv2, SigLIP, CLIP)."))
+    blocks = [layer for layer in model.layers if type(layer).__name__ == "TransformerBlock"]
+    if blocks:
+        arrays[NPZ_NOTES + "approximate_gelu"] = np.array(bool(blocks[0].approximate_gelu))
+        arrays[NPZ_NOTES + "layer_norm_epsilon"] = np.array(float(blocks[0].layer_norm_epsilon))
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
     write_bytes(os.fspath(path), [buffer.getbuffer()])
