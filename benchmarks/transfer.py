@@ -34,16 +34,17 @@ BACKBONE = {"patch_size": 4, "hidden_size": 128, "num_layers": 6, "num_heads": 4
 SCALING = "symmetric"
 
 
-def prepare(tar, work):
-    """Unpacks the CIFAR-10 training split and lays out the pre-training and adaptation folders (hard links)."""
-    source = os.path.join(work, "cifar10", "train")
-    if not os.path.isdir(source):
-        os.makedirs(os.path.join(work, "cifar10"), exist_ok=True)
-        with tarfile.open(tar) as archive:
-            archive.extractall(os.path.join(work, "cifar10"), filter="data")
+def prepare(work, tar=None, source=None, train_per_class=TRAIN_PER_CLASS, test_per_class=TEST_PER_CLASS):
+    """Lays out the pre-training and adaptation folders (hard links) from the CIFAR-10 tar or a folder of its classes."""
+    if source is None:
+        source = os.path.join(work, "cifar10", "train")
+        if not os.path.isdir(source):
+            os.makedirs(os.path.join(work, "cifar10"), exist_ok=True)
+            with tarfile.open(tar) as archive:
+                archive.extractall(os.path.join(work, "cifar10"), filter="data")
     layout = {"pretrain": {c: slice(None) for c in PRETRAIN_CLASSES}}
-    layout["adapt/train"] = {c: slice(0, TRAIN_PER_CLASS) for c in ADAPT_CLASSES}
-    layout["adapt/test"] = {c: slice(-TEST_PER_CLASS, None) for c in ADAPT_CLASSES}
+    layout["adapt/train"] = {c: slice(0, train_per_class) for c in ADAPT_CLASSES}
+    layout["adapt/test"] = {c: slice(-test_per_class, None) for c in ADAPT_CLASSES}
     for folder, classes in layout.items():
         target = os.path.join(work, folder)
         if os.path.isdir(target):
@@ -55,7 +56,7 @@ def prepare(tar, work):
     return {folder: sum(len(os.listdir(os.path.join(work, folder, c))) for c in classes) for folder, classes in layout.items()}
 
 
-def pretrain(work, budget_minutes, seed=0):
+def pretrain(work, budget_minutes, seed=0, epochs=None):
     """Pre-trains the backbone on the pre-training folder; writes it as .keras, timm Hub and HF folders."""
     import keras
 
@@ -70,7 +71,7 @@ def pretrain(work, budget_minutes, seed=0):
     result = train(TrainConfig(
         dataset=os.path.join(work, "pretrain"), validation_split=0.04, model_overrides=dict(BACKBONE),
         stem="none", tokenizer="patches", pooling="token", attention_init="mimetic", image_size=32,
-        scaling=SCALING, budget_seconds=budget_minutes * 60, seed=seed, run_dir=os.path.join(work, "pretrain-run"),
+        scaling=SCALING, budget_seconds=budget_minutes * 60, seed=seed, epochs=epochs, run_dir=os.path.join(work, "pretrain-run"),
         output_dir=os.path.join(work, "backbone"), name="backbone", export=False, verbose=2,
     ))
     summary = {k: result[k] for k in ("validation_accuracy", "epochs_done", "train_seconds", "images_per_second")}
@@ -134,6 +135,8 @@ def evaluate_backbone(work, shots=(1, 5, 10, 25), draws=5, seed=0):
     model, _ = load_pretrained(os.path.join(work, "backbone", "timm"))
     train = extract_features(model, load_source(os.path.join(work, "adapt"), "train"))
     test = extract_features(model, load_source(os.path.join(work, "adapt"), "test"))
+    smallest = min(int((train.labels == label).sum()) for label in range(len(train.class_names)))
+    shots = tuple(count for count in shots if count <= smallest)  # the counts the training folder holds
     fewshot = linear_fewshot(train.features, train.labels, test.features, test.labels, shots=shots, draws=draws,
                              seed=seed)
     knn = knn_accuracy(train.features, train.labels, test.features, test.labels)
@@ -174,12 +177,16 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m benchmarks transfer", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="step", required=True)
     p = sub.add_parser("prepare")
-    p.add_argument("--tar", required=True)
+    p.add_argument("--tar", help="cifar10-train-jpg.tar.gz")
+    p.add_argument("--source", help="instead of --tar: a folder with CIFAR-10's class folders")
     p.add_argument("--work", required=True)
+    p.add_argument("--train-per-class", type=int, default=TRAIN_PER_CLASS)
+    p.add_argument("--test-per-class", type=int, default=TEST_PER_CLASS)
     p = sub.add_parser("pretrain")
     p.add_argument("--work", required=True)
     p.add_argument("--budget-minutes", type=float, default=20)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--epochs", type=int, help="epoch limit (smoke runs; default: the budget's)")
     p = sub.add_parser("adapt")
     p.add_argument("--work", required=True)
     p.add_argument("--budget-minutes", type=float, default=3)
@@ -189,9 +196,11 @@ def main(argv=None):
     p.add_argument("--out", help="folder for the .jsonl and .md")
     args = parser.parse_args(argv)
     if args.step == "prepare":
-        print(prepare(args.tar, args.work))
+        if (args.tar is None) == (args.source is None):
+            parser.error("prepare needs one of --tar and --source")
+        print(prepare(args.work, args.tar, args.source, args.train_per_class, args.test_per_class))
     elif args.step == "pretrain":
-        print(pretrain(args.work, args.budget_minutes, args.seed))
+        print(pretrain(args.work, args.budget_minutes, args.seed, args.epochs))
     else:
         setups = args.setups.split(",")
         unknown = [s for s in setups if s not in SETUPS]

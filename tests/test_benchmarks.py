@@ -14,6 +14,7 @@ import pathlib
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from keras_vit.data.fashion_mnist import load_sample
@@ -145,7 +146,8 @@ def test_budget_probes_reach_their_workers_runs(tmp_path):
     # the sample's grey images: one channel under the rule of the day, three in the probes from before it
     assert (plain["channels"], lr2x["channels"], pad["channels"]) == (1, 3, 3)
     assert (lr2x["recipe"], lr2x["stem"], lr2x["augment"]) == ("plain_lr2x", False, "flip")
-    assert lr2x["learning_rate"] == pytest.approx(4e-3 * 256 / 512)  # the probe's rate, not the rule's x2 of it
+    # The probe's rate (not the rule's x2 of it) at the batch of 256 examples: 64, below 128 by the square root.
+    assert lr2x["learning_rate"] == pytest.approx(4e-3 * 128 / 512 * (64 / 128) ** 0.5)
     assert (lr2x["attention_init"], lr2x["pooling"]) == ("random", "token")  # as before the plain ViT's rules
     assert (pad["stem"], pad["image_size"]) == (True, 32)
     # fixed sin-cos position embeddings: no learned embedding of 16 patches + the class token, width 128
@@ -155,6 +157,31 @@ def test_budget_probes_reach_their_workers_runs(tmp_path):
     assert stem4["params"] - pad["params"] == extra  # the probe's stem, with its full-resolution convolution
     assert len(lr2x["curve"]) == 1 and len(lr2x["curve"][0]) == 3  # seconds, validation, training accuracy
     assert list(tmp_path.glob("budget-*.png"))
+
+
+def test_transfer_benchmark_pretrains_writes_both_folders_and_adapts(tmp_path):
+    """The transfer harness on 10 classes of 12 tiny images: every step, the folders other programs read, a result line per set-up."""
+    from PIL import Image
+
+    module = _benchmark("transfer")
+    rng = np.random.default_rng(0)
+    for name in module.PRETRAIN_CLASSES + module.ADAPT_CLASSES:
+        (tmp_path / "cifar" / name).mkdir(parents=True)
+        for i in range(12):
+            Image.fromarray(rng.integers(0, 255, (32, 32, 3)).astype("uint8")).save(tmp_path / "cifar" / name / f"{i}.jpg")
+    work = str(tmp_path / "work")
+    module.main(["prepare", "--source", str(tmp_path / "cifar"), "--work", work, "--train-per-class", "4",
+                 "--test-per-class", "4"])
+    module.main(["pretrain", "--work", work, "--budget-minutes", "0.5", "--epochs", "1"])
+    assert {"timm", "hf"} <= set(os.listdir(os.path.join(work, "backbone")))
+    assert "preprocessor_config.json" in os.listdir(os.path.join(work, "backbone", "hf"))
+    module.main(["adapt", "--work", work, "--budget-minutes", "0.5", "--epochs", "1", "--setups", "probe_timm",
+                 "--out", str(tmp_path / "out")])
+    (lines,) = (tmp_path / "out").glob("transfer-*.jsonl")
+    _, pretrained, probe, backbone = [json.loads(line) for line in lines.read_text().splitlines()]
+    assert pretrained["epochs_done"] == 1
+    assert (probe["setup"], probe["adapt"], probe["steps_done"], probe["num_test"]) == ("probe_timm", "probe", 0, 20)
+    assert set(backbone["fewshot"]) == {"1"} and 0 <= backbone["knn"] <= 1, backbone
 
 
 def test_iterator_teardown_benchmark_times_epochs_outside_their_steps():

@@ -313,7 +313,8 @@ def test_a_budgeted_cli_run_trains_the_stem_model_and_exports_it(tmp_path, capsy
     assert "Budget:   0.3 min for 256 training images" in out and "images resized 28 -> 32 px" in out
     assert "epochs until the budget is spent" in out
     # 70 ms per image: the recipe's 2e-3 x 64 / 512 and its weight decay (the rules' bands end at 25 ms)
-    assert "recipe compact (peak learning rate 0.00025, weight decay 0.05)" in out
+    # The recipe's 2e-3 at batch 512: linear down to 128, by the square root of the batch below.
+    assert "recipe compact (peak learning rate 0.000353553, weight decay 0.05)" in out
     model = keras.saving.load_model(tmp_path / "out" / "vit.keras")
     assert model.input_shape == (None, 32, 32, 1)  # the sample's grey images, as read
     assert "images 32x32x1 (the images' own (28x28), resized for the conv stem; grey, as read)" in out

@@ -159,7 +159,7 @@ def test_a_budget_probes_first_then_fine_tunes_when_the_budget_buys_it(checkpoin
 @pytest.mark.parametrize("flags, message", [
     (["--patch-size", "8"], "--patch-size=8 (the checkpoint's 4)"),
     (["--variant", "Ti16"], "Contradicting variant 'Ti16'"),
-    (["--channels", "1"], "Contradicting --channels=1 and --weights"),
+    (["--channels", "1"], "Contradicting --channels=1 and weights="),
     (["--stem", "conv"], "Contradicting --stem='conv' and --weights"),
     (["--pooling", "gap"], "Contradicting --pooling='gap' and --weights"),
 ])

@@ -453,9 +453,6 @@ def _check_weights_config(config, name):
                              f"checkpoint states the model. Leave {name(field)} out.")
     if config.backbone is not None:
         raise ValueError(f"Contradicting backbone= and {name('weights')}={config.weights!r}: the checkpoint states the model.")
-    if config.channels == 1:
-        raise ValueError(f"Contradicting {name('channels')}=1 and {name('weights')}={config.weights!r}: the checkpoint "
-                         "takes RGB images (grey images are repeated to three channels). Leave it out.")
 
 
 @dataclasses.dataclass
@@ -602,9 +599,10 @@ def resolve(config: TrainConfig) -> RunPlan:
     data_channels = train_source.dataset.element_spec[0].shape[-1] or 3
     pretrained = None
     if config.weights is not None:
-        pretrained, pretrained_architecture = describe_pretrained(config, train_source.num_classes)
+        pretrained, pretrained_architecture, channels = describe_pretrained(config, train_source.num_classes)
         image_size, image_size_reason = pretrained.image_size[0], pretrained.image_size_reason
-        channels, channels_reason = 3, "the checkpoint's" + (", grey images repeated" if data_channels == 1 else "")
+        converted = {(1, 3): ", grey images repeated", (3, 1): ", colour images to grey"}.get((data_channels, channels), "")
+        channels_reason = "the checkpoint's" + converted
         scaling, scaling_reason = pretrained.scaling, pretrained.scaling_reason
     else:
         image_size, image_size_reason = _resolve_image_size(config, train_source)
@@ -684,7 +682,7 @@ def resolve_adapt(adapt: str, budget_seconds: float | None) -> tuple[str, str]:
     if adapt != "auto":
         return adapt, "given"
     if budget_seconds is None:
-        return "finetune", "no budget: every weight trained (the paper's fine-tuning)"
+        return "finetune", "no budget: the paper's fine-tuning"
     return "probe_then_finetune", (
         f"a linear probe first (features computed once), then fine-tuning from it if the rest of the budget buys "
         f"{budget.MIN_FINETUNE_EPOCHS} epochs at the speed measured by the probe's forward pass")
@@ -725,7 +723,7 @@ def _validation_sample(source, num_train):
 
 
 def describe_pretrained(config, num_classes):
-    """(`keras_vit.transfer.Pretrained`, its core architecture fields) of `config.weights`.
+    """(`keras_vit.transfer.Pretrained`, its core architecture fields, its input channels) of `config.weights`.
 
     Model flags that contradict the checkpoint are refused by name. The model is built here to
     read them and built again inside the run's strategy and precision (`build_model`).
@@ -747,4 +745,7 @@ def describe_pretrained(config, num_classes):
     if pretrained.image_size[0] != pretrained.image_size[1]:
         raise ValueError(f"The checkpoint {config.weights!r} is built for {pretrained.image_size[0]}x"
                          f"{pretrained.image_size[1]} images: pass image_size (--image-size N) for a square input.")
-    return pretrained, {key: arch[key] for key in MODEL_KEYS}
+    if config.channels is not None and config.channels != arch["channels"]:
+        raise ValueError(f"Contradicting --channels={config.channels} and weights={config.weights!r}: the checkpoint "
+                         f"takes {arch['channels']}-channel images (the data are converted to them). Leave it out.")
+    return pretrained, {key: arch[key] for key in MODEL_KEYS}, arch["channels"]
