@@ -389,7 +389,7 @@ def _add_train(subparsers) -> None:
     model.add_argument("--adapt", choices=choices.ADAPTS, default="auto",
                        help="with --weights: finetune (every weight), probe (a linear probe of the frozen backbone: "
                        "features computed once), auto (with --budget-minutes a probe, then fine-tuning from it when "
-                       "the budget buys it; without, finetune) (default: auto)")
+                       "the budget buys it; without, finetune; default: auto)")
     model.add_argument("--probe", dest="adapt", action="store_const", const="probe",
                        help="the same as --adapt probe")
     model.add_argument("--variant", help=f"ViT variant, one of {', '.join(VARIANTS)} (default: a small ViT: "

@@ -45,15 +45,30 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 def import_timm():
-    """Returns the timm module, or None when timm is not installed."""
+    """Returns the timm module, or None when timm is not installed.
+
+    The placeholder serves timm's import only: it is taken away again afterwards, so that
+    transformers, imported later in the same process, does not find a torchvision without a
+    version (it then fails to parse "N/A").
+    """
+    finder = None
     try:
         import torchvision  # noqa: F401
     except Exception:  # absent, or a CUDA build that cannot load beside CPU torch
-        for name in [name for name in sys.modules if name == "torchvision" or name.startswith("torchvision.")]:
-            del sys.modules[name]
-        sys.meta_path.insert(0, _Finder())
+        _forget_torchvision()
+        finder = _Finder()
+        sys.meta_path.insert(0, finder)
     try:
         import timm
     except ImportError:
         return None
+    finally:
+        if finder is not None:
+            sys.meta_path.remove(finder)
+            _forget_torchvision()
     return timm
+
+
+def _forget_torchvision():
+    for name in [name for name in sys.modules if name == "torchvision" or name.startswith("torchvision.")]:
+        del sys.modules[name]

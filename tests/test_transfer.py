@@ -205,18 +205,18 @@ def test_load_pretrained_refuses_a_checkpoint_that_states_no_scaling(npz_checkpo
 
 
 def test_load_pretrained_takes_the_checkpoints_preprocessing_record(npz_checkpoint, monkeypatch):
-    """Checkpoint.preprocessing (another branch reads it from the file): its scaling, or its mean/std, and its size."""
-    record = types.SimpleNamespace(scaling=None, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), image_size=(24, 24),
-                                   interpolation="bicubic", crop_pct=0.9, source="/x/preprocessor_config.json")
+    """Checkpoint.preprocessing (what the checkpoint's files state): its scaling and its size, or a refusal."""
+    from keras_vit.weights import Preprocessing
+
+    record = Preprocessing("symmetric", (0.5,) * 3, (0.5,) * 3, (24, 24), "bicubic", 0.9, "/x/preprocessor_config.json")
     monkeypatch.setattr(Checkpoint, "preprocessing", record, raising=False)
     model, info = load_pretrained(npz_checkpoint[0])
     assert (info.scaling, info.scaling_reason) == ("symmetric", "from /x/preprocessor_config.json")
     assert info.image_size == (24, 24) and model.input_shape == (None, 24, 24, 3)
     assert info.image_size_reason == "from /x/preprocessor_config.json (position embedding resampled from 8x8 to 6x6)"
-    monkeypatch.setattr(Checkpoint, "preprocessing", types.SimpleNamespace(scaling="imagenet", image_size=None))
-    assert load_pretrained(npz_checkpoint[0])[1].scaling == "imagenet"
-    monkeypatch.setattr(Checkpoint, "preprocessing", types.SimpleNamespace(mean=[0.3], std=[0.2], source="p.json"))
-    with pytest.raises(ValueError, match=r"states pixel mean=\[0\.3\] and std=\[0\.2\] \(p\.json\).*pass scaling="):
+    unknown = Preprocessing(None, (0.3,) * 3, (0.2,) * 3, None, None, None, "p.json")
+    monkeypatch.setattr(Checkpoint, "preprocessing", unknown)
+    with pytest.raises(ValueError, match=r"states pixel mean=\[0\.3, 0\.3, 0\.3\] and std=\[0\.2, 0\.2, 0\.2\] \(p\.json\).*pass scaling="):
         load_pretrained(npz_checkpoint[0])
     assert load_pretrained(npz_checkpoint[0], scaling="unit")[1].scaling_reason == "given"
 
@@ -376,7 +376,7 @@ def test_cli_fewshot_and_knn_on_the_grey_sample(tmp_path, capsys):
     (["knn", "SPEC", "--k", "0"], r"Invalid --k=0\. Expected an integer >= 1"),
     (["knn", "SPEC", "--k", "17"], r"Invalid --k=17: there are only 16 training examples"),
     (["knn", "SPEC", "--temperature", "0"], r"Invalid --temperature=0\.0\. Expected a number in \(0, inf\)"),
-    (["knn", "SPEC", "--dataset", "ONE_CLASS"], r"Invalid --dataset=.*one'.*: it has 1 class \(only\)"),
+    (["knn", "SPEC", "--dataset", "ONE_CLASS"], r"one'.* has one class sub-folder, 'only': a classifier needs at least 2"),
     (["embed", "SPEC", "--image-size", "0"], r"Invalid --image-size=0\. Expected an integer >= 1"),
     (["embed", "missing.npz"], r"Checkpoint file not found: 'missing\.npz'"),
     (["embed", "SPEC"], r"states no pixel scaling: pass scaling= \(keras-vit: --scaling\)"),

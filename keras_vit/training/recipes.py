@@ -154,14 +154,14 @@ RECIPES: dict[str, Recipe] = {
     "finetune": Recipe(
         "finetune", "sgd", 0.03, 512, warmup_steps=500, clip_norm=1.0, augment="light", batch_size=512,
     ),
+    "finetune_adamw": Recipe(
+        "finetune_adamw", "adamw", 1e-3, 1024, weight_decay=0.05, warmup_epochs=1, min_learning_rate_ratio=0.01,
+        label_smoothing=0.1, clip_norm=1.0, drop_path_rate=0.1, augment="light", batch_size=256, layer_decay=0.65,
+    ),
     "compact": Recipe(
         "compact", "adamw", 2e-3, 512, weight_decay=0.05, warmup_epochs=1, min_learning_rate_ratio=0.01,
         label_smoothing=0.1, clip_norm=1.0, drop_path_rate=0.0, augment="flip", batch_size=256,
         beta_2=0.99,
-    ),
-    "finetune_adamw": Recipe(
-        "finetune_adamw", "adamw", 1e-3, 1024, weight_decay=0.05, warmup_epochs=1, min_learning_rate_ratio=0.01,
-        label_smoothing=0.1, clip_norm=1.0, drop_path_rate=0.1, augment="light", batch_size=256, layer_decay=0.65,
     ),
     "anchor": Recipe(
         "anchor", "adamw", 1e-3, 256, weight_decay=1e-4, decay_all=True, schedule="constant",
