@@ -98,14 +98,25 @@ def test_finetune_from_each_format_reads_its_scaling_and_feeds_grey_images_as_rg
         monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(folders / "cache"))
         monkeypatch.setenv("HF_HUB_OFFLINE", "1")
         spec = "hf-hub:someone/vit-tiny"
-    # The shipped sample: 28 px grey images, to a 16 px RGB checkpoint.
+    # The shipped sample: 28 px grey images, to a 16 px RGB checkpoint; the Hub run exports too.
+    export = [] if kind == "hub" else ["--no-export"]
     assert _train(tmp_path, "sample", "--weights", spec, "--epochs", "1", "--max-train-examples", "32",
-                  "--max-test-examples", "16", "--no-export") == 0
+                  "--max-test-examples", "16", *export) == 0
     out = capsys.readouterr().out
     assert "scaling imagenet (from " in out and source in out, out
     assert "images 16x16x3 (" in out and "the checkpoint's, grey images repeated" in out
     model = keras.saving.load_model(str(tmp_path / "out" / "m.keras"))
     assert model.input_shape == (None, 16, 16, 3) and model.output_shape == (None, 10)
+    if export:
+        return
+    from keras_vit import export as exports
+
+    image = str(tmp_path / "photo.png")
+    Image.fromarray(np.random.default_rng(3).integers(0, 255, (40, 30, 3)).astype("uint8")).save(image)
+    expected = exports.load_predictor(str(tmp_path / "out" / "m.keras")).predict_files([image])
+    for exported in ("m.tflite", os.path.join("m", "1")):
+        found = exports.load_predictor(str(tmp_path / "out" / exported)).predict_files([image])
+        np.testing.assert_allclose(found, expected, atol=1e-5, err_msg=exported)
 
 
 def test_an_unknown_hub_id_offline_is_one_line_naming_it(tmp_path, capsys, monkeypatch):
