@@ -11,6 +11,8 @@ import platform
 
 # Instruction-set flags of native bfloat16 matrix arithmetic (AVX-512 BF16 dot products, AMX tiles).
 BFLOAT16_FLAGS = ("avx512_bf16", "amx_bf16")
+# The flag of AMX's bfloat16 tiles: oneDNN runs bfloat16 products on them several times faster than float32.
+AMX_BFLOAT16_FLAG = "amx_bf16"
 
 
 def read_cpuinfo(path: str = "/proc/cpuinfo") -> tuple[str, set]:
@@ -42,3 +44,12 @@ def native_bfloat16(flags: set) -> list:
     (['amx_bf16'], [])
     """
     return sorted(set(flags) & set(BFLOAT16_FLAGS))
+
+
+def amx_bfloat16(flags) -> bool:
+    """Whether `flags` include AMX's bfloat16 tiles (`AMX_BFLOAT16_FLAG`).
+
+    >>> amx_bfloat16({"avx512_bf16", "amx_bf16", "amx_tile"}), amx_bfloat16({"avx512_bf16"})
+    (True, False)
+    """
+    return AMX_BFLOAT16_FLAG in set(flags)

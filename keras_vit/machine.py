@@ -10,7 +10,11 @@ instructions) on whatever machine the test runs (`tests/test_machine.py` forces 
 | precision | TPU | mixed_bfloat16 | bfloat16 matrix units |
 | precision | GPU, compute capability >= 8 | mixed_bfloat16 | bfloat16 tensor cores, no loss scaling |
 | precision | GPU, compute capability < 8 | mixed_float16 | float16 tensor cores; Keras scales the loss |
-| precision | CPU (any flags) | float32 | on a 2-core AMD EPYC with avx512_bf16 (quiet), the default model trained 1.45-1.48x faster in float32 + XLA than in mixed_bfloat16 without XLA (`python -m benchmarks precision-xla`, RESULTS "Precision x XLA"); whole `keras-vit train` runs on a Zen 5: 1.13-1.22x (issue 24); without avx512_bf16/amx_bf16 bfloat16 is emulated, 2-5x slower |
+| precision | CPU with amx_bf16, PyTorch backend | mixed_bfloat16 | on a 2-core Xeon with AMX, Keras-on-PyTorch under mixed_bfloat16 trained ViT-Ti/4 1.99x and the default model 1.13x faster than float32 (PyTorch's oneDNN runs bfloat16 products on AMX tiles; `python -m benchmarks compare --keras-backends tensorflow,torch`, RESULTS "bfloat16 on AMX") |
+| precision | CPU with amx_bf16, TensorFlow, token width >= `TENSORFLOW_AMX_MIN_WIDTH` | mixed_bfloat16 | ViT-B/16 inference 1.77x float32 + XLA (oneDNN's AMX products outside XLA) |
+| precision | CPU with amx_bf16, TensorFlow, narrower | float32 | the default model (width 128) trained 1.59x faster in float32 + XLA: the element-wise work outside XLA costs more than the products save |
+| precision | CPU with amx_bf16, JAX | float32 | XLA's CPU bfloat16 ran the default model at 0.77x float32 |
+| precision | other CPUs | float32 | on a 2-core AMD EPYC with avx512_bf16 (quiet), the default model trained 1.45-1.48x faster in float32 + XLA than in mixed_bfloat16 without XLA (`python -m benchmarks precision-xla`, RESULTS "Precision x XLA"); whole `keras-vit train` runs on a Zen 5: 1.13-1.22x (issue 24); without avx512_bf16/amx_bf16 bfloat16 is emulated, 2-5x slower |
 | jit_compile | TensorFlow, CPU, float32, one replica | XLA on | 1.25x without XLA (RESULTS) |
 | jit_compile | TensorFlow, CPU, mixed precision | XLA off | XLA's bfloat16 matrix products ran below its float32 ones; oneDNN's run ~2x |
 | jit_compile | TensorFlow, CPU, several replicas or workers | XLA off | XLA cannot compile the gradient all-reduce for CPU devices |
@@ -39,6 +43,8 @@ import subprocess
 from keras_vit import _hardware, backends
 
 ACCELERATORS = ("cpu", "gpu", "tpu")
+# From this token width up, TensorFlow on an AMX CPU runs a ViT faster in mixed_bfloat16 than in float32 + XLA.
+TENSORFLOW_AMX_MIN_WIDTH = 384
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,19 +102,54 @@ def detect(cpuinfo: str = "/proc/cpuinfo", meminfo: str = "/proc/meminfo") -> Ma
     )
 
 
-def default_precision(machine: Machine) -> str:
-    """The dtype policy `precision="auto"` picks on `machine` (see the table above).
+def default_precision(machine: Machine, backend: str | None = None, width: int | None = None) -> str:
+    """The dtype policy `precision="auto"` picks on `machine` (see the table above): `precision_choice`'s first part.
 
     Example:
 
     >>> default_precision(Machine("tpu")), default_precision(Machine("gpu", 8)), default_precision(Machine())
     ('mixed_bfloat16', 'mixed_bfloat16', 'float32')
     """
+    return precision_choice(machine, backend, width)[0]
+
+
+def precision_choice(machine: Machine, backend: str | None = None, width: int | None = None) -> tuple[str, str]:
+    """(dtype policy, why) that `precision="auto"` picks for a model of token width `width` on `machine`.
+
+    Args:
+        machine: Machine.
+        backend: str or None. The Keras backend's name; None: the one in use. Defaults to None.
+        width: int or None. The model's token width (hidden size); None: unknown, taken as narrow.
+            Defaults to None.
+
+    Example:
+
+    >>> amx = Machine(cpu_flags=frozenset({"amx_bf16", "amx_tile"}))
+    >>> precision_choice(amx, "tensorflow", 768)[0], precision_choice(amx, "tensorflow", 128)[0]
+    ('mixed_bfloat16', 'float32')
+    >>> precision_choice(amx, "torch", 128)[0], precision_choice(amx, "jax", 768)[0]
+    ('mixed_bfloat16', 'float32')
+    """
     if machine.accelerator == "tpu":
-        return "mixed_bfloat16"
+        return "mixed_bfloat16", "TPU: bfloat16 matrix units"
     if machine.accelerator == "gpu":
-        return "mixed_bfloat16" if machine.gpu_capability >= 8 else "mixed_float16"
-    return "float32"
+        if machine.gpu_capability >= 8:
+            return "mixed_bfloat16", f"GPU of compute capability {machine.gpu_capability}: bfloat16 tensor cores"
+        return "mixed_float16", f"GPU of compute capability {machine.gpu_capability}: float16 tensor cores"
+    backend = backend or backends.current().NAME
+    if not _hardware.amx_bfloat16(machine.cpu_flags):
+        return "float32", "CPU without AMX: float32 ran fastest"
+    if backend == "torch":
+        return "mixed_bfloat16", "AMX bfloat16 tiles on this CPU, which PyTorch's oneDNN runs about 2x faster than float32"
+    if backend == "tensorflow":
+        if width is not None and width >= TENSORFLOW_AMX_MIN_WIDTH:
+            return "mixed_bfloat16", (f"AMX bfloat16 tiles on this CPU and token width {width} >= "
+                                      f"{TENSORFLOW_AMX_MIN_WIDTH}: oneDNN's bfloat16 products outweigh the "
+                                      "element-wise work left outside XLA")
+        return "float32", (f"AMX on this CPU, but at token width {width if width is not None else 'unknown'} < "
+                           f"{TENSORFLOW_AMX_MIN_WIDTH} float32 + XLA ran faster than bfloat16 on TensorFlow"
+                           "; KERAS_BACKEND=torch trains in bfloat16 there")
+    return "float32", "AMX on this CPU, but XLA's CPU bfloat16 ran slower than its float32 (JAX)"
 
 
 def default_jit_compile(machine: Machine, precision: str, collectives: bool) -> bool:

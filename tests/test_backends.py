@@ -30,7 +30,7 @@ def test_train_writes_the_model_and_names_the_backend(tmp_path, capsys):
     result = trainer.train(config)
     header = capsys.readouterr().out
     compilation = f"{DEFAULT_COMPILATION[backend]}, Keras backend {backend}"
-    assert f"precision float32, {compilation}, strategy default (1 replica)" in header
+    assert f"precision float32 (given), {compilation}, strategy default (1 replica)" in header
     assert compilation in trainer.format_summary(result)
     assert (result["steps_done"], result["num_test_examples"], result["settings"]["backend"]) == (2, 16, backend)
 

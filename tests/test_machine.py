@@ -8,6 +8,7 @@ GPU, a TPU or an AVX-512 BF16 CPU would pick, exports included.
 from __future__ import annotations
 
 import os
+import re
 import stat
 
 import keras
@@ -39,7 +40,6 @@ def _cpuinfo(tmp_path, flags):
     (Machine("gpu", 8), "mixed_bfloat16"),
     (Machine("gpu", 7), "mixed_float16"),
     (Machine("cpu", cpu_flags=AVX512_BF16), "float32"),
-    (Machine("cpu", cpu_flags=AMX), "float32"),
     (Machine("cpu", cpu_flags=AVX2), "float32"),
     (Machine("cpu"), "float32"),
 ])
@@ -47,6 +47,31 @@ def test_precision_per_branch(forced, expected):
     assert machine.default_precision(forced) == expected
     assert distribute.resolve_precision("auto", forced) == expected
     assert distribute.resolve_precision("mixed_float16", forced) == "mixed_float16"  # explicit wins
+
+
+# AMX: by Keras backend and token width (None: unknown).
+@pytest.mark.parametrize("backend, width, expected", [
+    ("torch", 128, "mixed_bfloat16"),
+    ("torch", None, "mixed_bfloat16"),
+    ("tensorflow", machine.TENSORFLOW_AMX_MIN_WIDTH, "mixed_bfloat16"),
+    ("tensorflow", 768, "mixed_bfloat16"),
+    ("tensorflow", machine.TENSORFLOW_AMX_MIN_WIDTH - 1, "float32"),
+    ("tensorflow", None, "float32"),
+    ("jax", 768, "float32"),
+])
+def test_precision_on_amx_by_backend_and_width(backend, width, expected):
+    precision, reason = machine.precision_choice(Machine("cpu", cpu_flags=AMX), backend, width)
+    assert precision == expected
+    assert "AMX" in reason and (backend != "tensorflow" or str(width if width is not None else "unknown") in reason)
+    # The same CPU without AMX (AVX-512 BF16 only) keeps float32 on every backend and width.
+    assert machine.precision_choice(Machine("cpu", cpu_flags=AVX512_BF16), backend, width)[0] == "float32"
+
+
+def test_the_current_backend_is_the_rules_default():
+    amx = Machine("cpu", cpu_flags=AMX)
+    assert machine.default_precision(amx, width=768) == machine.default_precision(amx, keras.backend.backend(), 768)
+    assert distribute.choose_precision("auto", amx, 768) == machine.precision_choice(amx, keras.backend.backend(), 768)
+    assert distribute.choose_precision("float32", amx, 768) == ("float32", "given")
 
 
 # jit_compile per backend: (CPU float32, CPU mixed_bfloat16, CPU with collectives, GPU mixed)
@@ -122,11 +147,15 @@ def test_machine_refuses_what_it_cannot_be():
 
 # --- `keras-vit train` end to end under each branch, exports included ----------------------
 
+# branch: (machine, precision, XLA, extra train arguments)
 BRANCHES = {
-    "cpu_avx2": (Machine("cpu", cpu_flags=AVX2, memory=(24 * GIB, "forced")), "float32", "on"),
-    "cpu_avx512_bf16": (Machine("cpu", cpu_flags=AVX512_BF16, memory=(24 * GIB, "forced")), "float32", "on"),
-    "gpu_ampere": (Machine("gpu", 8, memory=(80 * GIB, "forced")), "mixed_bfloat16", "on"),
-    "gpu_volta": (Machine("gpu", 7, memory=(16 * GIB, "forced")), "mixed_float16", "on"),
+    "cpu_avx2": (Machine("cpu", cpu_flags=AVX2, memory=(24 * GIB, "forced")), "float32", "on", []),
+    "cpu_avx512_bf16": (Machine("cpu", cpu_flags=AVX512_BF16, memory=(24 * GIB, "forced")), "float32", "on", []),
+    # A model as wide as the AMX rule's threshold: bfloat16 through oneDNN, XLA off.
+    "cpu_amx_wide": (Machine("cpu", cpu_flags=AMX, memory=(24 * GIB, "forced")), "mixed_bfloat16", "off",
+                     ["--hidden-size", str(machine.TENSORFLOW_AMX_MIN_WIDTH), "--num-heads", "2", "--mlp-dim", "64"]),
+    "gpu_ampere": (Machine("gpu", 8, memory=(80 * GIB, "forced")), "mixed_bfloat16", "on", []),
+    "gpu_volta": (Machine("gpu", 7, memory=(16 * GIB, "forced")), "mixed_float16", "on", []),
 }
 
 
@@ -134,17 +163,17 @@ BRANCHES = {
 # model as cpu_avx512_bf16, and runs end to end (header included) in the failed-export test below.
 @pytest.mark.parametrize("branch", sorted(set(BRANCHES) - {"cpu_avx2"}))
 def test_train_end_to_end_with_exports_per_branch(branch, tmp_path, monkeypatch, capsys):
-    forced, precision, xla = BRANCHES[branch]
+    forced, precision, xla, extra = BRANCHES[branch]
     monkeypatch.setattr(machine, "detect", lambda *args, **kwargs: forced)
     out = tmp_path / "out"
     code = cli.main([
         "train", "--variant", "tiny", "--image-size", "28", "--num-layers", "1", "--epochs", "1", "--batch-size", "32",
         "--max-train-examples", "64", "--max-test-examples", "32", "--quiet",
-        "--run-dir", str(tmp_path / "run"), "--output-dir", str(out), "--name", "m",
+        "--run-dir", str(tmp_path / "run"), "--output-dir", str(out), "--name", "m", *extra,
     ])
     printed = capsys.readouterr()
     assert code == 0, printed.err
-    assert f"precision {precision}, XLA {xla}" in printed.out
+    assert re.search(rf"precision {precision} \([^)]*\), XLA {xla}", printed.out), printed.out
     trained = keras.saving.load_model(out / "m.keras", compile=False)
     assert trained.get_layer("encoderblock_0").dtype_policy.name == precision
     images = np.random.default_rng(0).integers(0, 256, (4, 28, 28, 1)).astype("float32")  # the sample is grey
@@ -177,7 +206,7 @@ def test_a_failed_export_prints_one_paragraph_and_keeps_the_model(tmp_path, monk
     printed = capsys.readouterr()
     err = printed.err
     assert code == 1
-    assert "precision float32, XLA on" in printed.out  # the cpu_avx2 branch's defaults, end to end
+    assert "precision float32 (CPU without AMX: float32 ran fastest), XLA on" in printed.out  # the cpu_avx2 branch's defaults, end to end
     paragraph = err.strip()
     assert len(paragraph.splitlines()) == 1 and "neither a custom op" not in paragraph, paragraph[:2000]
     retry = f"keras-vit export {out / 'm.keras'} --tflite {out / 'm.tflite'} --overwrite"

@@ -116,7 +116,7 @@ def test_header_summary_and_evaluate_agree(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.startswith("Model:")  # the header comes before training
     header = out
-    for line in ("Model:    tiny", "64 (train), test 64 (test); 10 classes", "precision float32, XLA off",
+    for line in ("Model:    tiny", "64 (train), test 64 (test); 10 classes", "precision float32 (given), XLA off",
                  str(tmp_path / "out" / "vit") + ".keras", "Resume:   new run"):
         assert line in header, line
     scores = trainer.evaluate(str(tmp_path / "out" / "vit.keras"), max_examples=64, batch_size=16)

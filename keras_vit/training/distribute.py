@@ -189,19 +189,20 @@ def accelerator(machine: machine_lib.Machine | None = None) -> str:
     return (machine or machine_lib.detect()).accelerator
 
 
-def default_precision(machine: machine_lib.Machine | None = None) -> str:
+def default_precision(machine: machine_lib.Machine | None = None, width: int | None = None) -> str:
     """The dtype policy `precision="auto"` picks: `keras_vit.machine.default_precision` of this machine.
 
     Args:
         machine: keras_vit.machine.Machine or None. None detects this one. Defaults to None.
+        width: int or None. The model's token width, which the rule for AMX CPUs reads. Defaults to None.
 
     Example:
 
     >>> from keras_vit.machine import Machine
-    >>> default_precision(Machine("tpu")), default_precision(Machine("cpu", cpu_flags=frozenset({"amx_bf16"})))
+    >>> default_precision(Machine("tpu")), default_precision(Machine("cpu", cpu_flags=frozenset({"avx512_bf16"})))
     ('mixed_bfloat16', 'float32')
     """
-    return machine_lib.default_precision(machine or machine_lib.detect())
+    return machine_lib.default_precision(machine or machine_lib.detect(), width=width)
 
 
 def default_jit_compile(precision: str = "float32", strategy=None, machine: machine_lib.Machine | None = None) -> bool:
@@ -267,21 +268,37 @@ def check_jit_compile(jit_compile, strategy, machine: machine_lib.Machine | None
         )
 
 
-def resolve_precision(precision: str = "auto", machine: machine_lib.Machine | None = None) -> str:
-    """Maps "auto" to `default_precision(machine)` and checks the name.
+def resolve_precision(precision: str = "auto", machine: machine_lib.Machine | None = None,
+                      width: int | None = None) -> str:
+    """Maps "auto" to `default_precision(machine, width)` and checks the name.
 
     Args:
         precision: str. "auto" or one of `PRECISIONS`. Defaults to "auto".
         machine: keras_vit.machine.Machine or None. None detects this one. Defaults to None.
+        width: int or None. The model's token width (the AMX rule reads it). Defaults to None.
 
     Example:
 
     >>> resolve_precision("mixed_float16"), resolve_precision() in PRECISIONS
     ('mixed_float16', True)
     """
+    return choose_precision(precision, machine, width)[0]
+
+
+def choose_precision(precision: str = "auto", machine: machine_lib.Machine | None = None,
+                     width: int | None = None) -> tuple[str, str]:
+    """(dtype policy, why) for a run's `precision`: the given one, or the machine's rule for "auto".
+
+    Example:
+
+    >>> choose_precision("float32")
+    ('float32', 'given')
+    """
     if precision not in PRECISIONS:
         raise ValueError(f"Invalid precision={precision!r}. Expected one of {list(PRECISIONS)}.")
-    return default_precision(machine) if precision == "auto" else precision
+    if precision != "auto":
+        return precision, "given"
+    return machine_lib.precision_choice(machine or machine_lib.detect(), width=width)
 
 
 def work_around_multi_worker(model, strategy):

@@ -460,7 +460,7 @@ class RunPlan:
     """A training run with every choice resolved; see `resolve`.
 
     Attributes: `config` (the `TrainConfig`), `recipe`, `strategy`, `precision` (a dtype
-    policy name), `jit_compile` (bool), `batch_size` (global), `augment` (preset name or
+    policy name) and `precision_reason`, `jit_compile` (bool), `batch_size` (global), `augment` (preset name or
     config), `architecture` (the model's core fields), `train`, `validation` and `test` (data
     `Source`s; the last two may be None), `num_train`, `steps_per_epoch`, `image_size`,
     `image_size_reason`, `channels` and `channels_reason` (the model's input channels and why),
@@ -497,6 +497,7 @@ class RunPlan:
     scaling: str = "unit"
     scaling_reason: str = "the default"
     batch_reason: str = "the recipe's"
+    precision_reason: str = "given"
     pretrained: object = None
     adapt: str = "scratch"
     adapt_reason: str = ""
@@ -572,11 +573,7 @@ def resolve(config: TrainConfig) -> RunPlan:
     recipe = recipes.get_recipe(config.recipe or (FINETUNE_RECIPE if config.weights else DEFAULT_RECIPE))
     # First: MultiWorkerMirroredStrategy must be created before anything initialises TF's runtime.
     strategy = distribute.get_strategy(config.strategy, mesh=config.mesh)
-    precision = distribute.resolve_precision(config.precision)
-    jit_compile = config.jit_compile
-    distribute.check_jit_compile(jit_compile, strategy)
-    if jit_compile is None:
-        jit_compile = distribute.default_jit_compile(precision=precision, strategy=strategy)
+    distribute.check_jit_compile(config.jit_compile, strategy)
     augment = config.augment or recipe.augment
     keras.utils.set_random_seed(config.seed)
 
@@ -632,13 +629,19 @@ def resolve(config: TrainConfig) -> RunPlan:
         architecture, patch_reason = _architecture(config, image_size, stem=choice.stem,
                                                    budget_architecture=choice.architecture)
         adapt, adapt_reason = "scratch", "no checkpoint given"
+    # The AMX rule reads the model's width: resolved once the architecture is.
+    precision, precision_reason = distribute.choose_precision(config.precision, width=architecture.get("hidden_size"))
+    jit_compile = config.jit_compile
+    if jit_compile is None:
+        jit_compile = distribute.default_jit_compile(precision=precision, strategy=strategy)
     steps_per_epoch = num_train // batch_size
     default_epochs = DEFAULT_EPOCHS if pretrained is None else max(DEFAULT_EPOCHS, -(-FINETUNE_STEPS // steps_per_epoch))
     epochs = config.epochs or choice.epochs or default_epochs
     if validation_source is not None and config.max_test_examples is None:
         validation_source = _validation_sample(validation_source, num_train)
     return RunPlan(
-        config=config, recipe=recipe, strategy=strategy, precision=precision, jit_compile=jit_compile,
+        config=config, recipe=recipe, strategy=strategy, precision=precision, precision_reason=precision_reason,
+        jit_compile=jit_compile,
         batch_size=batch_size, augment=augment, architecture=architecture, patch_reason=patch_reason, train=train_source,
         validation=validation_source, test=test_source, num_train=num_train, steps_per_epoch=steps_per_epoch,
         image_size=image_size, image_size_reason=image_size_reason, cache=cache,

@@ -43,7 +43,7 @@ def header(plan, model, estimate) -> str:
         f"images {image_size}x{image_size}x{plan.channels} ({plan.image_size_reason}; {plan.channels_reason}), "
         f"scaling {plan.scaling} ({plan.scaling_reason}){validation}",
         f"Training: recipe {plan.recipe.name} (peak learning rate {plan.peak_learning_rate:g}, weight decay {plan.recipe.weight_decay:g}), augment {plan.augment if isinstance(plan.augment, str) else 'custom'}, {_epochs_text(plan)} x "
-        f"{plan.steps_per_epoch} steps at batch {plan.batch_size} ({plan.batch_reason}), precision {plan.precision}, {compilation(plan.jit_compile)}, "
+        f"{plan.steps_per_epoch} steps at batch {plan.batch_size} ({plan.batch_reason}), precision {plan.precision} ({plan.precision_reason}), {compilation(plan.jit_compile)}, "
         f"strategy {config.strategy} ({strategy.num_replicas_in_sync} replica{'s' if strategy.num_replicas_in_sync > 1 else ''})"
         + (f", budget {config.budget_seconds / 60:g} min" if config.budget_seconds is not None else ""),
         f"Memory:   about {estimate.total / memory.GIB:.2f} GiB per training step (estimate)"
