@@ -103,8 +103,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             qkv = ops.transpose(qkv, (2, 0, 3, 1, 4))
             query, key, value = qkv[0] * ops.cast(scale, qkv.dtype), qkv[1], qkv[2]
             scores = ops.matmul(query, ops.transpose(key, (0, 1, 3, 2)))
-            # Softmax in float32 under mixed precision: float16 logits of long sequences overflow.
-            weights = ops.cast(ops.softmax(ops.cast(scores, "float32"), axis=-1), scores.dtype)
+            weights = ops.cast(ops.softmax(ops.cast(scores, _softmax_dtype(scores.dtype)), axis=-1), scores.dtype)
             context = ops.matmul(self.dropout(weights, training=training), value)
             context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (-1, dim))
         output = self.attention_output
@@ -132,3 +131,20 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             "dropout_rate": self.dropout_rate,
             "fused": self.fused,
         }
+
+
+# Backends whose softmax kernels accumulate bfloat16 inputs in float32 (oneDNN, ATen).
+_FLOAT32_ACCUMULATING_SOFTMAX = ("tensorflow", "torch")
+
+
+def _softmax_dtype(dtype):
+    """The dtype the attention softmax computes in for scores of `dtype`.
+
+    float16 scores go to float32: the logits of long sequences overflow float16. bfloat16 has
+    float32's range, and on TensorFlow and PyTorch its softmax accumulates in float32 anyway, so
+    the two casts (as much memory traffic as the softmax itself) are skipped there.
+    """
+    dtype = keras.backend.standardize_dtype(dtype)
+    if dtype == "bfloat16" and keras.backend.backend() in _FLOAT32_ACCUMULATING_SOFTMAX:
+        return dtype
+    return "float32" if dtype in ("float16", "bfloat16") else dtype
