@@ -193,6 +193,8 @@ def _run_inspect(args):
 
 
 def _add_export(subparsers):
+    from keras_vit import choices
+
     parser = subparsers.add_parser(
         "export",
         help="export a .keras model to a TF Serving SavedModel and/or a TFLite file",
@@ -230,6 +232,9 @@ def _add_export(subparsers):
     parser.add_argument("--top-k", type=int, default=5, help="top-k outputs of the SavedModel (default: 5)")
     parser.add_argument("--jit-compile", action="store_true", help="compile the SavedModel's model part with XLA "
                         "(about 1.5x faster on CPU; a CPU TF Serving then needs --xla_cpu_compilation_enabled=true)")
+    parser.add_argument("--precision", choices=choices.EXPORT_PRECISIONS, default="float32",
+                        help="what the SavedModel computes in: float32 (default) or bfloat16 (on CPUs with AMX "
+                        "TF Serving runs it on oneDNN's bfloat16 kernels; TFLite and ONNX stay float32)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing version folder or file")
     parser.set_defaults(func=_run_export)
 
@@ -253,6 +258,9 @@ def _run_export(args):
         raise FileNotFoundError(f"Model not found: {args.model!r}.")
     if args.quantization != "none" and not args.tflite:
         raise ValueError(f"--quantization {args.quantization} applies to the TFLite file; pass --tflite FILE too.")
+    if args.precision != "float32" and not args.saved_model:
+        raise ValueError(f"--precision {args.precision} applies to the SavedModel; pass --saved-model DIR too "
+                         "(TFLite and ONNX files compute in float32 or their --quantization).")
     if args.quantization == "int8" and not args.representative_data:
         raise ValueError("--quantization int8 needs --representative-data.")
     class_names = export.read_labels(args.labels) if args.labels else export.labels_beside(args.model)
@@ -287,8 +295,10 @@ def _export(args, export, model, class_names, data):
                 top_k=args.top_k,
                 overwrite=args.overwrite,
                 jit_compile=args.jit_compile,
+                precision=args.precision,
             )
-        print(f"SavedModel: {path} (signatures serving_default, serve_bytes{', XLA' if args.jit_compile else ''})")
+        print(f"SavedModel: {path} (signatures serving_default, serve_bytes{', XLA' if args.jit_compile else ''}, "
+              f"computes in {args.precision})")
     if args.tflite:
         flags = f"--tflite {args.tflite} --quantization {args.quantization}" + (
             f" --representative-data {args.representative_data}" if args.representative_data else "")
@@ -319,6 +329,8 @@ def _export(args, export, model, class_names, data):
 
 
 def _add_predict(subparsers):
+    from keras_vit import choices
+
     parser = subparsers.add_parser(
         "predict",
         help="print the top-k classes of images with a .keras, SavedModel or .tflite model",
@@ -329,6 +341,9 @@ def _add_predict(subparsers):
     parser.add_argument("--top-k", type=int, default=5, help="classes to print per image (default: 5)")
     parser.add_argument("--labels", metavar="FILE", help="class names, one per line (default: stored, or <model>.labels.txt / labels.txt beside the model)")
     parser.add_argument("--scaling", help="pixel scaling for a .keras model without preprocessing")
+    parser.add_argument("--precision", choices=("auto", *choices.EXPORT_PRECISIONS), default="auto",
+                        help="what a .keras model computes in; auto: bfloat16 where this CPU has AMX and the model "
+                        "is wide enough to gain (see keras_vit.machine), else float32")
     parser.set_defaults(func=_run_predict)
 
 
@@ -338,7 +353,10 @@ def _run_predict(args):
 
     check_positive_int("--top-k", args.top_k)
     class_names = export.read_labels(args.labels) if args.labels else None
-    predictor = export.load_predictor(args.model, class_names=class_names, scaling=args.scaling)
+    predictor = export.load_predictor(args.model, class_names=class_names, scaling=args.scaling,
+                                      precision=args.precision)
+    if predictor.precision != "float32":
+        print(f"precision {predictor.precision} ({predictor.precision_reason})", file=sys.stderr)
     probabilities = predictor.predict_files(args.images)
     for image, best in zip(args.images, predictor.top_k(probabilities, args.top_k)):
         print(image)

@@ -3,7 +3,10 @@
 Every exported artifact takes float32 NHWC pixels in [0, 255] and returns probabilities, and
 computes in float32 whatever dtype policy the model was trained under (mixed_bfloat16 and
 mixed_float16 models keep float32 variables, so nothing is lost); a low-precision file is written
-only when asked for: TFLite `quantization="float16"`, `"dynamic"` or `"int8"`. Class
+only when asked for: TFLite `quantization="float16"`, `"dynamic"` or `"int8"`, and a SavedModel
+with `precision="bfloat16"` (float32 variables, bfloat16 compute: for CPUs with AMX, whose oneDNN
+kernels TF Serving runs; TFLite and ONNX have no bfloat16 kernels on CPU). `load_predictor(path,
+precision="auto")` runs a `.keras` model in bfloat16 where `keras_vit.machine` picks it. Class
 names come from `class_names=`, from the labels an export stored in the artifact, or from
 `<model>.labels.txt` or `labels.txt` (one name per line) beside the model file.
 

@@ -21,7 +21,7 @@ import tempfile
 import keras
 import numpy as np
 
-from keras_vit import configs
+from keras_vit import choices, configs
 from keras_vit import _atomic
 from keras_vit._atomic import atomic_directory, atomic_file  # noqa: F401  the package's one atomic-write helper
 from keras_vit.models.head import outputs_probabilities  # noqa: F401  (read by to_probabilities and tflite)
@@ -264,15 +264,95 @@ def float32_model(model):
     """
     if not any(_computes_below_float32(layer) for layer in _all_layers(model)):
         return model
+    return _rebuilt(model, "float32", _float32_config)
+
+
+def _rebuilt(model, policy, config_of):
+    """A copy of `model` from `config_of(model.get_config())` under the global `policy`, with its weights."""
     previous = keras.config.dtype_policy()
     # Layers without a dtype of their own take the global policy when they are created.
-    keras.config.set_dtype_policy("float32")
+    keras.config.set_dtype_policy(policy)
     try:
-        copy = model.__class__.from_config(_float32_config(model.get_config()))
+        copy = model.__class__.from_config(config_of(model.get_config()))
     finally:
         keras.config.set_dtype_policy(previous)
     copy.set_weights(model.get_weights())
     return copy
+
+
+EXPORT_PRECISIONS = choices.EXPORT_PRECISIONS
+# Layers a bfloat16 copy keeps in float32: the pixel scaling, and the head with its average and activation.
+FLOAT32_LAYERS = ("preprocessing", "head")
+
+
+def check_precision(precision):
+    """Raises ValueError unless `precision` is one of `EXPORT_PRECISIONS`."""
+    if precision not in EXPORT_PRECISIONS:
+        raise ValueError(f"Invalid precision={precision!r}. Expected one of {list(EXPORT_PRECISIONS)}.")
+
+
+def compute_model(model, precision="float32"):
+    """`model` as an artefact computes it: `float32_model` for "float32", `bfloat16_model` for "bfloat16".
+
+    Example:
+
+    >>> import keras_vit
+    >>> compute_model(keras_vit.ViT("tiny", num_classes=3), "bfloat16").get_layer("encoderblock_0").compute_dtype
+    'bfloat16'
+    """
+    check_precision(precision)
+    return bfloat16_model(model) if precision == "bfloat16" else float32_model(model)
+
+
+def bfloat16_model(model):
+    """A copy of `model` that computes in mixed_bfloat16 with its float32 weights, except `FLOAT32_LAYERS`.
+
+    On a CPU with AMX, oneDNN runs the bfloat16 matrix products several times faster than float32
+    ones; XLA does not, so the copy is compiled without it (`jit_compile=False`).
+
+    Args:
+        model: keras.Model. A functional model (any keras_vit builder, or one loaded from `.keras`).
+
+    Example:
+
+    >>> import keras_vit
+    >>> copy = bfloat16_model(keras_vit.ViT("tiny", num_classes=3))
+    >>> copy.get_layer("encoderblock_0").dtype_policy.name, copy.get_layer("head").compute_dtype
+    ('mixed_bfloat16', 'float32')
+    """
+    copy = _rebuilt(model, "mixed_bfloat16", _bfloat16_config)
+    copy.compile(jit_compile=False)
+    return copy
+
+
+def _bfloat16_config(config):
+    """`config` with each layer's dtype policy made "mixed_bfloat16", `FLOAT32_LAYERS` "float32"; inputs untouched."""
+    if isinstance(config, list):
+        return [_bfloat16_config(item) for item in config]
+    if not isinstance(config, dict):
+        return config
+    result = {key: _bfloat16_config(value) for key, value in config.items()}
+    inner = result.get("config")
+    if isinstance(inner, dict) and "dtype" in inner and result.get("class_name") != "InputLayer":
+        float32 = str(inner.get("name", "")).startswith(FLOAT32_LAYERS)
+        inner["dtype"] = "float32" if float32 else "mixed_bfloat16"
+    return result
+
+
+def token_width(model):
+    """The token width (hidden size) of a keras_vit model's first layer that has one; None if none has.
+
+    Example:
+
+    >>> import keras_vit
+    >>> token_width(keras_vit.ViT("tiny", num_classes=3)), token_width(keras.Sequential([keras.layers.Dense(2)]))
+    (32, None)
+    """
+    for layer in _all_layers(model):
+        width = getattr(layer, "hidden_size", None)
+        if isinstance(width, int):
+            return width
+    return None
 
 
 def _all_layers(model):

@@ -29,6 +29,8 @@ class Predictor:
             probabilities (N, classes).
         run_bytes: callable or None. List of encoded image files -> probabilities; None decodes
             and resizes them here. Defaults to None.
+        precision: (str, str). What the model computes in ("float32" or "bfloat16") and why.
+            Defaults to ("float32", "the file's").
 
     Example (around a stand-in function; `load_predictor` wraps real models the same way):
 
@@ -45,7 +47,9 @@ class Predictor:
     ValueError: Invalid images of shape (0, 4, 4, 1): an empty batch; pass at least one image.
     """
 
-    def __init__(self, path, kind, image_shape, class_names, run_pixels, run_bytes=None):
+    def __init__(self, path, kind, image_shape, class_names, run_pixels, run_bytes=None,
+                 precision=("float32", "the file's")):
+        self.precision, self.precision_reason = precision
         self.path = path
         self.kind = kind
         self.image_shape = tuple(image_shape)
@@ -98,7 +102,7 @@ class Predictor:
         return results
 
 
-def load_predictor(path, *, class_names=None, scaling=None):
+def load_predictor(path, *, class_names=None, scaling=None, precision="float32"):
     """Opens a `.keras` model, a SavedModel folder (or a TF Serving base folder), a `.tflite` or an `.onnx` file.
 
     Class names come from `class_names`, else from the labels the export stored (SavedModel
@@ -113,9 +117,13 @@ def load_predictor(path, *, class_names=None, scaling=None):
         scaling: None or str or (mean, std). For a `.keras` model without a `preprocessing`
             layer: how [0, 255] pixels map to its inputs (see `keras_vit.export.saved_model`).
             Defaults to None.
+        precision: str. What a `.keras` model computes in: "float32", "bfloat16", or "auto"
+            (bfloat16 where `keras_vit.machine.precision_choice` picks it for the model's width
+            on this machine: a CPU with AMX). Other files compute as they were exported; they
+            refuse "bfloat16". Defaults to "float32".
 
     Returns:
-        A `Predictor`.
+        A `Predictor` (its `precision` and `precision_reason` say what it computes in).
 
     Example:
 
@@ -129,10 +137,17 @@ def load_predictor(path, *, class_names=None, scaling=None):
     if not isinstance(path, (str, os.PathLike)) or not os.path.exists(path):
         raise FileNotFoundError(f"Model not found: path={path!r}.")
     path = os.fspath(path)
+    if precision not in ("auto", *_common.EXPORT_PRECISIONS):
+        raise ValueError(f"Invalid precision={precision!r}. Expected one of {['auto', *_common.EXPORT_PRECISIONS]}.")
+    if path.endswith(".keras"):
+        return _keras_predictor(path, class_names, scaling, precision)
+    if precision == "bfloat16":
+        raise ValueError(
+            f"Invalid precision='bfloat16' for {path!r}: only a .keras model is converted when loaded; a SavedModel "
+            "computes in what it was exported with (keras-vit export --saved-model DIR --precision bfloat16), "
+            "TFLite and ONNX files in float32 or their quantization.")
     if os.path.isdir(path):
         return _saved_model_predictor(_saved_model_dir(path), class_names)
-    if path.endswith(".keras"):
-        return _keras_predictor(path, class_names, scaling)
     if path.endswith(".tflite"):
         return _tflite_predictor(path, class_names)
     if path.endswith(".onnx"):
@@ -147,10 +162,12 @@ def _names(class_names, stored, classes):
     return _common.check_class_names(names, classes) if names is not None else None
 
 
-def _keras_predictor(path, class_names, scaling):
+def _keras_predictor(path, class_names, scaling, precision):
     import keras
 
     model = keras.saving.load_model(path)
+    precision = inference_precision(model, precision)
+    model = _common.compute_model(model, precision[0])
     shape = _common.input_spec(model, what="predict with")
     classes = _common.num_classes(model, what="predict with")
     scale = _common.scale_pixels(_common.resolve_scaling(model, scaling, shape[-1]))
@@ -160,7 +177,31 @@ def _keras_predictor(path, class_names, scaling):
     def run(images):
         return np.asarray(to_probabilities(model.predict(scale(images), verbose=0, batch_size=64)))
 
-    return Predictor(path, "keras", shape, names, run)
+    return Predictor(path, "keras", shape, names, run, precision=precision)
+
+
+def inference_precision(model, precision="auto", machine=None):
+    """(precision, why) a `.keras` model computes in for `precision` "auto", "float32" or "bfloat16".
+
+    "auto" follows the training rule (`keras_vit.machine.precision_choice`) for the model's token
+    width on this machine and Keras backend: bfloat16 on a CPU with AMX where it ran faster.
+
+    Example:
+
+    >>> import keras_vit
+    >>> from keras_vit.machine import Machine
+    >>> amx = Machine(cpu_flags=frozenset({"amx_bf16"}))
+    >>> inference_precision(keras_vit.ViT("B16", num_classes=2), "auto", amx)[0]  # on TensorFlow
+    'bfloat16'
+    >>> inference_precision(keras_vit.ViT("tiny", num_classes=2), "auto", amx)[0]
+    'float32'
+    """
+    from keras_vit import machine as machine_lib
+
+    if precision != "auto":
+        return precision, "given"
+    policy, reason = machine_lib.precision_choice(machine or machine_lib.detect(), width=_common.token_width(model))
+    return ("bfloat16" if policy == "mixed_bfloat16" else "float32"), reason
 
 
 def _saved_model_dir(path):

@@ -26,6 +26,7 @@ def saved_model(
     overwrite=False,
     jit_compile=False,
     max_pixels=MAX_PIXELS,
+    precision="float32",
 ):
     """Exports a classifier for TF Serving as `base_dir/<version>/`, written atomically.
 
@@ -44,7 +45,10 @@ def saved_model(
     batch, images of the wrong shape, NaN or infinite pixels, an empty string, bytes that are not an image, or an
     image whose header declares more than `max_pixels` pixels (refused before decoding).
     The model's variables are stored once, in float32, and the graph computes in float32 also
-    for a model trained under mixed precision (see `keras_vit.export`).
+    for a model trained under mixed precision (see `keras_vit.export`), unless
+    `precision="bfloat16"`: then its layers compute in bfloat16 from those float32 variables
+    (head and pixel scaling in float32), which TF Serving on a CPU with AMX runs on oneDNN's
+    bfloat16 kernels (`keras_vit.export._common.bfloat16_model`; benchmarks/RESULTS.md "bfloat16 on AMX").
 
     The version is written to a hidden temporary folder inside `base_dir` and renamed, so TF
     Serving (which only loads folders named by integers) never sees a half-written version;
@@ -73,6 +77,8 @@ def saved_model(
             experimental flag), so a portable export leaves it off. Defaults to False.
         max_pixels: int. Largest width x height `serve_bytes` accepts. Defaults to
             `MAX_PIXELS` (50 million).
+        precision: str. "float32", or "bfloat16" to compute in bfloat16 (opt-in: top-1 agreed with
+            float32 on real photos, probabilities differ by up to about 1e-2). Defaults to "float32".
 
     Returns:
         The path of the written version folder.
@@ -91,6 +97,7 @@ def saved_model(
     mean_std = _common.resolve_scaling(model, scaling, channels)
     check_positive_int("top_k", top_k)
     check_positive_int("max_pixels", max_pixels)
+    _common.check_precision(precision)
     if not isinstance(base_dir, (str, os.PathLike)) or not os.fspath(base_dir):
         raise ValueError(f"Invalid base_dir={base_dir!r}. Expected a folder path.")
     base_dir = os.path.abspath(os.fspath(base_dir))
@@ -107,9 +114,9 @@ def saved_model(
     if _tensorflow_process.needed():
         return _tensorflow_process.call(
             "saved_model", model, base_dir, version, class_names=names, scaling=scaling, top_k=top_k,
-            overwrite=overwrite, jit_compile=jit_compile, max_pixels=max_pixels,
+            overwrite=overwrite, jit_compile=jit_compile, max_pixels=max_pixels, precision=precision,
         )
-    model = _common.float32_model(model)
+    model = _common.compute_model(model, precision)
     module, signatures = _serving_module(model, (height, width, channels), mean_std, min(top_k, classes), names,
                              jit_compile=jit_compile, max_pixels=max_pixels)
     with _common.atomic_directory(target, overwrite=overwrite) as tmp:
