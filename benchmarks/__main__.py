@@ -27,6 +27,7 @@ SUBCOMMANDS = {
     "train-fashion-mnist": ("train_fashion_mnist", "What test accuracy does a recipe reach on Fashion-MNIST in a wall-clock budget?"),
     "inspect": ("inspect_fashion_mnist", "Does a small trained ViT show the paper's Fig. 7 (position locality, attention distance)?"),
     "export-report": ("export_report", "Size, latency and agreement of every export format and quantization?"),
+    "bfloat16": ("bfloat16_inference", "Does bfloat16 inference (Keras, SavedModel) agree with float32 on photos, and how much faster is it?"),
     "load-weights": ("load_weights", "How long and how much memory does loading ViT-B/16 weights take?"),
     "transfer": ("transfer", "Does a pre-trained backbone adapted to 50 images per class beat training from scratch, and by how much?"),
 }

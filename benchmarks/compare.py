@@ -3,7 +3,7 @@
 Every measurement runs in its own worker process; implementations alternate within each round,
 so a change in the machine's load hits all of them alike. Workloads (`benchmarks/workloads.py`):
 
-- infer_b16: ViT-B/16 at 224 px, inference, batch 8 (Keras: XLA; timm: eager, no_grad).
+- infer_b16: ViT-B/16 at 224 px, inference, batch 8 (Keras: `predict_on_batch`; timm: eager, no_grad).
 - train_ti4: ViT-Ti/4 at 32 px, batch 128, AdamW.
 - train_default: `keras-vit train`'s default model (patch 7, D 128, 6 layers, 4 heads, MLP 256,
   28x28x1, 10 classes) at the default batch of 256.
@@ -16,7 +16,15 @@ best 3072^3 rate of XLA, TensorFlow's oneDNN, NumPy and PyTorch: `matmul_peak.li
 measured in its own process in every round.
 
     python -m benchmarks compare [--workloads infer_b16,train_ti4,train_default]
-        [--impls keras_vit,keras_hub,timm] [--rounds 3] [--steps 10,40] [--out DIR] [--torch-threads N]
+        [--impls keras_vit,keras_hub,timm] [--precisions auto,float32,bfloat16]
+        [--keras-backends tensorflow,torch,jax] [--rounds 3] [--steps 10,40] [--out DIR] [--torch-threads N]
+
+Set-ups: each Keras implementation on each --keras-backends backend in each --precisions precision,
+with that backend's compiler default for it (TensorFlow: XLA for float32, oneDNN without XLA for
+bfloat16; JAX: jit; PyTorch: eager); `auto` is what `keras-vit train` picks for the workload's
+width on this machine (`keras_vit.machine.precision_choice`); timm in float32 and under
+`torch.autocast` bfloat16. Each table says keras_vit's best set-up against the best peer's, and
+`auto` against keras_vit's best (issue 41's goal: >= 1x and within 5%).
 
 Implementations: keras_vit (as shipped), keras_vit_fused / keras_vit_unfused (attention forced
 to keras.ops.dot_product_attention / the explicit softmax), keras_hub, timm. timm's figure needs
@@ -36,6 +44,8 @@ from benchmarks.workloads import KERAS_IMPLS, WORKLOADS, architecture, available
 
 IMPLS = (*KERAS_IMPLS, "timm")
 COMPARED = ("infer_b16", "train_ti4", "train_default")
+PRECISIONS = ("auto", "float32", "bfloat16")
+KERAS_BACKENDS = ("tensorflow", "torch", "jax")
 
 
 def roofline_summary(results):
@@ -64,29 +74,52 @@ def cpu_line(results):
             f"{min(s['steal'] for s in shares):.0%}-{max(s['steal'] for s in shares):.0%}"]
 
 
-def summarise(results, workloads, impls):
+def summarise(results, workloads, labels):
+    """Markdown tables per workload: img/s of each set-up (`setups`' labels), against keras_vit's default
+    (`auto`, else float32) on TensorFlow, the best peer's (timm, keras-hub) best set-up and the roofline."""
     peak, line = roofline_summary(results)
     lines = [line] if line else []
     for name in workloads:
         w = WORKLOADS[name]
         flops = vit_flops(**architecture(w)) * (3 if w["train"] else 1)
         limit = peak * 1e9 / flops if peak else None
+        rows = {label: [r for r in results if r.get("workload") == name and _label(r) == label and "images_per_s" in r]
+                for label in labels}
+        rates = {label: median_range([r["images_per_s"] for r in rs])[0] for label, rs in rows.items() if rs}
+        base = next((rates[k] for k in ("keras_vit auto", "keras_vit float32", "keras_vit") if k in rates), None)
+        peers = {k: v for k, v in rates.items() if not k.startswith("keras_vit")}
+        ours = {k: v for k, v in rates.items() if k.startswith("keras_vit")}
+        best_peer = max(peers, key=peers.get) if peers else None
         lines.append(f"\n{name}: batch {w['batch']}, {flops / 1e9:.2f} GFLOP/image"
                      + (f", roofline {limit:.1f} img/s" if limit else ""))
-        header = "| implementation | img/s median (range) | vs keras_vit | vs roofline |"
-        sep = "|---|---|---|---|"
+        if ours and best_peer:
+            best_ours = max(ours, key=ours.get)
+            lines.append(f"best keras_vit: {best_ours} {ours[best_ours]:.1f} img/s = {ours[best_ours] / peers[best_peer]:.2f}x "
+                         f"the best peer ({best_peer} {peers[best_peer]:.1f})")
+        for label in [k for k in ours if k.endswith(" auto")]:
+            backend = label[: -len(" auto")]  # "keras_vit" or "keras_vit[torch]"
+            same = {k: v for k, v in ours.items() if k.rsplit(" ", 1)[0] == backend and k != label}
+            if not same:
+                continue
+            best = max(same, key=same.get)
+            setting = lambda k: (rows[k][0].get("precision"), rows[k][0].get("jit"))  # noqa: E731
+            lines.append(f"{label} picks {setting(label)[0]}: " + (
+                f"the setting of the fastest set-up on its backend, {best} ({ours[label] / same[best]:.2f}x its "
+                "figure: the spread between processes)" if setting(label) == setting(best) else
+                f"{ours[label] / same[best]:.2f}x the fastest set-up on its backend ({best}, {setting(best)[0]})"))
+        header = "| set-up | resolved | img/s median (range) | vs keras_vit default | vs roofline |"
+        sep = "|---|---|---|---|---|"
         if w["train"]:
             header += " step s | first fit s | fit overhead s |"
             sep += "---|---|---|"
         lines += [header, sep]
-        rows = {impl: [r for r in results if r.get("workload") == name and r.get("impl") == impl and "images_per_s" in r]
-                for impl in impls}
-        base = rows.get("keras_vit") and median_range([r["images_per_s"] for r in rows["keras_vit"]])[0]
-        for impl, rs in rows.items():
+        for label, rs in rows.items():
             if not rs:
                 continue
             rate, low, high = median_range([r["images_per_s"] for r in rs])
-            line = (f"| {impl} {rs[0]['version']} | {rate:.1f} ({low:.1f}-{high:.1f}) | "
+            resolved = (f"{rs[0]['precision']}, {'XLA/jit' if rs[0]['jit'] else 'no compiler'}"
+                        if "jit" in rs[0] else "")
+            line = (f"| {label} {rs[0]['version']} | {resolved} | {rate:.1f} ({low:.1f}-{high:.1f}) | "
                     + (f"{rate / base:.2f}x | " if base else "? | ") + (f"{rate / limit:.0%} |" if limit else "? |"))
             if w["train"]:
                 line += (f" {median_range([r['step_s'] for r in rs])[0]:.3f} |"
@@ -96,8 +129,13 @@ def summarise(results, workloads, impls):
     lines += cpu_line(results)
     for r in results:
         if "error" in r:
-            lines.append(f"FAILED {r.get('workload', '')} {r.get('impl', r.get('kind'))} round {r['round']}: {r['error']}")
+            lines.append(f"FAILED {r.get('workload', '')} {_label(r) or r.get('kind')} round {r['round']}: {r['error']}")
     return "\n".join(lines)
+
+
+def _label(result):
+    """A result's set-up label; results written before set-ups had labels are float32 rows of their impl."""
+    return result.get("setup") or (f"{result['impl']} float32" if "impl" in result else None)
 
 
 def parse_steps(parser, text, strictly_increasing=True):
@@ -120,10 +158,34 @@ def check_names(parser, flag, text, known):
     return names
 
 
+def setups(impls, precisions, keras_backends):
+    """[(label, tags, worker target, kwargs)] of one round: each Keras implementation on each backend in
+    each precision, then timm in each precision ("auto" is keras_vit's own rule: timm has none)."""
+    jobs = []
+    for impl in impls:
+        if impl == "timm":
+            for precision in precisions:
+                if precision != "auto":
+                    jobs.append((f"timm {precision}", {"impl": impl, "precision": precision},
+                                 "benchmarks.jobs:timm_job", {"precision": precision}))
+            continue
+        for backend in keras_backends:
+            for precision in precisions:
+                where = "" if backend == "tensorflow" else f"[{backend}]"
+                jobs.append((f"{impl}{where} {precision}", {"impl": impl, "backend": backend, "precision": precision},
+                             "benchmarks.jobs:keras_job", {"impl": impl, "precision": precision, "jit": None,
+                                                           "warm_short": True}))
+    return jobs
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m benchmarks compare", description=__doc__.split("\n")[0])
     parser.add_argument("--workloads", default=",".join(COMPARED))
     parser.add_argument("--impls", default="keras_vit,keras_hub,timm")
+    parser.add_argument("--precisions", default="auto,float32,bfloat16",
+                        help="auto (keras_vit's rule; Keras only), float32, bfloat16 (Keras: mixed_bfloat16 with the "
+                        "backend's compiler default; timm: torch.autocast)")
+    parser.add_argument("--keras-backends", default="tensorflow", help=f"some of {','.join(KERAS_BACKENDS)}")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", default="10,40", help="SHORT,LONG training steps per timed epoch")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per worker process")
@@ -134,26 +196,27 @@ def main(argv=None):
     short, long = parse_steps(parser, args.steps)
     workloads = check_names(parser, "--workloads", args.workloads, COMPARED)
     impls = check_names(parser, "--impls", args.impls, IMPLS)
+    precisions = check_names(parser, "--precisions", args.precisions, PRECISIONS)
+    keras_backends = check_names(parser, "--keras-backends", args.keras_backends, KERAS_BACKENDS)
     missing = [impl for impl in impls if not available(impl)]
     impls = [impl for impl in impls if impl not in missing]
     log = ResultLog("compare", args.out, argv)
     if missing:
         print(f"not installed, skipped: {', '.join(missing)}")
     results = []
+    labels = [label for label, *_ in setups(impls, precisions, keras_backends)]
     for round_index in range(args.rounds):
-        jobs = [({"kind": "roofline"}, "benchmarks.jobs:roofline_job", {"size": args.roofline_size})]
+        jobs = [({"kind": "roofline"}, "benchmarks.jobs:roofline_job", {"size": args.roofline_size}, None)]
         for wl in workloads:
-            for impl in impls:
-                if impl == "timm":
-                    job = ("benchmarks.jobs:timm_job",
-                           {"workload_name": wl, "steps": [short, long], "threads": args.torch_threads})
-                else:
-                    job = ("benchmarks.jobs:keras_job",
-                           {"impl": impl, "workload_name": wl, "steps": [short, long], "warm_short": True})
-                jobs.append(({"workload": wl, "impl": impl}, *job))
-        for tags, target, kwargs in jobs:
-            result = {**tags, "round": round_index, **run_worker(target, kwargs, timeout=args.timeout)}
+            for label, tags, target, kwargs in setups(impls, precisions, keras_backends):
+                kwargs = {**kwargs, "workload_name": wl, "steps": [short, long]}
+                if tags["impl"] == "timm":
+                    kwargs["threads"] = args.torch_threads
+                env = {"KERAS_BACKEND": tags["backend"]} if "backend" in tags else None
+                jobs.append(({"workload": wl, "setup": label, **tags}, target, kwargs, env))
+        for tags, target, kwargs, env in jobs:
+            result = {**tags, "round": round_index, **run_worker(target, kwargs, env=env, timeout=args.timeout)}
             results.append(result)
             log.add(result)
-    log.summary(summarise(results, workloads, impls))
+    log.summary(summarise(results, workloads, labels))
     return results

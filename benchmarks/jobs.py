@@ -31,17 +31,17 @@ def keras_job(impl, workload_name, steps, jit=True, precision="float32", data="r
     import numpy as np
 
     w = workload(workload_name, overrides)
+    precision, jit = resolve_setting(precision, jit, w["hidden"])
     keras.config.set_dtype_policy(precision)
     model, version = keras_model(impl, w)
     backend = keras.backend.backend()
     version = f"{version} ({_versions(backend)})"
+    setting = {"precision": precision, "jit": jit}
     if not w["train"]:
         model.compile(jit_compile=jit)
         x, _ = random_batch(w)
-        run = timing.loop_epochs(lambda: model.predict_on_batch(x))
-        run(1)
-        median = timing.median_range(run(5).step_s)[0]
-        return {"version": version, "step_s": median, "images_per_s": w["batch"] / median}
+        median = inference_step_s(lambda: model.predict_on_batch(x))
+        return {"version": version, "step_s": median, "images_per_s": w["batch"] / median, **setting}
     compile_for_training(model, jit_compile=jit)
     short, long = steps
     if data == "repeated":
@@ -60,13 +60,41 @@ def keras_job(impl, workload_name, steps, jit=True, precision="float32", data="r
             return dict(x=without_autotuning(ds.batch(w["batch"]).prefetch(2)))
 
     run = timing.keras_epochs(model, feed, fit_seconds=fit_seconds, progress=progress)
-    return {"version": version, "versions": _versions(backend),
+    return {"version": version, "versions": _versions(backend), **setting,
             **timing.train_figures(run, w["batch"], short, long, warm_short=warm_short)}
 
 
-def timm_training_step(w):
+def inference_step_s(call, warm=3, calls=10):
+    """Median seconds of `calls` calls of `call` after `warm` untimed ones.
+
+    oneDNN creates and caches its kernels over the first calls: after one warm call, the median of
+    five calls of one bfloat16 set-up varied 2x between processes (ViT-B/16 on an AMX Xeon).
+    """
+    run = timing.loop_epochs(call)
+    run(warm)
+    return timing.median_range(run(calls).step_s)[0]
+
+
+def resolve_setting(precision, jit, width):
+    """(dtype policy, jit_compile) of a Keras job: "auto" and "bfloat16" as keras_vit resolves them.
+
+    precision "auto" is what `keras-vit train --precision auto` picks for a model of token width
+    `width` on this machine and backend; "bfloat16" means "mixed_bfloat16". jit None is the
+    backend's default for that precision (TensorFlow: XLA for float32 only on CPU).
+    """
+    from keras_vit.training import distribute
+
+    precision = {"bfloat16": "mixed_bfloat16"}.get(precision, precision)
+    if precision == "auto":
+        precision = distribute.resolve_precision("auto", width=width)
+    if jit is None:
+        jit = distribute.default_jit_compile(precision)
+    return precision, jit
+
+
+def timm_training_step(w, precision="float32"):
     """(step function, model, images, timm version): one AdamW training step of timm's ViT on workload `w`'s
-    random batch, PyTorch eager on CPU."""
+    random batch, PyTorch eager on CPU; precision "bfloat16" runs it under `torch.autocast` (timm's own way)."""
     import torch
 
     model, timm_version = timm_model(w)
@@ -77,27 +105,36 @@ def timm_training_step(w):
 
     def step():
         optimizer.zero_grad(set_to_none=True)
-        loss_fn(model(x), y).backward()
+        with autocast(precision):
+            loss = loss_fn(model(x), y)
+        loss.backward()
         optimizer.step()
 
     return step, model, x, timm_version
 
 
-def timm_job(workload_name, steps, threads=None, warm_short=True, overrides=None):
+def autocast(precision):
+    """timm's mixed precision on CPU: `torch.autocast` to bfloat16, or nothing for float32."""
+    import torch
+
+    if precision not in ("float32", "bfloat16"):
+        raise SystemExit(f"timm precision={precision!r}: expected 'float32' or 'bfloat16'")
+    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bfloat16")
+
+
+def timm_job(workload_name, steps, threads=None, warm_short=True, overrides=None, precision="float32"):
     """Figures of timm's ViT (PyTorch eager, AdamW) on a workload, timed like `keras_job`."""
     import torch
 
     if threads:
         torch.set_num_threads(threads)
     w = workload(workload_name, overrides)
-    step, model, x, timm_version = timm_training_step(w)
+    step, model, x, timm_version = timm_training_step(w, precision)
     version = f"{timm_version} (torch {torch.__version__}, eager, {torch.get_num_threads()} threads)"
     if not w["train"]:
         model.eval()
-        with torch.no_grad():
-            run = timing.loop_epochs(lambda: model(x))
-            run(1)
-            median = timing.median_range(run(5).step_s)[0]
+        with torch.no_grad(), autocast(precision):
+            median = inference_step_s(lambda: model(x))
         return {"version": version, "step_s": median, "images_per_s": w["batch"] / median}
     short, long = steps
     return {"version": version, **timing.train_figures(timing.loop_epochs(step), w["batch"], short, long, warm_short)}
