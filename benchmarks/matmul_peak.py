@@ -8,7 +8,8 @@ much of a gap in training figures the machine itself explains. Not a test.
 
 Prints GFLOP/s for float32 and bfloat16, each with and without XLA (best of three timings of
 `repeats` products), plus the CPU model and whether it has native bfloat16 (avx512_bf16/amx),
-then float32 through NumPy and PyTorch too, and the best of all: the machine's matmul peak.
+then float32 through NumPy and PyTorch too, and the best of all: the machine's matmul peak; and
+bfloat16 through PyTorch, the kernels Keras-on-PyTorch and timm reach (RESULTS "bfloat16 on AMX").
 """
 
 from __future__ import annotations
@@ -61,6 +62,16 @@ def library_gflops(size=3072, repeats=10):
     return {"gflops": rates[best], "best": best, "by_library": rates}
 
 
+def torch_bfloat16_gflops(size, repeats):
+    """bfloat16 size x size GFLOP/s through PyTorch (oneDNN; AMX tiles where the CPU has them); None without torch."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    t = torch.randn(size, size).to(torch.bfloat16)
+    return 2 * size**3 * repeats / best_time(lambda: [t @ t for _ in range(repeats)]) / 1e9
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m benchmarks matmul-peak", description=__doc__.split("\n")[0])
     parser.add_argument("--size", type=int, default=3072)
@@ -83,5 +94,9 @@ def main(argv=None):
     log.add({"kind": "roofline", "size": args.size, **peak}, echo=False)
     lines.append("float32 by library: " + ", ".join(f"{k} {v:.1f}" for k, v in peak["by_library"].items())
                  + f" GFLOP/s; machine peak {peak['gflops']:.1f} ({peak['best']})")
+    torch_rate = torch_bfloat16_gflops(args.size, args.repeats)
+    if torch_rate is not None:
+        log.add({"dtype": "bfloat16", "library": "torch", "size": args.size, "gflops": torch_rate}, echo=False)
+        lines.append(f"bfloat16 through PyTorch (the kernels Keras-on-PyTorch and timm reach): {torch_rate:.1f} GFLOP/s")
     log.summary("\n".join(lines))
     return peak

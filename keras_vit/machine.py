@@ -10,10 +10,10 @@ instructions) on whatever machine the test runs (`tests/test_machine.py` forces 
 | precision | TPU | mixed_bfloat16 | bfloat16 matrix units |
 | precision | GPU, compute capability >= 8 | mixed_bfloat16 | bfloat16 tensor cores, no loss scaling |
 | precision | GPU, compute capability < 8 | mixed_float16 | float16 tensor cores; Keras scales the loss |
-| precision | CPU with amx_bf16, PyTorch backend | mixed_bfloat16 | on a 2-core Xeon with AMX, Keras-on-PyTorch under mixed_bfloat16 trained ViT-Ti/4 1.99x and the default model 1.13x faster than float32 (PyTorch's oneDNN runs bfloat16 products on AMX tiles; `python -m benchmarks compare --keras-backends tensorflow,torch`, RESULTS "bfloat16 on AMX") |
-| precision | CPU with amx_bf16, TensorFlow, token width >= `TENSORFLOW_AMX_MIN_WIDTH` | mixed_bfloat16 | ViT-B/16 inference 1.77x float32 + XLA (oneDNN's AMX products outside XLA) |
-| precision | CPU with amx_bf16, TensorFlow, narrower | float32 | the default model (width 128) trained 1.59x faster in float32 + XLA: the element-wise work outside XLA costs more than the products save |
-| precision | CPU with amx_bf16, JAX | float32 | XLA's CPU bfloat16 ran the default model at 0.77x float32 |
+| precision | CPU with amx_bf16, PyTorch backend | mixed_bfloat16 | on a 2-core Xeon with AMX, Keras-on-PyTorch under mixed_bfloat16 trained ViT-Ti/4 2.12x and the default model 1.34x faster than in float32: PyTorch's oneDNN runs bfloat16 products on AMX tiles and ATen the element-wise work (`python -m benchmarks compare --keras-backends tensorflow,torch`, RESULTS "bfloat16 on AMX") |
+| precision | CPU with amx_bf16, TensorFlow, token width >= `TENSORFLOW_AMX_MIN_WIDTH` | mixed_bfloat16 | ViT-B/16 inference 2.27x and ViT-S/16 training (224 px) 1.41x float32 + XLA, through oneDNN outside XLA |
+| precision | CPU with amx_bf16, TensorFlow, narrower | float32 | the default model (width 128) trained 1.54x and ViT-Ti/4 (192) 1.12x faster in float32 + XLA: outside XLA, TensorFlow's casts and element-wise work cost more than its bfloat16 products save |
+| precision | CPU with amx_bf16, JAX | float32 | XLA's CPU bfloat16 ran the default model at 0.77x and ViT-Ti/4 at 0.57x float32 |
 | precision | other CPUs | float32 | on a 2-core AMD EPYC with avx512_bf16 (quiet), the default model trained 1.45-1.48x faster in float32 + XLA than in mixed_bfloat16 without XLA (`python -m benchmarks precision-xla`, RESULTS "Precision x XLA"); whole `keras-vit train` runs on a Zen 5: 1.13-1.22x (issue 24); without avx512_bf16/amx_bf16 bfloat16 is emulated, 2-5x slower |
 | jit_compile | TensorFlow, CPU, float32, one replica | XLA on | 1.25x without XLA (RESULTS) |
 | jit_compile | TensorFlow, CPU, mixed precision | XLA off | XLA's bfloat16 matrix products ran below its float32 ones; oneDNN's run ~2x |

@@ -234,3 +234,55 @@ def test_worker_protocol_returns_the_childs_result_or_its_error():
     assert ok["patch"] == 4 and ok["process_s"] > 0
     failed = run_worker("benchmarks.workloads:workload", {"name": "nope"}, timeout=120)
     assert "workload='nope'" in failed["error"]
+
+
+def test_compare_rows_cover_precisions_and_backends_and_judge_auto():
+    compare = _benchmark("compare")
+    labels = [label for label, *_ in compare.setups(["keras_vit", "timm"], ["auto", "float32", "bfloat16"],
+                                                     ["tensorflow", "torch"])]
+    assert labels == ["keras_vit auto", "keras_vit float32", "keras_vit bfloat16", "keras_vit[torch] auto",
+                      "keras_vit[torch] float32", "keras_vit[torch] bfloat16", "timm float32", "timm bfloat16"]
+
+    def row(setup, rate, precision=None, jit=None):
+        setting = {} if precision is None else {"precision": precision, "jit": jit}
+        return {"workload": "train_default", "setup": setup, "images_per_s": rate, "version": "v", "round": 0,
+                "step_s": 1.0, "first_fit_s": 1.0, "fit_overhead_s": 0.0, **setting}
+
+    results = [row("keras_vit auto", 900.0, "float32", True), row("keras_vit float32", 1000.0, "float32", True),
+               row("keras_vit bfloat16", 700.0, "mixed_bfloat16", False),
+               row("keras_vit[torch] auto", 1100.0, "float32", False),
+               row("keras_vit[torch] bfloat16", 1300.0, "mixed_bfloat16", False), row("timm float32", 1200.0)]
+    table = compare.summarise(results, ["train_default"], labels)
+    assert "best keras_vit: keras_vit[torch] bfloat16 1300.0 img/s = 1.08x the best peer (timm float32 1200.0)" in table
+    # Same setting as the fastest row: a spread between processes, not a wrong pick.
+    assert "keras_vit auto picks float32: the setting of the fastest set-up on its backend, keras_vit float32" in table
+    assert "keras_vit[torch] auto picks float32: 0.85x the fastest set-up on its backend (keras_vit[torch] bfloat16" in table
+
+
+def test_keras_jobs_resolve_auto_and_bfloat16_as_keras_vit_does():
+    from benchmarks.jobs import resolve_setting
+    from keras_vit.training import distribute
+
+    assert resolve_setting("bfloat16", None, 128) == ("mixed_bfloat16", distribute.default_jit_compile("mixed_bfloat16"))
+    assert resolve_setting("auto", True, 768) == (distribute.resolve_precision("auto", width=768), True)
+
+
+def test_bfloat16_inference_benchmark_reports_agreement_and_speed(tmp_path):
+    from PIL import Image
+
+    import keras_vit
+
+    model = str(tmp_path / "m.keras")
+    keras_vit.ViT("tiny", num_classes=3, num_layers=1, preprocessing="unit").save(model)
+    for i in range(3):
+        (tmp_path / "photos" / f"c{i}").mkdir(parents=True)
+        Image.fromarray(np.random.default_rng(i).integers(0, 256, (40, 30, 3), dtype=np.uint8)).save(
+            tmp_path / "photos" / f"c{i}" / f"{i}.jpg")
+    out = subprocess.run([sys.executable, "-m", "benchmarks", "bfloat16", "--model", model, "--images",
+                          str(tmp_path / "photos"), "--batch", "2", "--rounds", "1", "--calls", "1", "--out",
+                          str(tmp_path / "out")], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    for part in ("agreement, Keras model: top-1", "of 3 photos", "agreement, SavedModel", "| Keras bfloat16 |",
+                 "| SavedModel bfloat16 (TF Serving's way) |", "CPU flags:"):
+        assert part in out.stdout, part
+    assert len(list((tmp_path / "out").glob("bfloat16-*.md"))) == 1
