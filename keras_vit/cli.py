@@ -342,8 +342,9 @@ def _add_predict(subparsers):
     parser.add_argument("--labels", metavar="FILE", help="class names, one per line (default: stored, or <model>.labels.txt / labels.txt beside the model)")
     parser.add_argument("--scaling", help="pixel scaling for a .keras model without preprocessing")
     parser.add_argument("--precision", choices=("auto", *choices.EXPORT_PRECISIONS), default="auto",
-                        help="what a .keras model computes in; auto: bfloat16 where this CPU has AMX and the model "
-                        "is wide enough to gain (see keras_vit.machine), else float32")
+                        help="what the model computes in; auto (default): a .keras model in bfloat16 where this CPU has AMX "
+                        "and the model is wide enough to gain (keras_vit.machine), else float32; an exported file as "
+                        "exported")
     parser.set_defaults(func=_run_predict)
 
 

@@ -71,11 +71,13 @@ def test_bfloat16_saved_model_computes_in_bfloat16_from_float32_variables(tmp_pa
     floats = {dtype for dtype in stored.values() if dtype.is_floating}
     assert floats == {tf.float32}, stored  # the weights are stored exactly, once
     images = _images()
-    got = export.load_predictor(path).predict(images)
-    np.testing.assert_allclose(got, np.asarray(model(images)), atol=3e-2)
+    predictor = export.load_predictor(path)
+    assert predictor.precision == "bfloat16"  # the file says what it computes in
+    np.testing.assert_allclose(predictor.predict(images), np.asarray(model(images)), atol=3e-2)
     float32_path = export.saved_model(model, str(tmp_path / "m"))  # the default stays float32: version 2
-    np.testing.assert_allclose(export.load_predictor(float32_path).predict(images), np.asarray(model(images)),
-                               atol=1e-5)
+    predictor = export.load_predictor(float32_path)
+    assert predictor.precision == "float32"
+    np.testing.assert_allclose(predictor.predict(images), np.asarray(model(images)), atol=1e-5)
     with pytest.raises(ValueError, match="precision='half'"):
         export.saved_model(model, str(tmp_path / "bad"), precision="half")
     assert not (tmp_path / "bad").exists()
@@ -123,12 +125,16 @@ def test_cli_precision_flags(tmp_path, monkeypatch, capsys):
     assert "precision bfloat16 (AMX bfloat16 tiles" in printed.err and str(image) in printed.out
     assert cli.main(["predict", path, str(image), "--precision", "float32"]) == 0
     assert capsys.readouterr().err == ""
-    # A file's precision was fixed when it was exported.
+    # A file's precision was fixed when it was exported: asking for another is refused.
     assert cli.main(["export", path, "--saved-model", str(tmp_path / "sm"), "--precision", "bfloat16"]) == 0
     assert "computes in bfloat16" in capsys.readouterr().out
-    assert cli.main(["predict", str(tmp_path / "sm"), str(image), "--precision", "bfloat16"]) == 2
+    assert cli.main(["predict", str(tmp_path / "sm"), str(image), "--precision", "bfloat16"]) == 0
+    assert "precision bfloat16 (the file's)" in capsys.readouterr().err
+    assert cli.main(["export", path, "--saved-model", str(tmp_path / "sm32")]) == 0
+    capsys.readouterr()
+    assert cli.main(["predict", str(tmp_path / "sm32"), str(image), "--precision", "bfloat16"]) == 2
     err = capsys.readouterr().err
-    assert "precision='bfloat16'" in err and "--precision bfloat16" in err and len(err.strip().splitlines()) == 1
+    assert "precision='bfloat16'" in err and "computes in float32" in err and len(err.strip().splitlines()) == 1
     assert cli.main(["export", path, "--tflite", str(tmp_path / "m.tflite"), "--precision", "bfloat16"]) == 2
     assert "--precision bfloat16 applies to the SavedModel" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "m.tflite")

@@ -281,6 +281,8 @@ def _rebuilt(model, policy, config_of):
 
 
 EXPORT_PRECISIONS = choices.EXPORT_PRECISIONS
+# In a SavedModel's assets.extra/: the precision it computes in, written when it is not float32.
+PRECISION_FILENAME = "precision.txt"
 # Layers a bfloat16 copy keeps in float32: the pixel scaling, and the head with its average and activation.
 FLOAT32_LAYERS = ("preprocessing", "head")
 

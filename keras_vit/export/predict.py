@@ -102,7 +102,7 @@ class Predictor:
         return results
 
 
-def load_predictor(path, *, class_names=None, scaling=None, precision="float32"):
+def load_predictor(path, *, class_names=None, scaling=None, precision=None):
     """Opens a `.keras` model, a SavedModel folder (or a TF Serving base folder), a `.tflite` or an `.onnx` file.
 
     Class names come from `class_names`, else from the labels the export stored (SavedModel
@@ -117,10 +117,12 @@ def load_predictor(path, *, class_names=None, scaling=None, precision="float32")
         scaling: None or str or (mean, std). For a `.keras` model without a `preprocessing`
             layer: how [0, 255] pixels map to its inputs (see `keras_vit.export.saved_model`).
             Defaults to None.
-        precision: str. What a `.keras` model computes in: "float32", "bfloat16", or "auto"
-            (bfloat16 where `keras_vit.machine.precision_choice` picks it for the model's width
-            on this machine: a CPU with AMX). Other files compute as they were exported; they
-            refuse "bfloat16". Defaults to "float32".
+        precision: str or None. What the model computes in. None: as stored (a `.keras` model
+            in float32, an exported file as exported). "auto": a `.keras` model in bfloat16 where
+            `keras_vit.machine.precision_choice` picks it for the model's width on this machine
+            (a CPU with AMX), an exported file as exported. "float32" or "bfloat16": a `.keras`
+            model converted to it; an exported file must have been exported so (TFLite and ONNX
+            files count as float32). Defaults to None.
 
     Returns:
         A `Predictor` (its `precision` and `precision_reason` say what it computes in).
@@ -137,15 +139,20 @@ def load_predictor(path, *, class_names=None, scaling=None, precision="float32")
     if not isinstance(path, (str, os.PathLike)) or not os.path.exists(path):
         raise FileNotFoundError(f"Model not found: path={path!r}.")
     path = os.fspath(path)
-    if precision not in ("auto", *_common.EXPORT_PRECISIONS):
-        raise ValueError(f"Invalid precision={precision!r}. Expected one of {['auto', *_common.EXPORT_PRECISIONS]}.")
+    if precision not in (None, "auto", *_common.EXPORT_PRECISIONS):
+        raise ValueError(f"Invalid precision={precision!r}. Expected None, 'auto' or one of {list(_common.EXPORT_PRECISIONS)}.")
     if path.endswith(".keras"):
         return _keras_predictor(path, class_names, scaling, precision)
-    if precision == "bfloat16":
+    predictor = _file_predictor(path, class_names)
+    if precision in _common.EXPORT_PRECISIONS and precision != predictor.precision:
         raise ValueError(
-            f"Invalid precision='bfloat16' for {path!r}: only a .keras model is converted when loaded; a SavedModel "
-            "computes in what it was exported with (keras-vit export --saved-model DIR --precision bfloat16), "
-            "TFLite and ONNX files in float32 or their quantization.")
+            f"Invalid precision={precision!r} for {path!r}: the file computes in {predictor.precision}, as it was "
+            "exported; only a .keras model is converted when loaded (a bfloat16 SavedModel: keras-vit export "
+            "MODEL.keras --saved-model DIR --precision bfloat16).")
+    return predictor
+
+
+def _file_predictor(path, class_names):
     if os.path.isdir(path):
         return _saved_model_predictor(_saved_model_dir(path), class_names)
     if path.endswith(".tflite"):
@@ -181,7 +188,7 @@ def _keras_predictor(path, class_names, scaling, precision):
 
 
 def inference_precision(model, precision="auto", machine=None):
-    """(precision, why) a `.keras` model computes in for `precision` "auto", "float32" or "bfloat16".
+    """(precision, why) a `.keras` model computes in for `precision` None, "auto", "float32" or "bfloat16".
 
     "auto" follows the training rule (`keras_vit.machine.precision_choice`) for the model's token
     width on this machine and Keras backend: bfloat16 on a CPU with AMX where it ran faster.
@@ -198,6 +205,8 @@ def inference_precision(model, precision="auto", machine=None):
     """
     from keras_vit import machine as machine_lib
 
+    if precision is None:
+        return "float32", "the model's own"
     if precision != "auto":
         return precision, "given"
     policy, reason = machine_lib.precision_choice(machine or machine_lib.detect(), width=_common.token_width(model))
@@ -240,7 +249,12 @@ def _saved_model_predictor(path, class_names):
         def run_bytes(data):
             return serve_bytes(image_bytes=tf.constant(data))["probabilities"].numpy()
 
-    predictor = Predictor(path, "saved_model", shape, names, run, run_bytes)
+    marker = os.path.join(path, "assets.extra", _common.PRECISION_FILENAME)
+    precision = "float32"
+    if os.path.isfile(marker):
+        with open(marker) as f:
+            precision = f.read().strip()
+    predictor = Predictor(path, "saved_model", shape, names, run, run_bytes, precision=(precision, "the file's"))
     predictor._loaded = loaded  # the signatures' variables live as long as this object
     return predictor
 

@@ -121,10 +121,14 @@ def saved_model(
                              jit_compile=jit_compile, max_pixels=max_pixels)
     with _common.atomic_directory(target, overwrite=overwrite) as tmp:
         tf.saved_model.save(module, tmp, signatures=signatures)
+        extra = os.path.join(tmp, "assets.extra")
         if names is not None:
-            extra = os.path.join(tmp, "assets.extra")
             os.makedirs(extra, exist_ok=True)
             _common.write_labels(os.path.join(extra, _common.LABELS_FILENAME), names)
+        if precision != "float32":  # read back by load_predictor; float32 files keep their old layout
+            os.makedirs(extra, exist_ok=True)
+            with open(os.path.join(extra, _common.PRECISION_FILENAME), "w") as f:
+                f.write(precision + "\n")
     return target
 
 
