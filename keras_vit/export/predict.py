@@ -145,10 +145,12 @@ def load_predictor(path, *, class_names=None, scaling=None, precision=None):
         return _keras_predictor(path, class_names, scaling, precision)
     predictor = _file_predictor(path, class_names)
     if precision in _common.EXPORT_PRECISIONS and precision != predictor.precision:
+        how = ("keras-vit export MODEL.keras --saved-model DIR --precision bfloat16" if precision == "bfloat16"
+               else "keras-vit export MODEL.keras --saved-model DIR")
         raise ValueError(
             f"Invalid precision={precision!r} for {path!r}: the file computes in {predictor.precision}, as it was "
-            "exported; only a .keras model is converted when loaded (a bfloat16 SavedModel: keras-vit export "
-            "MODEL.keras --saved-model DIR --precision bfloat16).")
+            f"exported; only a .keras model is converted when loaded. Pass precision='auto', or export one in "
+            f"{precision}: {how}.")
     return predictor
 
 
