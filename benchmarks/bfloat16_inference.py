@@ -27,6 +27,7 @@ import time
 
 import numpy as np
 
+from benchmarks.export_report import session_runner
 from benchmarks.machine import machine_record
 from benchmarks.workers import ResultLog
 
@@ -47,16 +48,6 @@ def agreement(reference, candidate):
     diff = np.abs(reference - candidate)
     return {"top1_agreement": float(np.mean(reference.argmax(1) == candidate.argmax(1))),
             "max_abs_diff": float(diff.max()), "mean_abs_diff": float(diff.mean()), "images": len(reference)}
-
-
-def session_runner(path):
-    """serving_default of a SavedModel as TF Serving runs it: TF1 loader, feed and fetch by name."""
-    import tensorflow as tf
-
-    graph = tf.Graph()
-    session = tf.compat.v1.Session(graph=graph)
-    signature = tf.compat.v1.saved_model.loader.load(session, ["serve"], path).signature_def["serving_default"]
-    return session.make_callable(signature.outputs["probabilities"].name, [signature.inputs["images"].name])
 
 
 def main(argv=None):
