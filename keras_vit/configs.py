@@ -34,14 +34,15 @@ class ViTConfig:
             None (plain ViT) patches the pixels. Defaults to None.
         stem_width: int. Root width of the ResNet stem. Defaults to 64.
         family: str. The model family the row belongs to ("vit" for the paper's variants,
-            "deit", "deit3", "dinov2", "siglip", "clip"). Defaults to "vit".
+            "deit", "deit3", "dinov2", "siglip", "siglip2", "clip"). Defaults to "vit".
         class_token, pooling, distillation_token, num_register_tokens,
         prefix_position_embedding, layer_scale_init, mlp_activation, approximate_gelu,
-        layer_norm_epsilon, pre_norm, patch_bias, projection_size: the architecture fields of
-        `keras_vit.ViT` with the same names; a row states those that differ from the paper's
-        ViT (the defaults here: class token, "auto" pooling, no distillation or register tokens,
-        position rows for the prefix tokens, no LayerScale, exact GELU, LayerNorm epsilon 1e-6,
-        no LayerNorm before the encoder, patch bias, no projection).
+        layer_norm_epsilon, pre_norm, patch_bias, projection_size, naflex: the architecture
+        fields of `keras_vit.ViT` with the same names; a row states those that differ from the
+        paper's ViT (the defaults here: class token, "auto" pooling, no distillation or register
+        tokens, position rows for the prefix tokens, no LayerScale, exact GELU, LayerNorm
+        epsilon 1e-6, no LayerNorm before the encoder, patch bias, no projection, image input).
+        A NaFlex row's `image_size` is that of its position grid (`image_size / patch_size` a side).
 
     Example:
 
@@ -75,6 +76,7 @@ class ViTConfig:
     pre_norm: bool = False
     patch_bias: bool = True
     projection_size: int | None = None
+    naflex: bool = False
 
     @property
     def stem_stride(self) -> int:
@@ -132,6 +134,8 @@ _DINOV2 = dict(layer_scale_init=1e-5)
 _DINOV2_REG = dict(layer_scale_init=1e-5, num_register_tokens=4, prefix_position_embedding=False)
 _SIGLIP = dict(class_token=False, pooling="map", approximate_gelu=True)
 _CLIP = dict(pre_norm=True, patch_bias=False, mlp_activation="quick_gelu", layer_norm_epsilon=1e-5)
+# SigLIP 2 NaFlex: SigLIP's tower on patch sequences of any aspect, its 16x16 position grid resampled per image.
+_SIGLIP2_NAFLEX = dict(_SIGLIP, naflex=True)
 VARIANTS.update({
     "DeiT_Ti16_distilled": _family("deit", 16, 192, 768, 3, 12, 224, "DeiT-Ti/16 distilled", **_DEIT_DISTILLED),
     "DeiT_S16_distilled": _family("deit", 16, 384, 1536, 6, 12, 224, "DeiT-S/16 distilled", **_DEIT_DISTILLED),
@@ -153,6 +157,10 @@ VARIANTS.update({
     "SigLIP_B16": _family("siglip", 16, 768, 3072, 12, 12, 224, "SigLIP ViT-B/16 image tower", **_SIGLIP),
     "SigLIP_L16": _family("siglip", 16, 1024, 4096, 16, 24, 256, "SigLIP ViT-L/16 image tower", **_SIGLIP),
     "SigLIP_So400m14": _family("siglip", 14, 1152, 4304, 16, 27, 224, "SigLIP So400m/14 image tower", **_SIGLIP),
+    "SigLIP2_B16_naflex": _family("siglip2", 16, 768, 3072, 12, 12, 256, "SigLIP 2 NaFlex ViT-B/16 image tower",
+                                  **_SIGLIP2_NAFLEX),
+    "SigLIP2_So400m16_naflex": _family("siglip2", 16, 1152, 4304, 16, 27, 256,
+                                       "SigLIP 2 NaFlex So400m/16 image tower", **_SIGLIP2_NAFLEX),
     "CLIP_B32": _family("clip", 32, 768, 3072, 12, 12, 224, "CLIP ViT-B/32 image tower", projection_size=512, **_CLIP),
     "CLIP_B16": _family("clip", 16, 768, 3072, 12, 12, 224, "CLIP ViT-B/16 image tower", projection_size=512, **_CLIP),
     "CLIP_L14": _family("clip", 14, 1024, 4096, 16, 24, 224, "CLIP ViT-L/14 image tower", projection_size=768, **_CLIP),
@@ -162,6 +170,7 @@ VARIANTS.update({
                            layer_scale_init=0.1, num_register_tokens=3),
     "tiny_siglip": _family("siglip", 4, 24, 40, 2, 2, 16, "tiny SigLIP test model", **_SIGLIP),
     "tiny_clip": _family("clip", 4, 24, 40, 2, 2, 16, "tiny CLIP test model", projection_size=20, **_CLIP),
+    "tiny_siglip2": _family("siglip2", 4, 24, 40, 2, 2, 16, "tiny SigLIP 2 NaFlex test model", **_SIGLIP2_NAFLEX),
 })
 
 # The fields that describe a ViT's architecture, in the order messages list them. A checkpoint
@@ -173,12 +182,14 @@ ARCHITECTURE_FIELDS = (
     "layer_norm_epsilon", "stem", "stem_width", "num_classes", "distillation_token", "num_register_tokens",
     "prefix_position_embedding", "layer_scale_init", "mlp_activation", "pre_norm", "patch_bias",
     "projection_size",
+    "naflex",
 )
 # The family fields of `ViTConfig` a variant row passes on when they differ from the paper ViT's.
 FAMILY_FIELDS = (
     "class_token", "pooling", "distillation_token", "num_register_tokens", "prefix_position_embedding",
     "layer_scale_init", "mlp_activation", "approximate_gelu", "layer_norm_epsilon", "pre_norm", "patch_bias",
     "projection_size",
+    "naflex",
 )
 # The paper ViT's value of each family field (ViTConfig's defaults): what a layout states and a
 # model gets unless an argument, a row or the file says otherwise.
@@ -188,10 +199,12 @@ FAMILY_DEFAULTS = {field.name: field.default for field in dataclasses.fields(ViT
 # variant's other patch size stays a contradiction), the head (a new
 # task or feature extraction, the projection left out), the GELU form, LayerNorm epsilon and the
 # LayerScale init (numerics; a loaded scale replaces it), and the grid (the position embedding is
-# resampled). Any other difference is a contradiction and is refused.
+# resampled), and NaFlex (the same weights take images of one size or patch sequences of any
+# aspect). Any other difference is a contradiction and is refused.
 ADJUSTABLE_FIELDS = (
     "patch_size", "pooling", "representation_size", "grid_size", "approximate_gelu", "layer_norm_epsilon", "num_classes",
     "projection_size", "layer_scale_init",
+    "naflex",
 )
 
 # How pixel values in [0, 255] are mapped to what a model was trained on: (mean, std) per

@@ -342,8 +342,10 @@ def test_resampling_matches_references(old, new):
         scipy_ndimage.zoom(grid, (new[0] / old[0], new[1] / old[1], 1), order=1), atol=1e-6)
     torch = pytest.importorskip("torch")
     t = torch.from_numpy(grid.astype("float32")).permute(2, 0, 1)[None]
-    for method, kwargs in (("bicubic", {"antialias": True}), ("bicubic_hf", {"align_corners": False})):
-        expected = torch.nn.functional.interpolate(t, size=new, mode="bicubic", **kwargs)[0].permute(1, 2, 0).numpy()
+    for method, mode, kwargs in (("bicubic", "bicubic", {"antialias": True}),
+                                 ("bicubic_hf", "bicubic", {"align_corners": False}),
+                                 ("bilinear_antialias", "bilinear", {"antialias": True, "align_corners": False})):
+        expected = torch.nn.functional.interpolate(t, size=new, mode=mode, **kwargs)[0].permute(1, 2, 0).numpy()
         got = resample_position_embedding(pos, new, old, interpolation=method)[0, 1:].reshape(new + (6,))
         np.testing.assert_allclose(got, expected, atol=1e-5, err_msg=method)
     with pytest.raises(ValueError, match="interpolation"):

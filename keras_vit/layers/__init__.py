@@ -4,6 +4,7 @@ from keras_vit.layers.attention_pooling import AttentionPooling
 from keras_vit.layers.bottleneck_unit import BottleneckUnit
 from keras_vit.layers.drop_path import DropPath
 from keras_vit.layers.layer_scale import LayerScale
+from keras_vit.layers.naflex_patch_encoder import NaFlexPatchEncoder
 from keras_vit.layers.patch_encoder import PatchEncoder, sincos2d_embedding
 from keras_vit.layers.patches import Patches
 from keras_vit.layers.self_attention import MultiHeadSelfAttention
@@ -18,6 +19,7 @@ __all__ = [
     "DropPath",
     "LayerScale",
     "MultiHeadSelfAttention",
+    "NaFlexPatchEncoder",
     "ShiftedPatches",
     "PatchEncoder",
     "Patches",

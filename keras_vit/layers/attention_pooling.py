@@ -8,6 +8,7 @@ import keras
 from keras import ops
 
 from keras_vit._validation import check_choice, check_divisible, check_positive_int
+from keras_vit.layers.self_attention import masked_softmax
 from keras_vit.layers.transformer_block import MLP_ACTIVATIONS, mlp_activation
 
 
@@ -20,7 +21,8 @@ class AttentionPooling(keras.layers.Layer):
     projections have the shapes of `MultiHeadSelfAttention` (query/key/value (D, heads, D /
     heads), attention_output (heads, D / heads, D)); `norm`, `mlp_dense_0` and `mlp_dense_1` are
     named as in `TransformerBlock`. Call with `return_attention_scores=True` to also get the
-    probe's attention (B, heads, 1, T).
+    probe's attention (B, heads, 1, T), and with `padding_mask` (B, T) (True for real tokens) to
+    keep padding tokens out of it (SigLIP 2 NaFlex).
 
     Args:
         hidden_size: int. Token width D.
@@ -85,7 +87,7 @@ class AttentionPooling(keras.layers.Layer):
         layers = {"query": self.query, "key": self.key, "value": self.value, "output": self.attention_output}
         return {name: (layer.kernel, layer.bias) for name, layer in layers.items()}
 
-    def call(self, tokens, return_attention_scores=False):
+    def call(self, tokens, return_attention_scores=False, padding_mask=None):
         d, heads = self.hidden_size, self.num_heads
         width = d // heads
         batch = ops.shape(tokens)[0]
@@ -93,7 +95,7 @@ class AttentionPooling(keras.layers.Layer):
         query = self.query(probe) * ops.cast(1.0 / math.sqrt(width), tokens.dtype)  # (B, 1, H, w)
         key, value = self.key(tokens), self.value(tokens)  # (B, T, H, w)
         scores = ops.einsum("bqhw,bthw->bhqt", query, key)
-        weights = ops.cast(ops.softmax(ops.cast(scores, "float32"), axis=-1), scores.dtype)
+        weights = masked_softmax(scores, padding_mask, compute_dtype="float32")
         context = ops.einsum("bhqt,bthw->bqhw", weights, value)
         x = self.attention_output(context)  # (B, 1, D)
         y = mlp_activation(self.mlp_dense_0(self.norm(x)), self.mlp_activation, self.approximate_gelu)
@@ -105,7 +107,7 @@ class AttentionPooling(keras.layers.Layer):
     def compute_output_shape(self, input_shape):
         return (input_shape[0], input_shape[-1])
 
-    def compute_output_spec(self, tokens, return_attention_scores=False):
+    def compute_output_spec(self, tokens, return_attention_scores=False, padding_mask=None):
         outputs = keras.KerasTensor((tokens.shape[0], self.hidden_size), dtype=self.compute_dtype)
         if not return_attention_scores:
             return outputs

@@ -13,6 +13,13 @@ XLA and in an exported graph) and at load time on NumPy arrays alike.
 - "bicubic_hf": Hugging Face transformers `ViTEmbeddings.interpolate_pos_encoding`
   (`interpolate(mode="bicubic", align_corners=False)`, no antialias): half-pixel centres,
   Keys cubic with a = -0.75, taps beyond the border clamped to the edge row.
+- "bilinear_antialias": SigLIP 2 NaFlex (`Siglip2VisionEmbeddings.resize_positional_embeddings`,
+  `interpolate(mode="bilinear", align_corners=False, antialias=True)`; PIL's bilinear filter):
+  half-pixel centres, a triangle kernel, each row of weights normalised over the taps inside
+  the grid; when shrinking, the kernel widens by old / new.
+
+`interpolation_weights` gives the weights of any output positions, each with its own output
+size: NaFlex resamples one table to a different grid for every image of a batch.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from keras import ops
 
 from keras_vit._validation import check_choice
 
-INTERPOLATIONS = ("bilinear", "bicubic", "bicubic_hf")
+INTERPOLATIONS = ("bilinear", "bicubic", "bicubic_hf", "bilinear_antialias")
 
 
 def _keys_cubic(x, a):
@@ -37,8 +44,7 @@ def interpolation_matrix(old_size, new_size, method="bicubic", dtype="float32"):
     Args:
         old_size: int. Number of input samples (static).
         new_size: int or scalar tensor. Number of output samples (may be dynamic).
-        method: str. One of "bilinear", "bicubic", "bicubic_hf" (see the module docstring).
-            Defaults to "bicubic".
+        method: str. One of `INTERPOLATIONS` (see the module docstring). Defaults to "bicubic".
         dtype: str. Dtype of the computation and of the result. Defaults to "float32".
 
     Example:
@@ -47,34 +53,55 @@ def interpolation_matrix(old_size, new_size, method="bicubic", dtype="float32"):
     >>> np.asarray(interpolation_matrix(2, 3, "bilinear")).tolist()
     [[1.0, 0.0], [0.5, 0.5], [0.0, 1.0]]
     """
+    return interpolation_weights(old_size, ops.arange(new_size, dtype=dtype), new_size, method, dtype)
+
+
+def interpolation_weights(old_size, index, new_size, method="bicubic", dtype="float32"):
+    """Weights (..., old_size) of output sample `index` of a signal resampled to `new_size` samples.
+
+    Args:
+        old_size: int. Number of input samples (static).
+        index: tensor (...). Output sample indices.
+        new_size: int or tensor broadcastable to `index`. Output samples of each index's signal.
+        method: str. One of `INTERPOLATIONS` (see the module docstring). Defaults to "bicubic".
+        dtype: str. Dtype of the computation and of the result. Defaults to "float32".
+
+    Example:
+
+    >>> import numpy as np
+    >>> weights = interpolation_weights(4, np.array([0, 0]), np.array([2, 8]), "bilinear_antialias")
+    >>> np.asarray(weights).round(3).tolist()  # shrinking averages; enlarging interpolates
+    [[0.75, 0.25, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]]
+    """
     check_choice("interpolation", method, INTERPOLATIONS)
     # Offsets between new and old sample positions are formed as whole-number numerators over
     # one division: subtracting positions up to `old` apart would cancel float32's precision
     # (2e-6 off scipy's zoom on a 14 -> 24 grid), and JAX has no float64 by default.
     old = ops.cast(old_size, dtype)
+    dst = ops.cast(index, dtype)[..., None]
     new = ops.cast(new_size, dtype)
-    dst = ops.arange(new_size, dtype=dtype)[:, None]
-    src_index = ops.arange(old_size, dtype=dtype)[None, :]
+    if len(new.shape):  # one size per index: a trailing axis against the old samples
+        new = new[..., None]
+    src_index = ops.arange(old_size, dtype=dtype)
     # Maxima against tensors, not Python floats: PyTorch's keras.ops.maximum(x, 0.0) drops float64 to float32.
     one = ops.ones_like(new)
     if method == "bilinear":
         # scipy.ndimage.zoom: new sample i at old coordinate i * (old - 1) / (new - 1); at 0 when the output has one sample.
         offset = (dst * (old - 1.0) - src_index * ops.maximum(new - 1.0, one)) / ops.maximum(new - 1.0, one)
         return ops.relu(1.0 - ops.abs(offset))
-    if method == "bicubic":
+    if method in ("bicubic", "bilinear_antialias"):
         # Half-pixel centres: new sample i at old coordinate (i + 0.5) * old / new - 0.5.
         support = ops.maximum(old / new, one)
         offset = ((2.0 * src_index + 1.0) * new - (2.0 * dst + 1.0) * old) / (2.0 * new * support)
-        weights = _keys_cubic(offset, -0.5)
-        return weights / ops.sum(weights, axis=1, keepdims=True)
-    numerator = (2.0 * dst[:, 0] + 1.0) * old - new  # 2 * new * (old coordinate)
+        weights = _keys_cubic(offset, -0.5) if method == "bicubic" else ops.relu(1.0 - ops.abs(offset))
+        return weights / ops.sum(weights, axis=-1, keepdims=True)
+    numerator = (2.0 * dst + 1.0) * old - new  # 2 * new * (old coordinate)
     base = ops.floor(numerator / (2.0 * new))
     frac = (numerator - 2.0 * new * base) / (2.0 * new)
     matrix = 0.0
     for tap in (-1, 0, 1, 2):
-        index = ops.cast(ops.clip(base + tap, 0.0, old - 1.0), "int32")
-        weight = _keys_cubic(frac - tap, -0.75)
-        matrix = matrix + ops.one_hot(index, old_size, dtype=dtype) * weight[:, None]
+        taps = ops.cast(ops.clip(base + tap, 0.0, old - 1.0), "int32")[..., 0]
+        matrix = matrix + ops.one_hot(taps, old_size, dtype=dtype) * _keys_cubic(frac - tap, -0.75)
     return matrix
 
 
@@ -85,7 +112,7 @@ def resample_grid(grid, new_rows, new_cols, method="bicubic"):
         grid: tensor or array (rows, cols, D) with static rows and cols.
         new_rows: int or scalar tensor. Rows of the result.
         new_cols: int or scalar tensor. Columns of the result.
-        method: str. One of "bilinear", "bicubic", "bicubic_hf". Defaults to "bicubic".
+        method: str. One of `INTERPOLATIONS`. Defaults to "bicubic".
 
     Example:
 

@@ -76,13 +76,7 @@ class PatchEncoder(keras.layers.Layer):
             check_divisible("hidden_size", hidden_size, "4 (sincos2d position embedding)", 4)
         check_choice("interpolation", interpolation, INTERPOLATIONS)
         if grid_size is not None:
-            if isinstance(grid_size, int):
-                grid_size = (grid_size, grid_size)
-            grid_size = tuple(grid_size)
-            if len(grid_size) != 2:
-                raise ValueError(f"Invalid grid_size={grid_size!r}. Expected (rows, cols).")
-            for axis_name, size in zip(("grid_size rows", "grid_size cols"), grid_size):
-                check_positive_int(axis_name, size)
+            grid_size = grid_pair(grid_size)
         self.patch_size = patch_size
         self.hidden_size = hidden_size
         self.class_token = bool(class_token)
@@ -215,6 +209,22 @@ class PatchEncoder(keras.layers.Layer):
             "prefix_position_embedding": self.prefix_position_embedding,
             "use_bias": self.use_bias,
         }
+
+
+def grid_pair(grid_size):
+    """`grid_size` (an int or (rows, cols), each >= 1) as a (rows, cols) tuple; ValueError naming it otherwise."""
+    if isinstance(grid_size, int):
+        grid_size = (grid_size, grid_size)
+    try:
+        pair = tuple(grid_size)
+    except TypeError:
+        pair = ()
+    if len(pair) != 2:
+        raise ValueError(f"Invalid grid_size={grid_size!r}. Expected (rows, cols).")
+    grid_size = pair
+    for axis_name, size in zip(("grid_size rows", "grid_size cols"), grid_size):
+        check_positive_int(axis_name, size)
+    return tuple(grid_size)
 
 
 def sincos2d_embedding(rows, cols, width, temperature=10000.0, dtype="float32"):

@@ -21,7 +21,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     Unlike `keras.layers.MultiHeadAttention` (whose TensorFlow einsum computes the kernel
     gradients one sample at a time), the projections run as one fused query-key-value matrix
     product and one output product over all tokens of the batch: a small ViT trains about 30%
-    faster on CPU (see benchmarks/RESULTS.md).
+    faster on CPU (see benchmarks/RESULTS.md). Call with `padding_mask` (B, T), True for the
+    real tokens, to keep padding tokens out of every token's attention (SigLIP 2 NaFlex batches
+    of different patch grids); the padding tokens' own outputs are computed but meaningless.
 
     Args:
         hidden_size: int. Token width D.
@@ -80,7 +82,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         layers = {"query": self.query, "key": self.key, "value": self.value, "output": self.attention_output}
         return {name: (layer.kernel, layer.bias) for name, layer in layers.items()}
 
-    def call(self, inputs, training=None, return_attention_scores=False):
+    def call(self, inputs, training=None, return_attention_scores=False, padding_mask=None):
         dim, heads = self.hidden_size, self.num_heads
         width = dim // heads
         batch, tokens = ops.shape(inputs)[0], ops.shape(inputs)[1]
@@ -96,14 +98,15 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             # One fused kernel (cuDNN flash attention on GPU under JAX) on the (B, T, heads,
             # width) layout the projection gives, with no transposes; it keeps no weights to
             # return and has no dropout, so those calls take the explicit path below.
-            context = ops.dot_product_attention(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], scale=scale)
+            mask = None if padding_mask is None else ops.cast(padding_mask, "bool")[:, None, None, :]
+            context = ops.dot_product_attention(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], scale=scale, mask=mask)
             context = ops.reshape(context, (-1, dim))
             weights = None
         else:
             qkv = ops.transpose(qkv, (2, 0, 3, 1, 4))
             query, key, value = qkv[0] * ops.cast(scale, qkv.dtype), qkv[1], qkv[2]
             scores = ops.matmul(query, ops.transpose(key, (0, 1, 3, 2)))
-            weights = ops.cast(ops.softmax(ops.cast(scores, _softmax_dtype(scores.dtype)), axis=-1), scores.dtype)
+            weights = masked_softmax(scores, padding_mask)
             context = ops.matmul(self.dropout(weights, training=training), value)
             context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (-1, dim))
         output = self.attention_output
@@ -116,7 +119,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     def compute_output_shape(self, input_shape):
         return input_shape
 
-    def compute_output_spec(self, inputs, training=None, return_attention_scores=False):
+    def compute_output_spec(self, inputs, training=None, return_attention_scores=False, padding_mask=None):
         outputs = keras.KerasTensor(inputs.shape, dtype=self.compute_dtype)
         if not return_attention_scores:
             return outputs
@@ -131,6 +134,36 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             "dropout_rate": self.dropout_rate,
             "fused": self.fused,
         }
+
+
+# What masked-out attention scores become: exp() of it minus any real score is 0 in float32
+# and bfloat16 (the dtypes the softmax computes in), and a row of padding alone stays finite.
+MASKED_SCORE = -1e9
+
+
+def masked_softmax(scores, padding_mask=None, compute_dtype=None):
+    """Attention weights from scores (..., queries, keys), the keys where `padding_mask` (B, keys) is False left out.
+
+    Args:
+        scores: tensor (B, heads, queries, keys).
+        padding_mask: tensor (B, keys) of bool (True for real tokens) or None. Defaults to None.
+        compute_dtype: str or None. The softmax's dtype; None picks `_softmax_dtype` of the
+            scores'. The weights come back in the scores' dtype. Defaults to None.
+
+    Example:
+
+    >>> import numpy as np
+    >>> weights = masked_softmax(np.zeros((1, 1, 1, 3), "float32"), np.array([[True, True, False]]))
+    >>> np.asarray(weights).round(2).tolist()
+    [[[[0.5, 0.5, 0.0]]]]
+    """
+    scores = ops.convert_to_tensor(scores)
+    dtype = scores.dtype
+    scores = ops.cast(scores, compute_dtype or _softmax_dtype(dtype))
+    if padding_mask is not None:
+        mask = ops.cast(padding_mask, "bool")[:, None, None, :]
+        scores = ops.where(mask, scores, ops.cast(MASKED_SCORE, scores.dtype))
+    return ops.cast(ops.softmax(scores, axis=-1), dtype)
 
 
 # Backends whose softmax kernels accumulate bfloat16 inputs in float32 (oneDNN, ATen).

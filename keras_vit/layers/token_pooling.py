@@ -16,6 +16,9 @@ ALL_POOLINGS = POOLINGS + ("map",)
 class TokenPooling(keras.layers.Layer):
     """Pools tokens (B, T, D) to (B, D): the class token, or the mean or maximum of the patch tokens.
 
+    Call with `padding_mask` (B, T) (True for real tokens) to leave padding tokens out of the
+    mean and the maximum (SigLIP 2 NaFlex batches, as `Siglip2ForImageClassification` pools).
+
     Args:
         mode: str. "token" takes token 0 (the class token); "gap" averages the tokens after
             the first `num_prefix_tokens`, "max" takes their maximum; "token_and_mean"
@@ -49,12 +52,20 @@ class TokenPooling(keras.layers.Layer):
         self.num_prefix_tokens = num_prefix_tokens
         self.token_index = token_index
 
-    def call(self, tokens):
+    def call(self, tokens, padding_mask=None):
         if self.mode == "token":
             return tokens[:, self.token_index]
-        if self.mode == "max":
-            return ops.max(tokens[:, self.num_prefix_tokens:], axis=1)
-        mean = ops.mean(tokens[:, self.num_prefix_tokens:], axis=1)
+        patches = tokens[:, self.num_prefix_tokens:]
+        if padding_mask is not None:
+            mask = ops.cast(padding_mask, "bool")[:, self.num_prefix_tokens:, None]
+            if self.mode == "max":
+                return ops.max(ops.where(mask, patches, ops.cast(float("-inf"), patches.dtype)), axis=1)
+            weights = ops.cast(mask, patches.dtype)
+            mean = ops.sum(patches * weights, axis=1) / ops.maximum(ops.sum(weights, axis=1), 1.0)
+        elif self.mode == "max":
+            return ops.max(patches, axis=1)
+        else:
+            mean = ops.mean(patches, axis=1)
         if self.mode == "token_and_mean":
             return ops.concatenate([tokens[:, 0], mean], axis=-1)
         return mean

@@ -69,7 +69,8 @@ class TransformerBlock(keras.layers.Layer):
     gate and value halves). With `layer_scale_init`, each branch is scaled per channel by a
     `LayerScale` (`layer_scale_1`, `layer_scale_2`) before the residual sum. Stochastic depth drops
     each residual branch per sample. Call with `return_attention_scores=True` to also get the
-    attention weights (B, heads, T, T).
+    attention weights (B, heads, T, T), and with `padding_mask` (B, T) (True for real tokens)
+    to keep padding tokens out of the attention (see `MultiHeadSelfAttention`).
 
     Args:
         hidden_size: int. Token width D.
@@ -170,12 +171,12 @@ class TransformerBlock(keras.layers.Layer):
             self.layer_scale_2.build(input_shape)
         super().build(input_shape)
 
-    def call(self, inputs, training=None, return_attention_scores=False):
+    def call(self, inputs, training=None, return_attention_scores=False, padding_mask=None):
         x = self.norm1(inputs)
         if return_attention_scores:
-            x, scores = self.attention(x, return_attention_scores=True, training=training)
+            x, scores = self.attention(x, return_attention_scores=True, training=training, padding_mask=padding_mask)
         else:
-            x = self.attention(x, training=training)
+            x = self.attention(x, training=training, padding_mask=padding_mask)
         x = self.attention_dropout(x, training=training)
         if self.layer_scale_1 is not None:
             x = self.layer_scale_1(x)
@@ -197,7 +198,7 @@ class TransformerBlock(keras.layers.Layer):
     def compute_output_shape(self, input_shape):
         return input_shape
 
-    def compute_output_spec(self, inputs, training=None, return_attention_scores=False):
+    def compute_output_spec(self, inputs, training=None, return_attention_scores=False, padding_mask=None):
         # Residual blocks keep the token shape: the block returns what its attention returns.
         return self.attention.compute_output_spec(inputs, return_attention_scores=return_attention_scores)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import keras
+import numpy as np
 
 from keras_vit import configs
 from keras_vit._validation import (
@@ -16,7 +17,8 @@ from keras_vit._validation import (
     check_rate,
     plain,
 )
-from keras_vit.layers import AttentionPooling, PatchEncoder, TokenPooling, TransformerBlock
+from keras_vit.layers import AttentionPooling, NaFlexPatchEncoder, PatchEncoder, TokenPooling, TransformerBlock
+from keras_vit.layers.naflex_patch_encoder import NAFLEX_INTERPOLATION
 from keras_vit.layers.patch_encoder import POSITION_EMBEDDINGS
 from keras_vit.layers.token_pooling import ALL_POOLINGS
 from keras_vit.layers.transformer_block import MLP_ACTIVATIONS
@@ -66,6 +68,7 @@ def ViT(
     pre_norm=None,
     patch_bias=None,
     projection_size="auto",
+    naflex=None,
     name=None,
 ):
     """Builds a Vision Transformer as a functional Keras model (a `VisionTransformer`).
@@ -180,6 +183,15 @@ def ViT(
             ("projection") after pooling: CLIP's visual projection to the image-text embedding.
             With `include_top=False` the model returns it; None leaves it out. "auto" takes the
             checkpoint's or the variant's, else None. Defaults to "auto".
+        naflex: bool or None. SigLIP 2 NaFlex: the model takes patch sequences of images of any
+            aspect instead of images, a dict {"patches": (B, N, P*P*C) float, "spatial_shapes":
+            (B, 2) int32}, each image resized to fit a patch budget, cut into its own (h, w) grid
+            of patches and padded to N (`keras_vit.naflex.naflex_inputs` makes them from image
+            arrays); the learned position grid is resampled to each image's grid
+            (`interpolation`, SigLIP 2's "bilinear_antialias" by default) and the padding is
+            masked in attention and pooling. `image_size` is then that of the stored position
+            grid. None takes the checkpoint's (True for Hugging Face model_type "siglip2") or the
+            variant's, else False. Defaults to None.
         name: str or None. Model name. Defaults to "vit_<variant>" or "vit".
 
     With `include_top=False` the model returns the family's own image embedding: the class
@@ -254,6 +266,7 @@ def ViT(
         pre_norm=pre_norm,
         patch_bias=patch_bias,
         projection_size=projection_size,
+        naflex=naflex,
         name=name,
         backbone=backbone,
     )
@@ -333,15 +346,28 @@ def resolve_config(variant=None, checkpoint=None, *, backbone=None, **arguments)
     config["image_size"] = _resolve_image_size(image_size, config, row, found, backbone)
     dynamic = config["image_size"] is None or None in config["image_size"]
     config["grid_size"] = _resolve_grid(config, row, found, backbone) if dynamic else None
+    if config["naflex"]:  # no image size: the grid the position table is stored for
+        if not dynamic:
+            pixels = _pixel_patch(config)
+            config["grid_size"] = (config["image_size"][0] // pixels, config["image_size"][1] // pixels)
+        config["image_size"] = None
     for key in _BUILD_DEFAULTS:
         config[key] = arguments.get(key, _BUILD_DEFAULTS[key])
     if config["include_top"] is None:
         config["include_top"] = True
+    # NaFlex is defined with its own resampling (SigLIP 2's), whatever file its weights come from.
     config["interpolation"] = arguments.get("interpolation") or (
-        checkpoint.record.interpolation if checkpoint is not None else "bicubic")
+        NAFLEX_INTERPOLATION if config["naflex"]
+        else checkpoint.record.interpolation if checkpoint is not None else "bicubic")
     config["name"] = config["name"] or _default_name(variant)
     config["backbone"] = getattr(backbone, "name", type(backbone).__name__) if backbone is not None else None
     _check_build_arguments(config)
+    if config["naflex"] and (config["preprocessing"] is not None or backbone is not None):
+        raise ValueError(
+            f"naflex=True takes patch sequences, not images: it cannot have "
+            f"{'preprocessing=' + repr(config['preprocessing']) if config['preprocessing'] is not None else 'a backbone'}. "
+            "keras_vit.naflex.naflex_inputs scales the pixels (scaling=) while it cuts the patches."
+        )
     return config
 
 
@@ -365,8 +391,10 @@ def _normalized(value):
 
 def _fill_defaults(config, checkpoint, given):
     """Defaults for what neither the arguments, the variant nor the checkpoint say."""
+    if config["naflex"] is None:
+        config["naflex"] = False
     if config["class_token"] is None:
-        config["class_token"] = True
+        config["class_token"] = not config["naflex"]  # NaFlex's sequences are patches alone
     if "pooling" in given:
         config["pooling"] = "gap" if given["pooling"] == "avg" else given["pooling"]
     elif config["pooling"] is None:
@@ -436,13 +464,27 @@ def _check_config(config, checkpoint):
         check_positive_number("layer_scale_init", config["layer_scale_init"])
     check_positive_number("layer_norm_epsilon", config["layer_norm_epsilon"])
     for key in ("class_token", "approximate_gelu", "distillation_token", "prefix_position_embedding", "pre_norm",
-                "patch_bias"):
+                "patch_bias", "naflex"):
         check_bool(key, config[key])
         config[key] = bool(config[key])  # NumPy's bool as Python's, for the JSON config
     if config["distillation_token"] and not config["class_token"]:
         raise ValueError("distillation_token=True needs class_token=True (DeiT puts it after the class token).")
     if config["pooling"] in ("token", "token_and_mean") and not config["class_token"]:
         raise ValueError(f"pooling={config['pooling']!r} needs class_token=True; use pooling='gap' without a class token.")
+    if config["naflex"]:
+        _check_naflex(config)
+
+
+def _check_naflex(config):
+    """Refuses what a NaFlex model (patch sequences, no prefix tokens, a learned grid) cannot have, naming it."""
+    found = [f"{key}={config[key]!r}" for key, plain_value in (
+        ("class_token", False), ("distillation_token", False), ("num_register_tokens", 0), ("position_embedding", "learned"),
+        ("stem", None)) if config[key] != plain_value]
+    if found:
+        raise ValueError(
+            f"naflex=True embeds patch sequences alone with a learned position grid (SigLIP 2 NaFlex); it cannot "
+            f"have {', '.join(found)}. Pass naflex=False for a model on images."
+        )
 
 
 def _check_build_arguments(config):
@@ -536,6 +578,14 @@ def build(config, *, backbone=None, input_shape=None, input_tensor=None):
             f"This config was resolved with the custom backbone {config['backbone']!r}, which is not part "
             "of it: pass backbone= to build."
         )
+    if config["naflex"]:
+        if input_shape is not None or input_tensor is not None:
+            raise ValueError("A NaFlex model takes the inputs naflex_input_spec describes: build it without "
+                             "input_shape= or input_tensor=.")
+        inputs = {key: keras.Input(shape=shape, dtype=dtype, name=key)
+                  for key, (shape, dtype) in naflex_input_spec(config).items()}
+        x = _encoder_graph(config, inputs, _new_layer)
+        return VisionTransformer(inputs, x, name=config["name"], vit_config=config)
     stem = config["stem"]
     # With a stem, patch_size counts feature-map cells: _apply_backbone checks the sizes.
     pixel_patch = 1 if backbone is not None or stem is not None else config["patch_size"]
@@ -557,6 +607,22 @@ def build(config, *, backbone=None, input_shape=None, input_tensor=None):
     return VisionTransformer(model_inputs, x, name=config["name"], vit_config=config)
 
 
+def naflex_input_spec(config):
+    """{input name: (shape without the batch, dtype)} of a NaFlex model's dict input.
+
+    "patches": (N, P*P*C) float32, the patches of each image flattened in (row, column,
+    channel) order and padded to N (any N); "spatial_shapes": (2,) int32, each image's patch
+    grid (rows, cols); rows * cols of its first patches are real, the rest padding.
+
+    Example:
+
+    >>> naflex_input_spec(resolve_config("tiny_siglip2"))
+    {'patches': ((None, 48), 'float32'), 'spatial_shapes': ((2,), 'int32')}
+    """
+    depth = config["patch_size"] ** 2 * config["channels"]
+    return {"patches": ((None, depth), "float32"), "spatial_shapes": ((2,), "int32")}
+
+
 def _new_layer(name, make):
     """The layer factory of `build`: every layer is made fresh."""
     return make()
@@ -571,20 +637,16 @@ def _encoder_graph(config, x, layer, collect=None):
     is a dict that receives each block's tokens and attention weights.
     """
     hidden, heads, epsilon = config["hidden_size"], config["num_heads"], config["layer_norm_epsilon"]
-    encoder = layer("embedding", lambda: PatchEncoder(
-        config["patch_size"],
-        hidden,
-        class_token=config["class_token"],
-        position_embedding=config["position_embedding"],
-        grid_size=config["grid_size"] if None in tuple(x.shape[1:3]) else None,
-        interpolation=config["interpolation"],
-        distillation_token=config["distillation_token"],
-        num_register_tokens=config["num_register_tokens"],
-        prefix_position_embedding=config["prefix_position_embedding"],
-        use_bias=config["patch_bias"],
-        name="embedding",
-    ))
-    x = encoder(x)
+    if config.get("naflex"):
+        encoder = layer("embedding", lambda: NaFlexPatchEncoder(
+            config["patch_size"], hidden, config["grid_size"], interpolation=config["interpolation"],
+            use_bias=config["patch_bias"], name="embedding"))
+        x, mask = encoder(x["patches"], x["spatial_shapes"])
+        # Only NaFlex passes a mask: every other graph stays as saved models have it.
+        masked = {"padding_mask": mask}
+    else:
+        encoder, masked = _image_encoder(config, hidden, x, layer), {}
+        x = encoder(x)
     x = layer("embedding_dropout", lambda: keras.layers.Dropout(config["dropout_rate"], name="embedding_dropout"))(x)
     if config["pre_norm"]:
         x = layer("pre_norm", lambda: keras.layers.LayerNormalization(epsilon=epsilon, name="pre_norm"))(x)
@@ -605,14 +667,15 @@ def _encoder_graph(config, x, layer, collect=None):
             name=f"encoderblock_{i}",
         ))
         if collect is None:
-            x = block(x)
+            x = block(x, **masked)
         else:
-            x, attention = _WithAttention(block)(x)
+            x, attention = _WithAttention(block)(x, **masked)
             collect["blocks"].append(x)
             collect["attention"].append(attention)
     x = layer("encoder_norm", lambda: keras.layers.LayerNormalization(epsilon=epsilon, name="encoder_norm"))(x)
     if collect is not None:
         collect["tokens"] = x
+        collect.update(masked)
     tokens = x
     pooling = config["pooling"]
     if pooling == "map":
@@ -621,12 +684,12 @@ def _encoder_graph(config, x, layer, collect=None):
             approximate_gelu=config["approximate_gelu"], layer_norm_epsilon=epsilon, name="pooling",
         ))
         if collect is None:
-            x = pool(tokens)
+            x = pool(tokens, **masked)
         else:
-            x, collect["pooling_attention"] = _WithAttention(pool)(tokens)
+            x, collect["pooling_attention"] = _WithAttention(pool)(tokens, **masked)
     elif pooling is not None:
         prefix = encoder.num_prefix_tokens
-        x = layer("pooling", lambda: TokenPooling(pooling, num_prefix_tokens=prefix, name="pooling"))(tokens)
+        x = layer("pooling", lambda: TokenPooling(pooling, num_prefix_tokens=prefix, name="pooling"))(tokens, **masked)
     if config["projection_size"] is not None and pooling is not None:  # it projects the pooled embedding
         x = layer("projection", lambda: keras.layers.Dense(
             config["projection_size"], use_bias=False, name="projection"))(x)
@@ -652,6 +715,23 @@ def _encoder_graph(config, x, layer, collect=None):
     return x
 
 
+def _image_encoder(config, hidden, x, layer):
+    """The `PatchEncoder` of images (or a stem's feature map) x."""
+    return layer("embedding", lambda: PatchEncoder(
+        config["patch_size"],
+        hidden,
+        class_token=config["class_token"],
+        position_embedding=config["position_embedding"],
+        grid_size=config["grid_size"] if None in tuple(x.shape[1:3]) else None,
+        interpolation=config["interpolation"],
+        distillation_token=config["distillation_token"],
+        num_register_tokens=config["num_register_tokens"],
+        prefix_position_embedding=config["prefix_position_embedding"],
+        use_bias=config["patch_bias"],
+        name="embedding",
+    ))
+
+
 def _head(num_classes, activation, name):
     return keras.layers.Dense(num_classes, activation=activation, kernel_initializer="zeros", dtype="float32", name=name)
 
@@ -669,12 +749,13 @@ class _WithAttention(keras.layers.Layer):
         self.inner = inner
         self.built = True
 
-    def call(self, inputs, training=None):
+    def call(self, inputs, training=None, padding_mask=None):
+        masked = {} if padding_mask is None else {"padding_mask": padding_mask}
         if isinstance(self.inner, TransformerBlock):
-            return self.inner(inputs, training=training, return_attention_scores=True)
-        return self.inner(inputs, return_attention_scores=True)
+            return self.inner(inputs, training=training, return_attention_scores=True, **masked)
+        return self.inner(inputs, return_attention_scores=True, **masked)
 
-    def compute_output_spec(self, inputs, training=None):
+    def compute_output_spec(self, inputs, training=None, padding_mask=None):
         return self.inner.compute_output_spec(inputs, return_attention_scores=True)
 
 
@@ -714,6 +795,8 @@ class VisionTransformer(keras.Model):
         return {**super().get_config(), "vit_config": self.vit_config}
 
     def call(self, inputs, training=None, mask=None, **kwargs):
+        if isinstance(inputs, dict) and self._vit_config is not None and self._vit_config.get("naflex"):
+            _check_spatial_shapes(self.name, inputs)
         # Checked here, where the model's own input is known: past this point a wrong channel
         # count surfaces as Conv2D's "depth of output is not a multiple of the number of groups".
         shape, expected = getattr(inputs, "shape", None), self.inputs[0].shape if self.inputs else None
@@ -770,7 +853,9 @@ class VisionTransformer(keras.Model):
         Its output is a dict: "blocks" (list, one (B, T, D) tensor per block, input side
         first, before the final LayerNorm), "attention" (list, one (B, heads, T, T) per
         block), "tokens" (B, T, D) (every token after the final LayerNorm: class,
-        distillation, register, then patch tokens), "embedding" (what `include_top=False`
+        distillation, register, then patch tokens; a NaFlex model's padding tokens are
+        meaningless, see `padding_mask`), "padding_mask" (B, T), True for real tokens
+        (NaFlex only), "embedding" (what `include_top=False`
         returns, absent with `pooling=None`), "output" (the model's output) and, with
         `pooling="map"`, "pooling_attention" (B, heads, 1, T), the probe's attention. It is
         built with public Keras APIs from `vit_config`, like timm's `forward_intermediates`
@@ -790,6 +875,14 @@ class VisionTransformer(keras.Model):
                 f"Model {self.name!r} has no vit_config (it was loaded from a file saved as a plain functional "
                 "model): rebuild it with keras_vit.ViT or use keras_vit.inspect.attention_model."
             )
+        if config.get("naflex"):
+            inputs = {key: keras.Input(shape=shape, dtype=dtype, name=key)
+                      for key, (shape, dtype) in naflex_input_spec(config).items()}
+            collect = {"blocks": [], "attention": []}
+            collect["output"] = _encoder_graph(config, inputs, lambda name, make: self.get_layer(name), collect)
+            if config["pooling"] is None:
+                del collect["embedding"]
+            return keras.Model(inputs, collect, name=f"{self.name}_intermediates")
         inputs = keras.Input(batch_shape=self.inputs[0].shape, dtype=self.inputs[0].dtype, name="images")
         x = inputs
         if config["preprocessing"] is not None:
@@ -803,6 +896,34 @@ class VisionTransformer(keras.Model):
         if config["pooling"] is None:
             del collect["embedding"]
         return keras.Model(inputs, collect, name=f"{self.name}_intermediates")
+
+
+def _check_spatial_shapes(name, inputs):
+    """Refuses a NaFlex batch whose grids are empty or hold more patches than it has, where the values are known.
+
+    In a traced call (a compiled function, an export) they are not, and are not checked.
+    """
+    patches, shapes = inputs.get("patches"), inputs.get("spatial_shapes")
+    if patches is None or shapes is None:
+        return
+    try:
+        shapes = np.asarray(keras.ops.convert_to_numpy(shapes))
+    except Exception:  # a symbolic tensor of a traced call: nothing to check now
+        return
+    length = patches.shape[1]
+    if shapes.ndim != 2 or shapes.shape[-1] != 2:
+        raise ValueError(f"Invalid spatial_shapes of shape {shapes.shape} for model {name}: expected (batch, 2), "
+                         "each image's patch grid (rows, cols).")
+    for i, (rows, cols) in enumerate(shapes.tolist()):
+        if rows < 1 or cols < 1:
+            raise ValueError(f"Invalid spatial_shapes[{i}]=({rows}, {cols}) for model {name}: an image needs a "
+                             "patch grid of at least 1x1.")
+        if length is not None and rows * cols > length:
+            raise ValueError(
+                f"Invalid spatial_shapes[{i}]=({rows}, {cols}) for model {name}: {rows * cols} patches, over the "
+                f"{length} of the patch sequences (the patch budget). keras_vit.naflex.naflex_inputs resizes "
+                "images to fit max_num_patches."
+            )
 
 
 def _frozen(config):

@@ -40,6 +40,7 @@ from typing import Callable
 import numpy as np
 
 from keras_vit.configs import ARCHITECTURE_FIELDS, FAMILY_DEFAULTS
+from keras_vit.layers.naflex_patch_encoder import NAFLEX_INTERPOLATION
 from keras_vit.weights.files import CheckpointError, read_json_object, read_npz, read_safetensors
 from keras_vit.weights.hybrid import npz_stem_architecture
 from keras_vit.weights.mapping import Entry, register_layer_mapping
@@ -161,6 +162,18 @@ def _flat(array):
 def _torch_conv(array, shape):
     """PyTorch Conv2d weight OIHW -> Keras kernel HWIO."""
     return array.transpose(2, 3, 1, 0)
+
+
+def _torch_patch_kernel(array, shape):
+    """A PyTorch patch projection -> Keras kernel HWIO: a Conv2d weight OIHW, or SigLIP 2's Linear weight
+    (out, P*P*C) on patches flattened in (row, column, channel) order."""
+    if array.ndim != 2:
+        return _torch_conv(array, shape)
+    channels = shape[2]
+    side = math.isqrt(array.shape[1] // channels)
+    if side * side * channels != array.shape[1]:
+        return array  # no square patch of the model's channels: apply_entries reports the shapes
+    return array.T.reshape(side, side, channels, array.shape[0])
 
 
 def _keras_conv_to_torch(array):
@@ -357,7 +370,7 @@ def npz_architecture(tensors, source_prefix, config, path):
         "approximate_gelu": True,
         "layer_norm_epsilon": 1e-6,
     }
-    for field, kind in (("approximate_gelu", "flag"), ("layer_norm_epsilon", "positive")):
+    for field, kind in (("approximate_gelu", "flag"), ("layer_norm_epsilon", "positive"), ("naflex", "flag")):
         if NPZ_NOTES + field in (config or {}):
             value = config[NPZ_NOTES + field]
             value = value.item() if isinstance(value, np.ndarray) and value.shape == () else value
@@ -372,8 +385,8 @@ def npz_architecture(tensors, source_prefix, config, path):
 
 @register_layer_mapping("hf", "PatchEncoder")
 def _hf_embedding(layer, context):
-    entries = [_patch_kernel_entry("embeddings.patch_embeddings.projection.weight", layer, context, _torch_conv,
-                                   _keras_conv_to_torch)]
+    entries = [_patch_kernel_entry("embeddings.patch_embeddings.projection.weight", layer, context,
+                                   _torch_patch_kernel, _keras_conv_to_torch)]
     if layer.use_bias:
         entries.append(Entry("embeddings.patch_embeddings.projection.bias", layer.bias))
     if layer.class_token:
@@ -431,6 +444,10 @@ def _hf_attention_pooling(layer, context):
     )
 
 
+# A NaFlex model's encoder holds PatchEncoder's variables under the same names (the timm layout
+# has no NaFlex model: its key names are not mapped).
+register_layer_mapping("vit_jax", "NaFlexPatchEncoder", _npz_embedding)
+register_layer_mapping("hf", "NaFlexPatchEncoder", _hf_embedding)
 register_layer_mapping("hf", "pre_norm", lambda layer, context: _norm_entries(layer, "pre_layernorm"))
 register_layer_mapping("hf", "projection", lambda layer, context: _dense_entries(layer, "visual_projection"))
 
@@ -538,6 +555,18 @@ def _siglip_family(tensors, config, path):
     return {"class_token": False, "pooling": "map" if "head.probe" in tensors else None}
 
 
+def _siglip2_family(tensors, config, path):
+    """SigLIP 2 NaFlex: SigLIP's tower on patch sequences, its position grid stated as num_patches (side x side)."""
+    patches = config_value(config, "num_patches", path, "size", 256)
+    grid = square_grid(patches)
+    if grid is None:
+        raise CheckpointError(f"Hugging Face config {path!r}: num_patches is {patches!r}; expected a square number "
+                              "(the position grid is side x side).")
+    # Siglip2ForImageClassification pools with the mean of the real (unpadded) patch tokens.
+    pooling = "map" if "head.probe" in tensors else "gap" if "classifier.weight" in tensors else None
+    return {"class_token": False, "pooling": pooling, "naflex": True, "grid_size": grid}
+
+
 def _clip_family(tensors, config, path):
     projection = tensors.get("visual_projection.weight")
     return {
@@ -582,8 +611,12 @@ _CLIP = HFFamily(
     {"hidden_act": "quick_gelu", "layer_norm_eps": 1e-5, "image_size": 224, "patch_size": 32},
     _clip_family, vision_key="vision_config", nested=True,
 )
+_SIGLIP2 = dataclasses.replace(
+    _SIGLIP, defaults={"hidden_act": "gelu_pytorch_tanh", "layer_norm_eps": 1e-6, "patch_size": 16},
+    architecture=_siglip2_family, interpolation=NAFLEX_INTERPOLATION,
+)
 # model_type (config.json) -> family. SigLIP 2's fixed-resolution checkpoints are model_type
-# "siglip"; model_type "siglip2" is the NaFlex variant (linear patch embedding, any aspect), not built here.
+# "siglip"; model_type "siglip2" is the NaFlex variant (a Linear patch embedding, any aspect).
 HF_FAMILIES = {
     "vit": HFFamily(("vit.",), (), (), 1, {}, _vit_family),
     "deit": HFFamily(
@@ -598,6 +631,8 @@ HF_FAMILIES = {
     "dinov2_with_registers": dataclasses.replace(_DINOV2, prefixes=("dinov2_with_registers.",), interpolation="bicubic"),
     "siglip": _SIGLIP,
     "siglip_vision_model": _SIGLIP,
+    "siglip2": _SIGLIP2,
+    "siglip2_vision_model": _SIGLIP2,
     "clip": _CLIP,
     "clip_vision_model": _CLIP,
 }
@@ -761,7 +796,7 @@ def hf_architecture(tensors, source_prefix, config, path):
     arch.update(family.architecture(tensors, config, path))
     if "mlp_dim" not in arch:
         arch["mlp_dim"] = config_value(config, "intermediate_size", path, "size")
-    grid = (image[0] // patch, image[1] // patch)
+    grid = arch.pop("grid_size", None) or (image[0] // patch, image[1] // patch)
     return _with_top(arch, tensors, LAYOUTS["hf"], source_prefix, grid, path)
 
 

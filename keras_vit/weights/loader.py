@@ -220,6 +220,8 @@ def save_npz(model, path):
     if blocks:
         arrays[NPZ_NOTES + "approximate_gelu"] = np.array(bool(blocks[0].approximate_gelu))
         arrays[NPZ_NOTES + "layer_norm_epsilon"] = np.array(float(blocks[0].layer_norm_epsilon))
+    if type(encoder).__name__ == "NaFlexPatchEncoder":  # the same weights also take images: say which
+        arrays[NPZ_NOTES + "naflex"] = np.array(True)
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
     write_bytes(os.fspath(path), [buffer.getbuffer()])
