@@ -159,8 +159,6 @@ VARIANTS.update({
     "SigLIP_So400m14": _family("siglip", 14, 1152, 4304, 16, 27, 224, "SigLIP So400m/14 image tower", **_SIGLIP),
     "SigLIP2_B16_naflex": _family("siglip2", 16, 768, 3072, 12, 12, 256, "SigLIP 2 NaFlex ViT-B/16 image tower",
                                   **_SIGLIP2_NAFLEX),
-    "SigLIP2_So400m16_naflex": _family("siglip2", 16, 1152, 4304, 16, 27, 256,
-                                       "SigLIP 2 NaFlex So400m/16 image tower", **_SIGLIP2_NAFLEX),
     "CLIP_B32": _family("clip", 32, 768, 3072, 12, 12, 224, "CLIP ViT-B/32 image tower", projection_size=512, **_CLIP),
     "CLIP_B16": _family("clip", 16, 768, 3072, 12, 12, 224, "CLIP ViT-B/16 image tower", projection_size=512, **_CLIP),
     "CLIP_L14": _family("clip", 14, 1024, 4096, 16, 24, 224, "CLIP ViT-L/14 image tower", projection_size=768, **_CLIP),

@@ -5,8 +5,9 @@ images but, for each image, its own grid of patches: the image is resized, its a
 the largest size whose sides are multiples of the patch size and whose patches fit
 `max_num_patches` (`naflex_image_size`), cut into rows x cols patches and padded to
 `max_num_patches`. `naflex_inputs` does all of it as Hugging Face's `Siglip2ImageProcessor`
-does: the same target size, the same antialiased bilinear resize (PIL's and torchvision's
-filter; a uint8 image is rounded back to uint8 after it, as they do), the same patch order.
+does: the same target size, the same antialiased bilinear resize (torchvision's and PIL's
+filter, a uint8 image rounded to uint8 after each of its two passes as they do; their
+fixed-point weights put a pixel here and there one level apart), the same patch order.
 
 Example:
 
@@ -109,9 +110,8 @@ def naflex_inputs(images, patch_size, max_num_patches=DEFAULT_MAX_NUM_PATCHES, s
     """A NaFlex model's input from images of any sizes: (inputs, padding_mask).
 
     Each image is resized to `naflex_image_size` with an antialiased bilinear filter
-    (half-pixel centres, a triangle widened by the shrink factor: PIL's and torchvision's, which
-    the reference uses; a uint8 image is rounded back to uint8 after it, as they do), its
-    pixels scaled by `scaling`, cut into its grid of patches, each flattened in (row, column,
+    (half-pixel centres, a triangle widened by the shrink factor: torchvision's and PIL's, which
+    the reference uses; see `resize_antialiased`), its pixels scaled by `scaling`, cut into its grid of patches, each flattened in (row, column,
     channel) order, and padded with zeros to `max_num_patches`.
 
     Args:
@@ -165,8 +165,10 @@ def resize_antialiased(image, height, width):
     """Resizes an image (H, W, C) to (height, width) with the antialiased bilinear filter; uint8 stays uint8.
 
     The filter of PIL's BILINEAR and of torch's `interpolate(mode="bilinear", antialias=True)`
-    ("bilinear_antialias" of `keras_vit.layers.grid_resampling`), computed in float; a uint8
-    image is rounded back to uint8, as those libraries return it.
+    ("bilinear_antialias" of `keras_vit.layers.grid_resampling`). A float image is resized in
+    one float pass; a uint8 image as torchvision's uint8 kernel does it: the width, rounded to
+    uint8, then the height, rounded again (their fixed-point weights still put a pixel here and
+    there one level apart).
 
     Example:
 
@@ -180,10 +182,17 @@ def resize_antialiased(image, height, width):
     image = np.asarray(image)
     rows, cols = (np.asarray(keras.ops.convert_to_numpy(interpolation_matrix(old, new, "bilinear_antialias")),
                              "float64") for old, new in ((image.shape[0], height), (image.shape[1], width)))
-    resized = np.einsum("ih,hwc,jw->ijc", rows, image.astype("float64"), cols)
-    if image.dtype == np.uint8:
-        return np.clip(np.round(resized), 0, 255).astype("uint8")
-    return resized.astype(image.dtype if image.dtype.kind == "f" else "float32")
+    if image.dtype != np.uint8:
+        resized = np.einsum("ih,hwc,jw->ijc", rows, image.astype("float64"), cols)
+        return resized.astype(image.dtype if image.dtype.kind == "f" else "float32")
+    # torchvision's uint8 kernel (and PIL) resize the width, round to uint8, then the height.
+    wide = _to_uint8_values(np.einsum("hwc,jw->hjc", image.astype("float64"), cols))
+    return _to_uint8_values(np.einsum("ih,hjc->ijc", rows, wide)).astype("uint8")
+
+
+def _to_uint8_values(x):
+    """Rounded (halves up, as fixed-point kernels round) and clipped to [0, 255]."""
+    return np.clip(np.floor(x + 0.5), 0, 255)
 
 
 def _image_list(images):

@@ -92,6 +92,25 @@ def reduced_variant_kwargs(variant):
     return kwargs
 
 
+def sample_inputs(model, batch=2, seed=1):
+    """Random inputs of a keras_vit model: images (batch, H, W, C), or a NaFlex model's padded patch sequences.
+
+    A NaFlex batch has images of different patch grids around the stored one (one wider, one
+    smaller), so padding is masked in every model the generic tests build.
+    """
+    rng = np.random.default_rng(seed)
+    config = getattr(model, "vit_config", None) or {}
+    if not config.get("naflex"):
+        return rng.normal(size=(batch,) + tuple(model.input_shape[1:])).astype("float32")
+    rows, cols = config["grid_size"]
+    grids = [((rows, cols + 1), (max(rows - 1, 1), cols))[i % 2] for i in range(batch)]
+    length = max(r * c for r, c in grids)
+    patches = rng.normal(size=(batch, length, config["patch_size"] ** 2 * config["channels"])).astype("float32")
+    for i, (r, c) in enumerate(grids):
+        patches[i, r * c:] = 0.0
+    return {"patches": patches, "spatial_shapes": np.array(grids, "int32")}
+
+
 def to_numpy(x):
     """A backend tensor (a torch one may require grad) or array as a NumPy array of the same dtype."""
     return x if isinstance(x, np.ndarray) else keras.ops.convert_to_numpy(x)
@@ -115,5 +134,5 @@ def check_save_load_export(model, tmp_path, inputs):
     import tensorflow as tf
 
     reloaded = tf.saved_model.load(export_dir)  # keep a reference: its variables die with it
-    served = reloaded.serve(tf.constant(inputs))
+    served = reloaded.serve(tf.nest.map_structure(tf.constant, inputs))
     np.testing.assert_allclose(np.asarray(served), expected, atol=1e-5)

@@ -643,6 +643,11 @@ BUILDER_REFUSED = [
     # Huge: built, it ran the machine out of memory on the first image instead of saying why.
     (dict(image_size=2**16), r"image size 65536x65536 with 4-pixel patches: 268,435,456 patch tokens, more than MAX_PATCH_TOKENS"),
     (dict(image_size=(1028, 1028), patch_size=4), r"66,049 patch tokens"),
+    (dict(naflex="yes"), r"naflex='yes'"),
+    (dict(naflex=True, class_token=True), r"naflex=True embeds patch sequences alone .* cannot have class_token=True"),
+    (dict(naflex=True, position_embedding="sincos2d"), r"cannot have position_embedding='sincos2d'"),
+    (dict(naflex=True, preprocessing="symmetric"), r"naflex=True takes patch sequences, not images: .*preprocessing="),
+    (dict(naflex=True, input_shape=(32, 32, 3)), r"A NaFlex model takes the inputs naflex_input_spec describes"),
 ]
 # Accepted, and why.
 BUILDER_ACCEPTED = [
@@ -658,6 +663,7 @@ BUILDER_ACCEPTED = [
     (dict(num_classes=np.int64(4), image_size=np.int32(16), num_layers=np.int64(1)), (None, 4)),
     (dict(input_shape=(np.int64(16), 16, np.int64(1)), dropout_rate=np.float32(0.25)), (None, 3)),
     (dict(image_size=(1024, 1024), patch_size=4), (None, 3)),  # 65,536 tokens: MAX_PATCH_TOKENS itself
+    (dict(naflex=True), (None, 3)),  # patch sequences of any aspect; no class token unless asked for
 ]
 
 

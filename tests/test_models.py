@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import keras_vit
-from helpers import ALL_BACKENDS, JIT_COMPILE, check_save_load_export, reduced_variant_kwargs, to_numpy
+from helpers import ALL_BACKENDS, JIT_COMPILE, check_save_load_export, reduced_variant_kwargs, sample_inputs, to_numpy
 from keras_vit.configs import VARIANTS
 
 pytestmark = ALL_BACKENDS
@@ -146,12 +146,10 @@ def test_every_variant_has_a_named_builder(variant):
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_variant_save_load_export(variant, tmp_path):
     model = keras_vit.ViT(variant, **reduced_variant_kwargs(variant))
-    size = model.input_shape[1]
     # Non-zero head so the round trip compares real logits, not zeros.
     head = model.get_layer("head")
     head.kernel.assign(np.random.default_rng(0).normal(size=head.kernel.shape).astype("float32") * 0.1)
-    images = np.random.default_rng(1).normal(size=(2, size, size, 3)).astype("float32")
-    check_save_load_export(model, tmp_path, images)
+    check_save_load_export(model, tmp_path, sample_inputs(model))
 
 
 def _learnable_data(n, size, channels=3, seed=0):

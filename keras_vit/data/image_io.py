@@ -226,7 +226,7 @@ def _graph_decoder(height, width, channels, max_pixels):
     )
 
 
-def decode_image(data, channels, *, max_pixels=MAX_PIXELS):
+def decode_image(data, channels, *, max_pixels=MAX_PIXELS, index=0):
     """Decodes one encoded image (a string tensor) to uint8 (height, width, channels) at its own size.
 
     Checked as `decode_images` checks (format, declared size, palette BMP); colour converted
@@ -236,6 +236,8 @@ def decode_image(data, channels, *, max_pixels=MAX_PIXELS):
         data: tf.Tensor. One encoded JPEG, PNG, GIF, BMP or WebP file, dtype string.
         channels: int. 1 or 3.
         max_pixels: int. Largest width x height accepted. Defaults to `MAX_PIXELS`.
+        index: int or scalar tensor. The image's place in its batch, which messages name.
+            Defaults to 0.
 
     Example:
 
@@ -246,7 +248,7 @@ def decode_image(data, channels, *, max_pixels=MAX_PIXELS):
     """
     if channels not in (1, 3):
         raise ValueError(f"Invalid channels={channels!r}. Expected 1 or 3.")
-    image = _decode_checked(tf.convert_to_tensor(data, tf.string), 0, max_pixels)
+    image = _decode_checked(tf.convert_to_tensor(data, tf.string), index, max_pixels)
     if channels == 3:  # exact in uint8: only channels are dropped or repeated
         return _to_channels(image, channels)
     return tf.cast(tf.round(_to_channels(tf.cast(image, tf.float32), channels)), tf.uint8)

@@ -21,5 +21,5 @@ from keras_vit.export._common import LABELS_FILENAME, ExportFailed, labels_besid
 from keras_vit.export.onnx import ONNXExport, onnx
 from keras_vit.export.predict import Predictor, load_predictor
 from keras_vit.export._tensorflow_process import shared_process
-from keras_vit.export.saved_model import saved_model
+from keras_vit.export.saved_model import naflex_saved_model, saved_model
 from keras_vit.export.tflite import INT8_FLOAT_OPS, QUANTIZATIONS, TFLiteExport, tflite, tflite_ops, with_tanh_gelu

@@ -29,10 +29,11 @@ import keras_vit
 # The exports a child may run: keras_vit.export.<module>.<function>, and the format's name.
 _FUNCTIONS = {
     "saved_model": "keras_vit.export.saved_model",
+    "naflex_saved_model": "keras_vit.export.saved_model",
     "tflite": "keras_vit.export.tflite",
     "onnx": "keras_vit.export.onnx",
 }
-_FORMATS = {"saved_model": "SavedModel", "tflite": "TFLite", "onnx": "ONNX"}
+_FORMATS = {"saved_model": "SavedModel", "naflex_saved_model": "SavedModel", "tflite": "TFLite", "onnx": "ONNX"}
 _STDERR_LINES = 20
 _open_child = None  # the child of the innermost `shared_process()`, if any
 
@@ -78,7 +79,7 @@ def call(function, model, *args, **kwargs):
     that dies without answering raises RuntimeError with the end of its stderr.
 
     Args:
-        function: str. "saved_model", "tflite" or "onnx".
+        function: str. A key of `_FUNCTIONS` ("saved_model", "naflex_saved_model", "tflite", "onnx").
         model: keras.Model. A model on the current backend, saveable as `.keras`.
         *args: the export function's positional arguments after the model.
         **kwargs: its keyword arguments (picklable values: arrays, not datasets).

@@ -8,8 +8,9 @@ import numpy as np
 import tensorflow as tf
 
 from keras_vit._validation import check_positive_int
-from keras_vit.data.image_io import MAX_PIXELS, decode_images, error_text, require  # noqa: F401  (the signatures' decoder)
+from keras_vit.data.image_io import MAX_PIXELS, decode_image, decode_images, error_text, require  # noqa: F401  (the signatures' decoder)
 from keras_vit.export import _common, _tensorflow_process
+from keras_vit.naflex import DEFAULT_MAX_NUM_PATCHES, fitted_size
 
 DEFAULT_TOP_K = 5
 SIGNATURES = ("serving_default", "serve_bytes")
@@ -98,11 +99,7 @@ def saved_model(
     check_positive_int("top_k", top_k)
     check_positive_int("max_pixels", max_pixels)
     _common.check_precision(precision)
-    if not isinstance(base_dir, (str, os.PathLike)) or not os.fspath(base_dir):
-        raise ValueError(f"Invalid base_dir={base_dir!r}. Expected a folder path.")
-    base_dir = os.path.abspath(os.fspath(base_dir))
-    if os.path.exists(base_dir) and not os.path.isdir(base_dir):
-        raise ValueError(f"Invalid base_dir={base_dir!r}: it exists and is not a folder.")
+    base_dir = _checked_base_dir(base_dir)
     version = _resolve_version(base_dir, version)
     target = os.path.join(base_dir, str(version))
     if os.path.exists(target) and not overwrite:
@@ -204,6 +201,141 @@ def _serving_module(model, image_shape, mean_std, k, names, *, jit_compile, max_
 
         signatures["serve_bytes"] = serve_bytes
     return module, signatures
+
+
+def naflex_saved_model(
+    model,
+    base_dir,
+    version=None,
+    *,
+    max_num_patches=DEFAULT_MAX_NUM_PATCHES,
+    scaling="symmetric",
+    overwrite=False,
+    max_pixels=MAX_PIXELS,
+):
+    """Exports a NaFlex model's image embedding for TF Serving as `base_dir/<version>/`, written atomically.
+
+    One signature, `serving_default`: input `image_bytes`, a (batch,) string tensor of encoded
+    JPEG, PNG, GIF (first frame), BMP or WebP files of any size and aspect (checked and
+    converted to the model's channels as `serve_bytes` of `saved_model` does); output
+    `embeddings` (batch, D) float32. In the graph each image goes through what
+    `keras_vit.naflex.naflex_inputs` does: resized to fit `max_num_patches` exactly as Hugging
+    Face's `Siglip2ImageProcessor` computes the size, with the antialiased bilinear filter,
+    rounded to uint8 as the reference does, scaled, cut into its own grid of patches and padded;
+    the model masks the padding. An image so elongated that it needs more patches than the
+    budget at any scale fails with INVALID_ARGUMENT naming it.
+
+    Args:
+        model: keras.Model. A NaFlex model (`keras_vit.ViT(..., naflex=True)`) whose output is
+            one vector per image (`include_top=False` with pooling).
+        base_dir: str. The model's folder for TF Serving (`--model_base_path`).
+        version: int or None. Version folder to write. Defaults to one more than the largest
+            existing version, or 1.
+        max_num_patches: int. The patch budget of every image. Defaults to 256 (SigLIP 2's).
+        scaling: str or (mean, std). How [0, 255] pixels map to the model's inputs: a key of
+            `keras_vit.configs.SCALINGS`, a (mean, std) pair on the 0..255 scale, or "none".
+            Defaults to "symmetric" (SigLIP 2's).
+        overwrite: bool. Replace an existing version folder. Defaults to False.
+        max_pixels: int. Largest width x height accepted. Defaults to `MAX_PIXELS`.
+
+    Returns:
+        The path of the written version folder.
+
+    Example:
+
+    >>> import os, tempfile, keras_vit
+    >>> model = keras_vit.ViT("tiny_siglip2", include_top=False)
+    >>> os.path.basename(naflex_saved_model(model, tempfile.mkdtemp(), max_num_patches=24))
+    '1'
+    """
+    config = getattr(model, "vit_config", None) or {}
+    if not config.get("naflex"):
+        raise ValueError(f"Cannot export model {getattr(model, 'name', model)!r} with naflex_saved_model: it is not a "
+                         "NaFlex model (keras_vit.ViT(..., naflex=True)); saved_model exports models on images.")
+    outputs = model.outputs
+    if len(outputs) != 1 or len(outputs[0].shape) != 2 or config["include_top"]:
+        raise ValueError(
+            f"Cannot export model {model.name!r} with naflex_saved_model: it exports one embedding per image, and the "
+            f"model returns {[tuple(o.shape) for o in outputs]}{' through a head' if config['include_top'] else ''}. "
+            "Build it with include_top=False and a pooling."
+        )
+    check_positive_int("max_num_patches", max_num_patches)
+    check_positive_int("max_pixels", max_pixels)
+    mean_std = _common.resolve_scaling(model, _common.NO_SCALING if scaling is None else scaling, config["channels"])
+    base_dir = _checked_base_dir(base_dir)
+    version = _resolve_version(base_dir, version)
+    target = os.path.join(base_dir, str(version))
+    if os.path.exists(target) and not overwrite:
+        raise FileExistsError(f"Version folder {target!r} already exists; pass another version= or overwrite=True.")
+    if _tensorflow_process.needed():
+        return _tensorflow_process.call("naflex_saved_model", model, base_dir, version, max_num_patches=max_num_patches,
+                                        scaling=scaling, overwrite=overwrite, max_pixels=max_pixels)
+    model = _common.float32_model(model)
+    inputs = _naflex_graph_inputs(config, max_num_patches, _common.scale_pixels(mean_std), max_pixels)
+
+    @tf.function(input_signature=[tf.TensorSpec((None,), tf.string, name="image_bytes")], autograph=False)
+    def serving_default(image_bytes):
+        return {"embeddings": tf.cast(model(inputs(image_bytes), training=False), tf.float32)}
+
+    module = tf.Module()
+    module.model_variables = [variable.value for variable in model.variables]
+    with _common.atomic_directory(target, overwrite=overwrite) as tmp:
+        tf.saved_model.save(module, tmp, signatures={"serving_default": serving_default})
+    return target
+
+
+def _naflex_graph_inputs(config, max_num_patches, scale, max_pixels):
+    """The graph function: encoded images (batch,) -> a NaFlex model's inputs, as `keras_vit.naflex.naflex_inputs`."""
+    import tensorflow.experimental.numpy as tnp
+
+    from keras_vit.layers.grid_resampling import interpolation_matrix
+
+    patch, channels = config["patch_size"], config["channels"]
+    depth = patch * patch * channels
+
+    def one_image(data, index):
+        image = decode_image(data, channels, max_pixels=max_pixels, index=index)
+        size = tf.shape(image)
+        height, width = (tf.cast(side, tf.int32) for side in fitted_size(
+            tf.cast(size[0], tf.float64), tf.cast(size[1], tf.float64), patch, max_num_patches, xp=tnp))
+        rows, cols = height // patch, width // patch
+        fits = require(rows * cols <= max_num_patches,
+                       f"image_bytes[{{}}] of {{}} x {{}} pixels needs a {{}} x {{}} grid of {patch}-pixel patches even "
+                       f"at the smallest scale, over max_num_patches={max_num_patches}; crop it.",
+                       index, size[1], size[0], rows, cols)
+        row_matrix, col_matrix = (tf.cast(interpolation_matrix(old, new, "bilinear_antialias"), tf.float64)
+                                  for old, new in ((size[0], height), (size[1], width)))
+        # As keras_vit.naflex.resize_antialiased resizes uint8: the width, rounded, then the height, rounded.
+        wide = _to_uint8_values(tf.einsum("hwc,jw->hjc", tf.cast(image, tf.float64), col_matrix))
+        pixels = scale(tf.cast(_to_uint8_values(tf.einsum("ih,hjc->ijc", row_matrix, wide)), tf.float32))
+        cut = tf.transpose(tf.reshape(pixels, (rows, patch, cols, patch, channels)), (0, 2, 1, 3, 4))
+        with tf.control_dependencies([fits]):
+            patches = tf.pad(tf.reshape(cut, (rows * cols, depth)), [[0, max_num_patches - rows * cols], [0, 0]])
+        return tf.ensure_shape(patches, (max_num_patches, depth)), tf.stack([rows, cols])
+
+    def inputs(image_bytes):
+        count = tf.size(image_bytes)
+        with tf.control_dependencies([require(count > 0, "image_bytes is an empty batch; send at least one image.")]):
+            indices = tf.range(count)
+        patches, shapes = tf.map_fn(
+            lambda index: one_image(image_bytes[index], index), indices,
+            fn_output_signature=(tf.TensorSpec((max_num_patches, depth), tf.float32), tf.TensorSpec((2,), tf.int32)))
+        return {"patches": patches, "spatial_shapes": shapes}
+
+    return inputs
+
+
+def _to_uint8_values(x):
+    return tf.clip_by_value(tf.floor(x + 0.5), 0.0, 255.0)
+
+
+def _checked_base_dir(base_dir):
+    if not isinstance(base_dir, (str, os.PathLike)) or not os.fspath(base_dir):
+        raise ValueError(f"Invalid base_dir={base_dir!r}. Expected a folder path.")
+    base_dir = os.path.abspath(os.fspath(base_dir))
+    if os.path.exists(base_dir) and not os.path.isdir(base_dir):
+        raise ValueError(f"Invalid base_dir={base_dir!r}: it exists and is not a folder.")
+    return base_dir
 
 
 def _resolve_version(base_dir, version):

@@ -364,9 +364,10 @@ def resolve_config(variant=None, checkpoint=None, *, backbone=None, **arguments)
     _check_build_arguments(config)
     if config["naflex"] and (config["preprocessing"] is not None or backbone is not None):
         raise ValueError(
-            f"naflex=True takes patch sequences, not images: it cannot have "
+            f"naflex=True (given, the variant's or the checkpoint's) takes patch sequences, not images: it cannot have "
             f"{'preprocessing=' + repr(config['preprocessing']) if config['preprocessing'] is not None else 'a backbone'}. "
-            "keras_vit.naflex.naflex_inputs scales the pixels (scaling=) while it cuts the patches."
+            "keras_vit.naflex.naflex_inputs scales the pixels (scaling=) while it cuts the patches; naflex=False "
+            "builds the same weights on images."
         )
     return config
 
@@ -578,12 +579,11 @@ def build(config, *, backbone=None, input_shape=None, input_tensor=None):
             f"This config was resolved with the custom backbone {config['backbone']!r}, which is not part "
             "of it: pass backbone= to build."
         )
-    if config["naflex"]:
+    if config.get("naflex"):  # a config saved before NaFlex existed has no such key
         if input_shape is not None or input_tensor is not None:
             raise ValueError("A NaFlex model takes the inputs naflex_input_spec describes: build it without "
                              "input_shape= or input_tensor=.")
-        inputs = {key: keras.Input(shape=shape, dtype=dtype, name=key)
-                  for key, (shape, dtype) in naflex_input_spec(config).items()}
+        inputs = _naflex_keras_inputs(config)
         x = _encoder_graph(config, inputs, _new_layer)
         return VisionTransformer(inputs, x, name=config["name"], vit_config=config)
     stem = config["stem"]
@@ -621,6 +621,10 @@ def naflex_input_spec(config):
     """
     depth = config["patch_size"] ** 2 * config["channels"]
     return {"patches": ((None, depth), "float32"), "spatial_shapes": ((2,), "int32")}
+
+
+def _naflex_keras_inputs(config):
+    return {key: keras.Input(shape=shape, dtype=dtype, name=key) for key, (shape, dtype) in naflex_input_spec(config).items()}
 
 
 def _new_layer(name, make):
@@ -876,20 +880,14 @@ class VisionTransformer(keras.Model):
                 "model): rebuild it with keras_vit.ViT or use keras_vit.inspect.attention_model."
             )
         if config.get("naflex"):
-            inputs = {key: keras.Input(shape=shape, dtype=dtype, name=key)
-                      for key, (shape, dtype) in naflex_input_spec(config).items()}
-            collect = {"blocks": [], "attention": []}
-            collect["output"] = _encoder_graph(config, inputs, lambda name, make: self.get_layer(name), collect)
-            if config["pooling"] is None:
-                del collect["embedding"]
-            return keras.Model(inputs, collect, name=f"{self.name}_intermediates")
-        inputs = keras.Input(batch_shape=self.inputs[0].shape, dtype=self.inputs[0].dtype, name="images")
-        x = inputs
-        if config["preprocessing"] is not None:
-            x = self.get_layer("preprocessing")(x)
-        stem = "resnet" if config["backbone"] is None and config["stem"] is not None else config["backbone"]
-        if stem is not None:
-            x = self.get_layer(stem)(x)
+            inputs = x = _naflex_keras_inputs(config)
+        else:
+            inputs = x = keras.Input(batch_shape=self.inputs[0].shape, dtype=self.inputs[0].dtype, name="images")
+            if config["preprocessing"] is not None:
+                x = self.get_layer("preprocessing")(x)
+            stem = "resnet" if config["backbone"] is None and config["stem"] is not None else config["backbone"]
+            if stem is not None:
+                x = self.get_layer(stem)(x)
         collect = {"blocks": [], "attention": []}
         output = _encoder_graph(config, x, lambda name, make: self.get_layer(name), collect)
         collect["output"] = output
@@ -899,9 +897,10 @@ class VisionTransformer(keras.Model):
 
 
 def _check_spatial_shapes(name, inputs):
-    """Refuses a NaFlex batch whose grids are empty or hold more patches than it has, where the values are known.
+    """Refuses NaFlex grids that are empty or hold more patches than the sequences, where the values are known.
 
-    In a traced call (a compiled function, an export) they are not, and are not checked.
+    In a traced call (a compiled function, an export) they are not, and are not checked. (Images
+    instead of the dict Keras refuses itself, naming the two keys.)
     """
     patches, shapes = inputs.get("patches"), inputs.get("spatial_shapes")
     if patches is None or shapes is None:

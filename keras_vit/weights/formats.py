@@ -562,9 +562,7 @@ def _siglip2_family(tensors, config, path):
     if grid is None:
         raise CheckpointError(f"Hugging Face config {path!r}: num_patches is {patches!r}; expected a square number "
                               "(the position grid is side x side).")
-    # Siglip2ForImageClassification pools with the mean of the real (unpadded) patch tokens.
-    pooling = "map" if "head.probe" in tensors else "gap" if "classifier.weight" in tensors else None
-    return {"class_token": False, "pooling": pooling, "naflex": True, "grid_size": grid}
+    return {**_siglip_family(tensors, config, path), "naflex": True, "grid_size": grid}
 
 
 def _clip_family(tensors, config, path):
@@ -614,6 +612,9 @@ _CLIP = HFFamily(
 _SIGLIP2 = dataclasses.replace(
     _SIGLIP, defaults={"hidden_act": "gelu_pytorch_tanh", "layer_norm_eps": 1e-6, "patch_size": 16},
     architecture=_siglip2_family, interpolation=NAFLEX_INTERPOLATION,
+    refused=(("classifier.weight", "a Siglip2ForImageClassification head (a Linear on the mean of the real patch "
+              "tokens, beside an attention-pooling head it leaves unused), which keras_vit does not read. Supported "
+              "Hugging Face SigLIP 2 classes: Siglip2VisionModel, Siglip2Model (its image tower)"),),
 )
 # model_type (config.json) -> family. SigLIP 2's fixed-resolution checkpoints are model_type
 # "siglip"; model_type "siglip2" is the NaFlex variant (a Linear patch embedding, any aspect).

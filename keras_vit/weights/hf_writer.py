@@ -151,7 +151,7 @@ def preprocessor_config_of(model):
 
 def hf_config_of(model):
     """(config.json dict, `HFFamily`) of the Hugging Face class that holds `model`; refused naming what does not fit."""
-    config = model.vit_config
+    config = {"naflex": False, **model.vit_config}  # a config saved before NaFlex existed does not say
     model_type = _model_type(config)
     problems = [f"{field}={config[field]!r}" for field, allowed in _HOLDS[model_type].items()
                 if not any(config[field] is not None if value is _SET else config[field] == value for value in allowed)]

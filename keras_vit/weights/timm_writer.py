@@ -90,6 +90,8 @@ def timm_config_of(model, architecture=None, pretrained_cfg=None):
         problems.append("a ResNet stem or backbone (hybrid)")
     if config["position_embedding"] == "sincos2d":
         problems.append("position_embedding='sincos2d' (timm stores a learned one or none)")
+    if config.get("naflex"):
+        problems.append("naflex=True (timm's VisionTransformer takes images; build the same weights with naflex=False)")
     if config["representation_size"] is not None:
         problems.append(f"representation_size={config['representation_size']} (timm's ViT has no pre-logits layer)")
     if config["projection_size"] is not None:

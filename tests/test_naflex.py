@@ -1,0 +1,201 @@
+"""SigLIP 2 NaFlex: parity with transformers' Siglip2VisionModel and Siglip2ImageProcessor, the serving signature.
+
+A tiny random Siglip2VisionModel (hidden 32, 2 blocks, patch 4, a 4x4 position grid), every
+weight redrawn, saved with save_pretrained and loaded with `keras_vit.ViT(weights=...)` alone;
+images of odd, non-square sizes go through `keras_vit.naflex.naflex_inputs` under a budget of 20
+patches, one batch of two aspects with padding.
+"""
+
+import os
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="parity tests need torch (pip install -e '.[parity]')")
+transformers = pytest.importorskip("transformers", reason="parity tests need transformers (the parity extra)")
+
+import keras_vit  # noqa: E402
+from helpers import ALL_BACKENDS, to_numpy  # noqa: E402
+from keras_vit.naflex import naflex_image_size, naflex_inputs, resize_antialiased  # noqa: E402
+from keras_vit.weights import CheckpointError  # noqa: E402
+
+PATCH, BUDGET = 4, 20
+
+
+def _vision_config():
+    return transformers.Siglip2VisionConfig(hidden_size=32, intermediate_size=40, num_hidden_layers=2,
+                                            num_attention_heads=2, patch_size=PATCH, num_patches=16)
+
+
+def _redraw(model, seed=0):
+    """Every parameter redrawn: norms around 1, everything else around 0."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            noise = torch.randn(param.shape, generator=generator) * 0.3
+            norm_scale = "norm" in name and param.ndim == 1 and not name.endswith("bias")
+            param.copy_(1.0 + noise if norm_scale else noise)
+    return model.eval()
+
+
+def _images(seed=1):
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, 256, (13, 29, 3)).astype("uint8"), rng.integers(0, 256, (23, 7, 3)).astype("uint8")]
+
+
+def _reference(vision_model, inputs, mask):
+    with torch.no_grad():
+        return vision_model(pixel_values=torch.from_numpy(inputs["patches"]),
+                            pixel_attention_mask=torch.from_numpy(mask.astype("int32")),
+                            spatial_shapes=torch.from_numpy(inputs["spatial_shapes"]).long())
+
+
+@pytest.fixture(scope="module")
+def siglip2(tmp_path_factory):
+    """(folder, transformers model) of a redrawn Siglip2VisionModel saved with save_pretrained."""
+    hf = _redraw(transformers.Siglip2VisionModel(_vision_config()))
+    folder = str(tmp_path_factory.mktemp("siglip2"))
+    hf.save_pretrained(folder)
+    return folder, hf
+
+
+@ALL_BACKENDS
+def test_naflex_matches_transformers_on_a_padded_batch_of_two_aspects(siglip2):
+    folder, hf = siglip2
+    inputs, mask = naflex_inputs(_images(), PATCH, BUDGET)
+    assert inputs["spatial_shapes"].tolist() == [[3, 6], [7, 2]] and mask.sum(axis=1).tolist() == [18, 14]
+    expected = _reference(hf, inputs, mask)
+    model = keras_vit.ViT(weights=folder, include_top=False)
+    config = model.vit_config
+    assert (config["naflex"], config["grid_size"], config["interpolation"]) == (True, (4, 4), "bilinear_antialias")
+    pooled = to_numpy(model(inputs))
+    assert np.abs(pooled - expected.pooler_output.numpy()).max() <= 1e-4
+    out = model.intermediates_model()(inputs)
+    np.testing.assert_array_equal(to_numpy(out["padding_mask"]), mask)
+    tokens = to_numpy(out["tokens"])
+    assert np.abs(tokens - expected.last_hidden_state.numpy())[mask].max() <= 1e-4
+    # Padding changes nothing: each image alone, at its own length, gives what it gave in the batch.
+    for i, image in enumerate(_images()):
+        alone, alone_mask = naflex_inputs(image, PATCH, int(mask[i].sum()))
+        assert alone_mask.all()
+        np.testing.assert_allclose(to_numpy(model(alone))[0], pooled[i], atol=1e-5)
+    fused = keras_vit.ViT(weights=folder, include_top=False, fused_attention=True)
+    np.testing.assert_allclose(to_numpy(fused(inputs)), pooled, atol=1e-5)
+
+
+def test_two_tower_siglip2_reads_the_image_tower_and_image_models_read_the_grid(siglip2, tmp_path):
+    text = transformers.Siglip2TextConfig(hidden_size=16, intermediate_size=24, num_hidden_layers=1,
+                                          num_attention_heads=2, vocab_size=50, bos_token_id=1, eos_token_id=2)
+    config = transformers.Siglip2Config(text_config=text.to_dict(), vision_config=_vision_config().to_dict())
+    hf = _redraw(transformers.Siglip2Model(config), seed=2)
+    hf.save_pretrained(str(tmp_path / "two"))
+    inputs, mask = naflex_inputs(_images(), PATCH, BUDGET)
+    with torch.no_grad():
+        expected = hf.get_image_features(pixel_values=torch.from_numpy(inputs["patches"]),
+                                         pixel_attention_mask=torch.from_numpy(mask.astype("int32")),
+                                         spatial_shapes=torch.from_numpy(inputs["spatial_shapes"]).long())
+    expected = getattr(expected, "pooler_output", expected).numpy()
+    model = keras_vit.ViT(weights=str(tmp_path / "two"), include_top=False)
+    assert np.abs(to_numpy(model(inputs)) - expected).max() <= 1e-4
+    # The same weights on images of one size (naflex=False): the grid resampled once, at load, as NaFlex
+    # resamples it per image; a square image of 3x3 patches is the same model either way.
+    folder, _ = siglip2
+    naflex = keras_vit.ViT(weights=folder, include_top=False)
+    image = np.random.default_rng(3).normal(size=(1, 12, 12, 3)).astype("float32")
+    on_images = keras_vit.ViT(weights=folder, include_top=False, naflex=False, image_size=12)
+    patches = image.reshape(1, 3, PATCH, 3, PATCH, 3).transpose(0, 1, 3, 2, 4, 5).reshape(1, 9, -1)
+    as_patches = {"patches": patches, "spatial_shapes": np.array([[3, 3]], "int32")}
+    np.testing.assert_allclose(to_numpy(on_images(image)), to_numpy(naflex(as_patches)), atol=1e-5)
+    # A NaFlex model written as .npz says so, and reads back as one.
+    keras_vit.weights.save_npz(naflex, str(tmp_path / "naflex.npz"))
+    again = keras_vit.ViT(weights=str(tmp_path / "naflex.npz"), include_top=False)
+    assert again.vit_config["naflex"] and again.vit_config["interpolation"] == "bilinear_antialias"
+    np.testing.assert_allclose(to_numpy(again(as_patches)), to_numpy(naflex(as_patches)), atol=1e-6)
+
+
+def test_naflex_inputs_are_the_reference_processors():
+    from transformers.models.siglip2.image_processing_pil_siglip2 import (
+        Siglip2ImageProcessorPil,
+        get_image_size_for_max_num_patches,
+    )
+
+    rng = np.random.default_rng(0)
+    for height, width, patch, budget in zip(rng.integers(1, 2000, 400), rng.integers(1, 2000, 400),
+                                            rng.choice([4, 14, 16], 400), rng.integers(1, 1025, 400)):
+        args = (int(height), int(width), int(patch), int(budget))
+        assert naflex_image_size(*args) == get_image_size_for_max_num_patches(*args), args
+    images = _images() + [np.random.default_rng(2).integers(0, 256, (3, 5, 3)).astype("uint8")]  # below a patch
+    inputs, mask = naflex_inputs(images, PATCH, BUDGET)
+    processor = Siglip2ImageProcessorPil(patch_size=PATCH, max_num_patches=BUDGET)
+    expected = processor(images, return_tensors="np", input_data_format="channels_last")
+    np.testing.assert_array_equal(inputs["spatial_shapes"], expected["spatial_shapes"])
+    np.testing.assert_array_equal(mask, expected["pixel_attention_mask"].astype(bool))
+    # PIL resizes uint8 in fixed point: the same filter, a pixel now and then one level (1/127.5) apart.
+    assert np.abs(inputs["patches"] - expected["pixel_values"]).max() <= 1 / 127.5 + 1e-6
+    # torchvision's backend (not importable here) resizes with torch's uint8 kernel: at most one level apart.
+    for image, (rows, cols) in zip(images, inputs["spatial_shapes"]):
+        size = (int(rows) * PATCH, int(cols) * PATCH)
+        kernel = torch.nn.functional.interpolate(torch.from_numpy(image).permute(2, 0, 1)[None], size=size,
+                                                 mode="bilinear", antialias=True)[0].permute(1, 2, 0).numpy()
+        ours = resize_antialiased(image, *size).astype(int)
+        assert np.abs(ours - kernel).max() <= 1 and (ours != kernel).mean() < 0.1, (ours != kernel).mean()
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: naflex_inputs(np.zeros((0, 5, 3), "uint8"), PATCH, BUDGET), r"image 0 of shape \(0, 5, 3\): it has no pixels"),
+    (lambda: naflex_inputs(np.zeros((8, 8), "uint8"), PATCH, BUDGET), r"image 0 of shape \(8, 8\).*\(height, width, channels\)"),
+    (lambda: naflex_inputs(np.full((8, 8, 3), np.nan, "float32"), PATCH, BUDGET), r"image 0: it has NaN"),
+    (lambda: naflex_inputs(np.zeros((8, 8, 3), "uint8"), PATCH, 0), r"max_num_patches=0"),
+    (lambda: naflex_inputs([np.zeros((8, 8, 3)), np.zeros((8, 8, 1))], PATCH, BUDGET), r"channels differ \(\[1, 3\]\)"),
+    (lambda: naflex_image_size(1, 10**9, PATCH, 4), r"image of 1x1000000000 pixels for max_num_patches=4: .* 1x251 grid"),
+])
+def test_bad_images_are_refused_by_name(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+@ALL_BACKENDS
+def test_a_naflex_model_refuses_images_and_grids_over_its_patches():
+    model = keras_vit.ViT("tiny_siglip2", include_top=False)
+    with pytest.raises(ValueError, match=r"expects 2 named input\(s\) with keys \['patches', 'spatial_shapes'\]"):
+        model(np.zeros((1, 16, 16, 3), "float32"))
+    patches = np.zeros((2, BUDGET, 48), "float32")
+    for grid, message in (([[3, 6], [0, 4]], r"spatial_shapes\[1\]=\(0, 4\).*at least 1x1"),
+                          ([[5, 5], [2, 2]], r"spatial_shapes\[0\]=\(5, 5\).*25 patches, over the 20")):
+        with pytest.raises(ValueError, match=message):
+            model({"patches": patches, "spatial_shapes": np.array(grid, "int32")})
+
+
+def test_siglip2_classification_head_is_refused_naming_the_classes(tmp_path):
+    text = transformers.Siglip2TextConfig(hidden_size=16, intermediate_size=24, num_hidden_layers=1,
+                                          num_attention_heads=2, vocab_size=50, bos_token_id=1, eos_token_id=2)
+    config = transformers.Siglip2Config(text_config=text.to_dict(), vision_config=_vision_config().to_dict(),
+                                        num_labels=3)
+    transformers.Siglip2ForImageClassification(config).save_pretrained(str(tmp_path))
+    with pytest.raises(CheckpointError, match=r"'classifier.weight': a Siglip2ForImageClassification head.*"
+                                              r"Siglip2VisionModel, Siglip2Model"):
+        keras_vit.ViT(weights=str(tmp_path))
+
+
+def test_naflex_serving_signature_takes_encoded_images_of_any_aspect(tmp_path):
+    import tensorflow as tf
+
+    from keras_vit.export import naflex_saved_model
+
+    model = keras_vit.ViT("tiny_siglip2", include_top=False)
+    rng = np.random.default_rng(0)
+    for weight in model.weights:
+        weight.assign(rng.normal(size=weight.shape).astype("float32") * 0.3)
+    path = naflex_saved_model(model, str(tmp_path), max_num_patches=BUDGET)
+    serve = tf.saved_model.load(path).signatures["serving_default"]
+    images = _images()
+    encoded = tf.stack([tf.io.encode_png(images[0]), tf.io.encode_jpeg(images[1], quality=100)])
+    decoded = [images[0], tf.io.decode_jpeg(encoded[1]).numpy()]
+    expected = to_numpy(model(naflex_inputs(decoded, PATCH, BUDGET)[0]))
+    np.testing.assert_allclose(serve(image_bytes=encoded)["embeddings"].numpy(), expected, atol=1e-5)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"image_bytes\[1\] is an empty string"):
+        serve(image_bytes=tf.stack([encoded[0], b""]))
+    with pytest.raises(ValueError, match=r"include_top=False"):
+        naflex_saved_model(keras_vit.ViT("tiny_siglip2", num_classes=3), str(tmp_path / "head"))
+    with pytest.raises(ValueError, match=r"not a NaFlex model"):
+        naflex_saved_model(keras_vit.ViT("tiny_siglip", include_top=False), str(tmp_path / "images"))
