@@ -175,13 +175,11 @@ def resize_antialiased(image, height, width):
     >>> resize_antialiased(np.full((4, 6, 3), 200, "uint8"), 2, 3)[0, 0].tolist()
     [200, 200, 200]
     """
-    import keras
-
-    from keras_vit.layers.grid_resampling import interpolation_matrix
+    from keras_vit.layers.grid_resampling import NUMPY_OPS, interpolation_matrix
 
     image = np.asarray(image)
-    rows, cols = (np.asarray(keras.ops.convert_to_numpy(interpolation_matrix(old, new, "bilinear_antialias")),
-                             "float64") for old, new in ((image.shape[0], height), (image.shape[1], width)))
+    rows, cols = (interpolation_matrix(old, new, "bilinear_antialias", "float64", xp=NUMPY_OPS)
+                  for old, new in ((image.shape[0], height), (image.shape[1], width)))
     if image.dtype != np.uint8:
         resized = np.einsum("ih,hwc,jw->ijc", rows, image.astype("float64"), cols)
         return resized.astype(image.dtype if image.dtype.kind == "f" else "float32")

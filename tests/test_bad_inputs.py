@@ -646,7 +646,7 @@ BUILDER_REFUSED = [
     (dict(naflex="yes"), r"naflex='yes'"),
     (dict(naflex=True, class_token=True), r"naflex=True embeds patch sequences alone .* cannot have class_token=True"),
     (dict(naflex=True, position_embedding="sincos2d"), r"cannot have position_embedding='sincos2d'"),
-    (dict(naflex=True, preprocessing="symmetric"), r"naflex=True takes patch sequences, not images: .*preprocessing="),
+    (dict(naflex=True, preprocessing="symmetric"), r"naflex=True .*takes patch sequences, not images: .*preprocessing="),
     (dict(naflex=True, input_shape=(32, 32, 3)), r"A NaFlex model takes the inputs naflex_input_spec describes"),
 ]
 # Accepted, and why.

@@ -303,7 +303,7 @@ def _naflex_graph_inputs(config, max_num_patches, scale, max_pixels):
                        f"image_bytes[{{}}] of {{}} x {{}} pixels needs a {{}} x {{}} grid of {patch}-pixel patches even "
                        f"at the smallest scale, over max_num_patches={max_num_patches}; crop it.",
                        index, size[1], size[0], rows, cols)
-        row_matrix, col_matrix = (tf.cast(interpolation_matrix(old, new, "bilinear_antialias"), tf.float64)
+        row_matrix, col_matrix = (interpolation_matrix(old, new, "bilinear_antialias", "float64")
                                   for old, new in ((size[0], height), (size[1], width)))
         # As keras_vit.naflex.resize_antialiased resizes uint8: the width, rounded, then the height, rounded.
         wide = _to_uint8_values(tf.einsum("hwc,jw->hjc", tf.cast(image, tf.float64), col_matrix))

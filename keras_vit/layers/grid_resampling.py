@@ -19,26 +19,37 @@ XLA and in an exported graph) and at load time on NumPy arrays alike.
   the grid; when shrinking, the kernel widens by old / new.
 
 `interpolation_weights` gives the weights of any output positions, each with its own output
-size: NaFlex resamples one table to a different grid for every image of a batch.
+size: NaFlex resamples one table to a different grid for every image of a batch. Both take
+`xp=NUMPY_OPS` to compute in NumPy instead (image resizing of `keras_vit.naflex`: on JAX, Keras
+ops on a new size compile anew).
 """
 
 from __future__ import annotations
 
+import types
+
+import numpy as np
 from keras import ops
 
 from keras_vit._validation import check_choice
 
 INTERPOLATIONS = ("bilinear", "bicubic", "bicubic_hf", "bilinear_antialias")
+# The keras.ops functions this module uses, in NumPy.
+NUMPY_OPS = types.SimpleNamespace(
+    cast=lambda x, dtype: np.asarray(x, dtype), arange=np.arange, ones_like=np.ones_like, zeros_like=np.zeros_like,
+    maximum=np.maximum, abs=np.abs, relu=lambda x: np.maximum(x, np.zeros_like(x)), sum=np.sum, floor=np.floor,
+    clip=np.clip, where=np.where, one_hot=lambda index, size, dtype: np.eye(size, dtype=dtype)[index],
+)
 
 
-def _keys_cubic(x, a):
-    x = ops.abs(x)
+def _keys_cubic(x, a, xp=ops):
+    x = xp.abs(x)
     near = ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0
     far = ((a * x - 5.0 * a) * x + 8.0 * a) * x - 4.0 * a
-    return ops.where(x <= 1.0, near, ops.where(x < 2.0, far, ops.zeros_like(x)))
+    return xp.where(x <= 1.0, near, xp.where(x < 2.0, far, xp.zeros_like(x)))
 
 
-def interpolation_matrix(old_size, new_size, method="bicubic", dtype="float32"):
+def interpolation_matrix(old_size, new_size, method="bicubic", dtype="float32", xp=ops):
     """Matrix (new_size, old_size) that resamples a 1-D signal of `old_size` samples.
 
     Args:
@@ -46,6 +57,7 @@ def interpolation_matrix(old_size, new_size, method="bicubic", dtype="float32"):
         new_size: int or scalar tensor. Number of output samples (may be dynamic).
         method: str. One of `INTERPOLATIONS` (see the module docstring). Defaults to "bicubic".
         dtype: str. Dtype of the computation and of the result. Defaults to "float32".
+        xp: keras.ops or `NUMPY_OPS`. The array functions. Defaults to keras.ops.
 
     Example:
 
@@ -53,10 +65,10 @@ def interpolation_matrix(old_size, new_size, method="bicubic", dtype="float32"):
     >>> np.asarray(interpolation_matrix(2, 3, "bilinear")).tolist()
     [[1.0, 0.0], [0.5, 0.5], [0.0, 1.0]]
     """
-    return interpolation_weights(old_size, ops.arange(new_size, dtype=dtype), new_size, method, dtype)
+    return interpolation_weights(old_size, xp.arange(new_size, dtype=dtype), new_size, method, dtype, xp)
 
 
-def interpolation_weights(old_size, index, new_size, method="bicubic", dtype="float32"):
+def interpolation_weights(old_size, index, new_size, method="bicubic", dtype="float32", xp=ops):
     """Weights (..., old_size) of output sample `index` of a signal resampled to `new_size` samples.
 
     Args:
@@ -65,6 +77,7 @@ def interpolation_weights(old_size, index, new_size, method="bicubic", dtype="fl
         new_size: int or tensor broadcastable to `index`. Output samples of each index's signal.
         method: str. One of `INTERPOLATIONS` (see the module docstring). Defaults to "bicubic".
         dtype: str. Dtype of the computation and of the result. Defaults to "float32".
+        xp: keras.ops or `NUMPY_OPS`. The array functions. Defaults to keras.ops.
 
     Example:
 
@@ -77,31 +90,31 @@ def interpolation_weights(old_size, index, new_size, method="bicubic", dtype="fl
     # Offsets between new and old sample positions are formed as whole-number numerators over
     # one division: subtracting positions up to `old` apart would cancel float32's precision
     # (2e-6 off scipy's zoom on a 14 -> 24 grid), and JAX has no float64 by default.
-    old = ops.cast(old_size, dtype)
-    dst = ops.cast(index, dtype)[..., None]
-    new = ops.cast(new_size, dtype)
+    old = xp.cast(old_size, dtype)
+    dst = xp.cast(index, dtype)[..., None]
+    new = xp.cast(new_size, dtype)
     if len(new.shape):  # one size per index: a trailing axis against the old samples
         new = new[..., None]
-    src_index = ops.arange(old_size, dtype=dtype)
+    src_index = xp.arange(old_size, dtype=dtype)
     # Maxima against tensors, not Python floats: PyTorch's keras.ops.maximum(x, 0.0) drops float64 to float32.
-    one = ops.ones_like(new)
+    one = xp.ones_like(new)
     if method == "bilinear":
         # scipy.ndimage.zoom: new sample i at old coordinate i * (old - 1) / (new - 1); at 0 when the output has one sample.
-        offset = (dst * (old - 1.0) - src_index * ops.maximum(new - 1.0, one)) / ops.maximum(new - 1.0, one)
-        return ops.relu(1.0 - ops.abs(offset))
+        offset = (dst * (old - 1.0) - src_index * xp.maximum(new - 1.0, one)) / xp.maximum(new - 1.0, one)
+        return xp.relu(1.0 - xp.abs(offset))
     if method in ("bicubic", "bilinear_antialias"):
         # Half-pixel centres: new sample i at old coordinate (i + 0.5) * old / new - 0.5.
-        support = ops.maximum(old / new, one)
+        support = xp.maximum(old / new, one)
         offset = ((2.0 * src_index + 1.0) * new - (2.0 * dst + 1.0) * old) / (2.0 * new * support)
-        weights = _keys_cubic(offset, -0.5) if method == "bicubic" else ops.relu(1.0 - ops.abs(offset))
-        return weights / ops.sum(weights, axis=-1, keepdims=True)
+        weights = _keys_cubic(offset, -0.5, xp) if method == "bicubic" else xp.relu(1.0 - xp.abs(offset))
+        return weights / xp.sum(weights, axis=-1, keepdims=True)
     numerator = (2.0 * dst + 1.0) * old - new  # 2 * new * (old coordinate)
-    base = ops.floor(numerator / (2.0 * new))
+    base = xp.floor(numerator / (2.0 * new))
     frac = (numerator - 2.0 * new * base) / (2.0 * new)
     matrix = 0.0
     for tap in (-1, 0, 1, 2):
-        taps = ops.cast(ops.clip(base + tap, 0.0, old - 1.0), "int32")[..., 0]
-        matrix = matrix + ops.one_hot(taps, old_size, dtype=dtype) * _keys_cubic(frac - tap, -0.75)
+        taps = xp.cast(xp.clip(base + tap, 0.0, old - 1.0), "int32")[..., 0]
+        matrix = matrix + xp.one_hot(taps, old_size, dtype=dtype) * _keys_cubic(frac - tap, -0.75, xp)
     return matrix
 
 
