@@ -134,7 +134,9 @@ _DINOV2 = dict(layer_scale_init=1e-5)
 _DINOV2_REG = dict(layer_scale_init=1e-5, num_register_tokens=4, prefix_position_embedding=False)
 _SIGLIP = dict(class_token=False, pooling="map", approximate_gelu=True)
 _CLIP = dict(pre_norm=True, patch_bias=False, mlp_activation="quick_gelu", layer_norm_epsilon=1e-5)
-# SigLIP 2 NaFlex: SigLIP's tower on patch sequences of any aspect, its 16x16 position grid resampled per image.
+# SigLIP 2 NaFlex: SigLIP's tower on patch sequences of any aspect, its position grid resampled per image. The
+# published B/16 is ViT("SigLIP_B16", naflex=True, image_size=256) (a 16x16 grid); the checkpoints state their
+# whole architecture (ViT(weights="hf-hub:google/siglip2-so400m-patch16-naflex")).
 _SIGLIP2_NAFLEX = dict(_SIGLIP, naflex=True)
 VARIANTS.update({
     "DeiT_Ti16_distilled": _family("deit", 16, 192, 768, 3, 12, 224, "DeiT-Ti/16 distilled", **_DEIT_DISTILLED),
@@ -157,8 +159,6 @@ VARIANTS.update({
     "SigLIP_B16": _family("siglip", 16, 768, 3072, 12, 12, 224, "SigLIP ViT-B/16 image tower", **_SIGLIP),
     "SigLIP_L16": _family("siglip", 16, 1024, 4096, 16, 24, 256, "SigLIP ViT-L/16 image tower", **_SIGLIP),
     "SigLIP_So400m14": _family("siglip", 14, 1152, 4304, 16, 27, 224, "SigLIP So400m/14 image tower", **_SIGLIP),
-    "SigLIP2_B16_naflex": _family("siglip2", 16, 768, 3072, 12, 12, 256, "SigLIP 2 NaFlex ViT-B/16 image tower",
-                                  **_SIGLIP2_NAFLEX),
     "CLIP_B32": _family("clip", 32, 768, 3072, 12, 12, 224, "CLIP ViT-B/32 image tower", projection_size=512, **_CLIP),
     "CLIP_B16": _family("clip", 16, 768, 3072, 12, 12, 224, "CLIP ViT-B/16 image tower", projection_size=512, **_CLIP),
     "CLIP_L14": _family("clip", 14, 1024, 4096, 16, 24, 224, "CLIP ViT-L/14 image tower", projection_size=768, **_CLIP),

@@ -162,7 +162,6 @@ def test_bad_images_are_refused_by_name(call, message):
         call()
 
 
-@ALL_BACKENDS
 def test_a_naflex_model_refuses_images_and_grids_over_its_patches():
     model = keras_vit.ViT("tiny_siglip2", include_top=False)
     with pytest.raises(ValueError, match=r"expects 2 named input\(s\) with keys \['patches', 'spatial_shapes'\]"):
