@@ -206,3 +206,21 @@ def test_naflex_serving_signature_takes_encoded_images_of_any_aspect(tmp_path):
         naflex_saved_model(keras_vit.ViT("tiny_siglip2", num_classes=3), str(tmp_path / "head"))
     with pytest.raises(ValueError, match=r"not a NaFlex model"):
         naflex_saved_model(keras_vit.ViT("tiny_siglip", include_top=False), str(tmp_path / "images"))
+
+
+def test_writers_and_readers_refuse_what_they_cannot_hold(siglip2, tmp_path):
+    import json
+    import shutil
+
+    from keras_vit.weights import save_hf, save_timm
+
+    model = keras_vit.ViT("tiny_siglip2", include_top=False)
+    with pytest.raises(CheckpointError, match=r"'siglip_vision_model' cannot hold: naflex=True"):
+        save_hf(model, str(tmp_path / "hf"))
+    with pytest.raises(CheckpointError, match=r"naflex=True \(timm's VisionTransformer takes images"):
+        save_timm(model, str(tmp_path / "timm"))
+    folder = shutil.copytree(siglip2[0], tmp_path / "odd")
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "num_patches": 15}))
+    with pytest.raises(CheckpointError, match=r"config.json'?: num_patches is 15; expected a square number"):
+        keras_vit.ViT(weights=str(folder))
