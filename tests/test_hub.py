@@ -125,7 +125,7 @@ def test_timm_table_matches_timm():
     if timm is None:
         pytest.skip("timm is not installed")
     torch = pytest.importorskip("torch")
-    from keras_vit.weights.timm_names import TIMM_ARCHITECTURES, architecture_fields
+    from keras_vit.weights.timm_names import TIMM_ARCHITECTURES, architecture_fields, eva_architecture
 
     activations = {("gelu", False): "GELU", ("gelu", True): "GELUTanh", ("quick_gelu", False): "QuickGELU",
                    ("swiglu", False): "SiLU"}
@@ -138,16 +138,33 @@ def test_timm_table_matches_timm():
             patch_size=built.patch_embed.patch_size[0], hidden_size=built.embed_dim, num_heads=block.attn.num_heads,
             mlp_dim=block.mlp.fc2.in_features, class_token=built.cls_token is not None,
             distillation_token=getattr(built, "dist_token", None) is not None,
-            num_register_tokens=built.num_reg_tokens, pre_norm=not isinstance(built.norm_pre, torch.nn.Identity),
+            pre_norm=not isinstance(built.norm_pre, torch.nn.Identity),
             patch_bias=built.patch_embed.proj.bias is not None, layer_norm_epsilon=built.norm.eps,
-            layer_scale_init=None if isinstance(block.ls1, torch.nn.Identity) else float(block.ls1.init_values),
             pooling={"token": "token", "avg": "gap", "map": "map"}[built.global_pool],
             activation=type(block.mlp.act).__name__,
+            position_embedding="learned" if built.pos_embed is not None else "none",
         )
-        if found["class_token"]:
+        if eva_architecture(name):  # timm's Eva class: its own attribute names, rotary position
+            rope = built.rope
+            found.update(
+                num_register_tokens=0 if built.reg_token is None else built.reg_token.shape[1],
+                layer_scale_init=None if block.gamma_1 is None else float(block.init_values),
+                qkv_bias="qv" if block.attn.q_bias is not None else "none",
+                rope=None if rope is None else dict(
+                    grid="centered", theta=rope.temperature, offset=rope.grid_offset, reference_grid=None,
+                    axes={"ij": "yx", "xy": "xy"}[rope.grid_indexing], layout="half" if rope.rotate_half else "interleaved"),
+            )
+        else:
+            found.update(
+                num_register_tokens=built.num_reg_tokens,
+                layer_scale_init=None if isinstance(block.ls1, torch.nn.Identity) else float(block.ls1.init_values),
+                qkv_bias="qkv" if block.attn.qkv.bias is not None else "none", rope=None,
+            )
+        if found["class_token"] and found["position_embedding"] == "learned":  # else no table to have rows in
             found["prefix_position_embedding"] = not built.no_embed_class
         expected = {key: fields[key] for key in found if key in fields}
         expected["activation"] = activations[(fields["mlp_activation"], fields["approximate_gelu"])]
+        assert found.pop("rope") == expected.pop("rope"), name  # approx compares no nested dict
         assert found == pytest.approx(expected), name
 
 

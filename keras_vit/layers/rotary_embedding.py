@@ -227,6 +227,7 @@ def apply_rotary(x, rope):
     True
     """
     table, rotation = rope
+    x = ops.convert_to_tensor(x)
     table = ops.cast(table, x.dtype)
     cos, sin = table[0][:, None, :], table[1][:, None, :]
     return x * cos + ops.take(x, rotation, axis=-1) * sin
