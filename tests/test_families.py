@@ -203,7 +203,7 @@ def test_families_take_dynamic_sizes_and_mixed_precision():
     assert tuple(dynamic(images).shape) == (2, 1 + 3 + 36, 24)  # class, 3 registers, 6x6 patches
     assert tuple(dynamic(images[:, :16, :20]).shape) == (2, 1 + 3 + 20, 24)
     keras.config.set_dtype_policy("mixed_bfloat16")
-    for variant in ("tiny_siglip", "tiny_deit", "tiny_clip"):
+    for variant in ("tiny_siglip", "tiny_deit", "tiny_clip", "tiny_dinov3"):
         model = keras_vit.ViT(variant, num_classes=3)
         out = model(images[:, :16, :16])
         assert keras.backend.standardize_dtype(out.dtype) == "float32", variant
@@ -211,7 +211,7 @@ def test_families_take_dynamic_sizes_and_mixed_precision():
         assert np.allclose(to_numpy(out).sum(-1), 1.0, atol=1e-5)
 
 
-@pytest.mark.parametrize("variant", ["tiny_deit", "tiny_siglip", "tiny_clip"])
+@pytest.mark.parametrize("variant", ["tiny_deit", "tiny_dinov3", "tiny_siglip", "tiny_clip"])
 def test_family_onnx_export_gives_keras_probabilities(variant, tmp_path):
     pytest.importorskip("onnx")
     onnxruntime = pytest.importorskip("onnxruntime")

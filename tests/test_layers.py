@@ -221,6 +221,17 @@ def test_rotary_scores_depend_on_the_offset_between_patches_only():
     assert score((0, 0), (1, 2)) != pytest.approx(score((0, 0), (2, 1)), abs=1e-3)
 
 
+def test_rotary_attention_fused_and_explicit_paths_agree():
+    _, rope = _rotary(grid_size=(2, 3), prefix=1, width=4)
+    x = np.random.default_rng(4).normal(size=(2, 7, 12)).astype("float32")
+    explicit, fused = MultiHeadSelfAttention(12, 3, qkv_bias="qv"), MultiHeadSelfAttention(12, 3, qkv_bias="qv", fused=True)
+    explicit.build(x.shape), fused.build(x.shape)
+    fused.set_weights(explicit.get_weights())
+    rotated = to_numpy(explicit(x, rope=rope))
+    np.testing.assert_allclose(to_numpy(fused(x, rope=rope)), rotated, atol=1e-5)
+    assert np.abs(rotated - to_numpy(explicit(x))).max() > 1e-3  # the rotation changes the attention
+
+
 def test_rotary_position_embedding_takes_any_grid_and_the_policy():
     layer = RotaryPositionEmbedding(4, 8, num_prefix_tokens=1)
     table, rotation = layer(keras.Input((None, None, 3)))

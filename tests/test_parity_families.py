@@ -207,10 +207,12 @@ def test_hf_dinov3_tokens_blocks_and_attention(gated, tmp_path):
     # Any size (None): the rotation follows each image's grid, nothing is resampled.
     intermediates = keras_vit.ViT(weights=folder, include_top=False, image_size=None).intermediates_model()(images)
     _close(intermediates["tokens"], expected.last_hidden_state.numpy())  # class, registers, patches
-    for block, attention, hf_block, hf_attention in zip(intermediates["blocks"], intermediates["attention"],
-                                                         expected.hidden_states[1:], expected.attentions):
+    maps = keras_vit.inspect.attention_maps(model, images)  # the inspection probe of the fixed-size model
+    for block, attention, probed, hf_block, hf_attention in zip(
+            intermediates["blocks"], intermediates["attention"], maps, expected.hidden_states[1:], expected.attentions):
         _close(block, hf_block.numpy())
         _close(attention, hf_attention.numpy())
+        _close(probed, hf_attention.numpy())
 
 
 def test_hf_unknown_model_type_is_refused_naming_it(tmp_path):

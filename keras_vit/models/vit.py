@@ -82,8 +82,8 @@ def ViT(
     the variant's; a value (given or the variant's) that contradicts the checkpoint raises one
     error listing each field, except the head, GELU form, epsilon and grid, which may differ.
     The model is then built from that config alone (`build`) and `model.vit_config` holds it.
-    Layer names are stable: `embedding`, `encoderblock_{i}`, `encoder_norm`, `pre_logits`,
-    `head`. The head is zero-initialised and computes in float32.
+    Layer names are stable: `embedding`, `rope` (rotary models: no weights), `encoderblock_{i}`,
+    `encoder_norm`, `pre_logits`, `head`. The head is zero-initialised and computes in float32.
 
     Args:
         variant: str or None. Variant name such as "B16" or "ViT-B/16". Defaults to None.

@@ -564,12 +564,13 @@ def _dinov3_family(tensors, config, path):
             f"Hugging Face config {path!r}: use_gated_mlp={gated} with hidden_act={config.get('hidden_act', 'gelu')!r}; "
             "keras_vit builds DINOv3's gated MLP with SiLU (SwiGLU) and its plain MLP with GELU."
         )
-    biases = tuple(config_value(config, key, path, "flag", default)
-                   for key, default in (("query_bias", True), ("key_bias", False), ("value_bias", True)))
+    keys = (("query_bias", True), ("key_bias", False), ("value_bias", True))
+    biases = tuple(config_value(config, key, path, "flag", default) for key, default in keys)
     if biases not in _DINOV3_QKV_BIASES:
+        stated = ", ".join(f"{key}={value}" for (key, _), value in zip(keys, biases))
         raise CheckpointError(
-            f"Hugging Face config {path!r}: query_bias, key_bias, value_bias are {list(biases)}; keras_vit builds "
-            f"{[list(choice) for choice in _DINOV3_QKV_BIASES]}."
+            f"Hugging Face config {path!r}: {stated}; keras_vit builds biases on all three, on query and value, or "
+            "on none."
         )
     for key in ("proj_bias", "mlp_bias"):
         config_value(config, key, path, (True,), True)
@@ -852,6 +853,8 @@ def hf_architecture(tensors, source_prefix, config, path):
         "layer_norm_epsilon": float(epsilon),
     }
     arch.update(family.architecture(tensors, config, path))
+    block = "encoder.layer.0.attention.attention."
+    arch.setdefault("qkv_bias", _qkv_bias(tensors, *(block + part + ".bias" for part in ("query", "key", "value"))))
     if "mlp_dim" not in arch:
         arch["mlp_dim"] = config_value(config, "intermediate_size", path, "size")
     grid = (image[0] // patch, image[1] // patch)
