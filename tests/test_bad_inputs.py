@@ -504,7 +504,8 @@ def _write_dinov3(folder):
     from keras_vit.weights.files import write_safetensors
 
     d, m = _DINOV3_CONFIG["hidden_size"], _DINOV3_CONFIG["intermediate_size"]
-    shapes = {"embeddings.cls_token": (1, 1, d), "embeddings.mask_token": (1, 1, d), "embeddings.register_tokens": (1, 2, d),
+    shapes = {"embeddings.cls_token": (1, 1, d), "embeddings.mask_token": (1, 1, d),
+              "embeddings.register_tokens": (1, 2, d),
               "embeddings.patch_embeddings.weight": (d, 3, 4, 4), "embeddings.patch_embeddings.bias": (d,),
               "norm.weight": (d,), "norm.bias": (d,)}
     for name, shape in (("norm1.weight", (d,)), ("norm1.bias", (d,)), ("attention.q_proj.weight", (d, d)),
@@ -685,7 +686,8 @@ BUILDER_REFUSED = [
     (dict(rope="dinov3", hidden_size=36, num_heads=6), r"head width .*= 6\) divisible by 4"),
     (dict(qkv_bias="k"), r"qkv_bias='k'"), (dict(qkv_bias=False), r"qkv_bias=False"),
     # A rotary model takes any size, but not a side smaller than one patch.
-    (dict(rope="dinov3", position_embedding="none", image_size=2), r"image height=2: it must be divisible by patch_size=4"),
+    (dict(rope="dinov3", position_embedding="none", image_size=2),
+     r"image height=2: it must be divisible by patch_size=4"),
 ]
 # Accepted, and why.
 BUILDER_ACCEPTED = [
@@ -730,7 +732,6 @@ def test_rotary_model_of_any_size_refuses_an_image_smaller_than_a_patch():
     import keras_vit
 
     model = keras_vit.ViT("tiny_dinov3", image_size=None, num_classes=3)
-    assert model.output_shape == (None, 3) and model(np.zeros((1, 8, 12, 3), "float32")).shape == (1, 3)
     with pytest.raises(ValueError, match=r"image height=2 .*positive multiples of patch_size=4"):
         model(np.zeros((1, 2, 8, 3), "float32"))
 

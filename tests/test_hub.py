@@ -112,10 +112,12 @@ def test_timm_hub_folder_builds_without_num_heads(tmp_path):
     ({"architecture": "vit_tiny_patch16_224", "model_args": {"no_such_arg": 1}}, r"\['no_such_arg'\]"),
     ({"architecture": "vit_small_patch16_dinov3", "model_args": {"rope_type": "mixed"}},
      r"model_args.rope_type is 'mixed'; keras_vit builds rope_type \['cat', 'dinov3'\]"),
-    ({"architecture": "vit_small_patch16_dinov3", "model_args": {"rope_temperature": 0}}, "model_args.rope_temperature is 0"),
+    ({"architecture": "vit_small_patch16_dinov3", "model_args": {"rope_temperature": 0}},
+     "model_args.rope_temperature is 0"),
     ({"architecture": "vit_small_patch16_dinov3", "model_args": {"rope_mrope_section": [8, 12, 12]}},
      r"\['rope_mrope_section'\] are not arguments keras_vit reads for 'vit_small_patch16_dinov3' .timm's Eva."),
-    ({"architecture": "vit_small_patch16_dinov3", "model_args": {"use_fc_norm": True}}, r"model_args.use_fc_norm is True"),
+    ({"architecture": "vit_small_patch16_dinov3", "model_args": {"use_fc_norm": True}},
+     r"model_args.use_fc_norm is True"),
 ], ids=["unknown_architecture", "contradiction", "unsupported_value", "unknown_argument", "unknown_rope_type",
         "rope_temperature", "unknown_rope_argument", "eva_renamed_argument"])
 def test_timm_config_refusals_name_the_file_and_key(tmp_path, config, message):
@@ -159,7 +161,8 @@ def test_timm_table_matches_timm():
                 qkv_bias="qv" if block.attn.q_bias is not None else "none",
                 rope=None if rope is None else dict(
                     grid="centered", theta=rope.temperature, offset=rope.grid_offset, reference_grid=None,
-                    axes={"ij": "yx", "xy": "xy"}[rope.grid_indexing], layout="half" if rope.rotate_half else "interleaved"),
+                    axes={"ij": "yx", "xy": "xy"}[rope.grid_indexing],
+                    layout="half" if rope.rotate_half else "interleaved"),
             )
         else:
             found.update(

@@ -74,9 +74,6 @@ LAYER_CASES = {
     "token_pooling_distillation": (TokenPooling, {"mode": "token", "num_prefix_tokens": 2, "token_index": 1}, (2, 5, 8)),
     "self_attention": (MultiHeadSelfAttention, {"hidden_size": 16, "num_heads": 4, "dropout_rate": 0.1}, (2, 5, 16)),
     "self_attention_fused": (MultiHeadSelfAttention, {"hidden_size": 16, "num_heads": 4, "fused": True}, (2, 5, 16)),
-    "transformer_block_no_key_bias": (
-        TransformerBlock, {"hidden_size": 12, "num_heads": 3, "mlp_dim": 20, "qkv_bias": "qv"}, (2, 5, 12),
-    ),
     "token_pooling_token": (TokenPooling, {"mode": "token", "num_prefix_tokens": 1}, (2, 5, 8)),
     "token_pooling_gap": (TokenPooling, {"mode": "gap", "num_prefix_tokens": 0}, (2, 5, 8)),
     "drop_path": (DropPath, {"rate": 0.2, "seed": 3}, (4, 5, 8)),
@@ -169,21 +166,6 @@ def test_fused_attention_is_off_in_configs_saved_before_it_existed():
     assert restored.fused_attention is False and restored.attention.fused is False
 
 
-def test_query_value_bias_attention_is_the_full_one_with_a_zero_key_bias():
-    x = np.random.default_rng(3).normal(size=(2, 6, 16)).astype("float32")
-    full, qv = MultiHeadSelfAttention(16, 4), MultiHeadSelfAttention(16, 4, qkv_bias="qv")
-    full.build(x.shape), qv.build(x.shape)
-    assert qv.projections()["key"][1] is None
-    assert [v.path.split("/", 1)[1] for v in qv.weights if "/key/" in v.path] == ["key/kernel"]
-    for name, (kernel, bias) in full.projections().items():
-        kernel.assign(qv.projections()[name][0])
-        rng = np.random.default_rng(len(name))
-        bias.assign(np.zeros(bias.shape) if name == "key" else rng.normal(size=bias.shape))
-        if qv.projections()[name][1] is not None:
-            qv.projections()[name][1].assign(bias)
-    np.testing.assert_allclose(to_numpy(qv(x)), to_numpy(full(x)), atol=1e-6)
-
-
 def _rotary(grid_size=(3, 5), prefix=2, width=8, **settings):
     layer = RotaryPositionEmbedding(4, width, num_prefix_tokens=prefix, **settings)
     return layer, layer(np.zeros((1, 4 * grid_size[0], 4 * grid_size[1], 3), "float32"))
@@ -221,15 +203,26 @@ def test_rotary_scores_depend_on_the_offset_between_patches_only():
     assert score((0, 0), (1, 2)) != pytest.approx(score((0, 0), (2, 1)), abs=1e-3)
 
 
-def test_rotary_attention_fused_and_explicit_paths_agree():
+def test_query_value_bias_attention_with_rotary_position():
+    """No key bias is a zero one; the fused path rotates as the explicit one; the rotation changes the attention."""
     _, rope = _rotary(grid_size=(2, 3), prefix=1, width=4)
     x = np.random.default_rng(4).normal(size=(2, 7, 12)).astype("float32")
-    explicit, fused = MultiHeadSelfAttention(12, 3, qkv_bias="qv"), MultiHeadSelfAttention(12, 3, qkv_bias="qv", fused=True)
-    explicit.build(x.shape), fused.build(x.shape)
-    fused.set_weights(explicit.get_weights())
-    rotated = to_numpy(explicit(x, rope=rope))
+    qv, fused, full = (MultiHeadSelfAttention(12, 3, **kwargs) for kwargs in (
+        dict(qkv_bias="qv"), dict(qkv_bias="qv", fused=True), {}))
+    for layer in (qv, fused, full):
+        layer.build(x.shape)
+    assert qv.projections()["key"][1] is None
+    assert [v.path.split("/", 1)[1] for v in qv.weights if "/key/" in v.path] == ["key/kernel"]
+    for name, (kernel, bias) in qv.projections().items():
+        if bias is not None:
+            bias.assign(np.random.default_rng(len(name)).normal(size=bias.shape))
+        full.projections()[name][0].assign(kernel)
+        full.projections()[name][1].assign(bias if bias is not None else np.zeros(full.projections()[name][1].shape))
+    fused.set_weights(qv.get_weights())
+    rotated = to_numpy(qv(x, rope=rope))
+    np.testing.assert_allclose(to_numpy(full(x, rope=rope)), rotated, atol=1e-6)
     np.testing.assert_allclose(to_numpy(fused(x, rope=rope)), rotated, atol=1e-5)
-    assert np.abs(rotated - to_numpy(explicit(x))).max() > 1e-3  # the rotation changes the attention
+    assert np.abs(rotated - to_numpy(qv(x))).max() > 1e-3
 
 
 def test_rotary_position_embedding_takes_any_grid_and_the_policy():

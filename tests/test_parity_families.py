@@ -314,7 +314,8 @@ def _timm_dinov3_folder(name, tmp_path, **model_args):
     args = {"img_size": IMAGE, "patch_size": PATCH, "embed_dim": HIDDEN, "depth": LAYERS, "num_heads": HEADS,
             "num_reg_tokens": REGISTERS, "num_classes": 5, **model_args}
     model = _redraw(timm.create_model(name, pretrained=False, **args))
-    save_file({key: value.contiguous() for key, value in model.state_dict().items()}, str(tmp_path / "model.safetensors"))
+    tensors = {key: value.contiguous() for key, value in model.state_dict().items()}
+    save_file(tensors, str(tmp_path / "model.safetensors"))
     (tmp_path / "config.json").write_text(json.dumps({"architecture": name, "num_classes": 5, "model_args": args}))
     return model, str(tmp_path)
 

@@ -88,7 +88,10 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         super().build(input_shape)
 
     def projections(self):
-        """Returns {"query"|"key"|"value"|"output": (kernel, bias)}, the variables checkpoints map to (bias None: none)."""
+        """Returns {"query"|"key"|"value"|"output": (kernel, bias)}, the variables checkpoints map to.
+
+        A projection without a bias (see `qkv_bias`) has bias None.
+        """
         layers = {"query": self.query, "key": self.key, "value": self.value, "output": self.attention_output}
         return {name: (layer.kernel, layer.bias) for name, layer in layers.items()}
 

@@ -561,8 +561,9 @@ def _dinov3_family(tensors, config, path):
     gated = config_value(config, "use_gated_mlp", path, "flag", False)
     if gated != (config_value(config, "hidden_act", path, "name", "gelu") == "silu"):
         raise CheckpointError(
-            f"Hugging Face config {path!r}: use_gated_mlp={gated} with hidden_act={config.get('hidden_act', 'gelu')!r}; "
-            "keras_vit builds DINOv3's gated MLP with SiLU (SwiGLU) and its plain MLP with GELU."
+            f"Hugging Face config {path!r}: use_gated_mlp={gated} with hidden_act="
+            f"{config.get('hidden_act', 'gelu')!r}; keras_vit builds DINOv3's gated MLP with SiLU (SwiGLU) and its "
+            "plain MLP with GELU."
         )
     keys = (("query_bias", True), ("key_bias", False), ("value_bias", True))
     biases = tuple(config_value(config, key, path, "flag", default) for key, default in keys)
@@ -835,7 +836,8 @@ def hf_architecture(tensors, source_prefix, config, path):
     family = hf_family(config, path)
     config = family.vision_config(config, path)
     activations = family.activations or _HF_ACTIVATIONS
-    act = config_value(config, "hidden_act", path, tuple(sorted(activations)), family.defaults.get("hidden_act", "gelu"))
+    act = config_value(config, "hidden_act", path, tuple(sorted(activations)),
+                       family.defaults.get("hidden_act", "gelu"))
     epsilon = config_value(config, "layer_norm_eps", path, "positive", family.defaults.get("layer_norm_eps", 1e-12))
     # HF ViTConfig's own defaults where a key is absent: what transformers itself would build.
     patch = config_value(config, "patch_size", path, "square", family.defaults.get("patch_size", 16))
@@ -903,7 +905,8 @@ def _timm_block(layer, context):
         entries += [Entry(prefix + name + ".weight", norm.gamma), Entry(prefix + name + ".bias", norm.beta)]
     if layer.qkv_bias == "qv":
         # timm's Eva (DINOv3 ...): a bias of their own for the query and the value, none for the key.
-        entries += [Entry(prefix + f"attn.{part[0]}_bias", parts[part][1], _reshape_to, _flat) for part in ("query", "value")]
+        entries += [Entry(prefix + f"attn.{part[0]}_bias", parts[part][1], _reshape_to, _flat)
+                    for part in ("query", "value")]
         parts = {name: (kernel, None if name != "out" else bias) for name, (kernel, bias) in parts.items()}
     entries += _fused_attention_entries(parts, prefix + "attn.qkv.weight", prefix + "attn.qkv.bias", prefix + "attn.proj")
     for dense, name in ((layer.mlp_dense_0, "mlp.fc1"), (layer.mlp_dense_1, "mlp.fc2")):

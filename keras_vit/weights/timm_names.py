@@ -111,7 +111,7 @@ TIMM_ARCHITECTURES: dict[str, tuple[str, dict]] = {name: (row, fields) for names
 
 
 def eva_architecture(name):
-    """Whether timm builds architecture `name` (a key of `TIMM_ARCHITECTURES`) with its Eva class, not VisionTransformer.
+    """Whether timm builds `name` (a key of `TIMM_ARCHITECTURES`) with its Eva class, not its VisionTransformer.
 
     Example:
 
@@ -342,7 +342,8 @@ def _eva_fields(fields, args, refuse):
     if "ref_feat_shape" in args and settings["grid"] == "index":  # the DINOv3 rope of timm ignores it
         shape = args["ref_feat_shape"]
         shape = [shape, shape] if _is_positive_int(shape) else shape
-        if shape is not None and not (isinstance(shape, list) and len(shape) == 2 and all(map(_is_positive_int, shape))):
+        if shape is not None and not (isinstance(shape, list) and len(shape) == 2
+                                      and all(map(_is_positive_int, shape))):
             raise refuse("ref_feat_shape", "expected null, an integer or [rows, cols]")
         settings["reference_grid"] = tuple(shape) if shape is not None else None
     fields["rope"] = rope_settings(settings)

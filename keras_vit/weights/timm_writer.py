@@ -104,7 +104,8 @@ def timm_config_of(model, architecture=None, pretrained_cfg=None):
     if config["rope"] is not None:
         problems.append("rotary position (rope=...: timm builds it with its Eva class, which save_timm does not write)")
     if config["qkv_bias"] == "qv":
-        problems.append("qkv_bias='qv' (a query and value bias without a key bias: timm's Eva, not its VisionTransformer)")
+        problems.append("qkv_bias='qv' (query and value biases without a key bias: timm's Eva, not its "
+                        "VisionTransformer)")
     if config["patch_bias"] == config["pre_norm"]:
         problems.append(f"patch_bias={config['patch_bias']} with pre_norm={config['pre_norm']} (timm drops the patch "
                         "bias exactly when it adds the LayerNorm before the encoder)")
