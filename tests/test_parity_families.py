@@ -207,7 +207,7 @@ def test_hf_dinov3_tokens_blocks_and_attention(gated, tmp_path):
     # Any size (None): the rotation follows each image's grid, nothing is resampled.
     intermediates = keras_vit.ViT(weights=folder, include_top=False, image_size=None).intermediates_model()(images)
     _close(intermediates["tokens"], expected.last_hidden_state.numpy())  # class, registers, patches
-    maps = keras_vit.inspect.attention_maps(model, images)  # the inspection probe of the fixed-size model
+    maps = keras_vit.inspect.attention_model(model)(images)  # the inspection probe of the fixed-size model
     for block, attention, probed, hf_block, hf_attention in zip(
             intermediates["blocks"], intermediates["attention"], maps, expected.hidden_states[1:], expected.attentions):
         _close(block, hf_block.numpy())
