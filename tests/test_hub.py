@@ -212,7 +212,9 @@ def test_save_timm_refuses_what_timm_cannot_hold(tmp_path):
     with pytest.raises(CheckpointError, match="timm's 'deit_tiny_distilled_patch16_224' cannot hold.*distillation_token"):
         save_timm(keras_vit.ViT("tiny", num_classes=3), str(tmp_path / "c"), architecture="deit_tiny_distilled_patch16_224",
                   pretrained_cfg=IMAGENET)
-    assert not os.path.exists(tmp_path / "a") and not os.path.exists(tmp_path / "c")
+    with pytest.raises(CheckpointError, match=r"rotary position .*qkv_bias='qv'"):  # timm's Eva: not written
+        save_timm(keras_vit.ViT("tiny_dinov3", num_classes=3), str(tmp_path / "d"), pretrained_cfg=IMAGENET)
+    assert not any(os.path.exists(tmp_path / name) for name in "acd")
 
 
 def test_preprocessing_from_hugging_face_preprocessor_config(tmp_path):
