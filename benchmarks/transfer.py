@@ -12,6 +12,12 @@ Steps (each reuses what the earlier ones wrote under --work):
     python -m benchmarks transfer pretrain --work /tmp/xfer --budget-minutes 20
     python -m benchmarks transfer adapt --work /tmp/xfer --budget-minutes 3 --out benchmarks/results
 
+or, for the backbone, timm on a GPU (`benchmarks/transfer_torch.py`; torch and timm only), then the
+Hugging Face folder written from it by keras_vit:
+
+    python -m benchmarks transfer pretrain-timm --work /tmp/xfer --budget-minutes 6
+    python -m benchmarks transfer folders --work /tmp/xfer
+
 `adapt` runs, one after another in fresh worker processes and with the same budget: fine-tuning
 from the timm Hub folder, a linear probe of it, fine-tuning from the Hugging Face folder, and the
 same ViT from scratch; then the linear few-shot and k-NN accuracies of the backbone.
@@ -28,9 +34,10 @@ PRETRAIN_CLASSES = ("airplane", "automobile", "bird", "cat", "deer")
 ADAPT_CLASSES = ("dog", "frog", "horse", "ship", "truck")
 TRAIN_PER_CLASS = 50
 TEST_PER_CLASS = 1000
-# The pre-trained backbone: the keras.io example's width and depth on 4 px patches of 32 px images
-# (an 8x8 grid), with a class token so that timm and Hugging Face ViT classes both hold it.
-BACKBONE = {"patch_size": 4, "hidden_size": 128, "num_layers": 6, "num_heads": 4, "mlp_dim": 256}
+# The pre-trained backbone: ViT-Ti (timm's vit_tiny_patch16_224 with patch_size 4, img_size 32:
+# benchmarks/transfer_torch.py) on 4 px patches of 32 px images (an 8x8 grid), with a class token
+# so that timm and Hugging Face ViT classes both hold it.
+BACKBONE = {"patch_size": 4, "hidden_size": 192, "num_layers": 12, "num_heads": 3, "mlp_dim": 768}
 SCALING = "symmetric"
 
 
@@ -87,6 +94,18 @@ def _write_folders(model, work):
 
     weights.save_timm(model, os.path.join(work, "backbone", "timm"), overwrite=True)
     weights.save_hf(model, os.path.join(work, "backbone", "hf"), overwrite=True)
+
+
+def write_hf_folder(work):
+    """The Hugging Face folder of a backbone that timm wrote (`pretrain-timm`), through keras_vit's reader and writer."""
+    import keras_vit
+    from keras_vit import weights
+
+    timm_folder = os.path.join(work, "backbone", "timm")
+    scaling = weights.Checkpoint(timm_folder).preprocessing.scaling  # what its pretrained_cfg states
+    model = keras_vit.ViT(weights=timm_folder, preprocessing=scaling)
+    weights.save_hf(model, os.path.join(work, "backbone", "hf"), overwrite=True)
+    return os.path.join(work, "backbone", "hf")
 
 
 # The adaptation set-ups: TrainConfig fields on top of the folder and the budget.
@@ -187,6 +206,15 @@ def main(argv=None):
     p.add_argument("--budget-minutes", type=float, default=20)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--epochs", type=int, help="epoch limit (smoke runs; default: the budget's)")
+    p = sub.add_parser("pretrain-timm", help="the backbone by timm on torch's device (benchmarks/transfer_torch.py)")
+    p.add_argument("--work", required=True)
+    p.add_argument("--budget-minutes", type=float, default=6)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-steps", type=int, help="step limit (smoke runs; default: the budget's)")
+    p.add_argument("--batch-size", type=int, help="default: transfer_torch.RECIPE's")
+    p.add_argument("--compile", choices=("auto", "on", "off"), default="auto", help="torch.compile (auto: on CUDA)")
+    p = sub.add_parser("folders", help="the Hugging Face folder of the timm-written backbone")
+    p.add_argument("--work", required=True)
     p = sub.add_parser("adapt")
     p.add_argument("--work", required=True)
     p.add_argument("--budget-minutes", type=float, default=3)
@@ -201,6 +229,14 @@ def main(argv=None):
         print(prepare(args.work, args.tar, args.source, args.train_per_class, args.test_per_class))
     elif args.step == "pretrain":
         print(pretrain(args.work, args.budget_minutes, args.seed, args.epochs))
+    elif args.step == "pretrain-timm":
+        from benchmarks.transfer_torch import pretrain_timm
+
+        compile_model = {"auto": None, "on": True, "off": False}[args.compile]
+        print(pretrain_timm(args.work, PRETRAIN_CLASSES, args.budget_minutes * 60, args.seed, compile_model=compile_model,
+                            max_steps=args.max_steps, batch_size=args.batch_size))
+    elif args.step == "folders":
+        print(write_hf_folder(args.work))
     else:
         setups = args.setups.split(",")
         unknown = [s for s in setups if s not in SETUPS]
