@@ -185,10 +185,9 @@ def train_one(dataset, budget_seconds, setup, seed=0, max_train_examples=None, m
 
         augment.PRESETS[setup] = dataclasses.replace(augment.get_preset(fields["augment"]), **augment_changes)
         fields["augment"] = setup
-    if recipe_changes:  # a probe's recipe, registered in this worker only
+    if recipe_changes:  # a probe's recipe: TrainConfig takes a Recipe of its own
         base = recipes.get_recipe(fields.get("recipe") or plan.DEFAULT_RECIPE)
-        recipes.RECIPES[setup] = dataclasses.replace(base, name=setup, **recipe_changes)
-        fields["recipe"] = setup
+        fields["recipe"] = dataclasses.replace(base, name=setup, **recipe_changes)
     config = TrainConfig(
         dataset=dataset, budget_seconds=budget_seconds, seed=seed, run_dir=None, output_dir=None, verbose=0,
         max_train_examples=max_train_examples, max_test_examples=max_test_examples, epochs=epochs,
