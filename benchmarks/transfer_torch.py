@@ -25,12 +25,19 @@ import time
 
 import numpy as np
 
-# timm's name for the backbone and the model_args that make it the benchmark's ViT-Ti/4 at 32 px.
+# The timm name the backbone is built from; model_args (`timm_model_args`) make it one of
+# `benchmarks.transfer.BACKBONES` at 32 px ("ti4" is this name's own ViT-Ti on 4 px patches).
 TIMM_ARCHITECTURE = "vit_tiny_patch16_224"
-TIMM_MODEL_ARGS = {"img_size": 32, "patch_size": 4}
 MEAN = STD = (0.5, 0.5, 0.5)
 RECIPE = {"batch_size": 512, "learning_rate": 1e-3, "weight_decay": 0.05, "warmup_fraction": 0.05,
           "label_smoothing": 0.1, "mixup_alpha": 0.8, "cutmix_alpha": 1.0, "drop_path_rate": 0.1, "shift": 4}
+
+
+def timm_model_args(fields, image_size=32):
+    """timm VisionTransformer arguments for a `benchmarks.transfer.BACKBONES` entry."""
+    return {"img_size": image_size, "patch_size": fields["patch_size"], "embed_dim": fields["hidden_size"],
+            "depth": fields["num_layers"], "num_heads": fields["num_heads"],
+            "mlp_ratio": fields["mlp_dim"] / fields["hidden_size"]}
 
 
 def load_folder(folder, classes):
@@ -65,9 +72,9 @@ def _normalise(torch, images):
     return (images / 255.0 - mean) / std
 
 
-def pretrain_timm(work, classes, budget_seconds, seed=0, holdout=0.04, compile_model=None, max_steps=None,
-                  batch_size=None):
-    """Trains timm's ViT-Ti/4 on `work`/pretrain for `budget_seconds`; writes `work`/backbone/timm with save_for_hf.
+def pretrain_timm(work, classes, budget_seconds, backbone, fields, seed=0, holdout=0.04, compile_model=None,
+                  max_steps=None, batch_size=None):
+    """Trains timm's ViT (`backbone`, its `fields`) on `work`/pretrain for `budget_seconds`; writes `work`/backbone/timm with save_for_hf.
 
     Returns the summary also written to `work`/backbone/pretrain.json.
     """
@@ -88,8 +95,9 @@ def pretrain_timm(work, classes, budget_seconds, seed=0, holdout=0.04, compile_m
     held_x = torch.from_numpy(images[held]).to(device)
     held_y = torch.from_numpy(labels[held]).to(device)
 
+    model_args = timm_model_args(fields)
     model = timm.create_model(TIMM_ARCHITECTURE, pretrained=False, num_classes=len(classes),
-                              drop_path_rate=RECIPE["drop_path_rate"], **TIMM_MODEL_ARGS).to(device)
+                              drop_path_rate=RECIPE["drop_path_rate"], **model_args).to(device)
     if compile_model is None:
         compile_model = device.type == "cuda"
     step_model = torch.compile(model) if compile_model else model
@@ -187,7 +195,7 @@ def pretrain_timm(work, classes, budget_seconds, seed=0, holdout=0.04, compile_m
                             "num_classes": len(classes), "crop_pct": 1.0, "interpolation": "bicubic",
                             "label_names": list(classes), "hf_hub_id": None, "url": None, "tag": "cifar5"}
     try:
-        save_for_hf(model, folder, model_args=dict(TIMM_MODEL_ARGS), safe_serialization=True)
+        save_for_hf(model, folder, model_args=model_args, safe_serialization=True)
     except Exception:  # keep the trained weights even if this timm's writer differs
         import safetensors.torch
 
@@ -196,7 +204,7 @@ def pretrain_timm(work, classes, budget_seconds, seed=0, holdout=0.04, compile_m
     summary = {
         "engine": f"timm {timm.__version__}, torch {torch.__version__}",
         "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
-        "architecture": TIMM_ARCHITECTURE, "model_args": TIMM_MODEL_ARGS, "recipe": RECIPE,
+        "backbone": backbone, "architecture": TIMM_ARCHITECTURE, "model_args": model_args, "recipe": RECIPE,
         "params": sum(p.numel() for p in model.parameters()), "validation_accuracy": accuracy,
         "num_validation": int(len(held)), "epochs_done": epoch, "steps_done": steps_done,
         "train_seconds": round(train_seconds, 1), "images_per_second": round(steps_done * batch_size / train_seconds, 1),
