@@ -137,7 +137,7 @@ def test_budget_probes_reach_their_workers_runs(tmp_path):
     module = _benchmark("budget")
     setups = ["plain_lr2x", "default_pad", "plain_sincos_gap", "default_wd_stem4", "plain"]
     assert module.main(["--dataset", "sample", "--budget-minutes", "0.3", "--max-train-examples", "256",
-                        "--max-test-examples", "64", "--epochs", "1", "--setups", ",".join(setups),
+                        "--max-test-examples", "64", "--epochs", "1", "--jit-compile", "off", "--setups", ",".join(setups),
                         "--out", str(tmp_path)]) == 0
     (lines,) = tmp_path.glob("budget-*.jsonl")
     _, *results = [json.loads(line) for line in lines.read_text().splitlines()]

@@ -110,7 +110,8 @@ class TrainConfig:
             (e.g. `dataclasses.replace(recipes.get_recipe("compact"), name="mine",
             learning_rate=4e-3)`); None for "compact" ("finetune_adamw" with `weights`).
             Defaults to None.
-        augment: str or None. Augmentation preset; None for the recipe's, or with a budget and
+        augment: str, `keras_vit.data.augment.AugmentConfig` or None. A preset name
+            (`augment.PRESETS`) or a config of your own; None for the recipe's, or with a budget and
             no recipe given the budget's (`keras_vit.training.budget`). Defaults to None.
         epochs: int or None. Epoch limit; None for 10, or with a budget as many as it buys.
             Defaults to None.
@@ -171,7 +172,7 @@ class TrainConfig:
     channels: int | None = None
     scaling: str | None = None
     recipe: str | recipes.Recipe | None = None
-    augment: str | None = None
+    augment: object = None
     epochs: int | None = None
     batch_size: int | None = None
     precision: str = "auto"
@@ -511,7 +512,13 @@ class RunPlan:
 
     @property
     def augment_name(self) -> str:
-        return self.augment if isinstance(self.augment, str) else repr(self.augment)
+        if isinstance(self.augment, str):
+            return self.augment
+        if dataclasses.is_dataclass(self.augment):  # an AugmentConfig: what differs from no augmentation
+            changed = {f.name: getattr(self.augment, f.name) for f in dataclasses.fields(self.augment)
+                       if getattr(self.augment, f.name) != f.default}
+            return "custom(" + ", ".join(f"{k}={v!r}" for k, v in changed.items()) + ")"
+        return repr(self.augment)
 
     @property
     def peak_learning_rate(self) -> float:
