@@ -177,10 +177,10 @@ def pretrain_timm(work, classes, budget_seconds, backbone, fields, seed=0, holdo
                 total_steps = max(total_steps, steps_done)
                 print(f"{per_step * 1000:.1f} ms a step of {batch_size}: {total_steps} steps in the budget", flush=True)
             if steps_done % 500 == 0:
-                losses.append(float(loss))
+                losses.append(float(loss.detach()))
         epoch += 1
         if epoch % 25 == 0:
-            print(f"epoch {epoch} step {steps_done} loss {float(loss):.3f} held-out {held_out_accuracy():.4f} "
+            print(f"epoch {epoch} step {steps_done} loss {float(loss.detach()):.3f} held-out {held_out_accuracy():.4f} "
                   f"{time.perf_counter() - start:.0f} s", flush=True)
     if device.type == "cuda":
         torch.cuda.synchronize()
