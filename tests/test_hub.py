@@ -374,7 +374,58 @@ def test_hub_errors_say_what_to_do(monkeypatch, tmp_path):
         hub.download("hf-hub:meta/gated")
     sharded = tmp_path / "snapshot"
     sharded.mkdir()
-    (sharded / hub.SHARDED_INDEX).write_text("{}")
+    (sharded / hub.SHARDED_INDEX).write_text('{"metadata": {}}')
     monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda *args, **kwargs: str(sharded))
-    with pytest.raises(CheckpointError, match="shards .model.safetensors.index.json"):
+    with pytest.raises(CheckpointError, match="^Sharded checkpoint index .*index.json' has weight_map None; expected"):
         hub.download("hf-hub:big/sharded")
+
+
+def _sharded_hf_folder(folder):
+    """A Hugging Face ViT folder in three shards, as transformers' save_pretrained writes a large model."""
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.ViTConfig(hidden_size=24, num_hidden_layers=2, num_attention_heads=2, intermediate_size=48,
+                                    image_size=16, patch_size=4, num_labels=3)
+    model = transformers.ViTForImageClassification(config).eval()
+    model.save_pretrained(folder, max_shard_size="20KB")
+    return model
+
+
+def test_sharded_folder_and_hub_id_load_every_shard(tmp_path, no_network, monkeypatch):
+    """transformers' sharded save_pretrained loads as one checkpoint, from a folder and from a Hub cache;
+    a missing shard, or a shard without what the index assigns it, is refused by name."""
+    pytest.importorskip("transformers")
+    import torch
+
+    folder = tmp_path / "sharded"
+    reference = _sharded_hf_folder(folder)
+    shards = sorted(name for name in os.listdir(folder) if name.startswith("model-"))
+    assert len(shards) >= 2 and not (folder / "model.safetensors").exists()
+    images = np.random.default_rng(1).normal(size=(2, 16, 16, 3)).astype("float32")
+    with torch.no_grad():
+        expected = reference(pixel_values=torch.from_numpy(images.transpose(0, 3, 1, 2))).logits.numpy()
+    model = keras_vit.ViT(weights=str(folder), classifier_activation=None)
+    np.testing.assert_allclose(to_numpy(model(images)), expected, atol=1e-5)
+
+    import huggingface_hub
+
+    cache = str(tmp_path / "cache")
+    snapshot = fill_cache(cache, "org/sharded", str(folder), "c" * 40)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", cache)  # ViT(weights=) uses the default cache
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    from_hub = keras_vit.ViT(weights="hf-hub:org/sharded", classifier_activation=None)
+    np.testing.assert_allclose(to_numpy(from_hub(images)), expected, atol=1e-5)
+
+    os.remove(os.path.join(snapshot, shards[-1]))
+    with pytest.raises(CheckpointError, match=f"lacks shard file.*{shards[-1]}"):
+        hub.download("hf-hub:org/sharded", cache_dir=cache)
+    with pytest.raises(CheckpointError, match=f"lacks shard file.*{shards[-1]}"):
+        Checkpoint(snapshot)
+    index = json.loads((folder / hub.SHARDED_INDEX).read_text())
+    moved = next(key for key, name in index["weight_map"].items() if name == shards[0])
+    index["weight_map"][moved] = shards[1]
+    (folder / hub.SHARDED_INDEX).write_text(json.dumps(index))
+    with pytest.raises(CheckpointError, match=f"model-0000.-of-0000..safetensors' does not hold what .*{moved}"):
+        Checkpoint(str(folder))

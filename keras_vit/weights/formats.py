@@ -41,7 +41,9 @@ import numpy as np
 
 from keras_vit.configs import ARCHITECTURE_FIELDS, FAMILY_DEFAULTS
 from keras_vit.layers.rotary_embedding import rope_settings
-from keras_vit.weights.files import CheckpointError, read_json_object, read_npz, read_safetensors
+from keras_vit.weights.files import (
+    WEIGHTS_FILE, CheckpointError, read_json_object, read_npz, read_safetensors, read_weights_folder,
+)
 from keras_vit.weights.hybrid import npz_stem_architecture
 from keras_vit.weights.mapping import Entry, register_layer_mapping
 from keras_vit.weights.resample import resample_position_embedding, resize_patch_kernel, square_grid
@@ -1101,10 +1103,12 @@ def read_checkpoint(path, fmt):
         return _read_as(layout, tensors, names, source_prefix, notes, path)
     if fmt == "hf_directory":
         config_path = os.path.join(path, "config.json")
-        path = os.path.join(path, "model.safetensors")
+        raw = read_weights_folder(path)
+        if os.path.isfile(os.path.join(path, WEIGHTS_FILE)):
+            path = os.path.join(path, WEIGHTS_FILE)
     else:
         config_path = os.path.join(os.path.dirname(os.path.abspath(path)), "config.json")
-    raw = read_safetensors(path)
+        raw = read_safetensors(path)
     config = read_hf_config(config_path, path) if os.path.isfile(config_path) else None
     if config is not None and "model_type" in config:
         family = hf_family(config, config_path)
