@@ -133,7 +133,8 @@ SETUPS = {
 }
 
 
-def train_one(dataset, budget_seconds, setup, seed=0, max_train_examples=None, max_test_examples=None, epochs=None):
+def train_one(dataset, budget_seconds, setup, seed=0, max_train_examples=None, max_test_examples=None, epochs=None,
+              jit_compile=None):
     """Worker: one budgeted run of `setup`; its accuracy, epochs, speed and learning curve."""
     import dataclasses
 
@@ -180,19 +181,17 @@ def train_one(dataset, budget_seconds, setup, seed=0, max_train_examples=None, m
         if not callable(getattr(pipeline, "_resize", None)):
             raise RuntimeError("pad_to_size: keras_vit.data.pipeline._resize is gone; update the probe")
         pipeline._resize = lambda image, size, crop_fraction: tf.image.resize_with_crop_or_pad(image, *size)
-    if augment_changes:  # a probe's augmentation preset, registered in this worker only
+    if augment_changes:  # a probe's augmentation: TrainConfig takes an AugmentConfig of its own
         from keras_vit.data import augment
 
-        augment.PRESETS[setup] = dataclasses.replace(augment.get_preset(fields["augment"]), **augment_changes)
-        fields["augment"] = setup
-    if recipe_changes:  # a probe's recipe, registered in this worker only
+        fields["augment"] = dataclasses.replace(augment.get_preset(fields["augment"]), **augment_changes)
+    if recipe_changes:  # a probe's recipe: TrainConfig takes a Recipe of its own
         base = recipes.get_recipe(fields.get("recipe") or plan.DEFAULT_RECIPE)
-        recipes.RECIPES[setup] = dataclasses.replace(base, name=setup, **recipe_changes)
-        fields["recipe"] = setup
+        fields["recipe"] = dataclasses.replace(base, name=setup, **recipe_changes)
     config = TrainConfig(
         dataset=dataset, budget_seconds=budget_seconds, seed=seed, run_dir=None, output_dir=None, verbose=0,
         max_train_examples=max_train_examples, max_test_examples=max_test_examples, epochs=epochs,
-        callbacks=[curve], **fields,
+        jit_compile=jit_compile, callbacks=[curve], **fields,
     )
     result = train(config)
     settings = result["settings"]
@@ -242,6 +241,8 @@ def main(argv=None):
     parser.add_argument("--max-train-examples", type=int, help="smoke runs only")
     parser.add_argument("--max-test-examples", type=int, help="smoke runs only")
     parser.add_argument("--epochs", type=int, help="epoch limit (smoke runs; default: the budget's)")
+    parser.add_argument("--jit-compile", choices=("auto", "on", "off"), default="auto",
+                        help="XLA (smoke runs: off compiles faster; default: what keras-vit train picks)")
     parser.add_argument("--out", help="folder for the .jsonl, .md and learning-curve .png")
     args = parser.parse_args(argv)
     setups = args.setups.split(",")
@@ -254,6 +255,7 @@ def main(argv=None):
         result = run_worker("benchmarks.budget:train_one", dict(
             dataset=args.dataset, budget_seconds=args.budget_minutes * 60, setup=setup, seed=args.seed,
             max_train_examples=args.max_train_examples, max_test_examples=args.max_test_examples, epochs=args.epochs,
+            jit_compile={"auto": None, "on": True, "off": False}[args.jit_compile],
         ))
         result.setdefault("setup", setup)
         log.add(result)

@@ -12,6 +12,12 @@ Steps (each reuses what the earlier ones wrote under --work):
     python -m benchmarks transfer pretrain --work /tmp/xfer --budget-minutes 20
     python -m benchmarks transfer adapt --work /tmp/xfer --budget-minutes 3 --out benchmarks/results
 
+or, for the backbone, timm on a GPU (`benchmarks/transfer_torch.py`; torch and timm only), then the
+Hugging Face folder written from it by keras_vit:
+
+    python -m benchmarks transfer pretrain-timm --work /tmp/xfer --budget-minutes 6
+    python -m benchmarks transfer folders --work /tmp/xfer
+
 `adapt` runs, one after another in fresh worker processes and with the same budget: fine-tuning
 from the timm Hub folder, a linear probe of it, fine-tuning from the Hugging Face folder, and the
 same ViT from scratch; then the linear few-shot and k-NN accuracies of the backbone.
@@ -28,9 +34,16 @@ PRETRAIN_CLASSES = ("airplane", "automobile", "bird", "cat", "deer")
 ADAPT_CLASSES = ("dog", "frog", "horse", "ship", "truck")
 TRAIN_PER_CLASS = 50
 TEST_PER_CLASS = 1000
-# The pre-trained backbone: the keras.io example's width and depth on 4 px patches of 32 px images
-# (an 8x8 grid), with a class token so that timm and Hugging Face ViT classes both hold it.
-BACKBONE = {"patch_size": 4, "hidden_size": 128, "num_layers": 6, "num_heads": 4, "mlp_dim": 256}
+# The pre-trained backbones, by name: plain ViTs with a class token (so that timm's and Hugging
+# Face's ViT classes both hold them) on 4 px patches of 32 px images (an 8x8 grid). "ti4" is ViT-Ti;
+# "small" is the keras.io example's width and depth (the CPU pre-training of 2026-11-26 morning);
+# "smoke" is for the harness's tests.
+BACKBONES = {
+    "ti4": {"patch_size": 4, "hidden_size": 192, "num_layers": 12, "num_heads": 3, "mlp_dim": 768},
+    "small": {"patch_size": 4, "hidden_size": 128, "num_layers": 6, "num_heads": 4, "mlp_dim": 256},
+    "smoke": {"patch_size": 4, "hidden_size": 16, "num_layers": 1, "num_heads": 2, "mlp_dim": 32},
+}
+DEFAULT_BACKBONE = "ti4"
 SCALING = "symmetric"
 
 
@@ -56,7 +69,13 @@ def prepare(work, tar=None, source=None, train_per_class=TRAIN_PER_CLASS, test_p
     return {folder: sum(len(os.listdir(os.path.join(work, folder, c))) for c in classes) for folder, classes in layout.items()}
 
 
-def pretrain(work, budget_minutes, seed=0, epochs=None):
+def pretrained_backbone(work):
+    """The name in BACKBONES of the backbone pre-trained under `work` (pretrain.json's "backbone")."""
+    with open(os.path.join(work, "backbone", "pretrain.json")) as f:
+        return json.load(f).get("backbone", "small")  # the runs before the name was recorded
+
+
+def pretrain(work, budget_minutes, seed=0, epochs=None, backbone=DEFAULT_BACKBONE):
     """Pre-trains the backbone on the pre-training folder; writes it as .keras, timm Hub and HF folders."""
     import keras
 
@@ -69,12 +88,13 @@ def pretrain(work, budget_minutes, seed=0, epochs=None):
         with open(os.path.join(work, "backbone", "pretrain.json")) as f:
             return json.load(f)
     result = train(TrainConfig(
-        dataset=os.path.join(work, "pretrain"), validation_split=0.04, model_overrides=dict(BACKBONE),
+        dataset=os.path.join(work, "pretrain"), validation_split=0.04, model_overrides=dict(BACKBONES[backbone]),
         stem="none", tokenizer="patches", pooling="token", attention_init="mimetic", image_size=32,
         scaling=SCALING, budget_seconds=budget_minutes * 60, seed=seed, epochs=epochs, run_dir=os.path.join(work, "pretrain-run"),
         output_dir=os.path.join(work, "backbone"), name="backbone", export=False, verbose=2,
     ))
-    summary = {k: result[k] for k in ("validation_accuracy", "epochs_done", "train_seconds", "images_per_second")}
+    summary = {"backbone": backbone, **{k: result[k] for k in ("validation_accuracy", "epochs_done", "train_seconds",
+                                                                "images_per_second")}}
     with open(os.path.join(work, "backbone", "pretrain.json"), "w") as f:
         json.dump(summary, f, indent=1)
     _write_folders(result["model"], work)
@@ -89,6 +109,18 @@ def _write_folders(model, work):
     weights.save_hf(model, os.path.join(work, "backbone", "hf"), overwrite=True)
 
 
+def write_hf_folder(work):
+    """The Hugging Face folder of a backbone that timm wrote (`pretrain-timm`), through keras_vit's reader and writer."""
+    import keras_vit
+    from keras_vit import weights
+
+    timm_folder = os.path.join(work, "backbone", "timm")
+    scaling = weights.Checkpoint(timm_folder).preprocessing.scaling  # what its pretrained_cfg states
+    model = keras_vit.ViT(weights=timm_folder, preprocessing=scaling)
+    weights.save_hf(model, os.path.join(work, "backbone", "hf"), overwrite=True)
+    return os.path.join(work, "backbone", "hf")
+
+
 # The adaptation set-ups: TrainConfig fields on top of the folder and the budget.
 SETUPS = {
     # What `keras-vit train --weights DIR --budget-minutes N` does: a probe, then fine-tuning from it.
@@ -99,10 +131,13 @@ SETUPS = {
     "finetune_hf": {"weights": "hf", "adapt": "finetune"},
     # The paper's SGD fine-tuning recipe instead of AdamW with layer-wise decay.
     "finetune_sgd_timm": {"weights": "timm", "adapt": "finetune", "recipe": "finetune"},
+    # finetune_adamw at 4x its peak learning rate ("recipe_changes": fields of the recipe replaced).
+    "finetune_lr4x_timm": {"weights": "timm", "adapt": "finetune", "recipe_changes": {"learning_rate": 4e-3}},
+    "auto_lr4x_timm": {"weights": "timm", "adapt": "auto", "recipe_changes": {"learning_rate": 4e-3}},
     # From scratch in the same budget: what the budget rules choose for these 250 images ...
     "scratch": {},
-    # ... and the backbone's own architecture.
-    "scratch_same": {"model_overrides": dict(BACKBONE), "stem": "none", "tokenizer": "patches", "pooling": "token",
+    # ... and the backbone's own architecture (its BACKBONES entry, read from pretrain.json).
+    "scratch_same": {"model_overrides": "backbone", "stem": "none", "tokenizer": "patches", "pooling": "token",
                      "scaling": SCALING},
 }
 
@@ -114,6 +149,15 @@ def adapt_one(work, setup, budget_seconds, seed=0, epochs=None):
     fields = dict(SETUPS[setup])
     if "weights" in fields:
         fields["weights"] = os.path.join(work, "backbone", fields["weights"])
+    if "recipe_changes" in fields:  # TrainConfig takes a Recipe of the set-up's own
+        import dataclasses
+
+        from keras_vit.training import recipes
+
+        fields["recipe"] = dataclasses.replace(recipes.get_recipe(fields.get("recipe", "finetune_adamw")), name=setup,
+                                               **fields.pop("recipe_changes"))
+    if fields.get("model_overrides") == "backbone":
+        fields["model_overrides"] = dict(BACKBONES[pretrained_backbone(work)])
     result = train(TrainConfig(
         dataset=os.path.join(work, "adapt"), budget_seconds=budget_seconds, seed=seed, epochs=epochs,
         run_dir=None, output_dir=None, verbose=2, **fields,
@@ -184,9 +228,20 @@ def main(argv=None):
     p.add_argument("--test-per-class", type=int, default=TEST_PER_CLASS)
     p = sub.add_parser("pretrain")
     p.add_argument("--work", required=True)
+    p.add_argument("--backbone", choices=tuple(BACKBONES), default=DEFAULT_BACKBONE)
     p.add_argument("--budget-minutes", type=float, default=20)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--epochs", type=int, help="epoch limit (smoke runs; default: the budget's)")
+    p = sub.add_parser("pretrain-timm", help="the backbone by timm on torch's device (benchmarks/transfer_torch.py)")
+    p.add_argument("--work", required=True)
+    p.add_argument("--backbone", choices=tuple(BACKBONES), default=DEFAULT_BACKBONE)
+    p.add_argument("--budget-minutes", type=float, default=6)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-steps", type=int, help="step limit (smoke runs; default: the budget's)")
+    p.add_argument("--batch-size", type=int, help="default: transfer_torch.RECIPE's")
+    p.add_argument("--compile", choices=("auto", "on", "off"), default="auto", help="torch.compile (auto: on CUDA)")
+    p = sub.add_parser("folders", help="the Hugging Face folder of the timm-written backbone")
+    p.add_argument("--work", required=True)
     p = sub.add_parser("adapt")
     p.add_argument("--work", required=True)
     p.add_argument("--budget-minutes", type=float, default=3)
@@ -200,7 +255,16 @@ def main(argv=None):
             parser.error("prepare needs one of --tar and --source")
         print(prepare(args.work, args.tar, args.source, args.train_per_class, args.test_per_class))
     elif args.step == "pretrain":
-        print(pretrain(args.work, args.budget_minutes, args.seed, args.epochs))
+        print(pretrain(args.work, args.budget_minutes, args.seed, args.epochs, args.backbone))
+    elif args.step == "pretrain-timm":
+        from benchmarks.transfer_torch import pretrain_timm
+
+        compile_model = {"auto": None, "on": True, "off": False}[args.compile]
+        print(pretrain_timm(args.work, PRETRAIN_CLASSES, args.budget_minutes * 60, args.backbone, BACKBONES[args.backbone],
+                            args.seed, compile_model=compile_model,
+                            max_steps=args.max_steps, batch_size=args.batch_size))
+    elif args.step == "folders":
+        print(write_hf_folder(args.work))
     else:
         setups = args.setups.split(",")
         unknown = [s for s in setups if s not in SETUPS]

@@ -27,8 +27,8 @@ _NAMES = {
     "applications": ("decode_predictions", "preprocess_input"),
     "weights": ("load_weights",),
     "layers": (
-        "BottleneckUnit", "DropPath", "MultiHeadSelfAttention", "PatchEncoder", "Patches", "StandardizedConv2D",
-        "TokenPooling", "TransformerBlock",
+        "BottleneckUnit", "DropPath", "MultiHeadSelfAttention", "PatchEncoder", "Patches", "RotaryPositionEmbedding",
+        "StandardizedConv2D", "TokenPooling", "TransformerBlock",
     ),
     "models": (
         "BiTResNet", "R26_ViT_B32", "R26_ViT_S32", "R50_ViT_B16", "R50_ViT_L32", "R_ViT_Ti16", "ViT", "ViT_B8",

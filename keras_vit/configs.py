@@ -34,15 +34,18 @@ class ViTConfig:
             None (plain ViT) patches the pixels. Defaults to None.
         stem_width: int. Root width of the ResNet stem. Defaults to 64.
         family: str. The model family the row belongs to ("vit" for the paper's variants,
-            "deit", "deit3", "dinov2", "siglip", "siglip2", "clip"). Defaults to "vit".
-        class_token, pooling, distillation_token, num_register_tokens,
+            "deit", "deit3", "dinov2", "dinov3", "siglip", "siglip2", "clip"). Defaults to "vit".
+        class_token, pooling, distillation_token, num_register_tokens, position_embedding,
         prefix_position_embedding, layer_scale_init, mlp_activation, approximate_gelu,
-        layer_norm_epsilon, pre_norm, patch_bias, projection_size, naflex: the architecture
-        fields of `keras_vit.ViT` with the same names; a row states those that differ from the
-        paper's ViT (the defaults here: class token, "auto" pooling, no distillation or register
-        tokens, position rows for the prefix tokens, no LayerScale, exact GELU, LayerNorm
-        epsilon 1e-6, no LayerNorm before the encoder, patch bias, no projection, image input).
-        A NaFlex row's `image_size` is that of its position grid (`image_size / patch_size` a side).
+        layer_norm_epsilon, pre_norm, patch_bias, projection_size, rope, qkv_bias, naflex: the
+        architecture fields of `keras_vit.ViT` with the same names; a row states those that
+        differ from the paper's ViT (the defaults here: class token, "auto" pooling, no
+        distillation or register tokens, a learned position embedding with rows for the prefix
+        tokens, no LayerScale, exact GELU, LayerNorm epsilon 1e-6, no LayerNorm before the
+        encoder, patch bias, no projection, no rotary position, biases on query, key and
+        value, image input). `rope` is a name of `keras_vit.layers.rotary_embedding.ROPE_VARIANTS`
+        or a dict of its settings. A NaFlex row's `image_size` is that of its position grid
+        (`image_size / patch_size` a side).
 
     Example:
 
@@ -76,6 +79,9 @@ class ViTConfig:
     pre_norm: bool = False
     patch_bias: bool = True
     projection_size: int | None = None
+    position_embedding: str = "learned"
+    rope: str | dict | None = None
+    qkv_bias: str = "qkv"
     naflex: bool = False
 
     @property
@@ -134,6 +140,10 @@ _DINOV2 = dict(layer_scale_init=1e-5)
 _DINOV2_REG = dict(layer_scale_init=1e-5, num_register_tokens=4, prefix_position_embedding=False)
 _SIGLIP = dict(class_token=False, pooling="map", approximate_gelu=True)
 _CLIP = dict(pre_norm=True, patch_bias=False, mlp_activation="quick_gelu", layer_norm_epsilon=1e-5)
+# DINOv3 (Hugging Face DINOv3ViTConfig, timm vit_*_patch16_dinov3_qkvb): rotary position on the patch
+# tokens instead of a learned table, 4 registers, no key bias; the "plus" sizes have a SwiGLU MLP.
+_DINOV3 = dict(position_embedding="none", rope="dinov3", qkv_bias="qv", num_register_tokens=4,
+               prefix_position_embedding=False, layer_scale_init=1e-5, layer_norm_epsilon=1e-5)
 # SigLIP 2 NaFlex: SigLIP's tower on patch sequences of any aspect, its position grid resampled per image. The
 # published B/16 is ViT("SigLIP_B16", naflex=True, image_size=256) (a 16x16 grid); the checkpoints state their
 # whole architecture (ViT(weights="hf-hub:google/siglip2-so400m-patch16-naflex")).
@@ -156,6 +166,13 @@ VARIANTS.update({
                           mlp_activation="swiglu", **_DINOV2),
     "DINOv2_g14_reg4": _family("dinov2", 14, 1536, 4096, 24, 40, 518, "DINOv2 ViT-g/14 (SwiGLU, 1.1B), 4 registers",
                                mlp_activation="swiglu", **_DINOV2_REG),
+    "DINOv3_S16": _family("dinov3", 16, 384, 1536, 6, 12, 224, "DINOv3 ViT-S/16 (RoPE)", **_DINOV3),
+    "DINOv3_S16_plus": _family("dinov3", 16, 384, 1536, 6, 12, 224, "DINOv3 ViT-S+/16 (RoPE, SwiGLU)",
+                               mlp_activation="swiglu", **_DINOV3),
+    "DINOv3_B16": _family("dinov3", 16, 768, 3072, 12, 12, 224, "DINOv3 ViT-B/16 (RoPE)", **_DINOV3),
+    "DINOv3_L16": _family("dinov3", 16, 1024, 4096, 16, 24, 224, "DINOv3 ViT-L/16 (RoPE)", **_DINOV3),
+    "DINOv3_H16_plus": _family("dinov3", 16, 1280, 5120, 20, 32, 224, "DINOv3 ViT-H+/16 (RoPE, SwiGLU, 0.84B)",
+                               mlp_activation="swiglu", **_DINOV3),
     "SigLIP_B16": _family("siglip", 16, 768, 3072, 12, 12, 224, "SigLIP ViT-B/16 image tower", **_SIGLIP),
     "SigLIP_L16": _family("siglip", 16, 1024, 4096, 16, 24, 256, "SigLIP ViT-L/16 image tower", **_SIGLIP),
     "SigLIP_So400m14": _family("siglip", 14, 1152, 4304, 16, 27, 224, "SigLIP So400m/14 image tower", **_SIGLIP),
@@ -166,6 +183,8 @@ VARIANTS.update({
     "tiny_deit": _family("deit", 4, 24, 40, 2, 2, 16, "tiny distilled DeiT test model", **_DEIT_DISTILLED),
     "tiny_dinov2": _family("dinov2", 4, 24, 40, 2, 2, 16, "tiny DINOv2 (3 registers) test model",
                            layer_scale_init=0.1, num_register_tokens=3),
+    "tiny_dinov3": _family("dinov3", 4, 24, 40, 2, 2, 16, "tiny DINOv3 (RoPE, 4 registers) test model",
+                           **dict(_DINOV3, layer_scale_init=0.1)),
     "tiny_siglip": _family("siglip", 4, 24, 40, 2, 2, 16, "tiny SigLIP test model", **_SIGLIP),
     "tiny_clip": _family("clip", 4, 24, 40, 2, 2, 16, "tiny CLIP test model", projection_size=20, **_CLIP),
     "tiny_siglip2": _family("siglip2", 4, 24, 40, 2, 2, 16, "tiny SigLIP 2 NaFlex test model", **_SIGLIP2_NAFLEX),
@@ -179,15 +198,13 @@ ARCHITECTURE_FIELDS = (
     "representation_size", "position_embedding", "grid_size", "channels", "approximate_gelu",
     "layer_norm_epsilon", "stem", "stem_width", "num_classes", "distillation_token", "num_register_tokens",
     "prefix_position_embedding", "layer_scale_init", "mlp_activation", "pre_norm", "patch_bias",
-    "projection_size",
-    "naflex",
+    "projection_size", "rope", "qkv_bias", "naflex",
 )
 # The family fields of `ViTConfig` a variant row passes on when they differ from the paper ViT's.
 FAMILY_FIELDS = (
     "class_token", "pooling", "distillation_token", "num_register_tokens", "prefix_position_embedding",
     "layer_scale_init", "mlp_activation", "approximate_gelu", "layer_norm_epsilon", "pre_norm", "patch_bias",
-    "projection_size",
-    "naflex",
+    "projection_size", "position_embedding", "rope", "qkv_bias", "naflex",
 )
 # The paper ViT's value of each family field (ViTConfig's defaults): what a layout states and a
 # model gets unless an argument, a row or the file says otherwise.

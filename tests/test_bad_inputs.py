@@ -491,6 +491,36 @@ _FAMILY_MODELS = {
 _COMMON_KEYS = ("model_type", "hidden_act", "layer_norm_eps", "patch_size", "image_size", "hidden_size",
                 "num_hidden_layers", "num_attention_heads", "num_channels")
 _DINOV2_KEYS = _COMMON_KEYS + ("use_swiglu_ffn", "layerscale_value", "num_register_tokens")
+# save_hf writes no DINOv3 (rotary position): its folder is written here as transformers' save_pretrained does.
+_DINOV3_CONFIG = dict(
+    model_type="dinov3_vit", hidden_act="gelu", layer_norm_eps=1e-5, patch_size=4, image_size=8, hidden_size=16,
+    num_hidden_layers=1, num_attention_heads=2, num_channels=3, intermediate_size=24, use_gated_mlp=False,
+    query_bias=True, key_bias=False, value_bias=True, proj_bias=True, mlp_bias=True, rope_theta=100.0,
+    num_register_tokens=2, layerscale_value=1.0,
+)
+
+
+def _write_dinov3(folder):
+    from keras_vit.weights.files import write_safetensors
+
+    d, m = _DINOV3_CONFIG["hidden_size"], _DINOV3_CONFIG["intermediate_size"]
+    shapes = {"embeddings.cls_token": (1, 1, d), "embeddings.mask_token": (1, 1, d),
+              "embeddings.register_tokens": (1, 2, d),
+              "embeddings.patch_embeddings.weight": (d, 3, 4, 4), "embeddings.patch_embeddings.bias": (d,),
+              "norm.weight": (d,), "norm.bias": (d,)}
+    for name, shape in (("norm1.weight", (d,)), ("norm1.bias", (d,)), ("attention.q_proj.weight", (d, d)),
+                        ("attention.q_proj.bias", (d,)), ("attention.k_proj.weight", (d, d)),
+                        ("attention.v_proj.weight", (d, d)), ("attention.v_proj.bias", (d,)),
+                        ("attention.o_proj.weight", (d, d)), ("attention.o_proj.bias", (d,)),
+                        ("layer_scale1.lambda1", (d,)), ("norm2.weight", (d,)), ("norm2.bias", (d,)),
+                        ("mlp.up_proj.weight", (m, d)), ("mlp.up_proj.bias", (m,)), ("mlp.down_proj.weight", (d, m)),
+                        ("mlp.down_proj.bias", (d,)), ("layer_scale2.lambda1", (d,))):
+        shapes["layer.0." + name] = shape
+    os.makedirs(folder)
+    write_safetensors(os.path.join(folder, "model.safetensors"), {k: np.zeros(v, "float32") for k, v in shapes.items()})
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(_DINOV3_CONFIG, f)
+
 # model_type -> every config.json key its reader reads (the test below checks there is no other).
 FAMILY_KEYS = {
     "vit": _COMMON_KEYS + ("intermediate_size",), "deit": _COMMON_KEYS + ("intermediate_size",),
@@ -498,6 +528,7 @@ FAMILY_KEYS = {
     # A two-tower file nests the vision tower's values in vision_config.
     "siglip_vision_model": _COMMON_KEYS + ("intermediate_size", "vision_config"),
     "clip_vision_model": _COMMON_KEYS + ("intermediate_size", "vision_config"),
+    "dinov3_vit": tuple(_DINOV3_CONFIG),
 }
 # Wrong for every key: a string no key takes, JSON null, a list, an object (but for vision_config).
 _BAD_VALUES = ("x", None, [1, 2, 3], {"a": 1})
@@ -512,6 +543,9 @@ FAMILY_CONFIG_REFUSED += [  # values of the right type that are still wrong, and
     ("deit", "layer_norm_eps", -1e-6), ("deit", "layer_norm_eps", INF), ("siglip_vision_model", "patch_size", [4, 2]),
     ("siglip_vision_model", "image_size", [8]), ("clip_vision_model", "hidden_act", "relu"),
     ("clip_vision_model", "intermediate_size", 1.5),
+    ("dinov3_vit", "rope_theta", 0), ("dinov3_vit", "rope_theta", -100.0), ("dinov3_vit", "query_bias", False),
+    ("dinov3_vit", "value_bias", False), ("dinov3_vit", "use_gated_mlp", True), ("dinov3_vit", "hidden_act", "silu"),
+    ("dinov3_vit", "mlp_bias", False), ("dinov3_vit", "proj_bias", False),
 ]
 
 
@@ -525,6 +559,7 @@ def family_folders(tmp_path_factory):
     for family, arguments in _FAMILY_MODELS.items():
         save_hf(keras_vit.ViT(**_TINY, **arguments), str(root / family))
         assert json.loads((root / family / "config.json").read_text())["model_type"] == family
+    _write_dinov3(str(root / "dinov3_vit"))
     return root
 
 
@@ -643,11 +678,22 @@ BUILDER_REFUSED = [
     # Huge: built, it ran the machine out of memory on the first image instead of saying why.
     (dict(image_size=2**16), r"image size 65536x65536 with 4-pixel patches: 268,435,456 patch tokens, more than MAX_PATCH_TOKENS"),
     (dict(image_size=(1028, 1028), patch_size=4), r"66,049 patch tokens"),
+    # Rotary position: an unknown variant or field, settings out of range, a head width it cannot split.
+    (dict(rope="mixed"), r"rope variant='mixed'. Expected one of \['dinov3', 'eva02', 'pe'\]"),
+    (dict(rope={"variant": "dinov3", "thetta": 100}), r"rope: unknown field 'thetta'"), (dict(rope=3), r"rope=3"),
+    (dict(rope={"theta": -1}), r"rope theta=-1"), (dict(rope={"variant": "eva02", "reference_grid": (0, 4)}),
+                                                      r"rope reference_grid rows=0"),
+    (dict(rope="dinov3", hidden_size=36, num_heads=6), r"head width .*= 6\) divisible by 4"),
+    (dict(qkv_bias="k"), r"qkv_bias='k'"), (dict(qkv_bias=False), r"qkv_bias=False"),
+    # A rotary model takes any size, but not a side smaller than one patch.
+    (dict(rope="dinov3", position_embedding="none", image_size=2),
+     r"image height=2: it must be divisible by patch_size=4"),
     (dict(naflex="yes"), r"naflex='yes'"),
     (dict(naflex=True, class_token=True), r"naflex=True embeds patch sequences alone .* cannot have class_token=True"),
     (dict(naflex=True, position_embedding="sincos2d"), r"cannot have position_embedding='sincos2d'"),
     (dict(naflex=True, preprocessing="symmetric"), r"naflex=True .*takes patch sequences, not images: .*preprocessing="),
     (dict(naflex=True, input_shape=(32, 32, 3)), r"A NaFlex model takes the inputs naflex_input_spec describes"),
+    (dict(naflex=True, rope="dinov3", position_embedding="learned"), r"naflex=True .* cannot have rope="),
 ]
 # Accepted, and why.
 BUILDER_ACCEPTED = [
@@ -663,6 +709,7 @@ BUILDER_ACCEPTED = [
     (dict(num_classes=np.int64(4), image_size=np.int32(16), num_layers=np.int64(1)), (None, 4)),
     (dict(input_shape=(np.int64(16), 16, np.int64(1)), dropout_rate=np.float32(0.25)), (None, 3)),
     (dict(image_size=(1024, 1024), patch_size=4), (None, 3)),  # 65,536 tokens: MAX_PATCH_TOKENS itself
+    (dict(rope={"variant": "pe", "reference_grid": [8, 8]}, position_embedding="none", qkv_bias="qv"), (None, 3)),
     (dict(naflex=True), (None, 3)),  # patch sequences of any aspect; no class token unless asked for
 ]
 
@@ -685,6 +732,15 @@ def test_builder_accepts(arguments, output_shape):
     assert model.output_shape == output_shape
     assert model.name == "vit_tiny" or "name" in arguments and arguments["name"]
     json.dumps(model.vit_config)  # only Python values in the config, whatever NumPy scalars came in
+
+
+@pytest.mark.backends("tensorflow", "jax", "torch")
+def test_rotary_model_of_any_size_refuses_an_image_smaller_than_a_patch():
+    import keras_vit
+
+    model = keras_vit.ViT("tiny_dinov3", image_size=None, num_classes=3)
+    with pytest.raises(ValueError, match=r"image height=2 .*positive multiples of patch_size=4"):
+        model(np.zeros((1, 2, 8, 3), "float32"))
 
 
 @pytest.mark.backends("tensorflow", "jax", "torch")

@@ -137,7 +137,7 @@ def test_budget_probes_reach_their_workers_runs(tmp_path):
     module = _benchmark("budget")
     setups = ["plain_lr2x", "default_pad", "plain_sincos_gap", "default_wd_stem4", "plain"]
     assert module.main(["--dataset", "sample", "--budget-minutes", "0.3", "--max-train-examples", "256",
-                        "--max-test-examples", "64", "--epochs", "1", "--setups", ",".join(setups),
+                        "--max-test-examples", "64", "--epochs", "1", "--jit-compile", "off", "--setups", ",".join(setups),
                         "--out", str(tmp_path)]) == 0
     (lines,) = tmp_path.glob("budget-*.jsonl")
     _, *results = [json.loads(line) for line in lines.read_text().splitlines()]
@@ -172,16 +172,59 @@ def test_transfer_benchmark_pretrains_writes_both_folders_and_adapts(tmp_path):
     work = str(tmp_path / "work")
     module.main(["prepare", "--source", str(tmp_path / "cifar"), "--work", work, "--train-per-class", "4",
                  "--test-per-class", "4"])
-    module.main(["pretrain", "--work", work, "--budget-minutes", "0.5", "--epochs", "1"])
+    module.main(["pretrain", "--work", work, "--budget-minutes", "0.5", "--epochs", "1", "--backbone", "smoke"])
     assert {"timm", "hf"} <= set(os.listdir(os.path.join(work, "backbone")))
     assert "preprocessor_config.json" in os.listdir(os.path.join(work, "backbone", "hf"))
     module.main(["adapt", "--work", work, "--budget-minutes", "0.5", "--epochs", "1", "--setups", "probe_timm",
                  "--out", str(tmp_path / "out")])
     (lines,) = (tmp_path / "out").glob("transfer-*.jsonl")
     _, pretrained, probe, backbone = [json.loads(line) for line in lines.read_text().splitlines()]
-    assert pretrained["epochs_done"] == 1
+    assert (pretrained["epochs_done"], pretrained["backbone"]) == (1, "smoke")
     assert (probe["setup"], probe["adapt"], probe["steps_done"], probe["num_test"]) == ("probe_timm", "probe", 0, 20)
     assert set(backbone["fewshot"]) == {"1"} and 0 <= backbone["knn"] <= 1, backbone
+
+
+def test_transfer_benchmark_pretrains_with_timm_and_keras_vit_reads_what_timm_wrote(tmp_path):
+    """`pretrain-timm` (timm on torch, as on a lent GPU) writes a timm Hub folder with timm's own
+    save_for_hf; keras_vit loads it to timm's logits, and `folders` writes the same model as a
+    Hugging Face folder."""
+    from _timm_import import import_timm
+
+    timm = import_timm()
+    if timm is None:
+        pytest.skip("timm is not installed")
+    import torch
+    from PIL import Image
+
+    import keras_vit
+
+    module = _benchmark("transfer")
+    rng = np.random.default_rng(0)
+    for name in module.PRETRAIN_CLASSES + module.ADAPT_CLASSES:
+        (tmp_path / "cifar" / name).mkdir(parents=True)
+        for i in range(6):
+            Image.fromarray(rng.integers(0, 255, (32, 32, 3)).astype("uint8")).save(tmp_path / "cifar" / name / f"{i}.jpg")
+    work = str(tmp_path / "work")
+    module.main(["prepare", "--source", str(tmp_path / "cifar"), "--work", work, "--train-per-class", "2",
+                 "--test-per-class", "2"])
+    module.main(["pretrain-timm", "--work", work, "--backbone", "smoke", "--max-steps", "14", "--batch-size", "8",
+                 "--compile", "off"])
+    with open(os.path.join(work, "backbone", "pretrain.json")) as f:
+        summary = json.load(f)
+    assert (summary["backbone"], summary["steps_done"]) == ("smoke", 14)
+    folder = os.path.join(work, "backbone", "timm")
+    config = json.load(open(os.path.join(folder, "config.json")))
+    assert config["architecture"] == "vit_tiny_patch16_224" and config["pretrained_cfg"]["mean"] == [0.5] * 3
+    module.main(["folders", "--work", work])
+    images = rng.integers(0, 255, (3, 32, 32, 3)).astype("float32")
+    reference = timm.create_model("local-dir:" + folder, pretrained=True).eval()
+    with torch.no_grad():
+        expected = reference(torch.from_numpy((images / 127.5 - 1).transpose(0, 3, 1, 2))).numpy()
+    for source in ("timm", "hf"):
+        model = keras_vit.ViT(weights=os.path.join(work, "backbone", source), preprocessing="symmetric",
+                              classifier_activation=None)
+        assert model.vit_config["hidden_size"] == module.BACKBONES["smoke"]["hidden_size"]
+        np.testing.assert_allclose(np.asarray(model(images)), expected, atol=1e-5)
 
 
 def test_iterator_teardown_benchmark_times_epochs_outside_their_steps():

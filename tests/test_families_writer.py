@@ -130,6 +130,7 @@ def test_failure_midway_leaves_nothing(tmp_path, monkeypatch):
         (dict(layer_scale_init=0.1, mlp_dim=40, include_top=False), r"'dinov2' cannot hold: mlp_dim=40"),
         (dict(class_token=False, pooling="map", num_classes=4), r"siglip_vision_model.*include_top=True"),
         (dict(position_embedding="sincos2d", include_top=False), "position_embedding='sincos2d'"),
+        (dict(rope="dinov3", qkv_bias="qv", include_top=False), r"rope=\{'grid': 'centered'.*qkv_bias='qv'"),
     ],
 )
 def test_a_model_the_family_cannot_hold_is_refused_naming_the_field(arguments, message, tmp_path):
@@ -145,4 +146,10 @@ def test_save_npz_refuses_weights_its_layout_has_no_key_for(variant, tmp_path):
     """LayerScale and register tokens used to be dropped in silence: the file read back as another model."""
     with pytest.raises(CheckpointError, match="'vit_jax' layout has no key for .*save_hf writes"):
         save_npz(keras_vit.ViT(variant, num_classes=3), tmp_path / "model.npz")
+    assert not os.path.exists(tmp_path / "model.npz")
+
+
+def test_save_npz_refuses_rotary_position_its_layout_cannot_say(tmp_path):
+    with pytest.raises(CheckpointError, match=r"rotary position \(rope=\{'grid': 'centered'.*Save it with model.save"):
+        save_npz(keras_vit.ViT("tiny", rope="dinov3", num_classes=3), tmp_path / "model.npz")
     assert not os.path.exists(tmp_path / "model.npz")

@@ -110,7 +110,16 @@ def test_timm_hub_folder_builds_without_num_heads(tmp_path):
     ({"architecture": "vit_tiny_patch16_224", "model_args": {"embed_dim": 48}}, "hidden_size=48 .the weights have 32"),
     ({"architecture": "vit_tiny_patch16_224", "model_args": {"qk_norm": True}}, "model_args.qk_norm is True"),
     ({"architecture": "vit_tiny_patch16_224", "model_args": {"no_such_arg": 1}}, r"\['no_such_arg'\]"),
-], ids=["unknown_architecture", "contradiction", "unsupported_value", "unknown_argument"])
+    ({"architecture": "vit_small_patch16_dinov3", "model_args": {"rope_type": "mixed"}},
+     r"model_args.rope_type is 'mixed'; keras_vit builds rope_type \['cat', 'dinov3'\]"),
+    ({"architecture": "vit_small_patch16_dinov3", "model_args": {"rope_temperature": 0}},
+     "model_args.rope_temperature is 0"),
+    ({"architecture": "vit_small_patch16_dinov3", "model_args": {"rope_mrope_section": [8, 12, 12]}},
+     r"\['rope_mrope_section'\] are not arguments keras_vit reads for 'vit_small_patch16_dinov3' .timm's Eva."),
+    ({"architecture": "vit_small_patch16_dinov3", "model_args": {"use_fc_norm": True}},
+     r"model_args.use_fc_norm is True"),
+], ids=["unknown_architecture", "contradiction", "unsupported_value", "unknown_argument", "unknown_rope_type",
+        "rope_temperature", "unknown_rope_argument", "eva_renamed_argument"])
 def test_timm_config_refusals_name_the_file_and_key(tmp_path, config, message):
     folder = str(tmp_path / "timm")
     _timm_folder_by_hand(keras_vit.ViT("tiny", num_classes=3), folder, config)
@@ -125,7 +134,7 @@ def test_timm_table_matches_timm():
     if timm is None:
         pytest.skip("timm is not installed")
     torch = pytest.importorskip("torch")
-    from keras_vit.weights.timm_names import TIMM_ARCHITECTURES, architecture_fields
+    from keras_vit.weights.timm_names import TIMM_ARCHITECTURES, architecture_fields, eva_architecture
 
     activations = {("gelu", False): "GELU", ("gelu", True): "GELUTanh", ("quick_gelu", False): "QuickGELU",
                    ("swiglu", False): "SiLU"}
@@ -138,16 +147,34 @@ def test_timm_table_matches_timm():
             patch_size=built.patch_embed.patch_size[0], hidden_size=built.embed_dim, num_heads=block.attn.num_heads,
             mlp_dim=block.mlp.fc2.in_features, class_token=built.cls_token is not None,
             distillation_token=getattr(built, "dist_token", None) is not None,
-            num_register_tokens=built.num_reg_tokens, pre_norm=not isinstance(built.norm_pre, torch.nn.Identity),
+            pre_norm=not isinstance(built.norm_pre, torch.nn.Identity),
             patch_bias=built.patch_embed.proj.bias is not None, layer_norm_epsilon=built.norm.eps,
-            layer_scale_init=None if isinstance(block.ls1, torch.nn.Identity) else float(block.ls1.init_values),
             pooling={"token": "token", "avg": "gap", "map": "map"}[built.global_pool],
             activation=type(block.mlp.act).__name__,
+            position_embedding="learned" if built.pos_embed is not None else "none",
         )
-        if found["class_token"]:
+        if eva_architecture(name):  # timm's Eva class: its own attribute names, rotary position
+            rope = built.rope
+            found.update(
+                num_register_tokens=0 if built.reg_token is None else built.reg_token.shape[1],
+                layer_scale_init=None if block.gamma_1 is None else float(block.init_values),
+                qkv_bias="qv" if block.attn.q_bias is not None else "none",
+                rope=None if rope is None else dict(
+                    grid="centered", theta=rope.temperature, offset=rope.grid_offset, reference_grid=None,
+                    axes={"ij": "yx", "xy": "xy"}[rope.grid_indexing],
+                    layout="half" if rope.rotate_half else "interleaved"),
+            )
+        else:
+            found.update(
+                num_register_tokens=built.num_reg_tokens,
+                layer_scale_init=None if isinstance(block.ls1, torch.nn.Identity) else float(block.ls1.init_values),
+                qkv_bias="qkv" if block.attn.qkv.bias is not None else "none", rope=None,
+            )
+        if found["class_token"] and found["position_embedding"] == "learned":  # else no table to have rows in
             found["prefix_position_embedding"] = not built.no_embed_class
         expected = {key: fields[key] for key in found if key in fields}
         expected["activation"] = activations[(fields["mlp_activation"], fields["approximate_gelu"])]
+        assert found.pop("rope") == expected.pop("rope"), name  # approx compares no nested dict
         assert found == pytest.approx(expected), name
 
 
@@ -185,7 +212,9 @@ def test_save_timm_refuses_what_timm_cannot_hold(tmp_path):
     with pytest.raises(CheckpointError, match="timm's 'deit_tiny_distilled_patch16_224' cannot hold.*distillation_token"):
         save_timm(keras_vit.ViT("tiny", num_classes=3), str(tmp_path / "c"), architecture="deit_tiny_distilled_patch16_224",
                   pretrained_cfg=IMAGENET)
-    assert not os.path.exists(tmp_path / "a") and not os.path.exists(tmp_path / "c")
+    with pytest.raises(CheckpointError, match=r"rotary position .*qkv_bias='qv'"):  # timm's Eva: not written
+        save_timm(keras_vit.ViT("tiny_dinov3", num_classes=3), str(tmp_path / "d"), pretrained_cfg=IMAGENET)
+    assert not any(os.path.exists(tmp_path / name) for name in "acd")
 
 
 def test_preprocessing_from_hugging_face_preprocessor_config(tmp_path):
@@ -345,7 +374,58 @@ def test_hub_errors_say_what_to_do(monkeypatch, tmp_path):
         hub.download("hf-hub:meta/gated")
     sharded = tmp_path / "snapshot"
     sharded.mkdir()
-    (sharded / hub.SHARDED_INDEX).write_text("{}")
+    (sharded / hub.SHARDED_INDEX).write_text('{"metadata": {}}')
     monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda *args, **kwargs: str(sharded))
-    with pytest.raises(CheckpointError, match="shards .model.safetensors.index.json"):
+    with pytest.raises(CheckpointError, match="^Sharded checkpoint index .*index.json' has weight_map None; expected"):
         hub.download("hf-hub:big/sharded")
+
+
+def _sharded_hf_folder(folder):
+    """A Hugging Face ViT folder in three shards, as transformers' save_pretrained writes a large model."""
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.ViTConfig(hidden_size=24, num_hidden_layers=2, num_attention_heads=2, intermediate_size=48,
+                                    image_size=16, patch_size=4, num_labels=3)
+    model = transformers.ViTForImageClassification(config).eval()
+    model.save_pretrained(folder, max_shard_size="20KB")
+    return model
+
+
+def test_sharded_folder_and_hub_id_load_every_shard(tmp_path, no_network, monkeypatch):
+    """transformers' sharded save_pretrained loads as one checkpoint, from a folder and from a Hub cache;
+    a missing shard, or a shard without what the index assigns it, is refused by name."""
+    pytest.importorskip("transformers")
+    import torch
+
+    folder = tmp_path / "sharded"
+    reference = _sharded_hf_folder(folder)
+    shards = sorted(name for name in os.listdir(folder) if name.startswith("model-"))
+    assert len(shards) >= 2 and not (folder / "model.safetensors").exists()
+    images = np.random.default_rng(1).normal(size=(2, 16, 16, 3)).astype("float32")
+    with torch.no_grad():
+        expected = reference(pixel_values=torch.from_numpy(images.transpose(0, 3, 1, 2))).logits.numpy()
+    model = keras_vit.ViT(weights=str(folder), classifier_activation=None)
+    np.testing.assert_allclose(to_numpy(model(images)), expected, atol=1e-5)
+
+    import huggingface_hub
+
+    cache = str(tmp_path / "cache")
+    snapshot = fill_cache(cache, "org/sharded", str(folder), "c" * 40)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", cache)  # ViT(weights=) uses the default cache
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    from_hub = keras_vit.ViT(weights="hf-hub:org/sharded", classifier_activation=None)
+    np.testing.assert_allclose(to_numpy(from_hub(images)), expected, atol=1e-5)
+
+    os.remove(os.path.join(snapshot, shards[-1]))
+    with pytest.raises(CheckpointError, match=f"lacks shard file.*{shards[-1]}"):
+        hub.download("hf-hub:org/sharded", cache_dir=cache)
+    with pytest.raises(CheckpointError, match=f"lacks shard file.*{shards[-1]}"):
+        Checkpoint(snapshot)
+    index = json.loads((folder / hub.SHARDED_INDEX).read_text())
+    moved = next(key for key, name in index["weight_map"].items() if name == shards[0])
+    index["weight_map"][moved] = shards[1]
+    (folder / hub.SHARDED_INDEX).write_text(json.dumps(index))
+    with pytest.raises(CheckpointError, match=f"model-0000.-of-0000..safetensors' does not hold what .*{moved}"):
+        Checkpoint(str(folder))

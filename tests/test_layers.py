@@ -11,6 +11,7 @@ from keras_vit.layers import (
     MultiHeadSelfAttention,
     PatchEncoder,
     Patches,
+    RotaryPositionEmbedding,
     ShiftedPatches,
     StandardizedConv2D,
     TokenPooling,
@@ -165,6 +166,73 @@ def test_fused_attention_is_off_in_configs_saved_before_it_existed():
     assert restored.fused_attention is False and restored.attention.fused is False
 
 
+def _rotary(grid_size=(3, 5), prefix=2, width=8, **settings):
+    layer = RotaryPositionEmbedding(4, width, num_prefix_tokens=prefix, **settings)
+    return layer, layer(np.zeros((1, 4 * grid_size[0], 4 * grid_size[1], 3), "float32"))
+
+
+@pytest.mark.parametrize("settings", [{}, {"grid": "index", "layout": "interleaved", "axes": "xy", "offset": 1.0}])
+def test_rotary_position_embedding_rotates_patches_only(settings):
+    layer, (table, rotation) = _rotary(**settings)
+    config = layer.get_config()
+    assert {key: config[key] for key in ("patch_size", "head_dim", "num_prefix_tokens")} == {
+        "patch_size": 4, "head_dim": 8, "num_prefix_tokens": 2}
+    assert RotaryPositionEmbedding.from_config(config).get_config() == config
+    table = to_numpy(table)
+    assert table.shape == (2, 2 + 15, 8) and to_numpy(rotation).dtype == np.int32
+    np.testing.assert_array_equal(table[0, :2], 1.0)  # class and register tokens: cos 1, sin 0
+    np.testing.assert_array_equal(table[1, :2], 0.0)
+    assert np.abs(table[1, 2:]).max() > 0.1  # patches turn
+    queries = np.random.default_rng(0).normal(size=(2, 17, 3, 8)).astype("float32")
+    from keras_vit.layers.rotary_embedding import apply_rotary
+
+    rotated = to_numpy(apply_rotary(queries, (table, rotation)))
+    np.testing.assert_allclose(np.linalg.norm(rotated, axis=-1), np.linalg.norm(queries, axis=-1), rtol=1e-5)
+
+
+def test_rotary_scores_depend_on_the_offset_between_patches_only():
+    """On an index grid a query and a key shifted by the same rows and columns keep their dot product."""
+    from keras_vit.layers.rotary_embedding import apply_rotary
+
+    _, rope = _rotary(grid_size=(4, 4), prefix=0, width=8, grid="index", theta=10.0)
+    q, k = np.random.default_rng(1).normal(size=(2, 8)).astype("float32")
+    rotated_q = to_numpy(apply_rotary(np.tile(q, (1, 16, 1, 1)), rope))[0, :, 0].reshape(4, 4, 8)
+    rotated_k = to_numpy(apply_rotary(np.tile(k, (1, 16, 1, 1)), rope))[0, :, 0].reshape(4, 4, 8)
+    score = lambda a, b: float(rotated_q[a] @ rotated_k[b])  # noqa: E731
+    assert score((0, 0), (1, 2)) == pytest.approx(score((2, 1), (3, 3)), abs=1e-5)
+    assert score((0, 0), (1, 2)) != pytest.approx(score((0, 0), (2, 1)), abs=1e-3)
+
+
+def test_query_value_bias_attention_with_rotary_position():
+    """No key bias is a zero one; the fused path rotates as the explicit one; the rotation changes the attention."""
+    _, rope = _rotary(grid_size=(2, 3), prefix=1, width=4)
+    x = np.random.default_rng(4).normal(size=(2, 7, 12)).astype("float32")
+    qv, fused, full = (MultiHeadSelfAttention(12, 3, **kwargs) for kwargs in (
+        dict(qkv_bias="qv"), dict(qkv_bias="qv", fused=True), {}))
+    for layer in (qv, fused, full):
+        layer.build(x.shape)
+    assert qv.projections()["key"][1] is None
+    assert [v.path.split("/", 1)[1] for v in qv.weights if "/key/" in v.path] == ["key/kernel"]
+    for name, (kernel, bias) in qv.projections().items():
+        if bias is not None:
+            bias.assign(np.random.default_rng(len(name)).normal(size=bias.shape))
+        full.projections()[name][0].assign(kernel)
+        full.projections()[name][1].assign(bias if bias is not None else np.zeros(full.projections()[name][1].shape))
+    fused.set_weights(qv.get_weights())
+    rotated = to_numpy(qv(x, rope=rope))
+    np.testing.assert_allclose(to_numpy(full(x, rope=rope)), rotated, atol=1e-6)
+    np.testing.assert_allclose(to_numpy(fused(x, rope=rope)), rotated, atol=1e-5)
+    assert np.abs(rotated - to_numpy(qv(x))).max() > 1e-3
+
+
+def test_rotary_position_embedding_takes_any_grid_and_the_policy():
+    layer = RotaryPositionEmbedding(4, 8, num_prefix_tokens=1)
+    table, rotation = layer(keras.Input((None, None, 3)))
+    assert tuple(table.shape) == (2, None, 8) and tuple(rotation.shape) == (8,)
+    mixed = RotaryPositionEmbedding(4, 8, dtype="mixed_bfloat16")
+    assert keras.backend.standardize_dtype(mixed(np.zeros((1, 8, 12, 3), "float32"))[0].dtype) == "bfloat16"
+
+
 def test_patches_order_matches_reshape_by_hand():
     images = np.arange(2 * 4 * 6 * 3, dtype="float32").reshape(2, 4, 6, 3)
     patches = to_numpy(Patches(2)(images))
@@ -297,6 +365,11 @@ def test_drop_path_drops_whole_samples():
         (lambda: StandardizedConv2D(0, 3), "filters=0"),
         (lambda: BottleneckUnit(48), "filters=48"),
         (lambda: BottleneckUnit(32)(np.zeros((2, 4, 32), "float32")), "feature maps"),
+        (lambda: MultiHeadSelfAttention(8, 2, qkv_bias="k"), "qkv_bias='k'"),
+        (lambda: RotaryPositionEmbedding(4, 6), "head_dim=6"),
+        (lambda: RotaryPositionEmbedding(4, 8, layout="pairs"), "rope layout='pairs'"),
+        (lambda: RotaryPositionEmbedding(4, 8, grid="index", reference_grid=(0, 3)), "reference_grid rows=0"),
+        (lambda: RotaryPositionEmbedding(4, 8, theta=0), "rope theta=0"),
     ],
 )
 def test_layer_bad_input(factory, message):

@@ -1,10 +1,11 @@
-"""Parity of DINOv2, SigLIP, CLIP and DeiT with their reference implementations.
+"""Parity of DINOv2, DINOv3, SigLIP, CLIP and DeiT with their reference implementations.
 
 Random models of odd sizes (hidden 36, 3 heads, 2 blocks, MLP ratio 2.5, 3 registers) are built
 with Hugging Face transformers (saved with save_pretrained) and timm (state dict saved as
 safetensors), every weight redrawn so that LayerNorm scales, LayerScale and heads are far from
 their initial values (a missing or swapped one changes the output), then loaded with
-`keras_vit.ViT(weights=...)` alone and compared in float32 within 1e-4.
+`keras_vit.ViT(weights=...)` alone and compared in float32 within 1e-4. Rotary-position models
+(DINOv3) are compared on images of another, non-square grid (3x5 patches) than they were built for.
 """
 
 import json
@@ -32,13 +33,13 @@ def _redraw(model, seed=0):
     with torch.no_grad():
         for name, param in model.named_parameters():
             noise = torch.randn(param.shape, generator=generator) * 0.3
-            scale_like = any(part in name for part in ("norm", "layer_scale", "ls1", "ls2", "lambda1"))
+            scale_like = any(part in name for part in ("norm", "layer_scale", "ls1", "ls2", "lambda1", "gamma_"))
             param.copy_(1.0 + noise if scale_like and param.ndim == 1 and not name.endswith("bias") else noise)
     return model.eval()
 
 
-def _images(batch=2, size=IMAGE, seed=1):
-    return np.random.default_rng(seed).normal(size=(batch, size, size, 3)).astype("float32")
+def _images(batch=2, size=IMAGE, seed=1, width=None):
+    return np.random.default_rng(seed).normal(size=(batch, size, width or size, 3)).astype("float32")
 
 
 def _torch(model, images, **kwargs):
@@ -185,6 +186,35 @@ def test_hf_deit_single_head_is_refused_naming_the_class_and_the_supported_ones(
         keras_vit.ViT(weights=folder)
 
 
+# DINOv3 on a grid of 3x5 patches: odd, not square, not the 4x4 of the config's image size.
+ROPE_IMAGE = (3 * PATCH, 5 * PATCH)
+
+
+@pytest.mark.parametrize("gated", [False, True])
+def test_hf_dinov3_tokens_blocks_and_attention(gated, tmp_path):
+    config = transformers.DINOv3ViTConfig(
+        hidden_size=HIDDEN, intermediate_size=MLP, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+        num_register_tokens=REGISTERS, image_size=IMAGE, patch_size=PATCH, use_gated_mlp=gated,
+        hidden_act="silu" if gated else "gelu", attn_implementation="eager")
+    hf = _redraw(transformers.DINOv3ViTModel(config))
+    folder = _save(hf, tmp_path)
+    images = _images(width=ROPE_IMAGE[1], size=ROPE_IMAGE[0])
+    expected = _torch(hf, images, output_hidden_states=True, output_attentions=True)
+    model = keras_vit.ViT(weights=folder, include_top=False, image_size=ROPE_IMAGE)
+    assert model.vit_config["rope"]["grid"] == "centered" and model.vit_config["qkv_bias"] == "qv"
+    assert model.vit_config["mlp_activation"] == ("swiglu" if gated else "gelu")
+    _close(model(images), expected.pooler_output.numpy())
+    # Any size (None): the rotation follows each image's grid, nothing is resampled.
+    intermediates = keras_vit.ViT(weights=folder, include_top=False, image_size=None).intermediates_model()(images)
+    _close(intermediates["tokens"], expected.last_hidden_state.numpy())  # class, registers, patches
+    maps = keras_vit.inspect.attention_model(model)(images)  # the inspection probe of the fixed-size model
+    for block, attention, probed, hf_block, hf_attention in zip(
+            intermediates["blocks"], intermediates["attention"], maps, expected.hidden_states[1:], expected.attentions):
+        _close(block, hf_block.numpy())
+        _close(attention, hf_attention.numpy())
+        _close(probed, hf_attention.numpy())
+
+
 def test_hf_unknown_model_type_is_refused_naming_it(tmp_path):
     hf = _hf_dinov2()
     folder = _save(hf, tmp_path)
@@ -275,3 +305,60 @@ def test_hf_dinov2_at_another_resolution_matches_its_interpolation(registers, tm
     expected = _torch(hf, images).pooler_output.numpy()
     _close(keras_vit.ViT(weights=folder, include_top=False, image_size=IMAGE + PATCH)(images), expected)
     _close(keras_vit.ViT(weights=folder, include_top=False, image_size=None)(images), expected)
+
+
+def _timm_dinov3_folder(name, tmp_path, **model_args):
+    """A timm Hub folder (config.json naming the architecture, model_args) of a random DINOv3, and its timm model."""
+    from safetensors.torch import save_file
+
+    args = {"img_size": IMAGE, "patch_size": PATCH, "embed_dim": HIDDEN, "depth": LAYERS, "num_heads": HEADS,
+            "num_reg_tokens": REGISTERS, "num_classes": 5, **model_args}
+    model = _redraw(timm.create_model(name, pretrained=False, **args))
+    tensors = {key: value.contiguous() for key, value in model.state_dict().items()}
+    save_file(tensors, str(tmp_path / "model.safetensors"))
+    (tmp_path / "config.json").write_text(json.dumps({"architecture": name, "num_classes": 5, "model_args": args}))
+    return model, str(tmp_path)
+
+
+@needs_timm
+@pytest.mark.parametrize("name, model_args, fields", [
+    ("vit_small_patch16_dinov3", {}, dict(qkv_bias="none", mlp_activation="gelu", pooling="gap")),
+    ("vit_small_plus_patch16_dinov3_qkvb", {"global_pool": "token", "mlp_ratio": 2.0},
+     dict(qkv_bias="qv", mlp_activation="swiglu", pooling="token", mlp_dim=72)),
+])
+def test_timm_dinov3_hub_folder_matches(name, model_args, fields, tmp_path):
+    torch_model, folder = _timm_dinov3_folder(name, tmp_path, **model_args)
+    model = keras_vit.ViT(weights=folder, classifier_activation=None, image_size=ROPE_IMAGE)
+    for field, value in fields.items():
+        assert model.vit_config[field] == value, field
+    images = _images(size=ROPE_IMAGE[0], width=ROPE_IMAGE[1])
+    _close(model(images), _timm_output(torch_model, images))
+    # The state dict alone does not say its position is rotary: refused, naming what to pass.
+    os.remove(os.path.join(folder, "config.json"))
+    with pytest.raises(ValueError, match=r"stores no position embedding.*rope="):
+        keras_vit.ViT(weights=os.path.join(folder, "model.safetensors"), num_heads=HEADS)
+
+
+@needs_timm
+@pytest.mark.parametrize("variant, reference", [
+    ("dinov3", dict(rope_type="dinov3", temperature=100.0)),
+    ("eva02", dict(rope_type="cat", in_pixels=False, ref_feat_shape=(16, 16))),  # timm's eva02_*
+    ({"variant": "pe", "reference_grid": (4, 6)},  # timm's vit_pe_core_*
+     dict(rope_type="cat", in_pixels=False, ref_feat_shape=(4, 6), grid_offset=1.0, grid_indexing="xy")),
+])
+def test_rotary_settings_rotate_as_timm(variant, reference):
+    """The DINOv3, EVA-02 and PE-Core settings of RotaryPositionEmbedding turn queries as timm's rope modules do."""
+    from keras_vit.layers.rotary_embedding import RotaryPositionEmbedding, apply_rotary, rope_settings
+    from timm.layers.pos_embed_sincos import apply_rot_embed_cat, create_rope_embed
+
+    width, (rows, cols) = 16, (3, 5)
+    queries = np.random.default_rng(0).normal(size=(2, 1 + rows * cols, HEADS, width)).astype("float32")
+    rope = RotaryPositionEmbedding(PATCH, width, num_prefix_tokens=1, **rope_settings(variant))(
+        np.zeros((1, rows * PATCH, cols * PATCH, 3), "float32"))
+    half = rope_settings(variant)["layout"] == "half"
+    embed = create_rope_embed(dim=width * HEADS, num_heads=HEADS, rotate_half=half, **reference).get_embed((rows, cols))
+    patches = torch.from_numpy(queries[:, 1:]).transpose(1, 2)  # (B, heads, N, w), as timm's attention
+    expected = apply_rot_embed_cat(patches, embed, half=half).transpose(1, 2).numpy()
+    rotated = to_numpy(apply_rotary(queries, rope))
+    np.testing.assert_array_equal(rotated[:, 0], queries[:, 0])  # the class token is not rotated
+    _close(rotated[:, 1:], expected)

@@ -161,3 +161,18 @@ def test_cli_choices_and_defaults_match_the_library():
     for field in ("dataset", "train_split", "test_split", "recipe", "epochs", "precision", "strategy", "run_dir",
                   "output_dir", "name", "resume", "seed", "pooling", "attention_init", "stem", "channels", "scaling", "on_corrupt"):
         assert getattr(args, field) == getattr(defaults, field), field
+
+
+def test_a_recipe_and_an_augmentation_of_ones_own_reach_the_run(tmp_path):
+    """TrainConfig takes a Recipe and an AugmentConfig object (what the benchmark probes pass in)."""
+    import dataclasses
+
+    from keras_vit.data import augment
+    from keras_vit.training import recipes
+
+    recipe = dataclasses.replace(recipes.get_recipe("compact"), name="mine", learning_rate=4e-3)
+    erase = dataclasses.replace(augment.get_preset("flip"), erasing_probability=0.5)
+    result = trainer.train(_config(tmp_path, epochs=1, recipe=recipe, augment=erase, run_dir=None))
+    settings = result["settings"]
+    assert (settings["recipe"], settings["augment"]) == ("mine", "custom(flip=True, erasing_probability=0.5)")
+    assert settings["learning_rate"] == pytest.approx(recipe.learning_rate_for(32))

@@ -167,8 +167,30 @@ def test_a_budget_probes_first_then_fine_tunes_when_the_budget_buys_it(checkpoin
     assert "fine-tuning from the probe: the" in out and "Test accuracy:" in out
 
 
+def test_another_patch_size_resizes_the_checkpoints_patch_kernel(checkpoint, tmp_path, capsys):
+    """--patch-size with --weights: FlexiViT's resize of the kernel (4 -> 8 px), the image size kept, the grid resampled."""
+    data = _folder(tmp_path / "data", per_class=2)
+    assert _train(tmp_path, data, "--weights", checkpoint, "--scaling", "unit", "--patch-size", "8", "--epochs", "1") == 0
+    out = capsys.readouterr().out
+    assert "patch kernel resized from 4 to 8 px by FlexiViT's pseudo-inverse" in out, out
+    assert "position embedding resampled from 4x4 to 2x2" in out, out
+    model = keras.saving.load_model(str(tmp_path / "out" / "m.keras"))
+    assert model.vit_config["patch_size"] == 8 and model.input_shape == (None, 16, 16, 3)
+    # The resized kernel is the checkpoint's, not a fresh one: an 8 px image upsampled to 16 px
+    # gives the checkpoint's tokens at 8 px through the 8 px kernel (FlexiViT's eq. 5).
+    from keras_vit.transfer import load_pretrained
+
+    source, _ = load_pretrained(checkpoint, scaling="unit", image_size=8)
+    resized, info = load_pretrained(checkpoint, scaling="unit", patch_size=8)
+    assert "patch kernel resized from 4 to 8" in info.image_size_reason
+    kernel = keras.ops.convert_to_numpy(resized.get_layer("embedding").weights[0])
+    np.testing.assert_allclose(kernel, keras_vit.weights.resize_patch_kernel(
+        keras.ops.convert_to_numpy(source.get_layer("embedding").weights[0]), 8), atol=1e-6)
+    with pytest.raises(ValueError, match="patch_size=0"):
+        load_pretrained(checkpoint, scaling="unit", patch_size=0)
+
+
 @pytest.mark.parametrize("flags, message", [
-    (["--patch-size", "8"], "--patch-size=8 (the checkpoint's 4)"),
     (["--variant", "Ti16"], "Contradicting variant 'Ti16'"),
     (["--channels", "1"], "Contradicting --channels=1 and weights="),
     (["--stem", "conv"], "Contradicting --stem='conv' and --weights"),

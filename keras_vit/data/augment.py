@@ -179,11 +179,14 @@ class Augmenter:
         if isinstance(augment, str):
             self.config = get_preset(augment)
             self.user_layers = []
+        elif isinstance(augment, AugmentConfig):
+            self.config = augment
+            self.user_layers = []
         else:
             layers = list(augment) if isinstance(augment, (list, tuple)) else [augment]
             for layer in layers:
                 if not callable(layer):
-                    raise ValueError(f"Invalid augment={augment!r}: expected a preset name or Keras layers.")
+                    raise ValueError(f"Invalid augment={augment!r}: expected a preset name, an AugmentConfig or Keras layers.")
             self.config = PRESETS["none"]
             self.user_layers = layers
         config = self.config

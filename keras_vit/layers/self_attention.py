@@ -7,9 +7,13 @@ import math
 import keras
 from keras import ops
 
-from keras_vit._validation import check_divisible, check_positive_int, check_rate
+from keras_vit._validation import check_choice, check_divisible, check_positive_int, check_rate
+from keras_vit.layers.rotary_embedding import apply_rotary
 
 PROJECTIONS = ("query", "key", "value")
+# Which projections have a bias: all three (the ViT paper), query and value (DINOv3, EVA: a key
+# bias would add a position-dependent term once rotary position turns the keys), or none.
+QKV_BIASES = ("qkv", "qv", "none")
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
@@ -17,7 +21,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     """Multi-head scaled dot-product self-attention over a sequence of tokens.
 
     The kernels have the shapes of the original checkpoints: query, key and value (D, heads,
-    D / heads) with biases (heads, D / heads); output (heads, D / heads, D) with bias (D,).
+    D / heads) with biases (heads, D / heads) (see `qkv_bias`); output (heads, D / heads, D)
+    with bias (D,). Called with `rope=` (what `RotaryPositionEmbedding` returns), the queries and
+    keys are rotated by their tokens' positions before the scores.
     Unlike `keras.layers.MultiHeadAttention` (whose TensorFlow einsum computes the kernel
     gradients one sample at a time), the projections run as one fused query-key-value matrix
     product and one output product over all tokens of the batch: a small ViT trains about 30%
@@ -35,6 +41,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             ViT-B/16 16% slower on an H100 under JAX (cuDNN's flash attention has no gradient
             for 197 tokens) and a small ViT slower on CPU under TensorFlow
             (benchmarks/RESULTS.md). Defaults to False.
+        qkv_bias: str. Which of query, key and value have a bias: "qkv", "qv" (no key bias)
+            or "none". Defaults to "qkv".
 
     Example:
     >>> import numpy as np
@@ -44,16 +52,18 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     ((2, 5, 64), (2, 4, 5, 5), (64, 4, 16))
     """
 
-    def __init__(self, hidden_size, num_heads, dropout_rate=0.0, fused=False, **kwargs):
+    def __init__(self, hidden_size, num_heads, dropout_rate=0.0, fused=False, qkv_bias="qkv", **kwargs):
         super().__init__(**kwargs)
         check_positive_int("hidden_size", hidden_size)
         check_positive_int("num_heads", num_heads)
         check_divisible("hidden_size", hidden_size, "num_heads", num_heads)
         check_rate("dropout_rate", dropout_rate)
+        check_choice("qkv_bias", qkv_bias, QKV_BIASES)
         self.hidden_size = hidden_size
         self.num_heads = num_heads
         self.dropout_rate = dropout_rate
         self.fused = bool(fused)
+        self.qkv_bias = qkv_bias
         self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy, name="dropout")
 
     def build(self, input_shape):
@@ -67,8 +77,10 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         # (paths .../query/kernel ...: the weight schema, and the weight-decay rules read the
         # last path part); call() uses their kernels in fused products, not their einsums.
         for name in PROJECTIONS:
+            biased = self.qkv_bias == "qkv" or (self.qkv_bias == "qv" and name != "key")
             dense = keras.layers.EinsumDense(
-                "abc,cde->abde", (None, heads, width), bias_axes="de", dtype=self.dtype_policy, name=name)
+                "abc,cde->abde", (None, heads, width), bias_axes="de" if biased else None, dtype=self.dtype_policy,
+                name=name)
             dense.build(input_shape)
             setattr(self, name, dense)
         self.attention_output = keras.layers.EinsumDense(
@@ -78,11 +90,14 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         super().build(input_shape)
 
     def projections(self):
-        """Returns {"query"|"key"|"value"|"output": (kernel, bias)}, the variables checkpoints map to."""
+        """Returns {"query"|"key"|"value"|"output": (kernel, bias)}, the variables checkpoints map to.
+
+        A projection without a bias (see `qkv_bias`) has bias None.
+        """
         layers = {"query": self.query, "key": self.key, "value": self.value, "output": self.attention_output}
         return {name: (layer.kernel, layer.bias) for name, layer in layers.items()}
 
-    def call(self, inputs, training=None, return_attention_scores=False, padding_mask=None):
+    def call(self, inputs, training=None, return_attention_scores=False, rope=None, padding_mask=None):
         dim, heads = self.hidden_size, self.num_heads
         width = dim // heads
         batch, tokens = ops.shape(inputs)[0], ops.shape(inputs)[1]
@@ -90,9 +105,14 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         # large product each, instead of one small product per sample.
         parts = [getattr(self, name) for name in PROJECTIONS]
         kernel = ops.concatenate([ops.reshape(part.kernel, (dim, dim)) for part in parts], axis=1)
-        bias = ops.concatenate([ops.reshape(part.bias, (dim,)) for part in parts], axis=0)
-        qkv = ops.matmul(ops.reshape(inputs, (-1, dim)), kernel) + bias
+        qkv = ops.matmul(ops.reshape(inputs, (-1, dim)), kernel)
+        if self.qkv_bias != "none":
+            biases = [ops.reshape(part.bias, (dim,)) if part.bias is not None else ops.zeros((dim,), qkv.dtype)
+                      for part in parts]
+            qkv = qkv + ops.concatenate(biases, axis=0)
         qkv = ops.reshape(qkv, (batch, tokens, 3, heads, width))
+        if rope is not None:
+            qkv = ops.stack([apply_rotary(qkv[:, :, 0], rope), apply_rotary(qkv[:, :, 1], rope), qkv[:, :, 2]], axis=2)
         scale = 1.0 / math.sqrt(width)
         if self.fused and not return_attention_scores and not (training and self.dropout_rate > 0):
             # One fused kernel (cuDNN flash attention on GPU under JAX) on the (B, T, heads,
@@ -119,7 +139,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     def compute_output_shape(self, input_shape):
         return input_shape
 
-    def compute_output_spec(self, inputs, training=None, return_attention_scores=False, padding_mask=None):
+    def compute_output_spec(self, inputs, training=None, return_attention_scores=False, rope=None, padding_mask=None):
         outputs = keras.KerasTensor(inputs.shape, dtype=self.compute_dtype)
         if not return_attention_scores:
             return outputs
@@ -133,6 +153,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             "num_heads": self.num_heads,
             "dropout_rate": self.dropout_rate,
             "fused": self.fused,
+            "qkv_bias": self.qkv_bias,
         }
 
 

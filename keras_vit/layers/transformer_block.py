@@ -69,8 +69,9 @@ class TransformerBlock(keras.layers.Layer):
     gate and value halves). With `layer_scale_init`, each branch is scaled per channel by a
     `LayerScale` (`layer_scale_1`, `layer_scale_2`) before the residual sum. Stochastic depth drops
     each residual branch per sample. Call with `return_attention_scores=True` to also get the
-    attention weights (B, heads, T, T), and with `padding_mask` (B, T) (True for real tokens)
-    to keep padding tokens out of the attention (see `MultiHeadSelfAttention`).
+    attention weights (B, heads, T, T); with `rope=` (what `RotaryPositionEmbedding` returns)
+    to rotate the attention's queries and keys by position, and with `padding_mask` (B, T) (True
+    for real tokens) to keep padding tokens out of the attention (see `MultiHeadSelfAttention`).
 
     Args:
         hidden_size: int. Token width D.
@@ -88,6 +89,8 @@ class TransformerBlock(keras.layers.Layer):
             Defaults to None.
         fused_attention: bool. The attention's `fused` path (`keras.ops.dot_product_attention`,
             see `MultiHeadSelfAttention`); same weights, same outputs. Defaults to False.
+        qkv_bias: str. Which of the attention's query, key and value have a bias: "qkv", "qv"
+            or "none" (see `MultiHeadSelfAttention`). Defaults to "qkv".
 
     Example:
 
@@ -111,6 +114,7 @@ class TransformerBlock(keras.layers.Layer):
         mlp_activation="gelu",
         layer_scale_init=None,
         fused_attention=False,
+        qkv_bias="qkv",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -133,13 +137,15 @@ class TransformerBlock(keras.layers.Layer):
         self.mlp_activation = mlp_activation
         self.layer_scale_init = layer_scale_init
         self.fused_attention = bool(fused_attention)
+        self.qkv_bias = qkv_bias
 
         policy = self.dtype_policy
         self.norm1 = keras.layers.LayerNormalization(
             epsilon=layer_norm_epsilon, dtype=policy, name="norm1"
         )
         self.attention = MultiHeadSelfAttention(
-            hidden_size, num_heads, attention_dropout_rate, fused=self.fused_attention, dtype=policy, name="attention"
+            hidden_size, num_heads, attention_dropout_rate, fused=self.fused_attention, qkv_bias=qkv_bias, dtype=policy,
+            name="attention",
         )
         self.attention_dropout = keras.layers.Dropout(dropout_rate, dtype=policy, name="attention_output_dropout")
         self.norm2 = keras.layers.LayerNormalization(
@@ -171,12 +177,12 @@ class TransformerBlock(keras.layers.Layer):
             self.layer_scale_2.build(input_shape)
         super().build(input_shape)
 
-    def call(self, inputs, training=None, return_attention_scores=False, padding_mask=None):
+    def call(self, inputs, training=None, return_attention_scores=False, rope=None, padding_mask=None):
         x = self.norm1(inputs)
         if return_attention_scores:
-            x, scores = self.attention(x, return_attention_scores=True, training=training, padding_mask=padding_mask)
+            x, scores = self.attention(x, return_attention_scores=True, training=training, rope=rope, padding_mask=padding_mask)
         else:
-            x = self.attention(x, training=training, padding_mask=padding_mask)
+            x = self.attention(x, training=training, rope=rope, padding_mask=padding_mask)
         x = self.attention_dropout(x, training=training)
         if self.layer_scale_1 is not None:
             x = self.layer_scale_1(x)
@@ -198,7 +204,7 @@ class TransformerBlock(keras.layers.Layer):
     def compute_output_shape(self, input_shape):
         return input_shape
 
-    def compute_output_spec(self, inputs, training=None, return_attention_scores=False, padding_mask=None):
+    def compute_output_spec(self, inputs, training=None, return_attention_scores=False, rope=None, padding_mask=None):
         # Residual blocks keep the token shape: the block returns what its attention returns.
         return self.attention.compute_output_spec(inputs, return_attention_scores=return_attention_scores)
 
@@ -216,4 +222,5 @@ class TransformerBlock(keras.layers.Layer):
             "mlp_activation": self.mlp_activation,
             "layer_scale_init": self.layer_scale_init,
             "fused_attention": self.fused_attention,
+            "qkv_bias": self.qkv_bias,
         }

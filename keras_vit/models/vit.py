@@ -17,9 +17,13 @@ from keras_vit._validation import (
     check_rate,
     plain,
 )
-from keras_vit.layers import AttentionPooling, NaFlexPatchEncoder, PatchEncoder, TokenPooling, TransformerBlock
+from keras_vit.layers import (
+    AttentionPooling, NaFlexPatchEncoder, PatchEncoder, RotaryPositionEmbedding, TokenPooling, TransformerBlock,
+)
 from keras_vit.layers.naflex_patch_encoder import NAFLEX_INTERPOLATION
 from keras_vit.layers.patch_encoder import POSITION_EMBEDDINGS
+from keras_vit.layers.rotary_embedding import rope_settings
+from keras_vit.layers.self_attention import QKV_BIASES
 from keras_vit.layers.token_pooling import ALL_POOLINGS
 from keras_vit.layers.transformer_block import MLP_ACTIVATIONS
 from keras_vit.weights import INTERPOLATIONS, Checkpoint, load_weights
@@ -68,6 +72,8 @@ def ViT(
     pre_norm=None,
     patch_bias=None,
     projection_size="auto",
+    rope="auto",
+    qkv_bias=None,
     naflex=None,
     name=None,
 ):
@@ -76,13 +82,13 @@ def ViT(
     Every architecture field is resolved first (`resolve_config`): explicit arguments, then the
     `variant` row of `keras_vit.configs.VARIANTS`, then the checkpoint of `weights=`, which
     states its whole architecture (patch, width, depth, heads where the layout stores them,
-    MLP width, class token and pooling, pre-logits width, position embedding and grid,
-    channels, GELU form, LayerNorm epsilon, hybrid stem, head size). Explicit values override
+    MLP width, class token and pooling, pre-logits width, position embedding and grid, rotary
+    position, channels, GELU form, LayerNorm epsilon, hybrid stem, head size). Explicit values override
     the variant's; a value (given or the variant's) that contradicts the checkpoint raises one
     error listing each field, except the head, GELU form, epsilon and grid, which may differ.
     The model is then built from that config alone (`build`) and `model.vit_config` holds it.
-    Layer names are stable: `embedding`, `encoderblock_{i}`, `encoder_norm`, `pre_logits`,
-    `head`. The head is zero-initialised and computes in float32.
+    Layer names are stable: `embedding`, `rope` (rotary models: no weights), `encoderblock_{i}`,
+    `encoder_norm`, `pre_logits`, `head`. The head is zero-initialised and computes in float32.
 
     Args:
         variant: str or None. Variant name such as "B16" or "ViT-B/16". Defaults to None.
@@ -131,7 +137,8 @@ def ViT(
             True. Defaults to None.
         position_embedding: str or None. "learned", "sincos2d" or "none". None takes the
             checkpoint's ("learned" when it stores one; a file without one cannot tell "none"
-            from "sincos2d", so pass it), else "learned". Defaults to None.
+            from "sincos2d", so pass it unless its family says, as DINOv3's does), the
+            variant's, else "learned". Defaults to None.
         preprocessing: str or None. Map [0, 255] pixels inside the model: "unit" ([0, 1]),
             "symmetric" ([-1, 1], original checkpoints) or "imagenet" (mean/std); None expects
             inputs already scaled. Defaults to None.
@@ -183,6 +190,15 @@ def ViT(
             ("projection") after pooling: CLIP's visual projection to the image-text embedding.
             With `include_top=False` the model returns it; None leaves it out. "auto" takes the
             checkpoint's or the variant's, else None. Defaults to "auto".
+        rope: str, dict, None or "auto". Rotary position embedding of the patch tokens in every
+            block's attention (`keras_vit.layers.RotaryPositionEmbedding`, computed from each
+            image's grid, so any image size): a name of
+            `keras_vit.layers.rotary_embedding.ROPE_VARIANTS` ("dinov3", "eva02", "pe") or a dict
+            of its settings (`rope_settings`); None has none. "auto" takes the checkpoint's or
+            the variant's, else None. Defaults to "auto".
+        qkv_bias: str or None. Which attention projections have a bias: "qkv" (the paper),
+            "qv" (no key bias: DINOv3) or "none". None takes the checkpoint's or the variant's,
+            else "qkv". Defaults to None.
         naflex: bool or None. SigLIP 2 NaFlex: the model takes patch sequences of images of any
             aspect instead of images, a dict {"patches": (B, N, P*P*C) float, "spatial_shapes":
             (B, 2) int32}, each image resized to fit a patch budget, cut into its own (h, w) grid
@@ -266,6 +282,8 @@ def ViT(
         pre_norm=pre_norm,
         patch_bias=patch_bias,
         projection_size=projection_size,
+        rope=rope,
+        qkv_bias=qkv_bias,
         naflex=naflex,
         name=name,
         backbone=backbone,
@@ -316,6 +334,9 @@ def resolve_config(variant=None, checkpoint=None, *, backbone=None, **arguments)
             from_variant.update(stem=row.stem, stem_width=row.stem_width if row.stem is not None else None)
     else:
         from_variant = {}
+    for source in (given, from_variant):  # a variant name or partial settings, compared with the file's in full
+        if source.get("rope") is not None:
+            source["rope"] = rope_settings(source["rope"])
     if backbone is not None:
         given.update(stem=None, stem_width=None)
         found = {key: value for key, value in found.items() if key not in ("stem", "stem_width", "channels")}
@@ -381,7 +402,7 @@ _BUILD_DEFAULTS = {
 
 
 def _is_unset(key, value):
-    if key in ("pooling", "representation_size", "projection_size"):  # None is a choice: no pooling, no layer
+    if key in ("pooling", "representation_size", "projection_size", "rope"):  # None is a choice: no pooling, no layer
         return isinstance(value, str) and value == "auto"
     return value is None
 
@@ -404,7 +425,9 @@ def _fill_defaults(config, checkpoint, given):
         if checkpoint is not None:
             raise ValueError(
                 f"The checkpoint {checkpoint.path!r} stores no position embedding, which leaves its kind "
-                "open ('none' or the fixed 'sincos2d'): pass position_embedding= to say which."
+                "open ('none' or the fixed 'sincos2d'; a rotary model such as timm's DINOv3 stores none either): "
+                "pass position_embedding= to say which (and rope=, or load the timm Hub folder whose config.json "
+                "names the architecture)."
             )
         config["position_embedding"] = "learned"
     if config["channels"] is None:
@@ -431,9 +454,9 @@ def _fill_defaults(config, checkpoint, given):
 
 # Family fields that take the paper ViT's value when neither the arguments, the variant nor the
 # checkpoint state one (class_token, pooling, GELU form and epsilon have their own rules above;
-# None is itself the paper's value of layer_scale_init and projection_size).
+# None is itself the paper's value of layer_scale_init, projection_size and rope).
 _PAPER_DEFAULTED = ("distillation_token", "num_register_tokens", "prefix_position_embedding", "mlp_activation",
-                    "pre_norm", "patch_bias")
+                    "pre_norm", "patch_bias", "qkv_bias")
 
 
 def _check_config(config, checkpoint):
@@ -455,6 +478,14 @@ def _check_config(config, checkpoint):
     check_choice("position_embedding", config["position_embedding"], POSITION_EMBEDDINGS)
     check_choice("pooling", config["pooling"], ALL_POOLINGS + ("avg", None))
     check_choice("mlp_activation", config["mlp_activation"], MLP_ACTIVATIONS)
+    check_choice("qkv_bias", config["qkv_bias"], QKV_BIASES)
+    config["rope"] = rope_settings(config["rope"])
+    if config["rope"] is not None and (config["hidden_size"] // config["num_heads"]) % 4:
+        raise ValueError(
+            f"Invalid rope={config['rope']!r} with hidden_size={config['hidden_size']} and num_heads="
+            f"{config['num_heads']}: 2-D rotary position needs a head width (hidden_size / num_heads = "
+            f"{config['hidden_size'] // config['num_heads']}) divisible by 4."
+        )
     for key in ("representation_size", "projection_size"):
         if config[key] is not None:
             check_positive_int(key, config[key])
@@ -480,7 +511,7 @@ def _check_naflex(config):
     """Refuses what a NaFlex model (patch sequences, no prefix tokens, a learned grid) cannot have, naming it."""
     found = [f"{key}={config[key]!r}" for key, plain_value in (
         ("class_token", False), ("distillation_token", False), ("num_register_tokens", 0), ("position_embedding", "learned"),
-        ("stem", None)) if config[key] != plain_value]
+        ("stem", None), ("rope", None)) if config[key] != plain_value]
     if found:
         raise ValueError(
             f"naflex=True embeds patch sequences alone with a learned position grid (SigLIP 2 NaFlex); it cannot "
@@ -570,10 +601,11 @@ def build(config, *, backbone=None, input_shape=None, input_tensor=None):
     >>> model.output_shape, build(model.vit_config).count_params() == model.count_params()
     ((None, 10), True)
     """
-    config = {**_BUILD_DEFAULTS, **config}
+    config = {**_BUILD_DEFAULTS, "rope": None, "qkv_bias": "qkv", **config}  # configs saved before these fields
     for key in ("image_size", "grid_size", "stem"):
         if config.get(key) is not None:
             config[key] = tuple(config[key])
+    config["rope"] = rope_settings(config["rope"])
     if config.get("backbone") is not None and backbone is None:
         raise ValueError(
             f"This config was resolved with the custom backbone {config['backbone']!r}, which is not part "
@@ -641,6 +673,7 @@ def _encoder_graph(config, x, layer, collect=None):
     is a dict that receives each block's tokens and attention weights.
     """
     hidden, heads, epsilon = config["hidden_size"], config["num_heads"], config["layer_norm_epsilon"]
+    features = x
     if config.get("naflex"):
         encoder = layer("embedding", lambda: NaFlexPatchEncoder(
             config["patch_size"], hidden, config["grid_size"], interpolation=config["interpolation"],
@@ -651,6 +684,12 @@ def _encoder_graph(config, x, layer, collect=None):
     else:
         encoder, masked = _image_encoder(config, hidden, x, layer), {}
         x = encoder(x)
+    rope = None
+    if config.get("rope") is not None:
+        # The rotation of every token for this image's grid, computed once and taken by every block.
+        rope = layer("rope", lambda: RotaryPositionEmbedding(
+            config["patch_size"], hidden // heads, num_prefix_tokens=encoder.num_prefix_tokens, name="rope",
+            **config["rope"]))(features)
     x = layer("embedding_dropout", lambda: keras.layers.Dropout(config["dropout_rate"], name="embedding_dropout"))(x)
     if config["pre_norm"]:
         x = layer("pre_norm", lambda: keras.layers.LayerNormalization(epsilon=epsilon, name="pre_norm"))(x)
@@ -668,12 +707,13 @@ def _encoder_graph(config, x, layer, collect=None):
             mlp_activation=config["mlp_activation"],
             layer_scale_init=config["layer_scale_init"],
             fused_attention=config["fused_attention"],
+            qkv_bias=config.get("qkv_bias", "qkv"),
             name=f"encoderblock_{i}",
         ))
         if collect is None:
-            x = block(x, **masked)
+            x = block(x, rope=rope, **masked)
         else:
-            x, attention = _WithAttention(block)(x, **masked)
+            x, attention = _WithAttention(block)(x, rope=rope, **masked)
             collect["blocks"].append(x)
             collect["attention"].append(attention)
     x = layer("encoder_norm", lambda: keras.layers.LayerNormalization(epsilon=epsilon, name="encoder_norm"))(x)
@@ -753,13 +793,13 @@ class _WithAttention(keras.layers.Layer):
         self.inner = inner
         self.built = True
 
-    def call(self, inputs, training=None, padding_mask=None):
+    def call(self, inputs, training=None, rope=None, padding_mask=None):
         masked = {} if padding_mask is None else {"padding_mask": padding_mask}
         if isinstance(self.inner, TransformerBlock):
-            return self.inner(inputs, training=training, return_attention_scores=True, **masked)
+            return self.inner(inputs, training=training, return_attention_scores=True, rope=rope, **masked)
         return self.inner(inputs, return_attention_scores=True, **masked)
 
-    def compute_output_spec(self, inputs, training=None, padding_mask=None):
+    def compute_output_spec(self, inputs, training=None, rope=None, padding_mask=None):
         return self.inner.compute_output_spec(inputs, return_attention_scores=True)
 
 

@@ -106,8 +106,12 @@ class TrainConfig:
         scaling: str or None. Pixel scaling put in the model (`configs.SCALINGS`); None for
             "unit", or with `weights` the checkpoint's own (refused where it states none).
             Defaults to None.
-        recipe: str or None. A `recipes.RECIPES` name; None for "compact". Defaults to None.
-        augment: str or None. Augmentation preset; None for the recipe's, or with a budget and
+        recipe: str, `recipes.Recipe` or None. A `recipes.RECIPES` name, or a recipe of your own
+            (e.g. `dataclasses.replace(recipes.get_recipe("compact"), name="mine",
+            learning_rate=4e-3)`); None for "compact" ("finetune_adamw" with `weights`).
+            Defaults to None.
+        augment: str, `keras_vit.data.augment.AugmentConfig` or None. A preset name
+            (`augment.PRESETS`) or a config of your own; None for the recipe's, or with a budget and
             no recipe given the budget's (`keras_vit.training.budget`). Defaults to None.
         epochs: int or None. Epoch limit; None for 10, or with a budget as many as it buys.
             Defaults to None.
@@ -167,8 +171,8 @@ class TrainConfig:
     image_size: int | None = None
     channels: int | None = None
     scaling: str | None = None
-    recipe: str | None = None
-    augment: str | None = None
+    recipe: str | recipes.Recipe | None = None
+    augment: object = None
     epochs: int | None = None
     batch_size: int | None = None
     precision: str = "auto"
@@ -235,7 +239,7 @@ def build_model(config: TrainConfig, num_classes: int, image_size: int, drop_pat
         from keras_vit.transfer.pretrained import load_pretrained
 
         model, _ = load_pretrained(config.weights, num_classes=num_classes, image_size=image_size, scaling=scaling,
-                                   drop_path_rate=drop_path_rate)
+                                   patch_size=config.model_overrides.get("patch_size"), drop_path_rate=drop_path_rate)
         return model
     unknown = set(config.model_overrides) - set(MODEL_KEYS)
     if unknown:
@@ -508,7 +512,13 @@ class RunPlan:
 
     @property
     def augment_name(self) -> str:
-        return self.augment if isinstance(self.augment, str) else repr(self.augment)
+        if isinstance(self.augment, str):
+            return self.augment
+        if dataclasses.is_dataclass(self.augment):  # an AugmentConfig: what differs from no augmentation
+            changed = {f.name: getattr(self.augment, f.name) for f in dataclasses.fields(self.augment)
+                       if getattr(self.augment, f.name) != f.default}
+            return "custom(" + ", ".join(f"{k}={v!r}" for k, v in changed.items()) + ")"
+        return repr(self.augment)
 
     @property
     def peak_learning_rate(self) -> float:
@@ -734,9 +744,9 @@ def describe_pretrained(config, num_classes):
     from keras_vit.transfer.pretrained import load_pretrained
 
     model, pretrained = load_pretrained(config.weights, num_classes=num_classes, image_size=config.image_size,
-                                        scaling=config.scaling)
+                                        scaling=config.scaling, patch_size=config.model_overrides.get("patch_size"))
     arch = model.vit_config
-    given = {k: v for k, v in config.model_overrides.items() if v is not None}
+    given = {k: v for k, v in config.model_overrides.items() if v is not None}  # a patch size is the model's now
     if config.variant is not None:
         row = configs.get_variant(config.variant)
         given = {**{k: getattr(row, k) for k in MODEL_KEYS}, **given}

@@ -170,11 +170,12 @@ RECIPES: dict[str, Recipe] = {
 }
 
 
-def get_recipe(name: str) -> Recipe:
-    """Returns the recipe called `name` (a key of `RECIPES`).
+def get_recipe(name: str | Recipe) -> Recipe:
+    """Returns the recipe called `name` (a key of `RECIPES`), or `name` itself when it is a `Recipe`.
 
     Args:
-        name: str. "deit", "finetune", "finetune_adamw", "compact" or "anchor".
+        name: str or Recipe. "deit", "finetune", "finetune_adamw", "compact" or "anchor"; or a
+            recipe of the caller's own.
 
     Example:
 
@@ -182,8 +183,10 @@ def get_recipe(name: str) -> Recipe:
     >>> recipe.optimizer, recipe.learning_rate, recipe.warmup_steps
     ('sgd', 0.03, 500)
     """
+    if isinstance(name, Recipe):
+        return name
     if name not in RECIPES:
-        raise ValueError(f"Unknown recipe={name!r}. Expected one of {list(RECIPES)}.")
+        raise ValueError(f"Unknown recipe={name!r}. Expected one of {list(RECIPES)} or a keras_vit.training.recipes.Recipe.")
     return RECIPES[name]
 
 

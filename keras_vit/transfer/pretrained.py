@@ -61,8 +61,8 @@ class Pretrained:
     num_features: int
 
 
-def load_pretrained(spec, *, num_classes=None, image_size=None, scaling=None, classifier_activation="softmax",
-                    drop_path_rate=0.0, dropout_rate=0.0):
+def load_pretrained(spec, *, num_classes=None, image_size=None, patch_size=None, scaling=None,
+                    classifier_activation="softmax", drop_path_rate=0.0, dropout_rate=0.0):
     """Loads a pre-trained backbone as a feature model, or with a new zero-initialised head.
 
     Pixel scaling, first found wins: `scaling`; the checkpoint's own statement (its
@@ -83,6 +83,10 @@ def load_pretrained(spec, *, num_classes=None, image_size=None, scaling=None, cl
             the source's head and pre-logits layer are dropped, as the paper's fine-tuning does.
             Defaults to None.
         image_size: int, (int, int) or None. Input height and width. Defaults to None (see above).
+        patch_size: int or None. A patch side other than the checkpoint's: its patch kernel is
+            resized with FlexiViT's pseudo-inverse (`keras_vit.weights.resize_patch_kernel`) and
+            the position embedding resampled to the new grid, at the same image size. None (or
+            a `.keras` model) keeps the source's patch. Defaults to None.
         scaling: str or None. A key of `keras_vit.configs.SCALINGS`. Defaults to None (see above).
         classifier_activation: str or None. Activation of the new head; None gives logits.
             Defaults to "softmax".
@@ -113,14 +117,23 @@ def load_pretrained(spec, *, num_classes=None, image_size=None, scaling=None, cl
         check_positive_int("num_classes", plain(num_classes))
         num_classes = int(num_classes)
     image_size = _check_image_size(image_size)
+    if patch_size is not None:
+        check_positive_int("patch_size", plain(patch_size))
+        patch_size = int(patch_size)
     if scaling is not None:
         check_choice("scaling", scaling, tuple(configs.SCALINGS))
     build_args = dict(classifier_activation=classifier_activation, drop_path_rate=drop_path_rate,
                       dropout_rate=dropout_rate)
     if spec.endswith(".keras"):
         model, info = _from_keras_file(spec, num_classes, image_size, scaling, build_args)
+        if patch_size is not None and patch_size != model.vit_config["patch_size"]:
+            raise ValueError(
+                f"Contradicting patch_size={patch_size} and spec={spec!r}: a .keras model keeps its own patch "
+                f"({model.vit_config['patch_size']}); the patch kernel is resized for checkpoint files only. "
+                "Leave patch_size out."
+            )
     else:
-        model, info = _from_checkpoint(spec, num_classes, image_size, scaling, build_args)
+        model, info = _from_checkpoint(spec, num_classes, image_size, patch_size, scaling, build_args)
     features = _pooled_features(model, spec, num_classes)
     return model, dataclasses.replace(info, num_features=features)
 
@@ -138,7 +151,7 @@ def _check_image_size(image_size):
     return tuple(size)
 
 
-def _from_checkpoint(spec, num_classes, image_size, scaling, build_args):
+def _from_checkpoint(spec, num_classes, image_size, patch_size, scaling, build_args):
     checkpoint = Checkpoint(spec)  # read once: the builder takes the object
     name = spec if spec in CHECKPOINTS and not os.path.exists(spec) else None
     record = checkpoint.preprocessing
@@ -162,6 +175,9 @@ def _from_checkpoint(spec, num_classes, image_size, scaling, build_args):
     )
     if num_classes is not None:
         arguments["representation_size"] = None
+    resized = patch_size is not None and patch_size != arch.get("patch_size")
+    if resized:
+        arguments["patch_size"] = patch_size  # the builder resizes the kernel (FlexiViT) and keeps the image size
     if arch.get("num_heads") is None and name is not None:
         arguments["variant"] = CHECKPOINTS[name].variant  # timm's fused qkv hides the head count
     model = vit.ViT(**arguments, **({} if num_classes is not None else build_args))
@@ -172,6 +188,9 @@ def _from_checkpoint(spec, num_classes, image_size, scaling, build_args):
     built = model.vit_config
     size = tuple(built["image_size"])
     new_grid = tuple(model.get_layer("embedding").grid_size or ())
+    if resized:
+        size_reason += (f" (patch kernel resized from {arch['patch_size']} to {patch_size} px by FlexiViT's "
+                        "pseudo-inverse)")
     if grid is not None and built["position_embedding"] == "learned" and tuple(grid) != new_grid:
         size_reason += f" (position embedding resampled from {grid[0]}x{grid[1]} to {new_grid[0]}x{new_grid[1]})"
     dropped = []

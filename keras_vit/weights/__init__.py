@@ -20,7 +20,7 @@ from keras_vit.weights.loader import Checkpoint, load_weights, save_npz
 from keras_vit.weights.mapping import Entry, MappingContext, register_layer_mapping
 from keras_vit.weights.preprocessing import Preprocessing
 from keras_vit.weights.registry import CHECKPOINTS, CheckpointSpec, fetch_checkpoint
-from keras_vit.weights.resample import resample_position_embedding
+from keras_vit.weights.resample import resample_position_embedding, resize_patch_kernel
 from keras_vit.weights.timm_writer import save_timm
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "read_safetensors",
     "register_layer_mapping",
     "resample_position_embedding",
+    "resize_patch_kernel",
     "save_hf",
     "save_npz",
     "save_timm",

@@ -2,7 +2,9 @@
 
 The safetensors reader is a small NumPy one (8-byte little-endian header length, a JSON header
 of {name: {dtype, shape, data_offsets}}, then the raw bytes), so loading needs neither torch nor
-the safetensors package. bfloat16 tensors are widened to float32.
+the safetensors package. bfloat16 tensors are widened to float32. A folder's weights are one
+model.safetensors or, as transformers and timm write large models, shards named by
+model.safetensors.index.json.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ class CheckpointError(ValueError):
 
 
 _ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
+# A checkpoint folder's weights: one file, or shards listed by an index ({"weight_map": {tensor: file}}).
+WEIGHTS_FILE = "model.safetensors"
+SHARDED_INDEX = "model.safetensors.index.json"
 _SAFETENSORS_DTYPES = {
     "F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4", "I16": "<i2",
     "I8": "i1", "U8": "u1", "BOOL": "?",
@@ -61,11 +66,11 @@ def detect_format(path):
     """
     path = os.fspath(path)
     if os.path.isdir(path):
-        if os.path.isfile(os.path.join(path, "model.safetensors")):
+        if any(os.path.isfile(os.path.join(path, name)) for name in (WEIGHTS_FILE, SHARDED_INDEX)):
             return "hf_directory"
         raise CheckpointError(
-            f"Directory {path!r} holds no model.safetensors; expected a Hugging Face save_pretrained folder or a "
-            "timm Hub folder (config.json and model.safetensors)."
+            f"Directory {path!r} holds no {WEIGHTS_FILE} (nor {SHARDED_INDEX}); expected a Hugging Face "
+            "save_pretrained folder or a timm Hub folder (config.json and model.safetensors)."
         )
     if not os.path.isfile(path):
         raise FileNotFoundError(f"Checkpoint file not found: {path!r}.")
@@ -156,6 +161,70 @@ def read_safetensors(path):
         if name == "__metadata__":
             continue
         tensors[name] = _safetensors_entry(path, name, info, data)
+    return tensors
+
+
+def shard_files(folder):
+    """The shard file names that `folder`'s model.safetensors.index.json lists, in order, each checked to be in the folder.
+
+    Args:
+        folder: str. A checkpoint folder holding model.safetensors.index.json.
+
+    Returns:
+        (list of str, dict): the file names, and the index's weight_map {tensor: file name}.
+    """
+    index = os.path.join(folder, SHARDED_INDEX)
+    weight_map = read_json_object(index, "Sharded checkpoint index").get("weight_map")
+    if not isinstance(weight_map, dict) or not weight_map or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in weight_map.items()):
+        raise CheckpointError(
+            f"Sharded checkpoint index {index!r} has weight_map {str(weight_map)[:60]}; expected a non-empty "
+            "object of {tensor name: shard file name}."
+        )
+    files = list(dict.fromkeys(weight_map.values()))
+    for name in files:
+        if os.path.basename(name) != name or name in ("", ".", ".."):
+            raise CheckpointError(f"Sharded checkpoint index {index!r} names shard {name!r}; expected a file name "
+                                  "in the index's folder.")
+    return files, weight_map
+
+
+def read_weights_folder(folder):
+    """Every tensor of a checkpoint folder: its model.safetensors, or the shards its index lists.
+
+    A sharded folder must hold every shard, and each shard the tensors the index assigns it;
+    anything else is refused, naming the file.
+
+    Example:
+
+    >>> import json, os, tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> write_safetensors(os.path.join(folder, "model-00001-of-00002.safetensors"), {"a": np.ones(2, "float32")})
+    >>> write_safetensors(os.path.join(folder, "model-00002-of-00002.safetensors"), {"b": np.zeros(3, "float32")})
+    >>> index = {"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}
+    >>> _ = open(os.path.join(folder, SHARDED_INDEX), "w").write(json.dumps(index))
+    >>> {k: v.shape for k, v in read_weights_folder(folder).items()}
+    {'a': (2,), 'b': (3,)}
+    """
+    single = os.path.join(folder, WEIGHTS_FILE)
+    if os.path.isfile(single):
+        return read_safetensors(single)
+    files, weight_map = shard_files(folder)
+    index = os.path.join(folder, SHARDED_INDEX)
+    missing = [name for name in files if not os.path.isfile(os.path.join(folder, name))]
+    if missing:
+        raise CheckpointError(f"Sharded checkpoint {folder!r} lacks shard file(s) {missing} that {SHARDED_INDEX} lists.")
+    tensors = {}
+    for name in files:
+        path = os.path.join(folder, name)
+        shard = read_safetensors(path)
+        expected = {key for key, file in weight_map.items() if file == name}
+        if set(shard) != expected:
+            absent, extra = sorted(expected - set(shard)), sorted(set(shard) - expected)
+            raise CheckpointError(
+                f"Shard {path!r} does not hold what {index!r} assigns it: missing {absent[:5]}, unlisted {extra[:5]}."
+            )
+        tensors.update(shard)
     return tensors
 
 

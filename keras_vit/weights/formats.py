@@ -41,7 +41,10 @@ import numpy as np
 
 from keras_vit.configs import ARCHITECTURE_FIELDS, FAMILY_DEFAULTS
 from keras_vit.layers.naflex_patch_encoder import NAFLEX_INTERPOLATION
-from keras_vit.weights.files import CheckpointError, read_json_object, read_npz, read_safetensors
+from keras_vit.layers.rotary_embedding import rope_settings
+from keras_vit.weights.files import (
+    WEIGHTS_FILE, CheckpointError, read_json_object, read_npz, read_safetensors, read_weights_folder,
+)
 from keras_vit.weights.hybrid import npz_stem_architecture
 from keras_vit.weights.mapping import Entry, register_layer_mapping
 from keras_vit.weights.resample import resample_position_embedding, resize_patch_kernel, square_grid
@@ -211,6 +214,13 @@ def _register_top(layout, torch_linear):
         register_layer_mapping(layout.name, layer_name, fn)
 
 
+def _qkv_bias(tensors, query_bias, key_bias, value_bias):
+    """Which attention projections the tensors give a bias ("qkv", "qv", "none"), read at block 0."""
+    if key_bias in tensors:
+        return "qkv"
+    return "qv" if query_bias in tensors and value_bias in tensors else "none"
+
+
 def _require(tensors, key, path):
     if key not in tensors:
         raise CheckpointError(f"Checkpoint {path!r} has no {key!r}: it does not look like a ViT checkpoint.")
@@ -239,9 +249,10 @@ def _with_top(arch, tensors, layout, source_prefix, grid=None, path=""):
         arch["grid_size"] = grid or square_grid(patches)
         arch["position_embedding"] = "learned"
     else:
-        # No stored embedding: "none" and "sincos2d" (fixed, computed) look the same in a file.
+        # No stored embedding: "none" and "sincos2d" (fixed, computed) look the same in a file,
+        # unless the family says which (DINOv3: none, its position is rotary).
         arch["grid_size"] = grid
-        arch["position_embedding"] = None
+        arch.setdefault("position_embedding", None)
     arch.setdefault("stem", None)
     arch.setdefault("stem_width", None)
     for field, value in FAMILY_DEFAULTS.items():  # what the layout's tensors did not say otherwise
@@ -271,7 +282,7 @@ def _npz_block(layer, context):
         entries += [Entry(prefix + name + "/scale", norm.gamma), Entry(prefix + name + "/bias", norm.beta)]
     for part, (kernel, bias) in _attention(layer).items():
         key = prefix + "MultiHeadDotProductAttention_1/" + part
-        entries += [Entry(key + "/kernel", kernel), Entry(key + "/bias", bias)]
+        entries += [Entry(key + "/kernel", kernel)] + ([Entry(key + "/bias", bias)] if bias is not None else [])
     for i, dense in enumerate((layer.mlp_dense_0, layer.mlp_dense_1)):
         key = prefix + f"MlpBlock_3/Dense_{i}"
         entries += [Entry(key + "/kernel", dense.kernel), Entry(key + "/bias", dense.bias)]
@@ -375,6 +386,8 @@ def npz_architecture(tensors, source_prefix, config, path):
             value = config[NPZ_NOTES + field]
             value = value.item() if isinstance(value, np.ndarray) and value.shape == () else value
             arch[field] = config_value({field: value}, field, path, kind)
+    attention = block + "MultiHeadDotProductAttention_1/"
+    arch["qkv_bias"] = _qkv_bias(tensors, *(attention + part + "/bias" for part in ("query", "key", "value")))
     arch.update(npz_stem_architecture(tensors))
     return _with_top(arch, tensors, LAYOUTS["vit_jax"], source_prefix, path=path)
 
@@ -413,8 +426,9 @@ def _fused_attention_entries(parts, qkv_weight, qkv_bias, out_prefix, split_kv=F
     for index, part in enumerate(names):
         weight, bias = _fused_part(index, len(names))
         # Writers concatenate the entries of one key along axis 0, in this order.
-        entries += [Entry(qkv_weight, parts[part][0], weight, _to_torch_linear),
-                    Entry(qkv_bias, parts[part][1], bias, _flat)]
+        entries.append(Entry(qkv_weight, parts[part][0], weight, _to_torch_linear))
+        if parts[part][1] is not None:
+            entries.append(Entry(qkv_bias, parts[part][1], bias, _flat))
     return entries + [
         _linear_entry(out_prefix + ".weight", parts["out"][0], in_axes=2),
         Entry(out_prefix + ".bias", parts["out"][1]),
@@ -464,10 +478,9 @@ def _hf_block(layer, context):
     for norm, name in ((layer.norm1, "layernorm_before"), (layer.norm2, "layernorm_after")):
         entries += [Entry(prefix + name + ".weight", norm.gamma), Entry(prefix + name + ".bias", norm.beta)]
     for part, (kernel, bias) in parts.items():
-        entries += [
-            _linear_entry(prefix + keys[part] + ".weight", kernel, in_axes=2 if part == "out" else 1),
-            Entry(prefix + keys[part] + ".bias", bias, _reshape_to, _flat),
-        ]
+        entries.append(_linear_entry(prefix + keys[part] + ".weight", kernel, in_axes=2 if part == "out" else 1))
+        if bias is not None:
+            entries.append(Entry(prefix + keys[part] + ".bias", bias, _reshape_to, _flat))
     # DINOv2's SwiGLU MLP (gate and value packed in one Linear, gate first) has names of its own.
     mlp = ("mlp.weights_in", "mlp.weights_out") if layer.mlp_activation == "swiglu" else ("intermediate.dense", "output.dense")
     for dense, name in zip((layer.mlp_dense_0, layer.mlp_dense_1), mlp):
@@ -508,6 +521,12 @@ class HFFamily:
             not as Hugging Face's ViT ("bicubic_hf"). Defaults to None.
         nested: bool. The vision model always sits under `prefixes[0]` (CLIP's and SigLIP's
             `vision_model.`), not only below a task head. Defaults to False.
+        regroup: callable (tensors, names) -> None or None. Reader only: joins, in place, the
+            canonical tensors the family keeps apart (DINOv3's gated MLP: gate and up
+            projections into one packed SwiGLU kernel). Defaults to None.
+        activations: dict or None. The config's hidden_act values the family takes ->
+            (mlp_activation, approximate_gelu); None takes those of Hugging Face's ViT
+            (`_HF_ACTIVATIONS`). Defaults to None.
     """
 
     prefixes: tuple
@@ -520,6 +539,8 @@ class HFFamily:
     vision_key: str | None = None
     interpolation: str | None = None
     nested: bool = False
+    regroup: Callable | None = None
+    activations: dict | None = None
 
     def vision_config(self, config, path):
         """The config a two-tower file's vision tower reads: its `vision_key` object over the top level."""
@@ -549,6 +570,58 @@ def _dinov2_family(tensors, config, path):
     if swiglu:
         fields["mlp_activation"] = "swiglu"
     return fields
+
+
+# DINOv3's query_bias, key_bias, value_bias (config.json) -> keras_vit's qkv_bias.
+_DINOV3_QKV_BIASES = {(True, True, True): "qkv", (True, False, True): "qv", (False, False, False): "none"}
+
+
+def _dinov3_family(tensors, config, path):
+    gated = config_value(config, "use_gated_mlp", path, "flag", False)
+    if gated != (config_value(config, "hidden_act", path, "name", "gelu") == "silu"):
+        raise CheckpointError(
+            f"Hugging Face config {path!r}: use_gated_mlp={gated} with hidden_act="
+            f"{config.get('hidden_act', 'gelu')!r}; keras_vit builds DINOv3's gated MLP with SiLU (SwiGLU) and its "
+            "plain MLP with GELU."
+        )
+    keys = (("query_bias", True), ("key_bias", False), ("value_bias", True))
+    biases = tuple(config_value(config, key, path, "flag", default) for key, default in keys)
+    if biases not in _DINOV3_QKV_BIASES:
+        stated = ", ".join(f"{key}={value}" for (key, _), value in zip(keys, biases))
+        raise CheckpointError(
+            f"Hugging Face config {path!r}: {stated}; keras_vit builds biases on all three, on query and value, or "
+            "on none."
+        )
+    for key in ("proj_bias", "mlp_bias"):
+        config_value(config, key, path, (True,), True)
+    theta = config_value(config, "rope_theta", path, "positive", 100.0)
+    fields = {
+        "pooling": "token",  # DINOv3ViTModel's pooler_output: the class token after the final norm
+        "position_embedding": "none",
+        "prefix_position_embedding": False,
+        "rope": rope_settings({"variant": "dinov3", "theta": theta}),
+        "qkv_bias": _DINOV3_QKV_BIASES[biases],
+        "num_register_tokens": config_value(config, "num_register_tokens", path, "count", 0),
+        "layer_scale_init": float(config_value(config, "layerscale_value", path, "positive", 1.0)),
+    }
+    if gated:
+        fields["mlp_activation"] = "swiglu"
+    return fields
+
+
+def _dinov3_gated_mlp(tensors, names):
+    """A gated MLP's gate and up projections packed as DINOv2's SwiGLU (gate first), its down projection renamed."""
+    for key in [key for key in tensors if re.fullmatch(r"encoder\.layer\.\d+\.mlp\.gate\.(weight|bias)", key)]:
+        block, kind = key.rsplit(".mlp.gate.", 1)
+        up, down = f"{block}.intermediate.dense.{kind}", f"{block}.output.dense.{kind}"
+        if up not in tensors:
+            raise CheckpointError(f"Checkpoint has {names[key]!r} but no up projection beside it ({up!r}).")
+        packed = f"{block}.mlp.weights_in.{kind}"
+        tensors[packed] = np.concatenate([np.asarray(tensors.pop(key)), np.asarray(tensors.pop(up))], axis=0)
+        names[packed] = f"{names.pop(key)} + {names.pop(up)}"
+        if down in tensors:
+            tensors[f"{block}.mlp.weights_out.{kind}"] = tensors.pop(down)
+            names[f"{block}.mlp.weights_out.{kind}"] = names.pop(down)
 
 
 def _siglip_family(tensors, config, path):
@@ -594,6 +667,21 @@ _DINOV2_RENAMES = (
     ("encoder.layer.{i}.mlp.fc1.", "encoder.layer.{i}.intermediate.dense."),
     ("encoder.layer.{i}.mlp.fc2.", "encoder.layer.{i}.output.dense."),
 )
+_DINOV3_RENAMES = (
+    ("embeddings.patch_embeddings.", "embeddings.patch_embeddings.projection."),
+    ("layer.{i}.norm1.", "encoder.layer.{i}.layernorm_before."),
+    ("layer.{i}.norm2.", "encoder.layer.{i}.layernorm_after."),
+    ("layer.{i}.attention.q_proj.", "encoder.layer.{i}.attention.attention.query."),
+    ("layer.{i}.attention.k_proj.", "encoder.layer.{i}.attention.attention.key."),
+    ("layer.{i}.attention.v_proj.", "encoder.layer.{i}.attention.attention.value."),
+    ("layer.{i}.attention.o_proj.", "encoder.layer.{i}.attention.output.dense."),
+    ("layer.{i}.layer_scale1.", "encoder.layer.{i}.layer_scale1."),
+    ("layer.{i}.layer_scale2.", "encoder.layer.{i}.layer_scale2."),
+    ("layer.{i}.mlp.up_proj.", "encoder.layer.{i}.intermediate.dense."),
+    ("layer.{i}.mlp.down_proj.", "encoder.layer.{i}.output.dense."),
+    ("layer.{i}.mlp.gate_proj.", "encoder.layer.{i}.mlp.gate."),
+    ("norm.", "layernorm."),
+)
 _TEXT_TOWER = (r"^text_model\.", r"^text_projection\.", r"^logit_scale$", r"^logit_bias$", r"position_ids$")
 _DINOV2 = HFFamily(
     ("dinov2.",), _DINOV2_RENAMES, (r"^embeddings\.mask_token$",), 1,
@@ -630,6 +718,12 @@ HF_FAMILIES = {
     "dinov2": _DINOV2,
     # Its interpolate_pos_encoding antialiases (torch bicubic, antialias=True): timm's resampling.
     "dinov2_with_registers": dataclasses.replace(_DINOV2, prefixes=("dinov2_with_registers.",), interpolation="bicubic"),
+    # DINOv3ViTModel (and its Backbone): blocks under "model." in memory, saved as "layer.{i}" by transformers 5.
+    "dinov3_vit": HFFamily(
+        ("model.",), _DINOV3_RENAMES, (r"^embeddings\.mask_token$",), 0,
+        {"hidden_act": "gelu", "layer_norm_eps": 1e-5, "image_size": 224, "patch_size": 16}, _dinov3_family,
+        regroup=_dinov3_gated_mlp, activations={"gelu": ("gelu", False), "silu": ("swiglu", False)},
+    ),
     "siglip": _SIGLIP,
     "siglip_vision_model": _SIGLIP,
     "siglip2": _SIGLIP2,
@@ -666,6 +760,8 @@ def normalize_hf(raw, family=None):
         if key in tensors:
             raise CheckpointError(f"Keys {names[key]!r} and {original!r} both map to {key!r}.")
         tensors[key], names[key] = array, original
+    if family.regroup is not None:
+        family.regroup(tensors, names)
     return tensors, names, family.source_prefix
 
 
@@ -777,7 +873,9 @@ def hf_architecture(tensors, source_prefix, config, path):
     """Every architecture field from a Hugging Face ViT config.json (the head from the tensors)."""
     family = hf_family(config, path)
     config = family.vision_config(config, path)
-    act = config_value(config, "hidden_act", path, tuple(sorted(_HF_ACTIVATIONS)), family.defaults.get("hidden_act", "gelu"))
+    activations = family.activations or _HF_ACTIVATIONS
+    act = config_value(config, "hidden_act", path, tuple(sorted(activations)),
+                       family.defaults.get("hidden_act", "gelu"))
     epsilon = config_value(config, "layer_norm_eps", path, "positive", family.defaults.get("layer_norm_eps", 1e-12))
     # HF ViTConfig's own defaults where a key is absent: what transformers itself would build.
     patch = config_value(config, "patch_size", path, "square", family.defaults.get("patch_size", 16))
@@ -790,11 +888,13 @@ def hf_architecture(tensors, source_prefix, config, path):
         "channels": config_value(config, "num_channels", path, "size", 3),
         "class_token": True,
         "pooling": "token",
-        "mlp_activation": _HF_ACTIVATIONS[act][0],
-        "approximate_gelu": _HF_ACTIVATIONS[act][1],
+        "mlp_activation": activations[act][0],
+        "approximate_gelu": activations[act][1],
         "layer_norm_epsilon": float(epsilon),
     }
     arch.update(family.architecture(tensors, config, path))
+    block = "encoder.layer.0.attention.attention."
+    arch.setdefault("qkv_bias", _qkv_bias(tensors, *(block + part + ".bias" for part in ("query", "key", "value"))))
     if "mlp_dim" not in arch:
         arch["mlp_dim"] = config_value(config, "intermediate_size", path, "size")
     grid = arch.pop("grid_size", None) or (image[0] // patch, image[1] // patch)
@@ -841,6 +941,11 @@ def _timm_block(layer, context):
     entries = []
     for norm, name in ((layer.norm1, "norm1"), (layer.norm2, "norm2")):
         entries += [Entry(prefix + name + ".weight", norm.gamma), Entry(prefix + name + ".bias", norm.beta)]
+    if layer.qkv_bias == "qv":
+        # timm's Eva (DINOv3 ...): a bias of their own for the query and the value, none for the key.
+        entries += [Entry(prefix + f"attn.{part[0]}_bias", parts[part][1], _reshape_to, _flat)
+                    for part in ("query", "value")]
+        parts = {name: (kernel, None if name != "out" else bias) for name, (kernel, bias) in parts.items()}
     entries += _fused_attention_entries(parts, prefix + "attn.qkv.weight", prefix + "attn.qkv.bias", prefix + "attn.proj")
     for dense, name in ((layer.mlp_dense_0, "mlp.fc1"), (layer.mlp_dense_1, "mlp.fc2")):
         entries += _dense_entries(dense, prefix + name)
@@ -869,9 +974,15 @@ register_layer_mapping("timm", "encoder_norm", lambda layer, context: [
 
 
 def normalize_timm(raw):
-    """timm keys as they are, SwiGLU's unpacked fc1_g / fc1_x packed into fc1 (gate first)."""
+    """timm keys as they are, SwiGLU's unpacked fc1_g / fc1_x packed into fc1 (gate first), Eva's LayerScale
+    (gamma_1, gamma_2) named as VisionTransformer's (ls1.gamma, ls2.gamma)."""
     tensors, names = {}, {}
     for key, array in raw.items():
+        eva_scale = re.fullmatch(r"(blocks\.\d+\.)gamma_([12])", key)
+        if eva_scale is not None:
+            canonical = f"{eva_scale.group(1)}ls{eva_scale.group(2)}.gamma"
+            tensors[canonical], names[canonical] = array, key
+            continue
         match = re.fullmatch(r"(blocks\.\d+\.mlp\.)fc1_([gx])\.(weight|bias)", key)
         if match is None:
             tensors[key], names[key] = array, key
@@ -947,6 +1058,9 @@ def timm_architecture(tensors, source_prefix, config, path):
         "pre_norm": pre_norm,
         "patch_bias": "patch_embed.proj.bias" in tensors,
         "projection_size": None,
+        "qkv_bias": _qkv_bias(tensors, "blocks.0.attn.q_bias", "blocks.0.attn.qkv.bias", "blocks.0.attn.v_bias"),
+        # Rotary position is computed, not stored: only a timm config.json's architecture states it.
+        "rope": None,
     }
     stated = config_architecture(config, path) if config is not None else {}
     arch = _with_top(arch, tensors, LAYOUTS["timm"], source_prefix, stated.pop("grid_size", None), path)
@@ -1025,10 +1139,12 @@ def read_checkpoint(path, fmt):
         return _read_as(layout, tensors, names, source_prefix, notes, path)
     if fmt == "hf_directory":
         config_path = os.path.join(path, "config.json")
-        path = os.path.join(path, "model.safetensors")
+        raw = read_weights_folder(path)
+        if os.path.isfile(os.path.join(path, WEIGHTS_FILE)):
+            path = os.path.join(path, WEIGHTS_FILE)
     else:
         config_path = os.path.join(os.path.dirname(os.path.abspath(path)), "config.json")
-    raw = read_safetensors(path)
+        raw = read_safetensors(path)
     config = read_hf_config(config_path, path) if os.path.isfile(config_path) else None
     if config is not None and "model_type" in config:
         family = hf_family(config, config_path)

@@ -1,7 +1,7 @@
 """Hugging Face Hub ids ("hf-hub:ORG/NAME" or "hf-hub:ORG/NAME@REVISION"), fetched through huggingface_hub.
 
-The files a checkpoint needs (config.json, model.safetensors, preprocessor_config.json) are
-downloaded into huggingface_hub's cache (`HF_HUB_CACHE`, or `cache_dir=`), so a cache filled
+The files a checkpoint needs (config.json, model.safetensors or the shards its
+model.safetensors.index.json lists, preprocessor_config.json) are downloaded into huggingface_hub's cache (`HF_HUB_CACHE`, or `cache_dir=`), so a cache filled
 once, by keras_vit or by any other huggingface_hub user, serves later runs offline
 (`HF_HUB_OFFLINE=1`). A revision is a branch, a tag or a commit hash. Tokens for gated or private
 repositories come from `token=` or the `HF_TOKEN` environment variable (huggingface_hub reads
@@ -23,12 +23,11 @@ import hashlib
 import os
 import re
 
-from keras_vit.weights.files import CheckpointError
+from keras_vit.weights.files import SHARDED_INDEX, WEIGHTS_FILE, CheckpointError, shard_files
 
 PREFIX = "hf-hub:"
-# What a keras_vit checkpoint folder holds; the sharded index only to refuse sharded weights by name.
-FILES = ("config.json", "model.safetensors", "preprocessor_config.json")
-SHARDED_INDEX = "model.safetensors.index.json"
+# What a keras_vit checkpoint folder holds; with the index, the shards it lists are fetched next.
+FILES = ("config.json", WEIGHTS_FILE, "preprocessor_config.json", SHARDED_INDEX)
 _REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _COMMIT = re.compile(r"[0-9a-f]{40}")
@@ -105,17 +104,17 @@ def download(spec, *, token=None, cache_dir=None):
     offline = huggingface_hub.is_offline_mode() or os.environ.get("HF_HUB_OFFLINE", "").upper() in _TRUE
     cache = cache_dir or huggingface_hub.constants.HF_HUB_CACHE
     fetch = functools.partial(huggingface_hub.snapshot_download, repo, revision=revision, cache_dir=cache_dir,
-                              token=token, allow_patterns=list(FILES) + [SHARDED_INDEX])
+                              token=token)
     if not offline and revision is not None and _COMMIT.fullmatch(revision):
         # A commit never changes: its cached snapshot needs no Hub call (which, unreachable, retries for ~20 s).
         try:
-            cached = fetch(local_files_only=True)
-        except errors.LocalEntryNotFoundError:
+            cached = _fetch_weights(fetch, local_files_only=True)
+        except (errors.LocalEntryNotFoundError, CheckpointError):
             cached = None
-        if cached is not None and os.path.isfile(os.path.join(cached, "model.safetensors")):
+        if cached is not None and _holds_weights(cached):
             return checked_folder(spec, cached)
     try:
-        folder = fetch(local_files_only=offline)
+        folder = _fetch_weights(fetch, local_files_only=offline)
     except errors.GatedRepoError as error:
         raise CheckpointError(
             f"{spec!r} is a gated repository: accept its terms on huggingface.co, then pass token= or set HF_TOKEN."
@@ -139,18 +138,36 @@ def download(spec, *, token=None, cache_dir=None):
         hint = " pass token= or set HF_TOKEN;" if status in (401, 403) else ""
         raise CheckpointError(f"Could not fetch {spec!r} from the Hub (HTTP {status}):{hint} {_first_line(error)}") \
             from error
+    except CheckpointError:  # the fetched files themselves are wrong (a corrupt shard index): said by name
+        raise
     except (OSError, ValueError) as error:  # the connection dropped midway, a bad cache folder
         raise CheckpointError(f"Could not fetch {spec!r} from the Hugging Face Hub: {_first_line(error)}") from error
     return checked_folder(spec, folder)
 
 
+def _fetch_weights(fetch, local_files_only):
+    """The snapshot folder with FILES, then with the shards its index lists (a sharded repository)."""
+    folder = fetch(local_files_only=local_files_only, allow_patterns=list(FILES))
+    if not os.path.isfile(os.path.join(folder, WEIGHTS_FILE)) and os.path.isfile(os.path.join(folder, SHARDED_INDEX)):
+        folder = fetch(local_files_only=local_files_only, allow_patterns=list(FILES) + shard_files(folder)[0])
+    return folder
+
+
+def _holds_weights(folder):
+    if os.path.isfile(os.path.join(folder, WEIGHTS_FILE)):
+        return True
+    return os.path.isfile(os.path.join(folder, SHARDED_INDEX)) and all(
+        os.path.isfile(os.path.join(folder, name)) for name in shard_files(folder)[0])
+
+
 def checked_folder(spec, folder):
-    """`folder` (a cache snapshot of `spec`) when it holds one intact model.safetensors; else CheckpointError."""
-    weights = os.path.join(folder, "model.safetensors")
-    if not os.path.isfile(weights):
+    """`folder` (a cache snapshot of `spec`) when it holds intact weights (model.safetensors or every shard); else CheckpointError."""
+    if not _holds_weights(folder):
         if os.path.isfile(os.path.join(folder, SHARDED_INDEX)):
+            missing = [name for name in shard_files(folder)[0] if not os.path.isfile(os.path.join(folder, name))]
             raise CheckpointError(
-                f"{spec!r} stores its weights in shards ({SHARDED_INDEX}); keras_vit reads one model.safetensors."
+                f"{spec!r} (revision {os.path.basename(folder)}) lacks shard file(s) {missing} that its "
+                f"{SHARDED_INDEX} lists: fetch it again with network access (HF_HUB_OFFLINE unset)."
             )
         raise CheckpointError(
             f"{spec!r} (revision {os.path.basename(folder)}) has no model.safetensors; keras_vit reads safetensors "

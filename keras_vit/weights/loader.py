@@ -13,7 +13,7 @@ from keras_vit._validation import check_choice
 from keras_vit.layers.grid_resampling import INTERPOLATIONS
 from keras_vit._atomic import write_bytes
 from keras_vit.weights import hub
-from keras_vit.weights.files import detect_format
+from keras_vit.weights.files import CheckpointError, detect_format
 from keras_vit.weights.formats import LAYOUTS, NPZ_NOTES, read_checkpoint  # importing it registers the layer mappings
 from keras_vit.weights.mapping import MappingContext, apply_entries, build_entries, model_tensors
 from keras_vit.weights.preprocessing import preprocessing_from_scaling, read_preprocessing
@@ -196,7 +196,8 @@ def save_npz(model, path):
     arrays, which `ViT(weights=path)` reads back; other vit_jax readers skip them as extra keys).
     Layers with a registered "vit_jax" mapping (see `register_layer_mapping`) are included; a
     model with weights the layout has no key for (LayerScale, register or distillation tokens,
-    a LayerNorm before the encoder, CLIP's projection) is refused: `save_hf` writes those.
+    a LayerNorm before the encoder, CLIP's projection) is refused: `save_hf` writes those. So is
+    a model with rotary position (DINOv3), which the layout cannot say.
 
     Args:
         model: keras.Model. A keras_vit model.
@@ -210,6 +211,11 @@ def save_npz(model, path):
     >>> os.path.getsize(path) > 0
     True
     """
+    if (getattr(model, "vit_config", None) or {}).get("rope") is not None:
+        raise CheckpointError(
+            f"Model {model.name!r} has rotary position (rope={model.vit_config['rope']!r}), which the vit_jax layout "
+            "does not record: its file would load as a model without it. Save it with model.save (.keras)."
+        )
     # A vit_jax file stores the position rows the model has: none for a model without class token.
     encoder = next((layer for layer in model.layers if layer.name == "embedding"), None)
     prefix = encoder.num_position_prefix_tokens if encoder is not None else 1

@@ -4,9 +4,11 @@ A timm Hub folder (every `timm/...` repository on the Hugging Face Hub, as
 `timm.models.push_to_hf_hub` writes it) holds `model.safetensors` and a `config.json` with the
 model's `architecture` (a timm model name), the `model_args` it was built with on top of that
 name's defaults, and its `pretrained_cfg` (pixel mean and std, input size, interpolation). The
-state dict alone hides the head count (timm fuses query, key and value); the name and
-`model_args` state it. `TIMM_ARCHITECTURES` is the one table from timm names to
-(VARIANTS row, the fields timm builds otherwise than the row).
+state dict alone hides the head count (timm fuses query, key and value) and any rotary position
+(computed, not stored); the name and `model_args` state them. `TIMM_ARCHITECTURES` is the one
+table from timm names to (VARIANTS row, the fields timm builds otherwise than the row). timm
+builds the families of `EVA_FAMILIES` with its `Eva` class (timm/models/eva.py), whose
+model_args have names and meanings of their own (`_EVA_ARGS`).
 
 Example:
 
@@ -19,9 +21,11 @@ Example:
 
 from __future__ import annotations
 
+import math
 import re
 
 from keras_vit.configs import FAMILY_FIELDS, VARIANTS
+from keras_vit.layers.rotary_embedding import rope_settings
 from keras_vit.weights.files import CheckpointError
 
 # timm builds its SigLIP towers with exact GELU (nn.GELU) unless the name says act_layer='gelu_tanh'.
@@ -34,6 +38,10 @@ _CLIP_QUICK = dict(projection_size=None, mlp_activation="quick_gelu")
 _CLIP_FIELDS = dict(pre_norm=True, patch_bias=False, layer_norm_epsilon=1e-5)
 _DEIT3 = dict(prefix_position_embedding=False, layer_scale_init=1e-6)
 _GAP = dict(pooling="gap")
+# timm's DINOv3 names pool the mean patch token by default (upstream DINOv3 reads the class token); the
+# plain names have no query or value bias, the _qkvb ones have them (as Hugging Face's and the rows).
+_DINOV3_QKVB = dict(pooling="gap")
+_DINOV3_PLAIN = dict(pooling="gap", qkv_bias="none")
 
 
 def _sized(template, *sizes):
@@ -85,11 +93,32 @@ _TABLE = (
     (_sized("vit_huge_patch14_clip_{}", 224, 336, 378), "H14", dict(_CLIP_FIELDS, **_CLIP)),
     (_sized("vit_huge_patch14_clip_quickgelu_{}", 224, 378), "H14", dict(_CLIP_FIELDS, **_CLIP_QUICK)),
     (("vit_giant_patch14_clip_224",), "g14", dict(_CLIP_FIELDS, **_CLIP)),
+    (("vit_small_patch16_dinov3",), "DINOv3_S16", _DINOV3_PLAIN),
+    (("vit_small_patch16_dinov3_qkvb",), "DINOv3_S16", _DINOV3_QKVB),
+    (("vit_small_plus_patch16_dinov3",), "DINOv3_S16_plus", _DINOV3_PLAIN),
+    (("vit_small_plus_patch16_dinov3_qkvb",), "DINOv3_S16_plus", _DINOV3_QKVB),
+    (("vit_base_patch16_dinov3",), "DINOv3_B16", _DINOV3_PLAIN),
+    (("vit_base_patch16_dinov3_qkvb",), "DINOv3_B16", _DINOV3_QKVB),
+    (("vit_large_patch16_dinov3",), "DINOv3_L16", _DINOV3_PLAIN),
+    (("vit_large_patch16_dinov3_qkvb",), "DINOv3_L16", _DINOV3_QKVB),
+    (("vit_huge_plus_patch16_dinov3",), "DINOv3_H16_plus", _DINOV3_PLAIN),
+    (("vit_huge_plus_patch16_dinov3_qkvb",), "DINOv3_H16_plus", _DINOV3_QKVB),
     (("flexivit_small",), "S16", dict(prefix_position_embedding=False)),
     (("flexivit_base",), "B16", dict(prefix_position_embedding=False)),
     (("flexivit_large",), "L16", dict(prefix_position_embedding=False)),
 )
 TIMM_ARCHITECTURES: dict[str, tuple[str, dict]] = {name: (row, fields) for names, row, fields in _TABLE for name in names}
+
+
+def eva_architecture(name):
+    """Whether timm builds `name` (a key of `TIMM_ARCHITECTURES`) with its Eva class, not its VisionTransformer.
+
+    Example:
+
+    >>> eva_architecture("vit_small_patch16_dinov3"), eva_architecture("vit_small_patch16_224")
+    (True, False)
+    """
+    return VARIANTS[TIMM_ARCHITECTURES[name][0]].family in EVA_FAMILIES
 
 
 def supported_patterns():
@@ -125,8 +154,9 @@ def architecture_fields(name, where):
     row = VARIANTS[row_name]
     fields = {key: getattr(row, key) for key in ("patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim")}
     fields.update({key: getattr(row, key) for key in FAMILY_FIELDS})
-    fields.update(channels=3, position_embedding="learned")  # timm's in_chans and pos_embed defaults
+    fields.update(channels=3)  # timm's in_chans default
     fields.update(changes)
+    fields["rope"] = rope_settings(fields["rope"])
     if fields["pooling"] == "auto":
         fields["pooling"] = "token" if fields["class_token"] else "gap"
     return fields
@@ -136,15 +166,36 @@ def architecture_fields(name, where):
 GLOBAL_POOLS = {"token": "token", "avg": "gap", "max": "max", "map": "map", "": None}
 # timm's act_layer names -> (mlp_activation, approximate_gelu).
 ACTIVATIONS = {"gelu": ("gelu", False), "gelu_tanh": ("gelu", True), "quick_gelu": ("quick_gelu", False)}
-# model_args that only change training or run-time behaviour, not the weights' meaning.
+# model_args of timm's VisionTransformer that only change training or run-time behaviour, not the weights' meaning.
 _RUN_TIME_ARGS = ("dynamic_img_size", "dynamic_img_pad", "weight_init", "fix_init", "drop_rate", "pos_drop_rate",
                   "patch_drop_rate", "proj_drop_rate", "attn_drop_rate", "drop_path_rate")
 # model_args keras_vit builds only at timm's default value: name -> that value.
-_FIXED_ARGS = {"qkv_bias": True, "qk_norm": False, "proj_bias": True, "final_norm": True, "scale_attn_norm": False,
+_FIXED_ARGS = {"qk_norm": False, "proj_bias": True, "final_norm": True, "scale_attn_norm": False,
                "scale_mlp_norm": False, "pool_include_prefix": False}
 _ARCHITECTURE_ARGS = ("img_size", "patch_size", "in_chans", "num_classes", "global_pool", "embed_dim", "depth",
                       "num_heads", "mlp_ratio", "init_values", "class_token", "pos_embed", "no_embed_class",
-                      "reg_tokens", "pre_norm", "fc_norm", "act_layer")
+                      "reg_tokens", "pre_norm", "fc_norm", "act_layer", "qkv_bias")
+# The families timm builds with its Eva class, and Eva's model_args: the architecture ones (those
+# named as VisionTransformer's mean the same, but qkv_bias gives the query and value a bias, never
+# the key; `_EVA_RENAMED` are VisionTransformer's under other names), those keras_vit builds at one
+# value only, and the run-time ones (rope_*_coords: training-time coordinate augmentation).
+EVA_FAMILIES = ("dinov3",)
+_EVA_RENAMED = {"num_reg_tokens": "reg_tokens", "use_fc_norm": "fc_norm"}
+_EVA_ARGS = (
+    ("img_size", "patch_size", "in_chans", "num_classes", "global_pool", "embed_dim", "depth", "num_heads", "mlp_ratio",
+     "qkv_bias", "init_values", "class_token", "no_embed_class", "num_reg_tokens", "use_fc_norm", "use_abs_pos_emb",
+     "use_rot_pos_emb", "rope_type", "rope_temperature", "rope_rotate_half", "rope_grid_offset", "rope_grid_indexing",
+     "ref_feat_shape", "swiglu_mlp", "swiglu_align_to"),
+    {"qkv_fused": True, "qk_norm": False, "scale_mlp": False, "scale_attn_inner": False, "attn_type": "eva",
+     "use_post_norm": False, "use_pre_transformer_norm": False, "attn_only_layer_scale": False, "num_kv_heads": None,
+     "dynamic_img_pad": False},
+    ("dynamic_img_size", "drop_rate", "pos_drop_rate", "patch_drop_rate", "proj_drop_rate", "attn_drop_rate",
+     "drop_path_rate", "rope_shift_coords", "rope_jitter_coords", "rope_rescale_coords", "head_init_scale"),
+)
+# timm's rope_type -> the grid of keras_vit's rotary settings (`keras_vit.layers.rotary_embedding`).
+ROPE_TYPES = {"dinov3": "centered", "cat": "index"}
+# The rotary position Eva builds with use_rot_pos_emb=True and no other rope_* argument.
+_EVA_ROPE = dict(grid="index", theta=10000.0, offset=0.0, reference_grid=None, axes="yx", layout="interleaved")
 
 
 def config_architecture(config, path):
@@ -164,17 +215,24 @@ def config_architecture(config, path):
     args = config.get("model_args", {})
     if not isinstance(args, dict):
         raise CheckpointError(f"timm config {path!r}: model_args is {args!r}; expected a JSON object.")
-
-    def refuse(key, expected):
-        return CheckpointError(f"timm config {path!r}: model_args.{key} is {args[key]!r}; {expected}.")
-
-    unknown = sorted(set(args) - set(_ARCHITECTURE_ARGS) - set(_FIXED_ARGS) - set(_RUN_TIME_ARGS))
+    eva = eva_architecture(name)
+    known, fixed, run_time = _EVA_ARGS if eva else (_ARCHITECTURE_ARGS, _FIXED_ARGS, _RUN_TIME_ARGS)
+    unknown = sorted(set(args) - set(known) - set(fixed) - set(run_time))
     if unknown:
         raise CheckpointError(
-            f"timm config {path!r}: model_args {unknown} are not arguments keras_vit reads; it reads "
-            f"{sorted(_ARCHITECTURE_ARGS + tuple(_FIXED_ARGS))} (and ignores the run-time {sorted(_RUN_TIME_ARGS)})."
+            f"timm config {path!r}: model_args {unknown} are not arguments keras_vit reads for {name!r} "
+            f"(timm's {'Eva' if eva else 'VisionTransformer'}); it reads {sorted(known + tuple(fixed))} (and ignores "
+            f"the run-time {sorted(run_time)})."
         )
-    for key, value in _FIXED_ARGS.items():
+    shown = {}
+    if eva:  # read under VisionTransformer's names below, named as written in messages
+        shown = {_EVA_RENAMED[key]: key for key in args if key in _EVA_RENAMED}
+        args = {_EVA_RENAMED.get(key, key): value for key, value in args.items()}
+
+    def refuse(key, expected):
+        return CheckpointError(f"timm config {path!r}: model_args.{shown.get(key, key)} is {args[key]!r}; {expected}.")
+
+    for key, value in fixed.items():
         if key in args and args[key] != value:
             raise refuse(key, f"keras_vit builds {key}={value} only")
     for key, field in (("embed_dim", "hidden_size"), ("depth", "num_layers"), ("num_heads", "num_heads"),
@@ -185,26 +243,21 @@ def config_architecture(config, path):
             fields[field] = args[key]
     if "patch_size" in args:
         fields["patch_size"] = _square(args, "patch_size", refuse)
-    if "mlp_ratio" in args:
-        ratio = args["mlp_ratio"]
-        if not (isinstance(ratio, (int, float)) and not isinstance(ratio, bool) and ratio > 0):
-            raise refuse("mlp_ratio", "expected a number > 0")
-        width = int(fields["hidden_size"] * ratio)
+    if "mlp_ratio" in args and not eva:  # Eva's SwiGLU counts it otherwise (_eva_fields)
+        width = int(fields["hidden_size"] * _ratio(args, refuse))
         # timm's packed SwiGLU holds gate and value in one Linear of that width.
         fields["mlp_dim"] = width // 2 if fields["mlp_activation"] == "swiglu" else width
     elif "embed_dim" in args:
         fields["mlp_dim"] = None  # the name's mlp_ratio times another width: the tensors state it
     for key, field in (("class_token", "class_token"), ("pre_norm", "pre_norm")):
         if key in args:
-            if not isinstance(args[key], bool):
-                raise refuse(key, "expected true or false")
-            fields[field] = args[key]
+            fields[field] = _flag(args, key, refuse)
+    if "qkv_bias" in args:
+        fields["qkv_bias"] = ("qv" if eva else "qkv") if _flag(args, "qkv_bias", refuse) else "none"
     if "pre_norm" in args:
         fields["patch_bias"] = not args["pre_norm"]  # timm drops the patch bias exactly when it adds ln_pre
     if "no_embed_class" in args:
-        if not isinstance(args["no_embed_class"], bool):
-            raise refuse("no_embed_class", "expected true or false")
-        fields["prefix_position_embedding"] = not args["no_embed_class"]
+        fields["prefix_position_embedding"] = not _flag(args, "no_embed_class", refuse)
     if "reg_tokens" in args:
         if not (isinstance(args["reg_tokens"], int) and not isinstance(args["reg_tokens"], bool) and args["reg_tokens"] >= 0):
             raise refuse("reg_tokens", "expected an integer >= 0")
@@ -222,6 +275,8 @@ def config_architecture(config, path):
         if args["pos_embed"] not in ("learn", "none", ""):
             raise refuse("pos_embed", "expected 'learn' or 'none'")
         fields["position_embedding"] = "learned" if args["pos_embed"] == "learn" else "none"
+    if eva:
+        _eva_fields(fields, args, refuse)
     pool = args.get("global_pool", config.get("global_pool"))
     if pool is not None:
         if pool not in GLOBAL_POOLS:
@@ -243,6 +298,68 @@ def config_architecture(config, path):
             raise CheckpointError(f"timm config {path!r}: num_classes is {classes!r}; expected an integer >= 0.")
         fields["num_classes"] = classes or None
     return fields
+
+
+def _eva_fields(fields, args, refuse):
+    """The fields of the model_args only timm's Eva has: absolute and rotary position, its SwiGLU and MLP width."""
+    if "use_abs_pos_emb" in args:
+        fields["position_embedding"] = "learned" if _flag(args, "use_abs_pos_emb", refuse) else "none"
+    if "swiglu_mlp" in args:
+        fields["mlp_activation"] = "swiglu" if _flag(args, "swiglu_mlp", refuse) else "gelu"
+    align = args.get("swiglu_align_to", 0)
+    if not (isinstance(align, int) and not isinstance(align, bool) and align >= 0):
+        raise refuse("swiglu_align_to", "expected an integer >= 0")
+    if "mlp_ratio" in args:
+        # Eva's SwiGLU has gate and value Linears of this width each, rounded up to swiglu_align_to.
+        width = int(fields["hidden_size"] * _ratio(args, refuse))
+        fields["mlp_dim"] = width + (-width % align if align and fields["mlp_activation"] == "swiglu" else 0)
+    if "use_rot_pos_emb" in args and not _flag(args, "use_rot_pos_emb", refuse):
+        fields["rope"] = None
+        return
+    if fields["rope"] is None and not args.get("use_rot_pos_emb"):
+        return  # no rotary position: Eva ignores the rope_* arguments
+    settings = dict(fields["rope"] or _EVA_ROPE)
+    if "rope_type" in args:
+        if args["rope_type"] not in ROPE_TYPES:
+            raise refuse("rope_type", f"keras_vit builds rope_type {sorted(ROPE_TYPES)}")
+        settings["grid"] = ROPE_TYPES[args["rope_type"]]
+    if "rope_temperature" in args:
+        value = args["rope_temperature"]
+        if not (isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0):
+            raise refuse("rope_temperature", "expected a number > 0")
+        settings["theta"] = float(value)
+    if "rope_rotate_half" in args:
+        settings["layout"] = "half" if _flag(args, "rope_rotate_half", refuse) else "interleaved"
+    if "rope_grid_offset" in args:
+        value = args["rope_grid_offset"]
+        if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)):
+            raise refuse("rope_grid_offset", "expected a number")
+        settings["offset"] = float(value)
+    if "rope_grid_indexing" in args:
+        if args["rope_grid_indexing"] not in ("ij", "xy"):
+            raise refuse("rope_grid_indexing", "expected 'ij' or 'xy'")
+        settings["axes"] = "yx" if args["rope_grid_indexing"] == "ij" else "xy"
+    if "ref_feat_shape" in args and settings["grid"] == "index":  # the DINOv3 rope of timm ignores it
+        shape = args["ref_feat_shape"]
+        shape = [shape, shape] if _is_positive_int(shape) else shape
+        if shape is not None and not (isinstance(shape, list) and len(shape) == 2
+                                      and all(map(_is_positive_int, shape))):
+            raise refuse("ref_feat_shape", "expected null, an integer or [rows, cols]")
+        settings["reference_grid"] = tuple(shape) if shape is not None else None
+    fields["rope"] = rope_settings(settings)
+
+
+def _flag(args, key, refuse):
+    if not isinstance(args[key], bool):
+        raise refuse(key, "expected true or false")
+    return args[key]
+
+
+def _ratio(args, refuse):
+    ratio = args["mlp_ratio"]
+    if not (isinstance(ratio, (int, float)) and not isinstance(ratio, bool) and ratio > 0):
+        raise refuse("mlp_ratio", "expected a number > 0")
+    return ratio
 
 
 def _square(args, key, refuse):

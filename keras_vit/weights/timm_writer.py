@@ -29,7 +29,8 @@ from keras_vit.weights.formats import LAYOUTS
 from keras_vit.weights.mapping import MappingContext, model_tensors
 from keras_vit.weights.preprocessing import timm_preprocessing
 from keras_vit.weights.timm_names import (
-    ACTIVATIONS, GLOBAL_POOLS, TIMM_ARCHITECTURES, architecture_fields, config_architecture, supported_patterns,
+    ACTIVATIONS, GLOBAL_POOLS, TIMM_ARCHITECTURES, architecture_fields, config_architecture, eva_architecture,
+    supported_patterns,
 )
 
 # timm's own `_cfg` defaults for what a model does not state (its resize filter and crop).
@@ -37,7 +38,7 @@ TIMM_DEFAULT_CFG = {"interpolation": "bicubic", "crop_pct": 0.9, "crop_mode": "c
 _COMPARED = ("patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim", "channels", "class_token", "pooling",
              "distillation_token", "num_register_tokens", "prefix_position_embedding", "layer_scale_init",
              "mlp_activation", "approximate_gelu", "layer_norm_epsilon", "pre_norm", "patch_bias", "position_embedding",
-             "num_classes")
+             "num_classes", "qkv_bias")
 
 
 def save_timm(model, folder, *, architecture=None, pretrained_cfg=None, overwrite=False):
@@ -102,6 +103,11 @@ def timm_config_of(model, architecture=None, pretrained_cfg=None):
     if config["num_register_tokens"] and config["class_token"] and config["prefix_position_embedding"]:
         problems.append("register tokens with prefix_position_embedding=True (timm gives the class token a position "
                         "row only when it gives the registers one too; keras_vit never does)")
+    if config["rope"] is not None:
+        problems.append("rotary position (rope=...: timm builds it with its Eva class, which save_timm does not write)")
+    if config["qkv_bias"] == "qv":
+        problems.append("qkv_bias='qv' (query and value biases without a key bias: timm's Eva, not its "
+                        "VisionTransformer)")
     if config["patch_bias"] == config["pre_norm"]:
         problems.append(f"patch_bias={config['patch_bias']} with pre_norm={config['pre_norm']} (timm drops the patch "
                         "bias exactly when it adds the LayerNorm before the encoder)")
@@ -147,7 +153,7 @@ def _model_args(model, config):
         "global_pool": pool, "embed_dim": hidden, "depth": config["num_layers"], "num_heads": config["num_heads"],
         "mlp_ratio": ratio, "class_token": config["class_token"], "reg_tokens": config["num_register_tokens"],
         "no_embed_class": not config["prefix_position_embedding"], "init_values": config["layer_scale_init"],
-        "pre_norm": config["pre_norm"],
+        "pre_norm": config["pre_norm"], "qkv_bias": config["qkv_bias"] == "qkv",
     }
     if config["mlp_activation"] != "swiglu":  # a DINOv2-giant name brings SiLU with its packed SwiGLU
         args["act_layer"] = {value: key for key, value in ACTIVATIONS.items()}[
@@ -193,12 +199,15 @@ def _architecture(model, config, architecture, args):
         if architecture not in TIMM_ARCHITECTURES:
             raise CheckpointError(f"architecture={architecture!r} is not a timm name keras_vit has a row for. "
                                   f"Supported: {', '.join(supported_patterns())}.")
+        if eva_architecture(architecture):
+            raise CheckpointError(f"architecture={architecture!r} is built by timm's Eva class; save_timm writes its "
+                                  "VisionTransformer.")
         problems = mismatches(architecture)
         if problems:
             raise CheckpointError(f"timm's {architecture!r} cannot hold model {model.name!r} whatever its model_args: "
                                   + "; ".join(problems) + ". Pass another architecture= or None.")
         return architecture
-    fitting = [name for name in TIMM_ARCHITECTURES if not mismatches(name)]
+    fitting = [name for name in TIMM_ARCHITECTURES if not eva_architecture(name) and not mismatches(name)]
     if fitting:
         # The name whose own build is closest (its family first, then its sizes): the least model_args rewrite.
         return min(fitting, key=lambda name: _distance(architecture_fields(name, ""), config))
