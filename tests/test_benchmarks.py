@@ -159,19 +159,25 @@ def test_budget_probes_reach_their_workers_runs(tmp_path):
     assert list(tmp_path.glob("budget-*.png"))
 
 
-def test_transfer_benchmark_pretrains_writes_both_folders_and_adapts(tmp_path):
-    """The transfer harness on 10 classes of 12 tiny images: every step, the folders other programs read, a result line per set-up."""
+def _transfer_work(module, tmp_path, images, per_class):
+    """`transfer prepare` on CIFAR-10's class folders of `images` random 32 px JPEGs each; the work folder."""
     from PIL import Image
 
-    module = _benchmark("transfer")
     rng = np.random.default_rng(0)
     for name in module.PRETRAIN_CLASSES + module.ADAPT_CLASSES:
         (tmp_path / "cifar" / name).mkdir(parents=True)
-        for i in range(12):
+        for i in range(images):
             Image.fromarray(rng.integers(0, 255, (32, 32, 3)).astype("uint8")).save(tmp_path / "cifar" / name / f"{i}.jpg")
     work = str(tmp_path / "work")
-    module.main(["prepare", "--source", str(tmp_path / "cifar"), "--work", work, "--train-per-class", "4",
-                 "--test-per-class", "4"])
+    module.main(["prepare", "--source", str(tmp_path / "cifar"), "--work", work, "--train-per-class", str(per_class),
+                 "--test-per-class", str(per_class)])
+    return work
+
+
+def test_transfer_benchmark_pretrains_writes_both_folders_and_adapts(tmp_path):
+    """The transfer harness on 10 classes of 12 tiny images: every step, the folders other programs read, a result line per set-up."""
+    module = _benchmark("transfer")
+    work = _transfer_work(module, tmp_path, images=12, per_class=4)
     module.main(["pretrain", "--work", work, "--budget-minutes", "0.5", "--epochs", "1", "--backbone", "smoke"])
     assert {"timm", "hf"} <= set(os.listdir(os.path.join(work, "backbone")))
     assert "preprocessor_config.json" in os.listdir(os.path.join(work, "backbone", "hf"))
@@ -194,19 +200,12 @@ def test_transfer_benchmark_pretrains_with_timm_and_keras_vit_reads_what_timm_wr
     if timm is None:
         pytest.skip("timm is not installed")
     import torch
-    from PIL import Image
 
     import keras_vit
 
     module = _benchmark("transfer")
+    work = _transfer_work(module, tmp_path, images=6, per_class=2)
     rng = np.random.default_rng(0)
-    for name in module.PRETRAIN_CLASSES + module.ADAPT_CLASSES:
-        (tmp_path / "cifar" / name).mkdir(parents=True)
-        for i in range(6):
-            Image.fromarray(rng.integers(0, 255, (32, 32, 3)).astype("uint8")).save(tmp_path / "cifar" / name / f"{i}.jpg")
-    work = str(tmp_path / "work")
-    module.main(["prepare", "--source", str(tmp_path / "cifar"), "--work", work, "--train-per-class", "2",
-                 "--test-per-class", "2"])
     module.main(["pretrain-timm", "--work", work, "--backbone", "smoke", "--max-steps", "14", "--batch-size", "8",
                  "--compile", "off"])
     with open(os.path.join(work, "backbone", "pretrain.json")) as f:
