@@ -101,8 +101,10 @@ def pretrain_timm(work, classes, budget_seconds, backbone, fields, seed=0, holdo
     if compile_model is None:
         compile_model = device.type == "cuda"
     step_model = torch.compile(model) if compile_model else model
-    decay = [p for n, p in model.named_parameters() if p.ndim > 1 and "pos_embed" not in n and "token" not in n]
-    no_decay = [p for n, p in model.named_parameters() if not (p.ndim > 1 and "pos_embed" not in n and "token" not in n)]
+    decay, no_decay = [], []
+    for name, parameter in model.named_parameters():  # DeiT's: no decay on biases, norms, positions, tokens
+        decays = parameter.ndim > 1 and "pos_embed" not in name and "token" not in name
+        (decay if decays else no_decay).append(parameter)
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": RECIPE["weight_decay"]},
                                    {"params": no_decay, "weight_decay": 0.0}], lr=RECIPE["learning_rate"],
                                   fused=device.type == "cuda")

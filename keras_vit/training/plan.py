@@ -746,7 +746,7 @@ def describe_pretrained(config, num_classes):
     model, pretrained = load_pretrained(config.weights, num_classes=num_classes, image_size=config.image_size,
                                         scaling=config.scaling, patch_size=config.model_overrides.get("patch_size"))
     arch = model.vit_config
-    given = {k: v for k, v in config.model_overrides.items() if v is not None}  # a patch size is the model's now
+    given = {k: v for k, v in config.model_overrides.items() if v is not None}
     if config.variant is not None:
         row = configs.get_variant(config.variant)
         given = {**{k: getattr(row, k) for k in MODEL_KEYS}, **given}

@@ -165,7 +165,7 @@ def read_safetensors(path):
 
 
 def shard_files(folder):
-    """The shard file names that `folder`'s model.safetensors.index.json lists, in order, each checked to be in the folder.
+    """The shard file names `folder`'s model.safetensors.index.json lists, in order, each refused unless a plain file name.
 
     Args:
         folder: str. A checkpoint folder holding model.safetensors.index.json.
@@ -187,6 +187,11 @@ def shard_files(folder):
             raise CheckpointError(f"Sharded checkpoint index {index!r} names shard {name!r}; expected a file name "
                                   "in the index's folder.")
     return files, weight_map
+
+
+def missing_shards(folder):
+    """The shard files `folder`'s model.safetensors.index.json lists that the folder lacks (an empty list: none)."""
+    return [name for name in shard_files(folder)[0] if not os.path.isfile(os.path.join(folder, name))]
 
 
 def read_weights_folder(folder):
@@ -211,7 +216,7 @@ def read_weights_folder(folder):
         return read_safetensors(single)
     files, weight_map = shard_files(folder)
     index = os.path.join(folder, SHARDED_INDEX)
-    missing = [name for name in files if not os.path.isfile(os.path.join(folder, name))]
+    missing = missing_shards(folder)
     if missing:
         raise CheckpointError(f"Sharded checkpoint {folder!r} lacks shard file(s) {missing} that {SHARDED_INDEX} lists.")
     tensors = {}

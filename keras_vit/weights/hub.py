@@ -1,9 +1,9 @@
 """Hugging Face Hub ids ("hf-hub:ORG/NAME" or "hf-hub:ORG/NAME@REVISION"), fetched through huggingface_hub.
 
 The files a checkpoint needs (config.json, model.safetensors or the shards its
-model.safetensors.index.json lists, preprocessor_config.json) are downloaded into huggingface_hub's cache (`HF_HUB_CACHE`, or `cache_dir=`), so a cache filled
-once, by keras_vit or by any other huggingface_hub user, serves later runs offline
-(`HF_HUB_OFFLINE=1`). A revision is a branch, a tag or a commit hash. Tokens for gated or private
+model.safetensors.index.json lists, preprocessor_config.json) are downloaded into
+huggingface_hub's cache (`HF_HUB_CACHE`, or `cache_dir=`), so a cache filled once, by
+keras_vit or by any other huggingface_hub user, serves later runs offline (`HF_HUB_OFFLINE=1`). A revision is a branch, a tag or a commit hash. Tokens for gated or private
 repositories come from `token=` or the `HF_TOKEN` environment variable (huggingface_hub reads
 it). Each cached file stored under its sha256 (the blob name huggingface_hub gives a Git LFS
 file, such as a model.safetensors) is hashed before use: a corrupt one is refused by path.
@@ -23,7 +23,7 @@ import hashlib
 import os
 import re
 
-from keras_vit.weights.files import SHARDED_INDEX, WEIGHTS_FILE, CheckpointError, shard_files
+from keras_vit.weights.files import SHARDED_INDEX, WEIGHTS_FILE, CheckpointError, missing_shards, shard_files
 
 PREFIX = "hf-hub:"
 # What a keras_vit checkpoint folder holds; with the index, the shards it lists are fetched next.
@@ -156,17 +156,15 @@ def _fetch_weights(fetch, local_files_only):
 def _holds_weights(folder):
     if os.path.isfile(os.path.join(folder, WEIGHTS_FILE)):
         return True
-    return os.path.isfile(os.path.join(folder, SHARDED_INDEX)) and all(
-        os.path.isfile(os.path.join(folder, name)) for name in shard_files(folder)[0])
+    return os.path.isfile(os.path.join(folder, SHARDED_INDEX)) and not missing_shards(folder)
 
 
 def checked_folder(spec, folder):
-    """`folder` (a cache snapshot of `spec`) when it holds intact weights (model.safetensors or every shard); else CheckpointError."""
+    """`folder` (a cache snapshot of `spec`) when it holds intact weights (one file or every shard); else CheckpointError."""
     if not _holds_weights(folder):
         if os.path.isfile(os.path.join(folder, SHARDED_INDEX)):
-            missing = [name for name in shard_files(folder)[0] if not os.path.isfile(os.path.join(folder, name))]
             raise CheckpointError(
-                f"{spec!r} (revision {os.path.basename(folder)}) lacks shard file(s) {missing} that its "
+                f"{spec!r} (revision {os.path.basename(folder)}) lacks shard file(s) {missing_shards(folder)} that its "
                 f"{SHARDED_INDEX} lists: fetch it again with network access (HF_HUB_OFFLINE unset)."
             )
         raise CheckpointError(
