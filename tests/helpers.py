@@ -13,11 +13,17 @@ import numpy as np
 import pytest
 
 from keras_vit import backends
+from keras_vit.configs import VARIANTS
 
 # `pytestmark = ALL_BACKENDS` in a module (or on a test) runs it on TensorFlow, JAX and PyTorch.
 ALL_BACKENDS = pytest.mark.backends("tensorflow", "jax", "torch")
 
 POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
+
+# The tiny row of each model family (DeiT, DINOv2, ...): a family's new row joins every family test.
+# NaFlex rows take patch sequences, not images, and have tests of their own (tests/test_naflex.py).
+FAMILY_ROWS = tuple(name for name, row in VARIANTS.items()
+                    if name.startswith("tiny_") and row.family != "vit" and not row.naflex)
 
 # Train steps in tests are XLA-compiled where the backend compiles with XLA; PyTorch's stay eager
 # (torch.compile spends minutes per model).

@@ -7,11 +7,9 @@ import numpy as np
 import pytest
 
 import keras_vit
-from helpers import ALL_BACKENDS, JIT_COMPILE, to_numpy
+from helpers import ALL_BACKENDS, FAMILY_ROWS, JIT_COMPILE, to_numpy
 from keras_vit.weights import save_npz
 from keras_vit.weights.resample import resize_patch_kernel
-
-FAMILY_ROWS = ("tiny_deit", "tiny_dinov2", "tiny_dinov3", "tiny_siglip", "tiny_clip")
 
 
 def _randomized(model, seed=0):

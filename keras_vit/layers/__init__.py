@@ -11,6 +11,7 @@ from keras_vit.layers.rotary_embedding import RotaryPositionEmbedding
 from keras_vit.layers.self_attention import MultiHeadSelfAttention
 from keras_vit.layers.shifted_patches import ShiftedPatches
 from keras_vit.layers.standardized_conv import StandardizedConv2D
+from keras_vit.layers.token_map import TokenMap
 from keras_vit.layers.token_pooling import TokenPooling
 from keras_vit.layers.transformer_block import TransformerBlock
 
@@ -26,6 +27,7 @@ __all__ = [
     "Patches",
     "RotaryPositionEmbedding",
     "StandardizedConv2D",
+    "TokenMap",
     "TokenPooling",
     "TransformerBlock",
     "sincos2d_embedding",

@@ -18,7 +18,8 @@ from keras_vit._validation import (
     plain,
 )
 from keras_vit.layers import (
-    AttentionPooling, NaFlexPatchEncoder, PatchEncoder, RotaryPositionEmbedding, TokenPooling, TransformerBlock,
+    AttentionPooling, NaFlexPatchEncoder, PatchEncoder, RotaryPositionEmbedding, TokenMap, TokenPooling,
+    TransformerBlock,
 )
 from keras_vit.layers.naflex_patch_encoder import NAFLEX_INTERPOLATION
 from keras_vit.layers.patch_encoder import POSITION_EMBEDDINGS
@@ -710,12 +711,13 @@ def _encoder_graph(config, x, layer, collect=None):
             qkv_bias=config.get("qkv_bias", "qkv"),
             name=f"encoderblock_{i}",
         ))
-        if collect is None:
+        if collect is None or "attention" not in collect:
             x = block(x, rope=rope, **masked)
         else:
             x, attention = _WithAttention(block)(x, rope=rope, **masked)
-            collect["blocks"].append(x)
             collect["attention"].append(attention)
+        if collect is not None:
+            collect["blocks"].append(x)
     x = layer("encoder_norm", lambda: keras.layers.LayerNormalization(epsilon=epsilon, name="encoder_norm"))(x)
     if collect is not None:
         collect["tokens"] = x
@@ -913,27 +915,118 @@ class VisionTransformer(keras.Model):
         >>> len(out["blocks"]), tuple(out["attention"][0].shape), tuple(out["tokens"].shape)
         (2, (1, 2, 65, 65), (1, 65, 32))
         """
-        config = self.vit_config
-        if config is None:
-            raise ValueError(
-                f"Model {self.name!r} has no vit_config (it was loaded from a file saved as a plain functional "
-                "model): rebuild it with keras_vit.ViT or use keras_vit.inspect.attention_model."
-            )
-        if config.get("naflex"):
-            inputs = x = _naflex_keras_inputs(config)
-        else:
-            inputs = x = keras.Input(batch_shape=self.inputs[0].shape, dtype=self.inputs[0].dtype, name="images")
-            if config["preprocessing"] is not None:
-                x = self.get_layer("preprocessing")(x)
-            stem = "resnet" if config["backbone"] is None and config["stem"] is not None else config["backbone"]
-            if stem is not None:
-                x = self.get_layer(stem)(x)
+        config = self._config_for("intermediates_model")
+        inputs, x = self._encoder_inputs(config)
         collect = {"blocks": [], "attention": []}
         output = _encoder_graph(config, x, lambda name, make: self.get_layer(name), collect)
         collect["output"] = output
         if config["pooling"] is None:
             del collect["embedding"]
         return keras.Model(inputs, collect, name=f"{self.name}_intermediates")
+
+    def feature_maps_model(self, indices=1, norm=True, prefix_tokens=False):
+        """A model sharing this model's layers that returns chosen blocks' patch tokens as feature maps.
+
+        What dense-task code (segmentation and depth decoders, timm's `forward_intermediates`
+        with `output_fmt="NHWC"`) is written against: each chosen block's patch tokens laid out on
+        the patch grid of the image, channels last, (B, H / p, W / p, D) where p is the pixels a
+        token covers (through any stem). Class, distillation and register tokens are left out of
+        the maps. Blocks after the last chosen one are not run. Use it inside any Keras model;
+        set `trainable = False` on it for a frozen backbone.
+
+        Args:
+            indices: int or list of int. An int n takes the last n blocks; a list names blocks
+                by index, 0 the first, negative from the end (-1 the last), in the order given.
+                Defaults to 1 (the last block).
+            norm: bool. Apply the model's final LayerNorm to each chosen block's tokens, as
+                DINOv2's and Depth Anything's backbones do. Defaults to True.
+            prefix_tokens: bool. Also return each chosen block's prefix tokens (B, P, D) (P is
+                0 for models without a class token). Defaults to False.
+
+        Returns:
+            A `keras.Model` from images to a list of maps (one per chosen block), or with
+            `prefix_tokens=True` a tuple (maps, prefix tokens), two lists.
+
+        Example:
+
+        >>> import numpy as np, keras_vit
+        >>> model = keras_vit.ViT("tiny_dinov2", image_size=None, include_top=False)
+        >>> maps = model.feature_maps_model(indices=[0, -1])(np.zeros((1, 16, 24, 3), "float32"))
+        >>> [tuple(m.shape) for m in maps]
+        [(1, 4, 6, 24), (1, 4, 6, 24)]
+        """
+        config = self._config_for("feature_maps_model")
+        if config.get("naflex"):
+            raise ValueError(
+                f"feature_maps_model needs images on a patch grid; model {self.name!r} takes NaFlex patch sequences. "
+                "Build or load it with naflex=False for feature maps of one image size."
+            )
+        check_bool("norm", norm)
+        check_bool("prefix_tokens", prefix_tokens)
+        chosen = block_indices(indices, config["num_layers"])
+        inputs, x = self._encoder_inputs(config)
+        collect = {"blocks": []}
+        _encoder_graph(config, x, lambda name, make: self.get_layer(name), collect)
+        to_map = TokenMap(config["patch_size"], self.get_layer("embedding").num_prefix_tokens, name="token_map")
+        final_norm = self.get_layer("encoder_norm")
+        maps, prefixes = [], []
+        for i in chosen:
+            tokens = collect["blocks"][i]
+            grid, prefix = to_map(final_norm(tokens) if norm else tokens, x)
+            maps.append(grid)
+            prefixes.append(prefix)
+        return keras.Model(inputs, (maps, prefixes) if prefix_tokens else maps, name=f"{self.name}_feature_maps")
+
+    def _config_for(self, method):
+        config = self.vit_config
+        if config is None:
+            raise ValueError(
+                f"Model {self.name!r} has no vit_config (it was loaded from a file saved as a plain functional "
+                f"model): rebuild it with keras_vit.ViT to call {method}, or use keras_vit.inspect.attention_model."
+            )
+        return config
+
+    def _encoder_inputs(self, config):
+        """New inputs like the model's, and what its patch encoder takes from them (after preprocessing and stem)."""
+        if config.get("naflex"):
+            inputs = _naflex_keras_inputs(config)
+            return inputs, inputs
+        inputs = x = keras.Input(batch_shape=self.inputs[0].shape, dtype=self.inputs[0].dtype, name="images")
+        if config["preprocessing"] is not None:
+            x = self.get_layer("preprocessing")(x)
+        stem = "resnet" if config["backbone"] is None and config["stem"] is not None else config["backbone"]
+        if stem is not None:
+            x = self.get_layer(stem)(x)
+        return inputs, x
+
+
+def block_indices(indices, depth):
+    """The blocks `indices` chooses, as non-negative indices in the order given.
+
+    Args:
+        indices: int or list of int. An int n chooses the last n blocks; a list names blocks, negative
+            from the end.
+        depth: int. The number of blocks.
+
+    Example:
+
+    >>> block_indices(2, 12), block_indices([2, 5, -1], 12)
+    ([10, 11], [2, 5, 11])
+    """
+    if isinstance(indices, (int, np.integer)) and not isinstance(indices, bool):
+        if not 1 <= indices <= depth:
+            raise ValueError(f"Invalid indices={indices!r}: an int chooses the last n blocks, 1 to {depth} "
+                             f"for a model of {depth} blocks.")
+        return list(range(depth - int(indices), depth))
+    if not isinstance(indices, (list, tuple)) or not indices or not all(
+            isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in indices):
+        raise ValueError(f"Invalid indices={indices!r}: expected an int (the last n blocks) or a non-empty list "
+                         "of block indices.")
+    beyond = [i for i in indices if not -depth <= i < depth]
+    if beyond:
+        raise ValueError(f"Invalid indices={list(indices)!r}: block(s) {beyond} beyond the depth; a model of {depth} "
+                         f"blocks has indices 0 to {depth - 1} (or -{depth} to -1 from the end).")
+    return [int(i) % depth for i in indices]
 
 
 def _check_spatial_shapes(name, inputs):
