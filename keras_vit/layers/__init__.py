@@ -3,6 +3,10 @@
 from keras_vit.layers.attention_pooling import AttentionPooling
 from keras_vit.layers.bottleneck_unit import BottleneckUnit
 from keras_vit.layers.drop_path import DropPath
+from keras_vit.layers.dpt_depth_head import DPTDepthHead
+from keras_vit.layers.dpt_fusion import DPTFusion
+from keras_vit.layers.dpt_reassemble import DPTReassemble
+from keras_vit.layers.dpt_residual_unit import DPTResidualUnit
 from keras_vit.layers.layer_scale import LayerScale
 from keras_vit.layers.naflex_patch_encoder import NaFlexPatchEncoder
 from keras_vit.layers.patch_encoder import PatchEncoder, sincos2d_embedding
@@ -18,6 +22,10 @@ from keras_vit.layers.transformer_block import TransformerBlock
 __all__ = [
     "AttentionPooling",
     "BottleneckUnit",
+    "DPTDepthHead",
+    "DPTFusion",
+    "DPTReassemble",
+    "DPTResidualUnit",
     "DropPath",
     "LayerScale",
     "MultiHeadSelfAttention",

@@ -1,5 +1,6 @@
 """Functional model builders: the generic `ViT` and one thin builder per variant."""
 
+from keras_vit.models.depth import DepthEstimator, DepthModel
 from keras_vit.models.head import head_activation, outputs_probabilities
 from keras_vit.models.mimetic import mimetic_initialization
 from keras_vit.models.resnet import BiTResNet
@@ -26,6 +27,8 @@ from keras_vit.models.vit import (
 
 __all__ = [
     "BiTResNet",
+    "DepthEstimator",
+    "DepthModel",
     "head_activation",
     "mimetic_initialization",
     "outputs_probabilities",

@@ -858,32 +858,8 @@ class VisionTransformer(keras.Model):
             for axis, side_name in ((1, "height"), (2, "width")):
                 if expected[axis] is None and multiple:
                     # A free image size would otherwise crop the image (or drop it, at 0 px) in silence.
-                    inputs = self._check_side(inputs, axis, side_name, multiple)
+                    inputs = checked_image_side(inputs, axis, side_name, multiple, self.name)
         return super().call(inputs, training=training, mask=mask, **kwargs)
-
-    def _check_side(self, inputs, axis, side_name, multiple):
-        """Refuses a free-size side that is not a positive multiple of `multiple`: now if known, else at run time."""
-        side = inputs.shape[axis]
-        message = (
-            # No quotes: TensorFlow's assertion message would print them escaped.
-            f"Invalid image {side_name}={{}} for model {self.name} (images of shape {{}}): with a free image "
-            f"size, height and width must be positive multiples of patch_size={multiple}."
-        )
-        if side is not None:
-            if side < 1 or side % multiple:
-                raise ValueError(message.format(side, tuple(inputs.shape)))
-            return inputs
-        # Unknown while tracing, which only TensorFlow does (a tf.function with None sides): the graph checks it.
-        from keras_vit.backends import tensorflow
-
-        shape = keras.ops.shape(inputs)
-        fits = keras.ops.logical_and(shape[axis] > 0, keras.ops.equal(shape[axis] % multiple, 0))
-        inputs = tensorflow.checked(inputs, fits, message, shape[axis], keras.ops.convert_to_tensor(shape))
-        # XLA drops assertions; it cannot drop a reshape whose size differs from the input's
-        # unless the side is a positive multiple (the side rounded down, but at least one patch).
-        side_fitted = keras.ops.maximum(shape[axis] // multiple, 1) * multiple
-        target = [side_fitted if i == axis else shape[i] for i in range(4)]
-        return keras.ops.reshape(inputs, keras.ops.stack(target))
 
     @property
     def pixel_multiple(self):
@@ -998,6 +974,31 @@ class VisionTransformer(keras.Model):
         if stem is not None:
             x = self.get_layer(stem)(x)
         return inputs, x
+
+
+def checked_image_side(inputs, axis, side_name, multiple, model_name):
+    """Refuses a free-size side that is not a positive multiple of `multiple`: now if known, else at run time."""
+    side = inputs.shape[axis]
+    message = (
+        # No quotes: TensorFlow's assertion message would print them escaped.
+        f"Invalid image {side_name}={{}} for model {model_name} (images of shape {{}}): with a free image "
+        f"size, height and width must be positive multiples of patch_size={multiple}."
+    )
+    if side is not None:
+        if side < 1 or side % multiple:
+            raise ValueError(message.format(side, tuple(inputs.shape)))
+        return inputs
+    # Unknown while tracing, which only TensorFlow does (a tf.function with None sides): the graph checks it.
+    from keras_vit.backends import tensorflow
+
+    shape = keras.ops.shape(inputs)
+    fits = keras.ops.logical_and(shape[axis] > 0, keras.ops.equal(shape[axis] % multiple, 0))
+    inputs = tensorflow.checked(inputs, fits, message, shape[axis], keras.ops.convert_to_tensor(shape))
+    # XLA drops assertions; it cannot drop a reshape whose size differs from the input's
+    # unless the side is a positive multiple (the side rounded down, but at least one patch).
+    side_fitted = keras.ops.maximum(shape[axis] // multiple, 1) * multiple
+    target = [side_fitted if i == axis else shape[i] for i in range(4)]
+    return keras.ops.reshape(inputs, keras.ops.stack(target))
 
 
 def block_indices(indices, depth):

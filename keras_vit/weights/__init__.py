@@ -17,6 +17,7 @@ from keras_vit.weights.formats import LAYOUTS, Layout
 from keras_vit.weights.hf_writer import save_hf
 from keras_vit.weights import hub
 from keras_vit.weights.loader import Checkpoint, load_weights, save_npz
+from keras_vit.weights.depth_anything import read_depth_anything
 from keras_vit.weights.mapping import Entry, MappingContext, register_layer_mapping
 from keras_vit.weights.preprocessing import Preprocessing
 from keras_vit.weights.registry import CHECKPOINTS, CheckpointSpec, fetch_checkpoint
@@ -38,6 +39,7 @@ __all__ = [
     "fetch_checkpoint",
     "hub",
     "load_weights",
+    "read_depth_anything",
     "read_npz",
     "read_safetensors",
     "register_layer_mapping",

@@ -1147,15 +1147,7 @@ def read_checkpoint(path, fmt):
         raw = read_safetensors(path)
     config = read_hf_config(config_path, path) if os.path.isfile(config_path) else None
     if config is not None and "model_type" in config:
-        family = hf_family(config, config_path)
-        tensors, names, source_prefix = normalize_hf(raw, family)
-        for key, why in family.refused:
-            if key in raw or any(original.endswith("." + key) for original in raw):
-                raise CheckpointError(f"Checkpoint {path!r} has {key!r}: {why}.")
-        record = LAYOUTS["hf"]
-        if family.interpolation is not None:
-            record = dataclasses.replace(record, interpolation=family.interpolation)
-        return _read_as(record, tensors, names, source_prefix, config, config_path)
+        return read_hf_family(raw, config, config_path, path)
     timm = LAYOUTS["timm"]
     if timm.marker in raw:
         tensors, names, source_prefix = timm.normalize(raw)
@@ -1173,6 +1165,27 @@ def read_checkpoint(path, fmt):
         f"(its first keys: {sample}). Supported: timm ViT state dicts and Hugging Face model_type "
         f"{sorted(HF_FAMILIES)}."
     )
+
+
+def read_hf_family(raw, config, config_path, path):
+    """Reads the tensors `raw` of the Hugging Face family `config` (a config.json's dict) names; as `read_checkpoint`.
+
+    Args:
+        raw: dict. The tensors as in the file (a wrapping model's prefix, e.g. a depth model's
+            "backbone.", already dropped).
+        config: dict. The family's config (a config.json, or a wrapper's nested backbone_config).
+        config_path: str. Where `config` comes from, for messages.
+        path: str. The weights file or folder, for messages.
+    """
+    family = hf_family(config, config_path)
+    tensors, names, source_prefix = normalize_hf(raw, family)
+    for key, why in family.refused:
+        if key in raw or any(original.endswith("." + key) for original in raw):
+            raise CheckpointError(f"Checkpoint {path!r} has {key!r}: {why}.")
+    record = LAYOUTS["hf"]
+    if family.interpolation is not None:
+        record = dataclasses.replace(record, interpolation=family.interpolation)
+    return _read_as(record, tensors, names, source_prefix, config, config_path)
 
 
 def _read_as(layout, tensors, names, source_prefix, config, path):

@@ -74,11 +74,28 @@ class Checkpoint:
             self.source = f"{spec} = " + (hub.describe(url, path) if hub.is_hub_id(url) else path)
         else:
             path = self.source = spec
+        fmt = detect_format(path)
+        self._set(path, fmt, read_checkpoint(path, fmt))
+
+    def _set(self, path, fmt, read):
         self.path = path
-        self.format = detect_format(path)
-        (self.record, self.tensors, self.names, self.source_prefix_tokens,
-         self.architecture) = read_checkpoint(path, self.format)
+        self.format = fmt
+        self.record, self.tensors, self.names, self.source_prefix_tokens, self.architecture = read
         self.layout = self.record.name
+
+    @classmethod
+    def of_part(cls, path, read):
+        """The checkpoint of one part of a larger model's folder (a depth model's backbone).
+
+        Args:
+            path: str. The folder (or file), also the checkpoint's `source`.
+            read: tuple. What `keras_vit.weights.formats.read_hf_family` returns for the part.
+        """
+        checkpoint = cls.__new__(cls)
+        checkpoint.name = None
+        checkpoint.source = path
+        checkpoint._set(path, detect_format(path), read)
+        return checkpoint
 
     @functools.cached_property
     def preprocessing(self):

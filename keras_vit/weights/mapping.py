@@ -113,9 +113,9 @@ class MappingContext:
 
 
 def build_entries(model, context):
-    """Walks the model's layers (outermost first) and collects every layer's entries."""
+    """Walks the model's layers (outermost first), or a list of layers, and collects every layer's entries."""
     entries = []
-    for layer in _layers_with_weights(model):
+    for layer in _layers_with_weights(model) if isinstance(model, keras.Model) else model:
         fn = _mapping_of(layer, context.layout)
         if fn is None:
             raise CheckpointError(
