@@ -55,7 +55,7 @@ def test_depth_anything_folder_equals_transformers_predicted_depth(tmp_path, dep
         images = np.random.default_rng(rows).normal(size=(2, 3, 4 * rows, 4 * cols)).astype("float32")
         with torch.no_grad():
             expected = reference(torch.from_numpy(images)).predicted_depth.numpy()
-        got = to_numpy(model(np.transpose(images, (0, 2, 3, 1))))
+        got = model.predict(np.transpose(images, (0, 2, 3, 1)), verbose=0)  # one compiled graph on JAX: faster
         assert got.shape == expected.shape == (2, 4 * rows, 4 * cols)
         assert np.abs(expected).max() > 0.5 and (expected > 0).mean() > 0.3  # a map, not a few values
         np.testing.assert_allclose(got, expected, atol=1e-4, rtol=0)
@@ -136,3 +136,31 @@ def test_bad_depth_anything_folders_are_refused_by_name(tmp_path):
         keras_vit.DepthEstimator(weights=str(tmp_path / "deep"))
     with pytest.raises(ValueError, match=r"Invalid backbone=, fusion_hidden_size= with weights="):
         keras_vit.DepthEstimator(weights=str(tmp_path / "deep"), backbone="tiny_dinov2", fusion_hidden_size=8)
+
+
+@pytest.mark.backends("tensorflow")
+def test_depth_model_exports_to_saved_model_and_tflite_within_1e_5(tmp_path):
+    import tensorflow as tf
+    from ai_edge_litert.interpreter import Interpreter
+
+    from keras_vit import export
+
+    model = keras_vit.DepthEstimator(backbone="tiny_dinov2", image_size=(16, 24), preprocessing="unit", **DECODER)
+    rng = np.random.default_rng(0)
+    for weight in model.weights:  # convolutions scaled by their fan-in: a depth of order 1
+        scale = 0.3 if len(weight.shape) < 4 else np.prod(weight.shape[:-1]) ** -0.5
+        weight.assign(rng.normal(size=weight.shape).astype("float32") * scale)
+    pixels = rng.uniform(0, 255, (2, 16, 24, 3)).astype("float32")
+    expected = to_numpy(model(pixels))
+    assert (expected > 0).mean() > 0.3 and np.abs(expected).max() > 0.5
+    loaded = tf.saved_model.load(export.saved_model(model, str(tmp_path / "served")))
+    served = loaded.signatures["serving_default"](images=tf.constant(pixels))
+    assert set(served) == {"depth"}
+    np.testing.assert_allclose(served["depth"].numpy(), expected, atol=1e-5, rtol=0)
+    result = export.tflite(model, str(tmp_path / "depth.tflite"), batch_size=2)
+    assert result.output_name == "depth"
+    interpreter = Interpreter(model_path=result.path)
+    got = interpreter.get_signature_runner("serving_default")(images=pixels)["depth"]
+    np.testing.assert_allclose(got, expected, atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="Invalid class_names: a depth model has no classes"):
+        export.tflite(model, str(tmp_path / "named.tflite"), class_names=["a"])

@@ -24,6 +24,7 @@ import numpy as np
 from keras_vit import choices, configs
 from keras_vit import _atomic
 from keras_vit._atomic import atomic_directory, atomic_file  # noqa: F401  the package's one atomic-write helper
+from keras_vit.models.depth import DepthModel
 from keras_vit.models.head import outputs_probabilities  # noqa: F401  (read by to_probabilities and tflite)
 
 LABELS_FILENAME = "labels.txt"
@@ -211,6 +212,38 @@ def file_size(path):
 # Input and output names of the graphs every export writes (TFLite signature, ONNX graph).
 INPUT_NAME = "images"
 OUTPUT_NAME = "probabilities"
+# A depth model's output (batch, height, width), returned as the model computes it.
+DEPTH_OUTPUT_NAME = "depth"
+
+
+def output_kind(model, *, what="export"):
+    """What an export of `model` returns: ("probabilities", classes) for a classifier, ("depth", None) for a depth model.
+
+    Example:
+
+    >>> import keras_vit
+    >>> output_kind(keras_vit.ViT("tiny", num_classes=3)), output_kind(keras_vit.DepthEstimator(backbone="tiny"))
+    (('probabilities', 3), ('depth', None))
+    """
+    if isinstance(model, DepthModel):
+        return DEPTH_OUTPUT_NAME, None
+    return OUTPUT_NAME, num_classes(model, what=what)
+
+
+def check_output_names(class_names, classes):
+    """`check_class_names`, and refuses class names for a model without classes (`classes` None: a depth model)."""
+    if classes is None and class_names is not None:
+        raise ValueError("Invalid class_names: a depth model has no classes; leave class_names out.")
+    return None if classes is None else check_class_names(class_names, classes)
+
+
+def to_output(model):
+    """`to_probabilities` for a classifier; for a depth model, its depth in float32 as it is."""
+    if isinstance(model, DepthModel):
+        import tensorflow as tf
+
+        return lambda outputs: tf.cast(outputs, tf.float32)
+    return to_probabilities(model)
 
 
 def static_image_shape(model, *, what):

@@ -29,11 +29,12 @@ def saved_model(
     max_pixels=MAX_PIXELS,
     precision="float32",
 ):
-    """Exports a classifier for TF Serving as `base_dir/<version>/`, written atomically.
+    """Exports a classifier (or a depth model) for TF Serving as `base_dir/<version>/`, written atomically.
 
     The SavedModel has two signatures, both returning `probabilities` (batch, classes),
     `top_k_indices` (batch, k) int32, `top_k_probabilities` (batch, k) and, when class names
-    are known, `top_k_labels` (batch, k) strings:
+    are known, `top_k_labels` (batch, k) strings; for a depth model (`keras_vit.DepthEstimator`)
+    they return `depth` (batch, height, width) alone:
 
     - `serving_default`: input `images`, float32 (batch, height, width, channels) pixels in
       [0, 255], any batch size >= 1.
@@ -93,8 +94,8 @@ def saved_model(
     '1'
     """
     height, width, channels = _common.input_spec(model, what="export to SavedModel")
-    classes = _common.num_classes(model, what="export to SavedModel")
-    names = _common.check_class_names(class_names, classes)
+    _, classes = _common.output_kind(model, what="export to SavedModel")
+    names = _common.check_output_names(class_names, classes)
     mean_std = _common.resolve_scaling(model, scaling, channels)
     check_positive_int("top_k", top_k)
     check_positive_int("max_pixels", max_pixels)
@@ -114,7 +115,8 @@ def saved_model(
             overwrite=overwrite, jit_compile=jit_compile, max_pixels=max_pixels, precision=precision,
         )
     model = _common.compute_model(model, precision)
-    module, signatures = _serving_module(model, (height, width, channels), mean_std, min(top_k, classes), names,
+    k = None if classes is None else min(top_k, classes)
+    module, signatures = _serving_module(model, (height, width, channels), mean_std, k, names,
                              jit_compile=jit_compile, max_pixels=max_pixels)
     with _common.atomic_directory(target, overwrite=overwrite) as tmp:
         tf.saved_model.save(module, tmp, signatures=signatures)
@@ -140,7 +142,7 @@ def _finite_check(images):
 def _serving_module(model, image_shape, mean_std, k, names, *, jit_compile, max_pixels):
     """A tf.Module holding each model variable once, and the signature functions by name."""
     height, width, channels = image_shape
-    scale, to_probabilities = _common.scale_pixels(mean_std), _common.to_probabilities(model)
+    scale, to_probabilities = _common.scale_pixels(mean_std), _common.to_output(model)
     labels = None if names is None else tf.constant(names)
 
     # Scaling, the model and softmax: the part XLA can compile (no strings, fixed shapes).
@@ -150,6 +152,8 @@ def _serving_module(model, image_shape, mean_std, k, names, *, jit_compile, max_
 
     def outputs(images):
         probabilities = probabilities_of(images)
+        if k is None:  # a depth model: its map, no classes to rank
+            return {_common.DEPTH_OUTPUT_NAME: probabilities}
         top = tf.math.top_k(probabilities, k=k)
         result = {
             "probabilities": probabilities,

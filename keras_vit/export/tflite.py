@@ -40,7 +40,8 @@ class TFLiteExport:
         size_bytes: int. File size.
         ops: dict. Operator name -> count, e.g. {"FULLY_CONNECTED": 13, "GELU": 2}; see
             `tflite_ops`.
-        output_name: str. The name of the signature's output, always "probabilities".
+        output_name: str. The name of the signature's output: "probabilities", or "depth" for
+            a depth model.
 
     Example (`tflite`'s example makes a real one):
 
@@ -140,8 +141,8 @@ def tflite(
     if quantization not in QUANTIZATIONS:
         raise ValueError(f"Invalid quantization={quantization!r}. Expected one of {list(QUANTIZATIONS)}.")
     shape = _common.static_image_shape(model, what="export to TFLite")
-    classes = _common.num_classes(model, what="export to TFLite")
-    names = _common.check_class_names(class_names, classes)
+    output_name, classes = _common.output_kind(model, what="export to TFLite")
+    names = _common.check_output_names(class_names, classes)
     mean_std = _common.resolve_scaling(model, scaling, shape[-1])
     path = _common.output_file(path, ".tflite", overwrite=overwrite)
     # One labels file per model file, so several models can share a folder.
@@ -172,7 +173,7 @@ def tflite(
         model = with_tanh_gelu(model)
     # Not in a full-integer file: nothing there can hold a NaN (its input is quantized first).
     nan_guard = quantization == "dynamic" or (quantization == "int8" and bool(float_ops))
-    wrapper = _export_wrapper(model, shape, mean_std, nan_guard)
+    wrapper = _export_wrapper(model, shape, mean_std, nan_guard, output_name)
     input_signature = [tf.TensorSpec((batch_size,) + tuple(shape), tf.float32, name=INPUT_NAME)]
     with _common.atomic_file(path) as tmp:
         if quantization == "int8":
@@ -184,16 +185,18 @@ def tflite(
             )
             with open(tmp, "rb") as f:
                 content = f.read()
-        content = tflite_metadata.add_metadata(
-            content, name=model.name, image_shape=shape, class_names=names,
-            description=f"Image classifier ({quantization} quantization): float32 [0, 255] pixels in, probabilities out.",
-        )
+        if classes is not None:  # the metadata schema's image classifier; a depth file goes without
+            content = tflite_metadata.add_metadata(
+                content, name=model.name, image_shape=shape, class_names=names,
+                description=f"Image classifier ({quantization} quantization): float32 [0, 255] pixels in, "
+                "probabilities out.",
+            )
         with open(tmp, "wb") as f:
             f.write(content)
         ops = tflite_ops(tmp)
     if names is not None:
         _common.write_labels(labels_path, names)
-    return TFLiteExport(path, quantization, os.path.getsize(path), ops, OUTPUT_NAME)
+    return TFLiteExport(path, quantization, os.path.getsize(path), ops, output_name)
 
 
 def with_tanh_gelu(model):
@@ -292,14 +295,14 @@ def tflite_ops(path):
     return dict(sorted(counts.items()))
 
 
-def _export_wrapper(model, shape, mean_std, nan_guard=False):
+def _export_wrapper(model, shape, mean_std, nan_guard=False, output_name=OUTPUT_NAME):
     """A model: [0, 255] pixels -> (scaling) -> model -> (softmax) -> {"probabilities": float32}.
 
     `nan_guard`: an image with a NaN pixel gets NaN probabilities, as from a float file. A
     quantized file would otherwise answer it with plausible ones (the NaN is lost where the
     activations are quantized); the guard's ops stay in float.
     """
-    wrapper = _ExportWrapper(model, mean_std, nan_guard, name=f"{model.name}_tflite")
+    wrapper = _ExportWrapper(model, mean_std, nan_guard, output_name, name=f"{model.name}_tflite")
     wrapper.build((None,) + tuple(shape))
     return wrapper
 
@@ -311,12 +314,13 @@ class _ExportWrapper(keras.Model):
     `_common.to_probabilities`). It is converted, never saved, so it is not registered.
     """
 
-    def __init__(self, model, mean_std, nan_guard=False, **kwargs):
+    def __init__(self, model, mean_std, nan_guard=False, output_name=OUTPUT_NAME, **kwargs):
         super().__init__(**kwargs)
         self.inner = model
         self.nan_guard = nan_guard
+        self.output_name = output_name
         self._scale = _common.scale_pixels(mean_std)
-        self._to_probabilities = _common.to_probabilities(model)
+        self._to_probabilities = _common.to_output(model)
 
     def build(self, input_shape):
         self.built = True
@@ -326,8 +330,9 @@ class _ExportWrapper(keras.Model):
         probabilities = self._to_probabilities(outputs)
         if self.nan_guard:  # NOT_EQUAL(x, x) holds only for NaN
             nan = keras.ops.any(keras.ops.not_equal(images, images), axis=tuple(range(1, len(images.shape))))
-            probabilities = keras.ops.where(nan[:, None], float("nan"), probabilities)
-        return {OUTPUT_NAME: probabilities}
+            nan = keras.ops.reshape(nan, (-1,) + (1,) * (len(probabilities.shape) - 1))
+            probabilities = keras.ops.where(nan, float("nan"), probabilities)
+        return {self.output_name: probabilities}
 
 
 def _converter_kwargs(quantization):
