@@ -81,7 +81,7 @@ def test_depth_estimator_on_every_family_gives_a_depth_per_pixel(variant):
     assert np.all(depth >= 0)
 
 
-def test_depth_estimator_shares_a_given_backbone_and_trains():
+def test_depth_estimator_shares_a_given_backbone_trains_and_saves(tmp_path):
     backbone = keras_vit.ViT("tiny_dinov2", image_size=None, include_top=False)
     model = keras_vit.DepthEstimator(backbone=backbone, indices=[0, 1], neck_hidden_sizes=[8, 8],
                                      reassemble_factors=[2, 1], fusion_hidden_size=8, head_hidden_size=4,
@@ -93,6 +93,10 @@ def test_depth_estimator_shares_a_given_backbone_and_trains():
     x = np.random.default_rng(0).uniform(size=(2, 16, 24, 3)).astype("float32")
     history = model.fit(x, np.ones((2, 16, 24), "float32"), epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"][0])
+    model.save(tmp_path / "depth.keras")
+    loaded = keras.saving.load_model(tmp_path / "depth.keras", safe_mode=True)
+    assert type(loaded).__name__ == "DepthModel" and loaded.pixel_multiple == 4
+    np.testing.assert_array_equal(to_numpy(loaded(x)), to_numpy(model(x)))
 
 
 def test_depth_head_contract():

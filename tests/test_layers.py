@@ -8,7 +8,6 @@ from keras_vit.layers import (
     BottleneckUnit,
     DPTFusion,
     DPTReassemble,
-    DPTResidualUnit,
     LayerScale,
     DropPath,
     MultiHeadSelfAttention,
@@ -90,8 +89,6 @@ LAYER_CASES = {
     "bottleneck_unit_identity": (BottleneckUnit, {"filters": 32, "epsilon": 1e-5}, (2, 4, 4, 128)),
     "dpt_reassemble_up": (DPTReassemble, {"channels": 6, "factor": 4, "output_channels": 8}, (2, 3, 5, 12)),
     "dpt_reassemble_down_even": (DPTReassemble, {"channels": 6, "factor": 0.5, "output_channels": 8}, (2, 4, 5, 12)),
-    "dpt_reassemble_identity": (DPTReassemble, {"channels": 6, "factor": 1, "output_channels": 8}, (2, 4, 5, 12)),
-    "dpt_residual_unit": (DPTResidualUnit, {"channels": 8}, (2, 3, 5, 8)),
     "dpt_fusion_first": (DPTFusion, {"channels": 8, "residual": False}, (2, 3, 5, 8)),
 }
 
