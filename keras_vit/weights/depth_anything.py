@@ -39,6 +39,9 @@ DEPTH_ANYTHING_DEFAULTS = {
     "neck_hidden_sizes": [48, 96, 192, 384], "fusion_hidden_size": 64, "head_in_index": -1,
     "head_hidden_size": 32, "depth_estimation_type": "relative", "max_depth": 1,
 }
+# Dinov2Config's defaults for what hf_architecture requires: a backbone_config that older transformers
+# saved as a diff against the class defaults leaves them out (Depth Anything V2 Base: hidden_size).
+DINOV2_BACKBONE_DEFAULTS = {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12}
 # Built by Hugging Face, never run: the first fusion block has no residual map.
 UNUSED_KEYS = tuple(f"neck.fusion_stage.layers.0.residual_layer1.convolution{i}.{kind}"
                     for i in (1, 2) for kind in ("weight", "bias"))
@@ -92,7 +95,7 @@ def read_depth_anything(path, *, cache_dir=None, token=None):
         raise CheckpointError(
             f"Hugging Face config {config_path!r}: backbone_config is missing (backbone={config.get('backbone')!r}); "
             f"keras_vit reads Depth Anything folders whose backbone_config states a model_type in {list(DEPTH_BACKBONES)}.")
-    backbone = config_value(config, "backbone_config", config_path, "object")
+    backbone = {**DINOV2_BACKBONE_DEFAULTS, **config_value(config, "backbone_config", config_path, "object")}
     where = f"{config_path} (backbone_config)"
     backbone_type = config_value(backbone, "model_type", where, "name")
     if backbone_type not in DEPTH_BACKBONES:
@@ -157,6 +160,9 @@ def _decoder_fields(config, path, arch):
 def _block_indices(backbone, path, depth, maps):
     """The 0-based blocks of Hugging Face's out_indices (stage i is block i's output, stage 0 the embedding)."""
     found = backbone.get("out_indices")
+    features = backbone.get("out_features")
+    if found is None and isinstance(features, list) and all(re.fullmatch(r"stage\d+", str(f)) for f in features):
+        found = [int(f[len("stage"):]) for f in features]  # the stage names out_indices stands for
     expected = f"a list of {maps} increasing stage indices in 1 to {depth} (stage i: the output of block i)"
     if not isinstance(found, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in found):
         raise CheckpointError(f"Hugging Face config {path!r}: out_indices is {found!r}; expected {expected}.")
