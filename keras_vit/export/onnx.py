@@ -115,7 +115,8 @@ def _convert(model, shape, mean_std, opset):
         return {_common.OUTPUT_NAME: to_probabilities(model(scale(images), training=False))}
 
     # Freezing turns the captured weights and the Normalization statistics (eager tensors that
-    # tf2onnx would otherwise make graph inputs) into constants.
+    # tf2onnx would otherwise make graph inputs) into constants. A private TF function: tf2onnx's public
+    # from_function freezes internally, leaving no hook for the Erfc rewrite (pinned by tests/test_private_apis.py).
     frozen = convert_variables_to_constants_v2(serve.get_concrete_function())
     graph_def = _erf_instead_of_erfc(frozen.graph.as_graph_def())
     (input_tensor,) = frozen.inputs

@@ -365,7 +365,8 @@ def _convert_int8(wrapper, input_signature, calibration, batch_size, float_ops):
             return converter.convert()
         # What tf.lite.experimental.QuantizationDebugger does for denylisted ops, without
         # building its instrumented debug model (nor the deprecated tf.lite.Interpreter it runs):
-        # calibrate only, then quantize with the MLIR quantizer, skipping `float_ops`.
+        # calibrate only, then quantize with the MLIR quantizer, skipping `float_ops`. Private TF names:
+        # no public API takes an op denylist (pinned by tests/test_private_apis.py).
         from tensorflow.lite.python import convert
 
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8, tf.lite.OpsSet.TFLITE_BUILTINS]
