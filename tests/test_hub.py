@@ -134,7 +134,8 @@ def test_timm_table_matches_timm():
     if timm is None:
         pytest.skip("timm is not installed")
     torch = pytest.importorskip("torch")
-    from keras_vit.weights.timm_names import TIMM_ARCHITECTURES, architecture_fields, eva_architecture
+    from keras_vit.models.vit import resolve_config
+    from keras_vit.weights.timm_names import TIMM_ARCHITECTURES, architecture_fields, eva_architecture, timm_image_size
 
     activations = {("gelu", False): "GELU", ("gelu", True): "GELUTanh", ("quick_gelu", False): "QuickGELU",
                    ("swiglu", False): "SiLU"}
@@ -176,6 +177,26 @@ def test_timm_table_matches_timm():
         expected["activation"] = activations[(fields["mlp_activation"], fields["approximate_gelu"])]
         assert found.pop("rope") == expected.pop("rope"), name  # approx compares no nested dict
         assert found == pytest.approx(expected), name
+        # ViT(name) builds the same fields, at timm's default input size.
+        assert timm_image_size(name) == timm.models.get_pretrained_cfg(name).input_size[-1], name
+        resolved = resolve_config(name)
+        assert {key: resolved[key] for key in fields if key != "channels"} == {
+            key: value for key, value in fields.items() if key != "channels"}, name
+        assert resolved["image_size"] == (timm_image_size(name),) * 2, name
+
+
+@pytest.mark.parametrize("name", ["vit_tiny_patch16_384", "vit_small_patch16_dinov3_qkvb", "deit3_small_patch16_224"])
+def test_a_timm_name_builds_what_timm_builds(name):
+    timm = import_timm()
+    if timm is None:
+        pytest.skip("timm is not installed")
+    torch = pytest.importorskip("torch")
+    model = keras_vit.ViT(name, num_layers=1, num_classes=7)  # the head is keras_vit's argument, as for any row
+    with torch.device("meta"):
+        reference = timm.create_model(name, pretrained=False, depth=1, num_classes=7)
+    assert model.name == name
+    assert model.count_params() == sum(p.numel() for p in reference.parameters())
+    assert tuple(model.input_shape[1:3]) == tuple(reference.pretrained_cfg["input_size"][1:])
 
 
 @pytest.mark.parametrize("variant, arguments", [

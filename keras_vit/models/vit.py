@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import keras
@@ -29,6 +30,7 @@ from keras_vit.layers.token_pooling import ALL_POOLINGS
 from keras_vit.layers.transformer_block import MLP_ACTIVATIONS
 from keras_vit.weights import INTERPOLATIONS, Checkpoint, load_weights
 from keras_vit.weights.registry import imagenet_checkpoint
+from keras_vit.weights.timm_names import TIMM_ARCHITECTURES, timm_image_size
 from keras_vit.models.resnet import BiTResNet
 
 # Symbolic probe size for a backbone's true stride: a multiple of every stride in common use
@@ -92,7 +94,10 @@ def ViT(
     `encoder_norm`, `pre_logits`, `head`. The head is zero-initialised and computes in float32.
 
     Args:
-        variant: str or None. Variant name such as "B16" or "ViT-B/16". Defaults to None.
+        variant: str or None. Variant name such as "B16" or "ViT-B/16", or a timm model name
+            such as "vit_small_patch16_224" (built as timm builds it, at timm's default size; the
+            head follows `num_classes` and `include_top` as for any row;
+            `keras_vit.weights.timm_names.TIMM_ARCHITECTURES` lists them). Defaults to None.
         patch_size: int or None. Patch side in pixels. Defaults to the variant's.
         hidden_size: int or None. Token width D. Defaults to the variant's.
         num_layers: int or None. Number of transformer blocks. Defaults to the variant's.
@@ -304,7 +309,7 @@ def resolve_config(variant=None, checkpoint=None, *, backbone=None, **arguments)
     `keras_vit.configs.ADJUSTABLE_FIELDS` is a contradiction: one ValueError lists them all.
 
     Args:
-        variant: str or None. A row of `keras_vit.configs.VARIANTS`. Defaults to None.
+        variant: str or None. A row of `keras_vit.configs.VARIANTS` or a timm model name. Defaults to None.
         checkpoint: `keras_vit.weights.Checkpoint` or None. Defaults to None.
         backbone: Keras model or layer or None. A custom stem replaces the variant's or the
             checkpoint's; it is not part of the config. Defaults to None.
@@ -321,7 +326,7 @@ def resolve_config(variant=None, checkpoint=None, *, backbone=None, **arguments)
     >>> config["patch_size"], config["num_heads"], config["pooling"], config["image_size"]
     (4, 2, 'token', (32, 32))
     """
-    row = configs.get_variant(variant) if variant is not None else None
+    row, timm_changes = _variant_row(variant)
     found = checkpoint.architecture if checkpoint is not None else {}
     arguments = {key: plain(value) for key, value in arguments.items()}
     given = {key: value for key, value in arguments.items() if not _is_unset(key, value)}
@@ -329,6 +334,7 @@ def resolve_config(variant=None, checkpoint=None, *, backbone=None, **arguments)
         from_variant = {key: getattr(row, key) for key in ("patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim")}
         from_variant.update({key: getattr(row, key) for key in configs.FAMILY_FIELDS
                              if getattr(row, key) != configs.FAMILY_DEFAULTS[key]})
+        from_variant.update(timm_changes)
         if from_variant.get("pooling") == "auto":
             del from_variant["pooling"]
         if backbone is None:
@@ -400,6 +406,20 @@ _BUILD_DEFAULTS = {
     "include_top": True, "classifier_activation": "softmax", "preprocessing": None, "dropout_rate": 0.0,
     "attention_dropout_rate": 0.0, "drop_path_rate": 0.0, "fused_attention": False, "name": None,
 }
+
+
+def _variant_row(variant):
+    """The table row `variant` names and the fields a timm name changes on it; (None, {}) without a variant.
+
+    A timm model name (a key of `keras_vit.weights.timm_names.TIMM_ARCHITECTURES`, e.g.
+    "vit_small_patch16_224") stands for its row built as timm builds that name, at timm's default size.
+    """
+    if variant is None:
+        return None, {}
+    if isinstance(variant, str) and variant in TIMM_ARCHITECTURES:
+        row_name, changes = TIMM_ARCHITECTURES[variant]
+        return dataclasses.replace(configs.VARIANTS[row_name], image_size=timm_image_size(variant)), dict(changes)
+    return configs.get_variant(variant), {}
 
 
 def _is_unset(key, value):
@@ -1170,6 +1190,8 @@ def _preprocessing_layer(preprocessing, channels):
 def _default_name(variant):
     if variant is None:
         return "vit"
+    if variant in TIMM_ARCHITECTURES:
+        return variant
     return "vit_" + configs.normalize_variant_name(variant).lower()
 
 

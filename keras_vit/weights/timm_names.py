@@ -110,6 +110,25 @@ _TABLE = (
 TIMM_ARCHITECTURES: dict[str, tuple[str, dict]] = {name: (row, fields) for names, row, fields in _TABLE for name in names}
 
 
+# timm's default input side for names that do not end in it, where it differs from their row's.
+_IMAGE_SIDES = {"flexivit_": 240, "_dinov3": 256}
+
+
+def timm_image_size(name):
+    """timm's default input side for model `name` (a key of `TIMM_ARCHITECTURES`): its pretrained config's.
+
+    Example:
+
+    >>> timm_image_size("vit_base_patch16_384"), timm_image_size("vit_small_patch14_dinov2")
+    (384, 518)
+    """
+    match = re.fullmatch(r".*_(\d+)", name)
+    if match:
+        return int(match.group(1))
+    sides = [side for part, side in _IMAGE_SIDES.items() if part in name]
+    return sides[0] if sides else VARIANTS[TIMM_ARCHITECTURES[name][0]].image_size
+
+
 def eva_architecture(name):
     """Whether timm builds `name` (a key of `TIMM_ARCHITECTURES`) with its Eva class, not its VisionTransformer.
 
