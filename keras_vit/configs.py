@@ -193,8 +193,10 @@ VARIANTS.update({
 # The fields that describe a ViT's architecture, in the order messages list them. A checkpoint
 # (`keras_vit.weights.Checkpoint.architecture`) states each of them, None where its layout does
 # not store it; the builder resolves every one into the model's config (`model.vit_config`).
-ARCHITECTURE_FIELDS = (
-    "patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim", "class_token", "pooling",
+# The five every row states (ViTConfig's positional fields), first of them.
+CORE_FIELDS = ("patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim")
+ARCHITECTURE_FIELDS = CORE_FIELDS + (
+    "class_token", "pooling",
     "representation_size", "position_embedding", "grid_size", "channels", "approximate_gelu",
     "layer_norm_epsilon", "stem", "stem_width", "num_classes", "distillation_token", "num_register_tokens",
     "prefix_position_embedding", "layer_scale_init", "mlp_activation", "pre_norm", "patch_bias",
@@ -313,3 +315,10 @@ def builder_name(variant: str) -> str:
         return f"ViT_{key}"
     stem, _, encoder = key.partition("_")
     return f"{stem}_ViT_{encoder}"
+
+
+# The rows with a named builder (`keras_vit.ViT_B16`, `keras_vit.R50_ViT_B16`, ...): the paper's
+# variants and hybrids, by builder name.
+NAMED_BUILDERS: dict[str, str] = {
+    builder_name(name): name for name, row in VARIANTS.items() if row.family == "vit" and "tiny" not in name
+}

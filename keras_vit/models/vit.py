@@ -331,7 +331,7 @@ def resolve_config(variant=None, checkpoint=None, *, backbone=None, **arguments)
     arguments = {key: plain(value) for key, value in arguments.items()}
     given = {key: value for key, value in arguments.items() if not _is_unset(key, value)}
     if row is not None:
-        from_variant = {key: getattr(row, key) for key in ("patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim")}
+        from_variant = {key: getattr(row, key) for key in configs.CORE_FIELDS}
         from_variant.update({key: getattr(row, key) for key in configs.FAMILY_FIELDS
                              if getattr(row, key) != configs.FAMILY_DEFAULTS[key]})
         from_variant.update(timm_changes)
@@ -481,7 +481,7 @@ _PAPER_DEFAULTED = ("distillation_token", "num_register_tokens", "prefix_positio
 
 
 def _check_config(config, checkpoint):
-    missing = [key for key in ("patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim") if config[key] is None]
+    missing = [key for key in configs.CORE_FIELDS if config[key] is None]
     if missing and checkpoint is not None:
         why = " (timm fuses query, key and value, which hides the head count)" if checkpoint.layout == "timm" else ""
         raise ValueError(
@@ -493,7 +493,7 @@ def _check_config(config, checkpoint):
             f"Pass variant= (one of {sorted(configs.VARIANTS)}) or all of the architecture "
             f"arguments; missing: {', '.join(missing)}."
         )
-    for key in ("patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim", "channels"):
+    for key in configs.CORE_FIELDS + ("channels",):
         check_positive_int(key, config[key])
     check_divisible("hidden_size", config["hidden_size"], "num_heads", config["num_heads"])
     check_choice("position_embedding", config["position_embedding"], POSITION_EMBEDDINGS)
@@ -1239,22 +1239,5 @@ def _builder_doc(name, row):
     """
 
 
-ViT_Ti16 = _named_builder("Ti16")
-ViT_S16 = _named_builder("S16")
-ViT_S32 = _named_builder("S32")
-ViT_B8 = _named_builder("B8")
-ViT_B16 = _named_builder("B16")
-ViT_B32 = _named_builder("B32")
-ViT_L16 = _named_builder("L16")
-ViT_L32 = _named_builder("L32")
-ViT_H14 = _named_builder("H14")
-ViT_g14 = _named_builder("g14")
-ViT_G14 = _named_builder("G14")
-ViT_e14 = _named_builder("e14")
-
-
-R50_ViT_B16 = _named_builder("R50_B16")
-R50_ViT_L32 = _named_builder("R50_L32")
-R26_ViT_S32 = _named_builder("R26_S32")
-R26_ViT_B32 = _named_builder("R26_B32")
-R_ViT_Ti16 = _named_builder("R_Ti16")
+# ViT_Ti16, ..., R50_ViT_B16, ...: one per row of configs.NAMED_BUILDERS, documented from the row.
+globals().update({name: _named_builder(variant) for name, variant in configs.NAMED_BUILDERS.items()})

@@ -23,7 +23,7 @@ import os
 import numpy as np
 
 from keras_vit._atomic import atomic_directory, write_json
-from keras_vit.configs import FAMILY_FIELDS, SCALINGS
+from keras_vit.configs import CORE_FIELDS, FAMILY_FIELDS, SCALINGS
 from keras_vit.weights.files import CheckpointError, writable_checkpoint_folder, write_safetensors
 from keras_vit.weights.formats import LAYOUTS
 from keras_vit.weights.mapping import MappingContext, model_tensors
@@ -35,10 +35,10 @@ from keras_vit.weights.timm_names import (
 
 # timm's own `_cfg` defaults for what a model does not state (its resize filter and crop).
 TIMM_DEFAULT_CFG = {"interpolation": "bicubic", "crop_pct": 0.9, "crop_mode": "center"}
-_COMPARED = ("patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim", "channels", "class_token", "pooling",
-             "distillation_token", "num_register_tokens", "prefix_position_embedding", "layer_scale_init",
-             "mlp_activation", "approximate_gelu", "layer_norm_epsilon", "pre_norm", "patch_bias", "position_embedding",
-             "num_classes", "qkv_bias")
+_COMPARED = CORE_FIELDS + (
+    "channels", "class_token", "pooling", "distillation_token", "num_register_tokens", "prefix_position_embedding",
+    "layer_scale_init", "mlp_activation", "approximate_gelu", "layer_norm_epsilon", "pre_norm", "patch_bias",
+    "position_embedding", "num_classes", "qkv_bias")
 
 
 def save_timm(model, folder, *, architecture=None, pretrained_cfg=None, overwrite=False):
