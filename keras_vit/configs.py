@@ -17,6 +17,10 @@ import dataclasses
 import re
 
 
+# The input side of a ViT that no row, argument or checkpoint sizes (the paper's and ImageNet's).
+DEFAULT_IMAGE_SIZE = 224
+
+
 @dataclasses.dataclass(frozen=True)
 class ViTConfig:
     """Architecture of one ViT variant (paper Table 1).
@@ -62,7 +66,7 @@ class ViTConfig:
     mlp_dim: int
     num_heads: int
     num_layers: int
-    image_size: int = 224
+    image_size: int = DEFAULT_IMAGE_SIZE
     description: str = ""
     stem: tuple[int, ...] | None = None
     stem_width: int = 64

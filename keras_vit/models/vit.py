@@ -582,7 +582,7 @@ def _resolve_image_size(image_size, config, row, found, backbone):
             # The file's own patch: a new patch_size= (FlexiViT resize) keeps the image size.
             pixels = _pixel_patch({**config, "patch_size": found.get("patch_size") or config["patch_size"]})
             return (grid[0] * pixels, grid[1] * pixels)
-        side = row.image_size if row is not None else 224
+        side = row.image_size if row is not None else configs.DEFAULT_IMAGE_SIZE
         return (side, side)
     if image_size is None:
         return None
@@ -597,7 +597,7 @@ def _resolve_grid(config, row, found, backbone):
     """The grid a dynamic-size model stores its learned position embedding for."""
     if found.get("grid_size") is not None:
         return tuple(found["grid_size"])
-    side = row.image_size if row is not None else 224
+    side = row.image_size if row is not None else configs.DEFAULT_IMAGE_SIZE
     if backbone is not None:
         side = backbone.compute_output_shape((1, side, side, config["channels"]))[1] // config["patch_size"]
     else:
