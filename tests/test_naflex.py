@@ -149,6 +149,30 @@ def test_naflex_inputs_are_the_reference_processors():
         assert np.abs(ours - kernel).max() <= 1 and (ours != kernel).mean() < 0.1, (ours != kernel).mean()
 
 
+@ALL_BACKENDS
+def test_the_budget_patch_size_and_scaling_come_from_the_checkpoints_processor(siglip2, tmp_path):
+    """A folder with Siglip2ImageProcessor's preprocessor_config.json: nothing to pass, contradictions refused."""
+    import shutil
+
+    folder = str(shutil.copytree(siglip2[0], tmp_path / "with_processor"))
+    transformers.Siglip2ImageProcessor(patch_size=PATCH, max_num_patches=BUDGET).save_pretrained(folder)
+    images = _images()
+    inputs, mask = naflex_inputs(images, weights=folder)
+    expected, expected_mask = naflex_inputs(images, PATCH, BUDGET, "symmetric")
+    np.testing.assert_array_equal(inputs["patches"], expected["patches"])
+    np.testing.assert_array_equal(mask, expected_mask)
+    assert naflex_inputs(images, PATCH, BUDGET, weights=keras_vit.weights.Checkpoint(folder))[1].shape == (2, BUDGET)
+    for kwargs, message in (({"max_num_patches": 256}, r"Contradicting max_num_patches=256 and weights=.*states "
+                                                        r"max_num_patches=20"),
+                            ({"patch_size": 16}, r"Contradicting patch_size=16 and weights=.*states patch_size=4"),
+                            ({"scaling": "unit"}, r"Contradicting scaling='unit' .* states scaling='symmetric'")):
+        with pytest.raises(ValueError, match=message):
+            naflex_inputs(images, weights=folder, **kwargs)
+    with pytest.raises(ValueError, match=r"Missing max_num_patches: weights=.*it has no preprocessor_config.json\) "
+                                         r"states none. Pass max_num_patches="):
+        naflex_inputs(images, PATCH, weights=siglip2[0])
+
+
 @pytest.mark.parametrize("call, message", [
     (lambda: naflex_inputs(np.zeros((0, 5, 3), "uint8"), PATCH, BUDGET), r"image 0 of shape \(0, 5, 3\): it has no pixels"),
     (lambda: naflex_inputs(np.zeros((8, 8), "uint8"), PATCH, BUDGET), r"image 0 of shape \(8, 8\).*\(height, width, channels\)"),
@@ -193,7 +217,8 @@ def test_naflex_serving_signature_takes_encoded_images_of_any_aspect(tmp_path):
     rng = np.random.default_rng(0)
     for weight in model.weights:
         weight.assign(rng.normal(size=weight.shape).astype("float32") * 0.3)
-    path = naflex_saved_model(model, str(tmp_path), max_num_patches=BUDGET)
+    transformers.Siglip2ImageProcessor(patch_size=PATCH, max_num_patches=BUDGET).save_pretrained(str(tmp_path / "hf"))
+    path = naflex_saved_model(model, str(tmp_path / "serving"), weights=str(tmp_path / "hf"))  # its budget: 20
     serve = tf.saved_model.load(path).signatures["serving_default"]
     images = _images()
     encoded = tf.stack([tf.io.encode_png(images[0]), tf.io.encode_jpeg(images[1], quality=100)])
