@@ -149,13 +149,20 @@ def test_naflex_inputs_are_the_reference_processors():
         assert np.abs(ours - kernel).max() <= 1 and (ours != kernel).mean() < 0.1, (ours != kernel).mean()
 
 
-@ALL_BACKENDS
-def test_the_budget_patch_size_and_scaling_come_from_the_checkpoints_processor(siglip2, tmp_path):
-    """A folder with Siglip2ImageProcessor's preprocessor_config.json: nothing to pass, contradictions refused."""
+@pytest.fixture(scope="module")
+def with_processor(siglip2, tmp_path_factory):
+    """The siglip2 folder with the preprocessor_config.json of Siglip2ImageProcessor(patch_size=4, max_num_patches=20)."""
     import shutil
 
-    folder = str(shutil.copytree(siglip2[0], tmp_path / "with_processor"))
+    folder = str(shutil.copytree(siglip2[0], tmp_path_factory.mktemp("processor") / "siglip2"))
     transformers.Siglip2ImageProcessor(patch_size=PATCH, max_num_patches=BUDGET).save_pretrained(folder)
+    return folder
+
+
+@ALL_BACKENDS
+def test_the_budget_patch_size_and_scaling_come_from_the_checkpoints_processor(siglip2, with_processor):
+    """A folder with Siglip2ImageProcessor's preprocessor_config.json: nothing to pass, contradictions refused."""
+    folder = with_processor
     images = _images()
     inputs, mask = naflex_inputs(images, weights=folder)
     expected, expected_mask = naflex_inputs(images, PATCH, BUDGET, "symmetric")
@@ -171,6 +178,19 @@ def test_the_budget_patch_size_and_scaling_come_from_the_checkpoints_processor(s
     with pytest.raises(ValueError, match=r"Missing max_num_patches: weights=.*it has no preprocessor_config.json\) "
                                          r"states none. Pass max_num_patches="):
         naflex_inputs(images, PATCH, weights=siglip2[0])
+
+
+@ALL_BACKENDS
+def test_load_pretrained_takes_naflex_weights_at_one_image_size(with_processor):
+    """The probes' backbone: the NaFlex weights on square images of the stored grid, scaling from the processor."""
+    from keras_vit.transfer import load_pretrained
+
+    model, info = load_pretrained(with_processor)
+    assert info.image_size == (16, 16) and "naflex=False" in info.image_size_reason and info.scaling == "symmetric"
+    image = np.random.default_rng(4).integers(0, 256, (16, 16, 3)).astype("uint8")
+    naflex = keras_vit.ViT(weights=with_processor, include_top=False)
+    expected = to_numpy(naflex(naflex_inputs(image, weights=with_processor)[0]))
+    np.testing.assert_allclose(to_numpy(model(image[None].astype("float32"))), expected, atol=1e-5)
 
 
 @pytest.mark.parametrize("call, message", [
