@@ -341,6 +341,8 @@ def _add_predict(subparsers):
     parser.add_argument("--top-k", type=int, default=5, help="classes to print per image (default: 5)")
     parser.add_argument("--labels", metavar="FILE", help="class names, one per line (default: stored, or <model>.labels.txt / labels.txt beside the model)")
     parser.add_argument("--scaling", help="pixel scaling for a .keras model without preprocessing")
+    parser.add_argument("--max-num-patches", type=int, help="patch budget each image is resized to fit, at its own "
+                        "aspect, for a NaFlex .keras model (SigLIP 2; default: 256)")
     parser.add_argument("--precision", choices=("auto", *choices.EXPORT_PRECISIONS), default="auto",
                         help="what the model computes in; auto (default): a .keras model in bfloat16 where this CPU has AMX "
                         "and the model is wide enough to gain (keras_vit.machine), else float32; an exported file as "
@@ -353,9 +355,11 @@ def _run_predict(args):
     from keras_vit._validation import check_positive_int
 
     check_positive_int("--top-k", args.top_k)
+    if args.max_num_patches is not None:
+        check_positive_int("--max-num-patches", args.max_num_patches)
     class_names = export.read_labels(args.labels) if args.labels else None
     predictor = export.load_predictor(args.model, class_names=class_names, scaling=args.scaling,
-                                      precision=args.precision)
+                                      precision=args.precision, max_num_patches=args.max_num_patches)
     if predictor.precision != "float32":
         print(f"precision {predictor.precision} ({predictor.precision_reason})", file=sys.stderr)
     probabilities = predictor.predict_files(args.images)

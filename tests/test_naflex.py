@@ -253,6 +253,36 @@ def test_naflex_serving_signature_takes_encoded_images_of_any_aspect(tmp_path):
         naflex_saved_model(keras_vit.ViT("tiny_siglip", include_top=False), str(tmp_path / "images"))
 
 
+def test_predict_takes_each_photo_at_its_aspect_and_the_fixed_size_commands_refuse_naflex(tmp_path, capsys):
+    from PIL import Image
+
+    from keras_vit.cli import main
+    from keras_vit.export import load_predictor
+
+    model = keras_vit.ViT("tiny_siglip2", num_classes=3)
+    rng = np.random.default_rng(5)
+    for weight in model.weights:
+        weight.assign(rng.normal(size=weight.shape).astype("float32") * 0.3)
+    path = str(tmp_path / "naflex.keras")
+    model.save(path)
+    files = [str(tmp_path / f"{i}.png") for i in range(2)]
+    for image, file in zip(_images(), files):
+        Image.fromarray(image).save(file)
+    expected = to_numpy(model(naflex_inputs(_images(), PATCH, BUDGET)[0]))
+    predictor = load_predictor(path, scaling="symmetric", max_num_patches=BUDGET)
+    np.testing.assert_allclose(predictor.predict_files(files), expected, atol=1e-5)
+    assert main(["predict", path, *files, "--scaling", "symmetric", "--max-num-patches", str(BUDGET)]) == 0
+    assert f"{expected[0].max():.4f}" in capsys.readouterr().out
+    for argv, message in ((["inspect", path, files[0], "--out", str(tmp_path / "figures")], "Cannot inspect NaFlex"),
+                          (["export", path, "--tflite", str(tmp_path / "m.tflite"), "--scaling", "symmetric"],
+                           "Cannot export to TFLite NaFlex model"),
+                          (["predict", path, files[0], "--scaling", "symmetric", "--max-num-patches", "0"],
+                           "--max-num-patches")):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err
+
+
 def test_writers_and_readers_refuse_what_they_cannot_hold(siglip2, tmp_path):
     import json
     import shutil

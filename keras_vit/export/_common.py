@@ -31,8 +31,19 @@ LABELS_FILENAME = "labels.txt"
 NO_SCALING = "none"
 
 
+def is_naflex(model) -> bool:
+    """True for a SigLIP 2 NaFlex model (`naflex=True`): it takes patch sequences, not images."""
+    return bool((getattr(model, "vit_config", None) or {}).get("naflex"))
+
+
 def input_spec(model, *, what="export"):
-    """Returns the model's (height, width, channels), each an int or None; raises on unbuilt models."""
+    """Returns the model's (height, width, channels), each an int or None; raises on unbuilt models and NaFlex ones."""
+    if is_naflex(model):
+        raise ValueError(
+            f"Cannot {what} NaFlex model {model.name!r} (naflex=True: patch sequences of any length, not images of "
+            "one size). keras_vit.export.naflex_saved_model exports its embeddings for encoded images of any aspect; "
+            "for a file on images of one size rebuild it with keras_vit.ViT(weights=..., naflex=False, image_size=N)."
+        )
     inputs = getattr(model, "inputs", None) if getattr(model, "built", False) else None
     if not inputs:
         raise ValueError(
