@@ -283,6 +283,20 @@ def test_predict_takes_each_photo_at_its_aspect_and_the_fixed_size_commands_refu
         assert message in err and err.count("\n") == 1, err
 
 
+def test_save_hf_writes_a_siglip2_folder_transformers_reads_with_equal_outputs(siglip2, tmp_path):
+    from keras_vit.weights import save_hf
+
+    model = keras_vit.ViT(weights=siglip2[0], include_top=False)
+    save_hf(model, str(tmp_path / "hf"))
+    hf = transformers.AutoModel.from_pretrained(str(tmp_path / "hf")).eval()
+    assert type(hf).__name__ == "Siglip2VisionModel"
+    inputs, mask = naflex_inputs(_images(), PATCH, BUDGET)
+    expected, written = _reference(siglip2[1], inputs, mask), _reference(hf, inputs, mask)
+    for key in ("pooler_output", "last_hidden_state"):
+        np.testing.assert_array_equal(getattr(written, key).numpy(), getattr(expected, key).numpy())
+    assert np.abs(to_numpy(model(inputs)) - written.pooler_output.numpy()).max() <= 1e-5
+
+
 def test_writers_and_readers_refuse_what_they_cannot_hold(siglip2, tmp_path):
     import json
     import shutil
@@ -290,8 +304,8 @@ def test_writers_and_readers_refuse_what_they_cannot_hold(siglip2, tmp_path):
     from keras_vit.weights import save_hf, save_timm
 
     model = keras_vit.ViT("tiny_siglip2", include_top=False)
-    with pytest.raises(CheckpointError, match=r"'siglip_vision_model' cannot hold: naflex=True"):
-        save_hf(model, str(tmp_path / "hf"))
+    with pytest.raises(CheckpointError, match=r"'siglip2_vision_model' cannot hold: .*include_top=True"):
+        save_hf(keras_vit.ViT("tiny_siglip2", num_classes=3), str(tmp_path / "hf"))
     with pytest.raises(CheckpointError, match=r"naflex=True \(timm's VisionTransformer takes images"):
         save_timm(model, str(tmp_path / "timm"))
     folder = shutil.copytree(siglip2[0], tmp_path / "odd")
