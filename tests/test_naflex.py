@@ -253,7 +253,7 @@ def test_naflex_serving_signature_takes_encoded_images_of_any_aspect(tmp_path):
         naflex_saved_model(keras_vit.ViT("tiny_siglip", include_top=False), str(tmp_path / "images"))
 
 
-def test_predict_takes_each_photo_at_its_aspect_and_the_fixed_size_commands_refuse_naflex(tmp_path, capsys):
+def test_cli_predict_and_export_take_a_naflex_model_and_inspect_refuses_it(tmp_path, capsys):
     from PIL import Image
 
     from keras_vit.cli import main
@@ -274,13 +274,15 @@ def test_predict_takes_each_photo_at_its_aspect_and_the_fixed_size_commands_refu
     assert main(["predict", path, *files, "--scaling", "symmetric", "--max-num-patches", str(BUDGET)]) == 0
     assert f"{expected[0].max():.4f}" in capsys.readouterr().out
     for argv, message in ((["inspect", path, files[0], "--out", str(tmp_path / "figures")], "Cannot inspect NaFlex"),
-                          (["export", path, "--tflite", str(tmp_path / "m.tflite"), "--scaling", "symmetric"],
-                           "Cannot export to TFLite NaFlex model"),
+                          (["export", path, "--tflite", str(tmp_path / "m.tflite"), "--quantization", "float16"],
+                           "--quantization float16: not for a NaFlex model"),
                           (["predict", path, files[0], "--scaling", "symmetric", "--max-num-patches", "0"],
                            "--max-num-patches")):
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1, err
+    assert main(["export", path, "--tflite", str(tmp_path / "m.tflite"), "--max-num-patches", str(BUDGET)]) == 0
+    assert "TFLite (NaFlex patch sequence -> probabilities)" in capsys.readouterr().out
 
 
 def test_save_hf_writes_a_siglip2_folder_transformers_reads_with_equal_outputs(siglip2, tmp_path):
@@ -295,6 +297,29 @@ def test_save_hf_writes_a_siglip2_folder_transformers_reads_with_equal_outputs(s
     for key in ("pooler_output", "last_hidden_state"):
         np.testing.assert_array_equal(getattr(written, key).numpy(), getattr(expected, key).numpy())
     assert np.abs(to_numpy(model(inputs)) - written.pooler_output.numpy()).max() <= 1e-5
+
+
+def test_naflex_tflite_and_onnx_take_one_padded_sequence_of_any_grid(tmp_path):
+    from ai_edge_litert.interpreter import Interpreter
+
+    from keras_vit.export import naflex_onnx, naflex_tflite
+
+    onnxruntime = pytest.importorskip("onnxruntime")
+    model = keras_vit.ViT("tiny_siglip2", include_top=False)
+    rng = np.random.default_rng(6)
+    for weight in model.weights:
+        weight.assign(rng.normal(size=weight.shape).astype("float32") * 0.3)
+    lite = naflex_tflite(model, str(tmp_path / "naflex.tflite"), BUDGET)
+    runner = Interpreter(model_path=lite.path).get_signature_runner()
+    session = onnxruntime.InferenceSession(naflex_onnx(model, str(tmp_path / "naflex.onnx"), BUDGET).path)
+    assert [i.name for i in session.get_inputs()] == ["patches", "spatial_shapes"]
+    for image in _images() + [rng.integers(0, 256, (16, 20, 3)).astype("uint8")]:  # padded twice, then full
+        inputs, _ = naflex_inputs(image, PATCH, BUDGET)
+        expected = to_numpy(model(inputs))
+        assert np.abs(runner(**inputs)["embeddings"] - expected).max() <= 1e-5
+        assert np.abs(session.run(["embeddings"], inputs)[0] - expected).max() <= 1e-5
+    with pytest.raises(ValueError, match=r"not a NaFlex model"):
+        naflex_tflite(keras_vit.ViT("tiny_siglip", include_top=False), str(tmp_path / "images.tflite"))
 
 
 def test_writers_and_readers_refuse_what_they_cannot_hold(siglip2, tmp_path):

@@ -18,8 +18,16 @@ Example:
 """
 
 from keras_vit.export._common import LABELS_FILENAME, ExportFailed, labels_beside, read_labels
-from keras_vit.export.onnx import ONNXExport, onnx
+from keras_vit.export.onnx import ONNXExport, naflex_onnx, onnx
 from keras_vit.export.predict import Predictor, load_predictor
 from keras_vit.export._tensorflow_process import shared_process
 from keras_vit.export.saved_model import naflex_saved_model, saved_model
-from keras_vit.export.tflite import INT8_FLOAT_OPS, QUANTIZATIONS, TFLiteExport, tflite, tflite_ops, with_tanh_gelu
+from keras_vit.export.tflite import (
+    INT8_FLOAT_OPS,
+    QUANTIZATIONS,
+    TFLiteExport,
+    naflex_tflite,
+    tflite,
+    tflite_ops,
+    with_tanh_gelu,
+)
