@@ -8,7 +8,10 @@ with `precision="bfloat16"` (float32 variables, bfloat16 compute: for CPUs with 
 kernels TF Serving runs; TFLite and ONNX have no bfloat16 kernels on CPU). `load_predictor(path,
 precision="auto")` runs a `.keras` model in bfloat16 where `keras_vit.machine` picks it. Class
 names come from `class_names=`, from the labels an export stored in the artifact, or from
-`<model>.labels.txt` or `labels.txt` (one name per line) beside the model file.
+`<model>.labels.txt` or `labels.txt` (one name per line) beside the model file. A SigLIP 2
+NaFlex model takes no images of one size: `naflex_saved_model` serves encoded images of any aspect,
+`naflex_tflite` and `naflex_onnx` take one padded patch sequence as `keras_vit.naflex.naflex_inputs`
+makes it.
 
 Example:
 
