@@ -169,7 +169,7 @@ def naflex_inputs(images, patch_size=None, max_num_patches=None, scaling="auto",
     return {"patches": patches, "spatial_shapes": shapes}, mask
 
 
-def processor_settings(weights, patch_size=None, max_num_patches=None, scaling="auto"):
+def processor_settings(weights, patch_size=None, max_num_patches=None, scaling="auto", *, with_scaling=True):
     """(patch_size, max_num_patches, scaling) of a NaFlex processor: as given, else as the `weights` files state.
 
     Args:
@@ -177,6 +177,9 @@ def processor_settings(weights, patch_size=None, max_num_patches=None, scaling="
         patch_size: int or None. See `naflex_inputs`. Defaults to None.
         max_num_patches: int or None. See `naflex_inputs`. Defaults to None.
         scaling: str or None. See `naflex_inputs`. Defaults to "auto".
+        with_scaling: bool. False for a caller that scales nothing (a file on patches already
+            scaled): the scaling is neither read nor checked, and None is returned for it.
+            Defaults to True.
 
     Raises:
         ValueError: a value given that contradicts the file (naming both), or one neither
@@ -188,7 +191,9 @@ def processor_settings(weights, patch_size=None, max_num_patches=None, scaling="
     (16, 256, 'symmetric')
     """
     unset = {"patch_size": None, "max_num_patches": None, "scaling": "auto"}
-    given = {"patch_size": patch_size, "max_num_patches": max_num_patches, "scaling": scaling}
+    given = {"patch_size": patch_size, "max_num_patches": max_num_patches}
+    if with_scaling:
+        given["scaling"] = scaling
     if weights is None:
         stated, where = {"max_num_patches": DEFAULT_MAX_NUM_PATCHES, "scaling": "symmetric"}, None
     else:
@@ -209,7 +214,7 @@ def processor_settings(weights, patch_size=None, max_num_patches=None, scaling="
         settings[key] = value
     check_positive_int("patch_size", settings["patch_size"])
     check_positive_int("max_num_patches", settings["max_num_patches"])
-    return settings["patch_size"], settings["max_num_patches"], settings["scaling"]
+    return settings["patch_size"], settings["max_num_patches"], settings.get("scaling")
 
 
 _WHAT = {"patch_size": "the model's patch side in pixels", "max_num_patches": "the patch budget, e.g. 256",

@@ -309,7 +309,8 @@ def test_naflex_tflite_and_onnx_take_one_padded_sequence_of_any_grid(tmp_path):
     rng = np.random.default_rng(6)
     for weight in model.weights:
         weight.assign(rng.normal(size=weight.shape).astype("float32") * 0.3)
-    lite = naflex_tflite(model, str(tmp_path / "naflex.tflite"), BUDGET)
+    transformers.Siglip2ImageProcessor(patch_size=PATCH, max_num_patches=BUDGET).save_pretrained(str(tmp_path / "hf"))
+    lite = naflex_tflite(model, str(tmp_path / "naflex.tflite"), weights=str(tmp_path / "hf"))  # its budget: 20
     runner = Interpreter(model_path=lite.path).get_signature_runner()
     session = onnxruntime.InferenceSession(naflex_onnx(model, str(tmp_path / "naflex.onnx"), BUDGET).path)
     assert [i.name for i in session.get_inputs()] == ["patches", "spatial_shapes"]

@@ -58,7 +58,7 @@ def naflex_sequence(model, max_num_patches, weights, *, what):
     if len(outputs) != 1 or len(outputs[0].shape) != 2:
         raise ValueError(f"Cannot {what} NaFlex model {model.name!r}: it returns {[tuple(o.shape) for o in outputs]}; "
                          "the file returns one vector per image (build it with a pooling or a head).")
-    _, budget, _ = processor_settings(weights, config["patch_size"], max_num_patches, None)
+    _, budget, _ = processor_settings(weights, config["patch_size"], max_num_patches, with_scaling=False)
     return budget, OUTPUT_NAME if config["include_top"] else EMBEDDINGS_NAME
 
 
