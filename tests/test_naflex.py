@@ -43,6 +43,21 @@ def _images(seed=1):
     return [rng.integers(0, 256, (13, 29, 3)).astype("uint8"), rng.integers(0, 256, (23, 7, 3)).astype("uint8")]
 
 
+def _random_tiny(seed, **arguments):
+    """keras_vit's tiny_siglip2 with every weight drawn around 0."""
+    model = keras_vit.ViT("tiny_siglip2", **arguments)
+    rng = np.random.default_rng(seed)
+    for weight in model.weights:
+        weight.assign(rng.normal(size=weight.shape).astype("float32") * 0.3)
+    return model
+
+
+def _processor_folder(folder):
+    """A folder holding Siglip2ImageProcessor(patch_size=4, max_num_patches=20)'s preprocessor_config.json."""
+    transformers.Siglip2ImageProcessor(patch_size=PATCH, max_num_patches=BUDGET).save_pretrained(str(folder))
+    return str(folder)
+
+
 def _reference(vision_model, inputs, mask):
     with torch.no_grad():
         return vision_model(pixel_values=torch.from_numpy(inputs["patches"]),
@@ -154,9 +169,7 @@ def with_processor(siglip2, tmp_path_factory):
     """The siglip2 folder with the preprocessor_config.json of Siglip2ImageProcessor(patch_size=4, max_num_patches=20)."""
     import shutil
 
-    folder = str(shutil.copytree(siglip2[0], tmp_path_factory.mktemp("processor") / "siglip2"))
-    transformers.Siglip2ImageProcessor(patch_size=PATCH, max_num_patches=BUDGET).save_pretrained(folder)
-    return folder
+    return _processor_folder(shutil.copytree(siglip2[0], tmp_path_factory.mktemp("processor") / "siglip2"))
 
 
 @ALL_BACKENDS
@@ -233,12 +246,8 @@ def test_naflex_serving_signature_takes_encoded_images_of_any_aspect(tmp_path):
 
     from keras_vit.export import naflex_saved_model
 
-    model = keras_vit.ViT("tiny_siglip2", include_top=False)
-    rng = np.random.default_rng(0)
-    for weight in model.weights:
-        weight.assign(rng.normal(size=weight.shape).astype("float32") * 0.3)
-    transformers.Siglip2ImageProcessor(patch_size=PATCH, max_num_patches=BUDGET).save_pretrained(str(tmp_path / "hf"))
-    path = naflex_saved_model(model, str(tmp_path / "serving"), weights=str(tmp_path / "hf"))  # its budget: 20
+    model = _random_tiny(0, include_top=False)
+    path = naflex_saved_model(model, str(tmp_path / "serving"), weights=_processor_folder(tmp_path / "hf"))  # budget 20
     serve = tf.saved_model.load(path).signatures["serving_default"]
     images = _images()
     encoded = tf.stack([tf.io.encode_png(images[0]), tf.io.encode_jpeg(images[1], quality=100)])
@@ -259,10 +268,7 @@ def test_cli_predict_and_export_take_a_naflex_model_and_inspect_refuses_it(tmp_p
     from keras_vit.cli import main
     from keras_vit.export import load_predictor
 
-    model = keras_vit.ViT("tiny_siglip2", num_classes=3)
-    rng = np.random.default_rng(5)
-    for weight in model.weights:
-        weight.assign(rng.normal(size=weight.shape).astype("float32") * 0.3)
+    model = _random_tiny(5, num_classes=3)
     path = str(tmp_path / "naflex.keras")
     model.save(path)
     files = [str(tmp_path / f"{i}.png") for i in range(2)]
@@ -305,16 +311,13 @@ def test_naflex_tflite_and_onnx_take_one_padded_sequence_of_any_grid(tmp_path):
     from keras_vit.export import naflex_onnx, naflex_tflite
 
     onnxruntime = pytest.importorskip("onnxruntime")
-    model = keras_vit.ViT("tiny_siglip2", include_top=False)
-    rng = np.random.default_rng(6)
-    for weight in model.weights:
-        weight.assign(rng.normal(size=weight.shape).astype("float32") * 0.3)
-    transformers.Siglip2ImageProcessor(patch_size=PATCH, max_num_patches=BUDGET).save_pretrained(str(tmp_path / "hf"))
-    lite = naflex_tflite(model, str(tmp_path / "naflex.tflite"), weights=str(tmp_path / "hf"))  # its budget: 20
+    model = _random_tiny(6, include_top=False)
+    lite = naflex_tflite(model, str(tmp_path / "naflex.tflite"), weights=_processor_folder(tmp_path / "hf"))  # budget 20
     runner = Interpreter(model_path=lite.path).get_signature_runner()
     session = onnxruntime.InferenceSession(naflex_onnx(model, str(tmp_path / "naflex.onnx"), BUDGET).path)
     assert [i.name for i in session.get_inputs()] == ["patches", "spatial_shapes"]
-    for image in _images() + [rng.integers(0, 256, (16, 20, 3)).astype("uint8")]:  # padded twice, then full
+    full = np.random.default_rng(7).integers(0, 256, (16, 20, 3)).astype("uint8")
+    for image in _images() + [full]:  # padded twice, then a full sequence
         inputs, _ = naflex_inputs(image, PATCH, BUDGET)
         expected = to_numpy(model(inputs))
         assert np.abs(runner(**inputs)["embeddings"] - expected).max() <= 1e-5
