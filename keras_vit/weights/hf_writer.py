@@ -231,9 +231,11 @@ def hf_config_of(model):
         hf["num_patches"] = grid[0] * grid[1]
         del hf["image_size"]
     if model_type == "dinov3_vit":
-        size = model.input_shape[1:3]
+        size, family_defaults = model.input_shape[1:3], HF_FAMILIES[model_type].defaults
         query, key, value = _DINOV3_BIASES[config["qkv_bias"]]
-        hf.update(image_size=size[0] if None not in size and size[0] == size[1] else image, rope_theta=rope["theta"],
+        # Rotary position needs no image size; a model of any size states the family's default.
+        square = None not in size and size[0] == size[1]
+        hf.update(image_size=size[0] if square else family_defaults["image_size"], rope_theta=rope["theta"],
                   query_bias=query, key_bias=key, value_bias=value, proj_bias=True, mlp_bias=True,
                   layerscale_value=config["layer_scale_init"], use_gated_mlp=activation == "swiglu",
                   hidden_act="silu" if activation == "swiglu" else "gelu",
