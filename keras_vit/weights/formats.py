@@ -527,6 +527,10 @@ class HFFamily:
         activations: dict or None. The config's hidden_act values the family takes ->
             (mlp_activation, approximate_gelu); None takes those of Hugging Face's ViT
             (`_HF_ACTIVATIONS`). Defaults to None.
+        ungroup: callable (tensors) -> None or None. Writer only: `regroup` undone, and the
+            family's own file layouts restored, in place on the canonical tensors (DINOv3's
+            gate and up projections apart, SigLIP 2's patch embedding as a Linear). Defaults
+            to None.
     """
 
     prefixes: tuple
@@ -541,6 +545,7 @@ class HFFamily:
     nested: bool = False
     regroup: Callable | None = None
     activations: dict | None = None
+    ungroup: Callable | None = None
 
     def vision_config(self, config, path):
         """The config a two-tower file's vision tower reads: its `vision_key` object over the top level."""
@@ -573,7 +578,7 @@ def _dinov2_family(tensors, config, path):
 
 
 # DINOv3's query_bias, key_bias, value_bias (config.json) -> keras_vit's qkv_bias.
-_DINOV3_QKV_BIASES = {(True, True, True): "qkv", (True, False, True): "qv", (False, False, False): "none"}
+DINOV3_QKV_BIASES = {(True, True, True): "qkv", (True, False, True): "qv", (False, False, False): "none"}
 
 
 def _dinov3_family(tensors, config, path):
@@ -586,7 +591,7 @@ def _dinov3_family(tensors, config, path):
         )
     keys = (("query_bias", True), ("key_bias", False), ("value_bias", True))
     biases = tuple(config_value(config, key, path, "flag", default) for key, default in keys)
-    if biases not in _DINOV3_QKV_BIASES:
+    if biases not in DINOV3_QKV_BIASES:
         stated = ", ".join(f"{key}={value}" for (key, _), value in zip(keys, biases))
         raise CheckpointError(
             f"Hugging Face config {path!r}: {stated}; keras_vit builds biases on all three, on query and value, or "
@@ -600,7 +605,7 @@ def _dinov3_family(tensors, config, path):
         "position_embedding": "none",
         "prefix_position_embedding": False,
         "rope": rope_settings({"variant": "dinov3", "theta": theta}),
-        "qkv_bias": _DINOV3_QKV_BIASES[biases],
+        "qkv_bias": DINOV3_QKV_BIASES[biases],
         "num_register_tokens": config_value(config, "num_register_tokens", path, "count", 0),
         "layer_scale_init": float(config_value(config, "layerscale_value", path, "positive", 1.0)),
     }
@@ -622,6 +627,26 @@ def _dinov3_gated_mlp(tensors, names):
         if down in tensors:
             tensors[f"{block}.mlp.weights_out.{kind}"] = tensors.pop(down)
             names[f"{block}.mlp.weights_out.{kind}"] = names.pop(down)
+
+
+def _dinov3_split_mlp(tensors):
+    """`_dinov3_gated_mlp` undone: a packed SwiGLU's first half the gate, its second the up projection."""
+    for key in [key for key in tensors if re.fullmatch(r"encoder\.layer\.\d+\.mlp\.weights_(in|out)\.(weight|bias)", key)]:
+        block, rest = key.split(".mlp.weights_", 1)
+        part, kind = rest.split(".")
+        array = tensors.pop(key)
+        if part == "out":
+            tensors[f"{block}.output.dense.{kind}"] = array
+        else:
+            gate, up = np.split(np.asarray(array), 2, axis=0)
+            tensors[f"{block}.mlp.gate.{kind}"], tensors[f"{block}.intermediate.dense.{kind}"] = gate, up
+
+
+def _siglip2_linear_patches(tensors):
+    """The patch kernel as SigLIP 2 stores it: a Linear (out, P*P*C) on patches in (row, column, channel) order."""
+    key = "embeddings.patch_embeddings.projection.weight"
+    kernel = np.asarray(tensors[key])  # a Conv2d weight (out, C, P, P)
+    tensors[key] = kernel.transpose(0, 2, 3, 1).reshape(kernel.shape[0], -1)
 
 
 def _siglip_family(tensors, config, path):
@@ -699,7 +724,7 @@ _CLIP = HFFamily(
 )
 _SIGLIP2 = dataclasses.replace(
     _SIGLIP, defaults={"hidden_act": "gelu_pytorch_tanh", "layer_norm_eps": 1e-6, "patch_size": 16},
-    architecture=_siglip2_family, interpolation=NAFLEX_INTERPOLATION,
+    architecture=_siglip2_family, interpolation=NAFLEX_INTERPOLATION, ungroup=_siglip2_linear_patches,
     refused=(("classifier.weight", "a Siglip2ForImageClassification head (a Linear on the mean of the real patch "
               "tokens, beside an attention-pooling head it leaves unused), which keras_vit does not read. Supported "
               "Hugging Face SigLIP 2 classes: Siglip2VisionModel, Siglip2Model (its image tower)"),),
@@ -723,6 +748,7 @@ HF_FAMILIES = {
         ("model.",), _DINOV3_RENAMES, (r"^embeddings\.mask_token$",), 0,
         {"hidden_act": "gelu", "layer_norm_eps": 1e-5, "image_size": 224, "patch_size": 16}, _dinov3_family,
         regroup=_dinov3_gated_mlp, activations={"gelu": ("gelu", False), "silu": ("swiglu", False)},
+        ungroup=_dinov3_split_mlp,
     ),
     "siglip": _SIGLIP,
     "siglip_vision_model": _SIGLIP,
