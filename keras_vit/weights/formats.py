@@ -39,7 +39,7 @@ from typing import Callable
 
 import numpy as np
 
-from keras_vit.configs import ARCHITECTURE_FIELDS, FAMILY_DEFAULTS
+from keras_vit.configs import ARCHITECTURE_FIELDS, FAMILY_DEFAULTS, fold_pooling_fields
 from keras_vit.layers.naflex_patch_encoder import NAFLEX_INTERPOLATION
 from keras_vit.layers.rotary_embedding import rope_settings
 from keras_vit.weights.files import (
@@ -1061,10 +1061,13 @@ def timm_architecture(tensors, source_prefix, config, path):
         "qkv_bias": _qkv_bias(tensors, "blocks.0.attn.q_bias", "blocks.0.attn.qkv.bias", "blocks.0.attn.v_bias"),
         # Rotary position is computed, not stored: only a timm config.json's architecture states it.
         "rope": None,
+        # The attention pool's MLP width as stored; its heads only a config.json states (fused key and value).
+        "pooling_mlp_dim": int(tensors["attn_pool.mlp.fc1.weight"].shape[0]) if "attn_pool.mlp.fc1.weight" in tensors
+        else None,
     }
     stated = config_architecture(config, path) if config is not None else {}
     arch = _with_top(arch, tensors, LAYOUTS["timm"], source_prefix, stated.pop("grid_size", None), path)
-    return _with_stated(arch, stated, path)
+    return fold_pooling_fields(_with_stated(arch, stated, path))
 
 
 # Fields a timm state dict shows only by a default (the head count not at all): its config.json's word wins.
@@ -1077,7 +1080,7 @@ def _with_stated(arch, stated, path):
     prefix_tokens = arch["class_token"] or arch["distillation_token"]
     for field, value in stated.items():
         found = arch[field]
-        if field == "mlp_dim" and value is None:
+        if field in ("mlp_dim", "pooling_mlp_dim") and value is None:
             continue  # the config leaves the width to the tensors
         if field == "layer_scale_init" and (found is None) != (value is None):
             conflicts.append(f"layer_scale_init={value!r} (the weights {'have no' if found is None else 'have'} "
