@@ -251,6 +251,17 @@ def fold_pooling_fields(fields):
     return fields
 
 
+def stated_pooling_fields(config):
+    """The fields of `POOLING_OWN_FIELDS` a config sets (not the blocks' value), as "field=value" for messages.
+
+    Example:
+
+    >>> stated_pooling_fields({"pooling_heads": 8}), stated_pooling_fields({"pooling_heads": None})
+    (['pooling_heads=8'], [])
+    """
+    return [f"{field}={config[field]}" for field in POOLING_OWN_FIELDS if config.get(field) is not None]
+
+
 # The paper ViT's value of each family field (ViTConfig's defaults): what a layout states and a
 # model gets unless an argument, a row or the file says otherwise.
 FAMILY_DEFAULTS = {field.name: field.default for field in dataclasses.fields(ViTConfig) if field.name in FAMILY_FIELDS}
