@@ -131,6 +131,7 @@ def test_failure_midway_leaves_nothing(tmp_path, monkeypatch):
         (dict(class_token=False, pooling="map", num_classes=4), r"siglip_vision_model.*include_top=True"),
         (dict(position_embedding="sincos2d", include_top=False), "position_embedding='sincos2d'"),
         (dict(rope="dinov3", qkv_bias="qv", include_top=False), r"rope=\{'grid': 'centered'.*qkv_bias='qv'"),
+        (dict(class_token=False, pooling="map", pooling_heads=3, include_top=False), "pooling_heads=3"),
     ],
 )
 def test_a_model_the_family_cannot_hold_is_refused_naming_the_field(arguments, message, tmp_path):
@@ -149,7 +150,11 @@ def test_save_npz_refuses_weights_its_layout_has_no_key_for(variant, tmp_path):
     assert not os.path.exists(tmp_path / "model.npz")
 
 
-def test_save_npz_refuses_rotary_position_its_layout_cannot_say(tmp_path):
-    with pytest.raises(CheckpointError, match=r"rotary position \(rope=\{'grid': 'centered'.*Save it with model.save"):
-        save_npz(keras_vit.ViT("tiny", rope="dinov3", num_classes=3), tmp_path / "model.npz")
+@pytest.mark.parametrize("variant, arguments, message", [
+    ("tiny", dict(rope="dinov3"), r"rotary position \(rope=\{'grid': 'centered'.*Save it with model.save"),
+    ("tiny_siglip", dict(pooling_mlp_dim=36), r"attention pool of its own width \(pooling_mlp_dim=36\).*model.save"),
+])
+def test_save_npz_refuses_what_its_layout_cannot_say(variant, arguments, message, tmp_path):
+    with pytest.raises(CheckpointError, match=message):
+        save_npz(keras_vit.ViT(variant, num_classes=3, **arguments), tmp_path / "model.npz")
     assert not os.path.exists(tmp_path / "model.npz")

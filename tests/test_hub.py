@@ -226,7 +226,9 @@ def test_save_timm_refuses_what_timm_cannot_hold(tmp_path):
                   pretrained_cfg=IMAGENET)
     with pytest.raises(CheckpointError, match=r"rotary position .*qkv_bias='qv'"):  # timm's Eva: not written
         save_timm(keras_vit.ViT("tiny_dinov3", num_classes=3), str(tmp_path / "d"), pretrained_cfg=IMAGENET)
-    assert not any(os.path.exists(tmp_path / name) for name in "acd")
+    with pytest.raises(CheckpointError, match=r"pooling_heads=3 and pooling_mlp_dim=36 .*rotary position"):
+        save_timm(keras_vit.ViT("tiny_pe", num_classes=3), str(tmp_path / "e"), pretrained_cfg=IMAGENET)
+    assert not any(os.path.exists(tmp_path / name) for name in "acde")
 
 
 def test_preprocessing_from_hugging_face_preprocessor_config(tmp_path):
