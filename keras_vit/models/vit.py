@@ -982,13 +982,15 @@ def _check_spatial_shapes(name, inputs):
 
 
 def _frozen(config):
-    """A copy with the tuples JSON turned into lists made tuples again."""
+    """A copy with the tuples JSON turned into lists made tuples again (a rotary reference grid's too)."""
     if config is None:
         return None
     config = dict(config)
     for key in ("image_size", "grid_size", "stem"):
         if isinstance(config.get(key), list):
             config[key] = tuple(config[key])
+    if config.get("rope") is not None:
+        config["rope"] = rope_settings(config["rope"])
     return config
 
 
