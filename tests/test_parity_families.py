@@ -356,7 +356,15 @@ def test_timm_pe_core_hub_folder_matches(name, model_args, fields, tmp_path):
     for size in (ROPE_IMAGE, None):  # the stored 4x4 grid resampled at load, then at call time
         model = keras_vit.ViT(weights=folder, classifier_activation=None, image_size=size)
         _close(model(images), expected)
-    config = model.vit_config
+    # Intermediates through the public API: each block's patch tokens as timm's, the pool's 4 heads.
+    out = model.intermediates_model()(images)
+    with torch.no_grad():
+        blocks = torch_model.forward_intermediates(torch.from_numpy(images.transpose(0, 3, 1, 2)), output_fmt="NLC",
+                                                   intermediates_only=True)
+    config, prefix = model.vit_config, int(fields["class_token"])
+    for mine, theirs in zip(out["blocks"], blocks, strict=True):
+        _close(to_numpy(mine)[:, prefix:], theirs.numpy())
+    assert tuple(out["pooling_attention"].shape) == (2, 4, 1, prefix + 15)
     assert (config["pooling"], config["pooling_heads"], config["pre_norm"], config["patch_bias"]) == ("map", 4, True, False)
     assert config["rope"]["reference_grid"] == (3, 5) and config["qkv_bias"] == "qkv"
     for field, value in fields.items():
