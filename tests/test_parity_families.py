@@ -369,6 +369,9 @@ def test_timm_pe_core_hub_folder_matches(name, model_args, fields, tmp_path):
     assert config["rope"]["reference_grid"] == (3, 5) and config["qkv_bias"] == "qkv"
     for field, value in fields.items():
         assert config[field] == value, field
+    os.remove(os.path.join(folder, "config.json"))  # the state dict alone hides the rotation and the pool's heads
+    with pytest.raises(CheckpointError, match=r"norm_pre and attn_pool, as timm's PE-Core .*config.json"):
+        keras_vit.ViT(weights=os.path.join(folder, "model.safetensors"), num_heads=HEADS)
 
 
 @needs_timm

@@ -1026,6 +1026,12 @@ def timm_architecture(tensors, source_prefix, config, path):
         )
     if "blocks.0.mlp.norm.weight" in tensors:
         raise CheckpointError(f"Checkpoint {path!r} has a LayerNorm inside the MLP (blocks.0.mlp.norm), which keras_vit does not build.")
+    if config is None and "norm_pre.weight" in tensors and "attn_pool.latent" in tensors:
+        raise CheckpointError(
+            f"Checkpoint {path!r} has timm's norm_pre and attn_pool, as timm's PE-Core (vit_pe_core_*), whose rotary "
+            "position and attention-pool heads a state dict does not store: load its timm Hub folder, or put that "
+            "folder's config.json (naming the architecture) beside the file."
+        )
     weight = _require(tensors, "patch_embed.proj.weight", path)
     class_token = "cls_token" in tensors
     registers = int(tensors["reg_token"].shape[-2]) if "reg_token" in tensors else 0
