@@ -213,7 +213,8 @@ VARIANTS.update({
     "tiny_siglip": _family("siglip", 4, 24, 40, 2, 2, 16, "tiny SigLIP test model", **_SIGLIP),
     "tiny_clip": _family("clip", 4, 24, 40, 2, 2, 16, "tiny CLIP test model", projection_size=20, **_CLIP),
     "tiny_pe": _family("pe", 4, 24, 40, 2, 2, 16, "tiny PE-Core (RoPE, 3-head attention pool) test model",
-                       rope={"variant": "pe", "reference_grid": (3, 5)}, **dict(_PE, pooling_heads=3, pooling_mlp_dim=36)),
+                       rope={"variant": "pe", "reference_grid": (3, 5)},
+                       **dict(_PE, pooling_heads=3, pooling_mlp_dim=36)),
     "tiny_siglip2": _family("siglip2", 4, 24, 40, 2, 2, 16, "tiny SigLIP 2 NaFlex test model", **_SIGLIP2_NAFLEX),
 })
 

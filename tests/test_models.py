@@ -169,7 +169,8 @@ def _one_row_per_structure():
     sized = ("rope", "pooling_heads", "pooling_mlp_dim")
     narrowest = {}
     for name, row in VARIANTS.items():
-        fields = tuple(getattr(row, f) is not None if f in sized else repr(getattr(row, f)) for f in configs.FAMILY_FIELDS)
+        fields = tuple(getattr(row, field) is not None if field in sized else repr(getattr(row, field))
+                       for field in configs.FAMILY_FIELDS)
         key = (row.family, row.stem is not None, fields)
         if key not in narrowest or row.hidden_size < VARIANTS[narrowest[key]].hidden_size:
             narrowest[key] = name

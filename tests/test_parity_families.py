@@ -308,7 +308,7 @@ def test_hf_dinov2_at_another_resolution_matches_its_interpolation(registers, tm
 
 
 def _timm_eva_folder(name, tmp_path, **model_args):
-    """A timm Hub folder (config.json naming the architecture, model_args) of a random Eva-built model, and its timm model."""
+    """A timm Hub folder (config.json naming the architecture, model_args) of a random Eva-built model, and the model."""
     from safetensors.torch import save_file
 
     args = {"img_size": IMAGE, "patch_size": PATCH, "embed_dim": HIDDEN, "depth": LAYERS, "num_heads": HEADS,
@@ -346,7 +346,8 @@ def test_timm_dinov3_hub_folder_matches(name, model_args, fields, tmp_path):
 @needs_timm
 @pytest.mark.parametrize("name, model_args, fields", [
     ("vit_pe_core_base_patch16_224", {}, dict(class_token=True, pooling_mlp_dim=4 * HIDDEN)),
-    ("vit_pe_core_gigantic_patch14_448", {"attn_pool_mlp_ratio": MLP / HIDDEN}, dict(class_token=False, pooling_mlp_dim=None)),
+    ("vit_pe_core_gigantic_patch14_448", {"attn_pool_mlp_ratio": MLP / HIDDEN},
+     dict(class_token=False, pooling_mlp_dim=None)),
 ])
 def test_timm_pe_core_hub_folder_matches(name, model_args, fields, tmp_path):
     torch_model, folder = _timm_eva_folder(name, tmp_path, mlp_ratio=MLP / HIDDEN, attn_pool_num_heads=4,
@@ -365,7 +366,8 @@ def test_timm_pe_core_hub_folder_matches(name, model_args, fields, tmp_path):
     for mine, theirs in zip(out["blocks"], blocks, strict=True):
         _close(to_numpy(mine)[:, prefix:], theirs.numpy())
     assert tuple(out["pooling_attention"].shape) == (2, 4, 1, prefix + 15)
-    assert (config["pooling"], config["pooling_heads"], config["pre_norm"], config["patch_bias"]) == ("map", 4, True, False)
+    assert (config["pooling"], config["pooling_heads"], config["pre_norm"], config["patch_bias"]) == (
+        "map", 4, True, False)
     assert config["rope"]["reference_grid"] == (3, 5) and config["qkv_bias"] == "qkv"
     for field, value in fields.items():
         assert config[field] == value, field
