@@ -46,10 +46,9 @@ TIMM_FAMILY_COUNTS = {
     # 303_128_576, 840_591_360), left out here for the time their full builds take.
     "DINOv3_S16": ("vit_small_patch16_dinov3_qkvb", 0, 21_596_160),
     "DINOv3_S16_plus": ("vit_small_plus_patch16_dinov3_qkvb", 0, 28_692_480),
-    # L/14 and G/14 match too (316_102_656, 1_880_066_560), left out for their build time.
+    # B/16, L/14 and G/14 match too (92_886_528, 316_102_656, 1_880_066_560), left out for their build time.
     "PE_Core_T16": ("vit_pe_core_tiny_patch16_384", 0, 6_042_240),
     "PE_Core_S16": ("vit_pe_core_small_patch16_384", 0, 23_586_048),
-    "PE_Core_B16": ("vit_pe_core_base_patch16_224", 0, 92_886_528),
 }
 PAPER_VARIANTS = sorted(k for k in VARIANTS if "tiny" not in k and VARIANTS[k].family == "vit")
 FAMILY_VARIANTS = sorted(k for k in VARIANTS if "tiny" not in k and VARIANTS[k].family != "vit")
