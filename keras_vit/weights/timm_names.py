@@ -181,10 +181,10 @@ _ARCHITECTURE_ARGS = ("img_size", "patch_size", "in_chans", "num_classes", "glob
                       "num_heads", "mlp_ratio", "init_values", "class_token", "pos_embed", "no_embed_class",
                       "reg_tokens", "pre_norm", "fc_norm", "act_layer", "qkv_bias")
 # The families timm builds with its Eva class, and Eva's model_args: the architecture ones (those
-# named as VisionTransformer's mean the same, but qkv_bias gives the query and value a bias, never
-# the key, under attn_type "eva" (`_EVA_NAME_ARGS`); `_EVA_RENAMED` are VisionTransformer's under other
-# names), those keras_vit builds at one
-# value only, and the run-time ones (rope_*_coords: training-time coordinate augmentation).
+# named as VisionTransformer's mean the same, but under attn_type "eva" qkv_bias gives the query and
+# value a bias, never the key; `_EVA_RENAMED` are VisionTransformer's under other names), those
+# keras_vit builds at one value only, and the run-time ones (rope_*_coords: training-time coordinate
+# augmentation).
 EVA_FAMILIES = ("dinov3", "pe")
 _EVA_RENAMED = {"num_reg_tokens": "reg_tokens", "use_fc_norm": "fc_norm", "use_pre_transformer_norm": "pre_norm"}
 _EVA_ARGS = (
