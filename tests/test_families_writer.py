@@ -140,6 +140,7 @@ def test_failure_midway_leaves_nothing(tmp_path, monkeypatch):
                                                   r"position_embedding='learned'"),
         (dict(rope="eva02", position_embedding="none", layer_scale_init=0.1, prefix_position_embedding=False,
               include_top=False), r"'dinov3_vit' cannot hold: rope=.*DINOv3's rotary position"),
+        (dict(class_token=False, pooling="map", pooling_heads=3, include_top=False), "pooling_heads=3"),
     ],
 )
 def test_a_model_the_family_cannot_hold_is_refused_naming_the_field(arguments, message, tmp_path):
@@ -158,7 +159,11 @@ def test_save_npz_refuses_weights_its_layout_has_no_key_for(variant, tmp_path):
     assert not os.path.exists(tmp_path / "model.npz")
 
 
-def test_save_npz_refuses_rotary_position_its_layout_cannot_say(tmp_path):
-    with pytest.raises(CheckpointError, match=r"rotary position \(rope=\{'grid': 'centered'.*Save it with model.save"):
-        save_npz(keras_vit.ViT("tiny", rope="dinov3", num_classes=3), tmp_path / "model.npz")
+@pytest.mark.parametrize("variant, arguments, message", [
+    ("tiny", dict(rope="dinov3"), r"rotary position \(rope=\{'grid': 'centered'.*Save it with model.save"),
+    ("tiny_siglip", dict(pooling_mlp_dim=36), r"attention pool of its own width \(pooling_mlp_dim=36\).*model.save"),
+])
+def test_save_npz_refuses_what_its_layout_cannot_say(variant, arguments, message, tmp_path):
+    with pytest.raises(CheckpointError, match=message):
+        save_npz(keras_vit.ViT(variant, num_classes=3, **arguments), tmp_path / "model.npz")
     assert not os.path.exists(tmp_path / "model.npz")

@@ -118,8 +118,12 @@ def test_timm_hub_folder_builds_without_num_heads(tmp_path):
      r"\['rope_mrope_section'\] are not arguments keras_vit reads for 'vit_small_patch16_dinov3' .timm's Eva."),
     ({"architecture": "vit_small_patch16_dinov3", "model_args": {"use_fc_norm": True}},
      r"model_args.use_fc_norm is True"),
+    ({"architecture": "vit_pe_core_base_patch16_224", "model_args": {"use_post_transformer_norm": False}},
+     r"\['use_post_transformer_norm'\] are not arguments keras_vit reads for 'vit_pe_core_base_patch16_224'"),
+    ({"architecture": "vit_pe_core_base_patch16_224", "model_args": {"attn_pool_num_heads": 0}},
+     "model_args.attn_pool_num_heads is 0; expected null or an integer >= 1"),
 ], ids=["unknown_architecture", "contradiction", "unsupported_value", "unknown_argument", "unknown_rope_type",
-        "rope_temperature", "unknown_rope_argument", "eva_renamed_argument"])
+        "rope_temperature", "unknown_rope_argument", "eva_renamed_argument", "unknown_pe_argument", "pe_pool_heads"])
 def test_timm_config_refusals_name_the_file_and_key(tmp_path, config, message):
     folder = str(tmp_path / "timm")
     _timm_folder_by_hand(keras_vit.ViT("tiny", num_classes=3), folder, config)
@@ -155,16 +159,24 @@ def test_timm_table_matches_timm():
             position_embedding="learned" if built.pos_embed is not None else "none",
         )
         if eva_architecture(name):  # timm's Eva class: its own attribute names, rotary position
-            rope = built.rope
+            rope, attention = built.rope, block.attn
+            index = type(rope).__name__ == "RotaryEmbeddingCat"
+            fused = getattr(attention, "q_bias", None) is None  # AttentionRope: one qkv Linear
             found.update(
                 num_register_tokens=0 if built.reg_token is None else built.reg_token.shape[1],
                 layer_scale_init=None if block.gamma_1 is None else float(block.init_values),
-                qkv_bias="qv" if block.attn.q_bias is not None else "none",
+                qkv_bias=("qkv" if attention.qkv.bias is not None else "none") if fused else "qv",
                 rope=None if rope is None else dict(
-                    grid="centered", theta=rope.temperature, offset=rope.grid_offset, reference_grid=None,
+                    grid="index" if index else "centered", theta=rope.temperature, offset=rope.grid_offset,
+                    reference_grid=tuple(rope.ref_feat_shape) if index and rope.ref_feat_shape else None,
                     axes={"ij": "yx", "xy": "xy"}[rope.grid_indexing],
                     layout="half" if rope.rotate_half else "interleaved"),
             )
+            if built.attn_pool is not None:  # the blocks' value stated as None, as rows do
+                pool = built.attn_pool
+                found.update(pooling_heads=pool.num_heads if pool.num_heads != block.attn.num_heads else None,
+                             pooling_mlp_dim=pool.mlp.fc1.out_features
+                             if pool.mlp.fc1.out_features != found["mlp_dim"] else None)
         else:
             found.update(
                 num_register_tokens=built.num_reg_tokens,
@@ -235,7 +247,9 @@ def test_save_timm_refuses_what_timm_cannot_hold(tmp_path):
                   pretrained_cfg=IMAGENET)
     with pytest.raises(CheckpointError, match=r"rotary position .*qkv_bias='qv'"):  # timm's Eva: not written
         save_timm(keras_vit.ViT("tiny_dinov3", num_classes=3), str(tmp_path / "d"), pretrained_cfg=IMAGENET)
-    assert not any(os.path.exists(tmp_path / name) for name in "acd")
+    with pytest.raises(CheckpointError, match=r"pooling_heads=3 and pooling_mlp_dim=36 .*rotary position"):
+        save_timm(keras_vit.ViT("tiny_pe", num_classes=3), str(tmp_path / "e"), pretrained_cfg=IMAGENET)
+    assert not any(os.path.exists(tmp_path / name) for name in "acde")
 
 
 def test_preprocessing_from_hugging_face_preprocessor_config(tmp_path):

@@ -78,6 +78,8 @@ def ViT(
     rope="auto",
     qkv_bias=None,
     naflex=None,
+    pooling_heads=None,
+    pooling_mlp_dim=None,
     name=None,
 ):
     """Builds a Vision Transformer as a functional Keras model (a `VisionTransformer`).
@@ -214,6 +216,12 @@ def ViT(
             masked in attention and pooling. `image_size` is then that of the stored position
             grid. None takes the checkpoint's (True for Hugging Face model_type "siglip2") or the
             variant's, else False. Defaults to None.
+        pooling_heads: int or None. Heads of the attention pooling (`pooling="map"`) when they
+            differ from the blocks' (PE-Core's 8). None takes the checkpoint's or the variant's,
+            else `num_heads`. Defaults to None.
+        pooling_mlp_dim: int or None. Hidden width of the attention pooling's MLP when it
+            differs from the blocks' (PE-Core G/14's). None takes the checkpoint's or the
+            variant's, else `mlp_dim`. Defaults to None.
         name: str or None. Model name. Defaults to "vit_<variant>" or "vit".
 
     With `include_top=False` the model returns the family's own image embedding: the class
@@ -291,6 +299,8 @@ def ViT(
         rope=rope,
         qkv_bias=qkv_bias,
         naflex=naflex,
+        pooling_heads=pooling_heads,
+        pooling_mlp_dim=pooling_mlp_dim,
         name=name,
         backbone=backbone,
     )
@@ -507,9 +517,12 @@ def _check_config(config, checkpoint):
             f"{config['num_heads']}: 2-D rotary position needs a head width (hidden_size / num_heads = "
             f"{config['hidden_size'] // config['num_heads']}) divisible by 4."
         )
-    for key in ("representation_size", "projection_size"):
+    for key in ("representation_size", "projection_size", "pooling_heads", "pooling_mlp_dim"):
         if config[key] is not None:
             check_positive_int(key, config[key])
+    configs.fold_pooling_fields(config)  # a row, a file and an argument stating the blocks' value agree
+    if config["pooling_heads"] is not None:
+        check_divisible("hidden_size", config["hidden_size"], "pooling_heads", config["pooling_heads"])
     registers = config["num_register_tokens"]
     if not isinstance(registers, int) or isinstance(registers, bool) or registers < 0:
         raise ValueError(f"Invalid num_register_tokens={registers!r}. Expected an integer >= 0.")
@@ -622,7 +635,9 @@ def build(config, *, backbone=None, input_shape=None, input_tensor=None):
     >>> model.output_shape, build(model.vit_config).count_params() == model.count_params()
     ((None, 10), True)
     """
-    config = {**_BUILD_DEFAULTS, "rope": None, "qkv_bias": "qkv", **config}  # configs saved before these fields
+    # A config saved before these fields existed.
+    config = {**_BUILD_DEFAULTS, "rope": None, "qkv_bias": "qkv", "pooling_heads": None, "pooling_mlp_dim": None,
+              **config}
     for key in ("image_size", "grid_size", "stem"):
         if config.get(key) is not None:
             config[key] = tuple(config[key])
@@ -746,7 +761,8 @@ def _encoder_graph(config, x, layer, collect=None):
     pooling = config["pooling"]
     if pooling == "map":
         pool = layer("pooling", lambda: AttentionPooling(
-            hidden, heads, config["mlp_dim"], mlp_activation=config["mlp_activation"],
+            hidden, config.get("pooling_heads") or heads, config.get("pooling_mlp_dim") or config["mlp_dim"],
+            mlp_activation=config["mlp_activation"],
             approximate_gelu=config["approximate_gelu"], layer_norm_epsilon=epsilon, name="pooling",
         ))
         if collect is None:
@@ -1079,13 +1095,15 @@ def _check_spatial_shapes(name, inputs):
 
 
 def _frozen(config):
-    """A copy with the tuples JSON turned into lists made tuples again."""
+    """A copy with the tuples JSON turned into lists made tuples again (a rotary reference grid's too)."""
     if config is None:
         return None
     config = dict(config)
     for key in ("image_size", "grid_size", "stem"):
         if isinstance(config.get(key), list):
             config[key] = tuple(config[key])
+    if config.get("rope") is not None:
+        config["rope"] = rope_settings(config["rope"])
     return config
 
 

@@ -39,7 +39,7 @@ from typing import Callable
 
 import numpy as np
 
-from keras_vit.configs import ARCHITECTURE_FIELDS, FAMILY_DEFAULTS
+from keras_vit.configs import ARCHITECTURE_FIELDS, FAMILY_DEFAULTS, fold_pooling_fields
 from keras_vit.layers.naflex_patch_encoder import NAFLEX_INTERPOLATION
 from keras_vit.layers.rotary_embedding import rope_settings
 from keras_vit.weights.files import (
@@ -1052,6 +1052,12 @@ def timm_architecture(tensors, source_prefix, config, path):
         )
     if "blocks.0.mlp.norm.weight" in tensors:
         raise CheckpointError(f"Checkpoint {path!r} has a LayerNorm inside the MLP (blocks.0.mlp.norm), which keras_vit does not build.")
+    if config is None and "norm_pre.weight" in tensors and "attn_pool.latent" in tensors:
+        raise CheckpointError(
+            f"Checkpoint {path!r} has timm's norm_pre and attn_pool, as timm's PE-Core (vit_pe_core_*), whose rotary "
+            "position and attention-pool heads a state dict does not store: load its timm Hub folder, or put that "
+            "folder's config.json (naming the architecture) beside the file."
+        )
     weight = _require(tensors, "patch_embed.proj.weight", path)
     class_token = "cls_token" in tensors
     registers = int(tensors["reg_token"].shape[-2]) if "reg_token" in tensors else 0
@@ -1087,10 +1093,13 @@ def timm_architecture(tensors, source_prefix, config, path):
         "qkv_bias": _qkv_bias(tensors, "blocks.0.attn.q_bias", "blocks.0.attn.qkv.bias", "blocks.0.attn.v_bias"),
         # Rotary position is computed, not stored: only a timm config.json's architecture states it.
         "rope": None,
+        # The attention pool's MLP width as stored; its heads only a config.json states (fused key and value).
+        "pooling_mlp_dim": int(tensors["attn_pool.mlp.fc1.weight"].shape[0]) if "attn_pool.mlp.fc1.weight" in tensors
+        else None,
     }
     stated = config_architecture(config, path) if config is not None else {}
     arch = _with_top(arch, tensors, LAYOUTS["timm"], source_prefix, stated.pop("grid_size", None), path)
-    return _with_stated(arch, stated, path)
+    return fold_pooling_fields(_with_stated(arch, stated, path))
 
 
 # Fields a timm state dict shows only by a default (the head count not at all): its config.json's word wins.
@@ -1103,7 +1112,7 @@ def _with_stated(arch, stated, path):
     prefix_tokens = arch["class_token"] or arch["distillation_token"]
     for field, value in stated.items():
         found = arch[field]
-        if field == "mlp_dim" and value is None:
+        if field in ("mlp_dim", "pooling_mlp_dim") and value is None:
             continue  # the config leaves the width to the tensors
         if field == "layer_scale_init" and (found is None) != (value is None):
             conflicts.append(f"layer_scale_init={value!r} (the weights {'have no' if found is None else 'have'} "

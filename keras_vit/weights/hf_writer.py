@@ -38,7 +38,7 @@ from keras_vit.weights.mapping import MappingContext, model_tensors
 _SET = object()
 _PLAIN = dict(distillation_token=(False,), num_register_tokens=(0,), layer_scale_init=(None,), pre_norm=(False,),
               patch_bias=(True,), projection_size=(None,), mlp_activation=("gelu", "quick_gelu"), rope=(None,),
-              qkv_bias=("qkv",), naflex=(False,))
+              qkv_bias=("qkv",), naflex=(False,), pooling_heads=(None,), pooling_mlp_dim=(None,))
 _HOLDS = {
     "vit": dict(_PLAIN, class_token=(True,), prefix_position_embedding=(True,)),
     "deit": dict(_PLAIN, class_token=(True,), prefix_position_embedding=(True,), distillation_token=(True,)),
@@ -168,7 +168,8 @@ def preprocessor_config_of(model):
 
 def hf_config_of(model):
     """(config.json dict, `HFFamily`) of the Hugging Face class that holds `model`; refused naming what does not fit."""
-    config = {"naflex": False, **model.vit_config}  # a config saved before NaFlex existed does not say
+    # A config saved before these fields existed does not state them.
+    config = {"naflex": False, "pooling_heads": None, "pooling_mlp_dim": None, **model.vit_config}
     model_type = _model_type(config)
     problems = [f"{field}={config[field]!r}" for field, allowed in _HOLDS[model_type].items()
                 if not any(config[field] is not None if value is _SET else config[field] == value for value in allowed)]

@@ -23,7 +23,7 @@ import os
 import numpy as np
 
 from keras_vit._atomic import atomic_directory, write_json
-from keras_vit.configs import CORE_FIELDS, FAMILY_FIELDS, SCALINGS
+from keras_vit.configs import CORE_FIELDS, FAMILY_FIELDS, SCALINGS, stated_pooling_fields
 from keras_vit.weights.files import CheckpointError, writable_checkpoint_folder, write_safetensors
 from keras_vit.weights.formats import LAYOUTS
 from keras_vit.weights.mapping import MappingContext, model_tensors
@@ -103,6 +103,10 @@ def timm_config_of(model, architecture=None, pretrained_cfg=None):
     if config["num_register_tokens"] and config["class_token"] and config["prefix_position_embedding"]:
         problems.append("register tokens with prefix_position_embedding=True (timm gives the class token a position "
                         "row only when it gives the registers one too; keras_vit never does)")
+    pool_fields = stated_pooling_fields(config)
+    if pool_fields:
+        problems.append(f"{' and '.join(pool_fields)} (timm's VisionTransformer pools with its blocks' heads and MLP "
+                        "width)")
     if config["rope"] is not None:
         problems.append("rotary position (rope=...: timm builds it with its Eva class, which save_timm does not write)")
     if config["qkv_bias"] == "qv":
