@@ -34,16 +34,17 @@ class ViTConfig:
             None (plain ViT) patches the pixels. Defaults to None.
         stem_width: int. Root width of the ResNet stem. Defaults to 64.
         family: str. The model family the row belongs to ("vit" for the paper's variants,
-            "deit", "deit3", "dinov2", "dinov3", "siglip", "siglip2", "clip"). Defaults to "vit".
+            "deit", "deit3", "dinov2", "dinov3", "eva02", "siglip", "siglip2", "clip"). Defaults to "vit".
         class_token, pooling, distillation_token, num_register_tokens, position_embedding,
         prefix_position_embedding, layer_scale_init, mlp_activation, approximate_gelu,
-        layer_norm_epsilon, pre_norm, patch_bias, projection_size, rope, qkv_bias, naflex: the
+        layer_norm_epsilon, pre_norm, patch_bias, projection_size, rope, qkv_bias, naflex, mlp_norm,
+        fc_norm: the
         architecture fields of `keras_vit.ViT` with the same names; a row states those that
         differ from the paper's ViT (the defaults here: class token, "auto" pooling, no
         distillation or register tokens, a learned position embedding with rows for the prefix
         tokens, no LayerScale, exact GELU, LayerNorm epsilon 1e-6, no LayerNorm before the
         encoder, patch bias, no projection, no rotary position, biases on query, key and
-        value, image input). `rope` is a name of `keras_vit.layers.rotary_embedding.ROPE_VARIANTS`
+        value, image input, no LayerNorm inside the MLP, the final LayerNorm before pooling). `rope` is a name of `keras_vit.layers.rotary_embedding.ROPE_VARIANTS`
         or a dict of its settings. A NaFlex row's `image_size` is that of its position grid
         (`image_size / patch_size` a side).
 
@@ -83,6 +84,8 @@ class ViTConfig:
     rope: str | dict | None = None
     qkv_bias: str = "qkv"
     naflex: bool = False
+    mlp_norm: bool = False
+    fc_norm: bool = False
 
     @property
     def stem_stride(self) -> int:
@@ -148,6 +151,11 @@ _DINOV3 = dict(position_embedding="none", rope="dinov3", qkv_bias="qv", num_regi
 # published B/16 is ViT("SigLIP_B16", naflex=True, image_size=256) (a 16x16 grid); the checkpoints state their
 # whole architecture (ViT(weights="hf-hub:google/siglip2-so400m-patch16-naflex")).
 _SIGLIP2_NAFLEX = dict(_SIGLIP, naflex=True)
+# EVA-02 (timm eva02_*_patch14, the MIM-pretrained sizes; the 336 and 448 px fine-tunes are the same rows at
+# another image size): rotary position (on the 16x16 grid of 224 px) on top of a learned table, no key bias,
+# SwiGLU (its width 8/3 of the token width), the mean patch token pooled and then normalised (timm's fc_norm);
+# B and L have a LayerNorm inside the MLP (timm's scale_mlp, sub-LN).
+_EVA02 = dict(rope="eva02", qkv_bias="qv", mlp_activation="swiglu", pooling="gap", fc_norm=True)
 VARIANTS.update({
     "DeiT_Ti16_distilled": _family("deit", 16, 192, 768, 3, 12, 224, "DeiT-Ti/16 distilled", **_DEIT_DISTILLED),
     "DeiT_S16_distilled": _family("deit", 16, 384, 1536, 6, 12, 224, "DeiT-S/16 distilled", **_DEIT_DISTILLED),
@@ -173,6 +181,12 @@ VARIANTS.update({
     "DINOv3_L16": _family("dinov3", 16, 1024, 4096, 16, 24, 224, "DINOv3 ViT-L/16 (RoPE)", **_DINOV3),
     "DINOv3_H16_plus": _family("dinov3", 16, 1280, 5120, 20, 32, 224, "DINOv3 ViT-H+/16 (RoPE, SwiGLU, 0.84B)",
                                mlp_activation="swiglu", **_DINOV3),
+    "EVA02_Ti14": _family("eva02", 14, 192, 512, 3, 12, 224, "EVA-02 Ti/14 (RoPE, SwiGLU)", **_EVA02),
+    "EVA02_S14": _family("eva02", 14, 384, 1024, 6, 12, 224, "EVA-02 S/14 (RoPE, SwiGLU)", **_EVA02),
+    "EVA02_B14": _family("eva02", 14, 768, 2048, 12, 12, 224, "EVA-02 B/14 (RoPE, SwiGLU, sub-LN)",
+                         mlp_norm=True, **_EVA02),
+    "EVA02_L14": _family("eva02", 14, 1024, 2730, 16, 24, 224, "EVA-02 L/14 (RoPE, SwiGLU, sub-LN)",
+                         mlp_norm=True, **_EVA02),
     "SigLIP_B16": _family("siglip", 16, 768, 3072, 12, 12, 224, "SigLIP ViT-B/16 image tower", **_SIGLIP),
     "SigLIP_L16": _family("siglip", 16, 1024, 4096, 16, 24, 256, "SigLIP ViT-L/16 image tower", **_SIGLIP),
     "SigLIP_So400m14": _family("siglip", 14, 1152, 4304, 16, 27, 224, "SigLIP So400m/14 image tower", **_SIGLIP),
@@ -185,6 +199,8 @@ VARIANTS.update({
                            layer_scale_init=0.1, num_register_tokens=3),
     "tiny_dinov3": _family("dinov3", 4, 24, 40, 2, 2, 16, "tiny DINOv3 (RoPE, 4 registers) test model",
                            **dict(_DINOV3, layer_scale_init=0.1)),
+    "tiny_eva02": _family("eva02", 4, 24, 40, 2, 2, 16, "tiny EVA-02 (RoPE, SwiGLU, sub-LN) test model",
+                          mlp_norm=True, **_EVA02),
     "tiny_siglip": _family("siglip", 4, 24, 40, 2, 2, 16, "tiny SigLIP test model", **_SIGLIP),
     "tiny_clip": _family("clip", 4, 24, 40, 2, 2, 16, "tiny CLIP test model", projection_size=20, **_CLIP),
     "tiny_siglip2": _family("siglip2", 4, 24, 40, 2, 2, 16, "tiny SigLIP 2 NaFlex test model", **_SIGLIP2_NAFLEX),
@@ -198,13 +214,13 @@ ARCHITECTURE_FIELDS = (
     "representation_size", "position_embedding", "grid_size", "channels", "approximate_gelu",
     "layer_norm_epsilon", "stem", "stem_width", "num_classes", "distillation_token", "num_register_tokens",
     "prefix_position_embedding", "layer_scale_init", "mlp_activation", "pre_norm", "patch_bias",
-    "projection_size", "rope", "qkv_bias", "naflex",
+    "projection_size", "rope", "qkv_bias", "naflex", "mlp_norm", "fc_norm",
 )
 # The family fields of `ViTConfig` a variant row passes on when they differ from the paper ViT's.
 FAMILY_FIELDS = (
     "class_token", "pooling", "distillation_token", "num_register_tokens", "prefix_position_embedding",
     "layer_scale_init", "mlp_activation", "approximate_gelu", "layer_norm_epsilon", "pre_norm", "patch_bias",
-    "projection_size", "position_embedding", "rope", "qkv_bias", "naflex",
+    "projection_size", "position_embedding", "rope", "qkv_bias", "naflex", "mlp_norm", "fc_norm",
 )
 # The paper ViT's value of each family field (ViTConfig's defaults): what a layout states and a
 # model gets unless an argument, a row or the file says otherwise.

@@ -307,12 +307,12 @@ def test_hf_dinov2_at_another_resolution_matches_its_interpolation(registers, tm
     _close(keras_vit.ViT(weights=folder, include_top=False, image_size=None)(images), expected)
 
 
-def _timm_dinov3_folder(name, tmp_path, **model_args):
-    """A timm Hub folder (config.json naming the architecture, model_args) of a random DINOv3, and its timm model."""
+def _timm_eva_folder(name, tmp_path, **model_args):
+    """A timm Hub folder (config.json naming the architecture, model_args) of a random Eva (DINOv3, EVA-02), and its timm model."""
     from safetensors.torch import save_file
 
     args = {"img_size": IMAGE, "patch_size": PATCH, "embed_dim": HIDDEN, "depth": LAYERS, "num_heads": HEADS,
-            "num_reg_tokens": REGISTERS, "num_classes": 5, **model_args}
+            "num_classes": 5, **model_args}
     model = _redraw(timm.create_model(name, pretrained=False, **args))
     tensors = {key: value.contiguous() for key, value in model.state_dict().items()}
     save_file(tensors, str(tmp_path / "model.safetensors"))
@@ -327,7 +327,7 @@ def _timm_dinov3_folder(name, tmp_path, **model_args):
      dict(qkv_bias="qv", mlp_activation="swiglu", pooling="token", mlp_dim=72)),
 ])
 def test_timm_dinov3_hub_folder_matches(name, model_args, fields, tmp_path):
-    torch_model, folder = _timm_dinov3_folder(name, tmp_path, **model_args)
+    torch_model, folder = _timm_eva_folder(name, tmp_path, num_reg_tokens=REGISTERS, **model_args)
     model = keras_vit.ViT(weights=folder, classifier_activation=None, image_size=ROPE_IMAGE)
     for field, value in fields.items():
         assert model.vit_config[field] == value, field
@@ -337,6 +337,28 @@ def test_timm_dinov3_hub_folder_matches(name, model_args, fields, tmp_path):
     os.remove(os.path.join(folder, "config.json"))
     with pytest.raises(ValueError, match=r"stores no position embedding.*rope="):
         keras_vit.ViT(weights=os.path.join(folder, "model.safetensors"), num_heads=HEADS)
+
+
+@needs_timm
+@pytest.mark.parametrize("name, model_args, image_size, fields", [
+    # Built for 4x4 patches, run on 5x6 (timm resamples its table per call): the table resampled, the rotary grid not.
+    ("eva02_tiny_patch14_336", {"dynamic_img_size": True}, (5 * PATCH, 6 * PATCH),
+     dict(qkv_bias="qv", mlp_norm=False, fc_norm=True, pooling="gap")),
+    # Separate q, k, v and the MLP's LayerNorm, built for (and run on) a 3x5 grid.
+    ("eva02_base_patch14_448", {"img_size": list(ROPE_IMAGE)}, ROPE_IMAGE,
+     dict(qkv_bias="qv", mlp_norm=True, fc_norm=True, mlp_dim=96)),
+])
+def test_timm_eva02_hub_folder_matches(name, model_args, image_size, fields, tmp_path):
+    torch_model, folder = _timm_eva_folder(name, tmp_path, **model_args)
+    model = keras_vit.ViT(weights=folder, classifier_activation=None, image_size=image_size)
+    for field, value in fields.items():
+        assert model.vit_config[field] == value, field
+    images = _images(size=image_size[0], width=image_size[1])
+    outputs = model.intermediates_model()(images)
+    _close(outputs["output"], _timm_output(torch_model, images))
+    with torch.no_grad():  # timm's forward_features: every token, no norm after the blocks (fc_norm follows pooling)
+        tokens = torch_model.forward_features(torch.from_numpy(images.transpose(0, 3, 1, 2))).numpy()
+    _close(outputs["tokens"], tokens)
 
 
 @needs_timm

@@ -42,6 +42,7 @@ _GAP = dict(pooling="gap")
 # plain names have no query or value bias, the _qkvb ones have them (as Hugging Face's and the rows).
 _DINOV3_QKVB = dict(pooling="gap")
 _DINOV3_PLAIN = dict(pooling="gap", qkv_bias="none")
+# timm's EVA-02 names are the rows (the 336 and 448 px fine-tunes at their image size).
 
 
 def _sized(template, *sizes):
@@ -103,6 +104,10 @@ _TABLE = (
     (("vit_large_patch16_dinov3_qkvb",), "DINOv3_L16", _DINOV3_QKVB),
     (("vit_huge_plus_patch16_dinov3",), "DINOv3_H16_plus", _DINOV3_PLAIN),
     (("vit_huge_plus_patch16_dinov3_qkvb",), "DINOv3_H16_plus", _DINOV3_QKVB),
+    (_sized("eva02_tiny_patch14_{}", 224, 336), "EVA02_Ti14", {}),
+    (_sized("eva02_small_patch14_{}", 224, 336), "EVA02_S14", {}),
+    (_sized("eva02_base_patch14_{}", 224, 448), "EVA02_B14", {}),
+    (_sized("eva02_large_patch14_{}", 224, 448), "EVA02_L14", {}),
     (("flexivit_small",), "S16", dict(prefix_position_embedding=False)),
     (("flexivit_base",), "B16", dict(prefix_position_embedding=False)),
     (("flexivit_large",), "L16", dict(prefix_position_embedding=False)),
@@ -179,14 +184,14 @@ _ARCHITECTURE_ARGS = ("img_size", "patch_size", "in_chans", "num_classes", "glob
 # named as VisionTransformer's mean the same, but qkv_bias gives the query and value a bias, never
 # the key; `_EVA_RENAMED` are VisionTransformer's under other names), those keras_vit builds at one
 # value only, and the run-time ones (rope_*_coords: training-time coordinate augmentation).
-EVA_FAMILIES = ("dinov3",)
+EVA_FAMILIES = ("dinov3", "eva02")
 _EVA_RENAMED = {"num_reg_tokens": "reg_tokens", "use_fc_norm": "fc_norm"}
 _EVA_ARGS = (
     ("img_size", "patch_size", "in_chans", "num_classes", "global_pool", "embed_dim", "depth", "num_heads", "mlp_ratio",
      "qkv_bias", "init_values", "class_token", "no_embed_class", "num_reg_tokens", "use_fc_norm", "use_abs_pos_emb",
      "use_rot_pos_emb", "rope_type", "rope_temperature", "rope_rotate_half", "rope_grid_offset", "rope_grid_indexing",
-     "ref_feat_shape", "swiglu_mlp", "swiglu_align_to"),
-    {"qkv_fused": True, "qk_norm": False, "scale_mlp": False, "scale_attn_inner": False, "attn_type": "eva",
+     "ref_feat_shape", "swiglu_mlp", "swiglu_align_to", "scale_mlp", "qkv_fused"),
+    {"qk_norm": False, "scale_attn_inner": False, "attn_type": "eva",
      "use_post_norm": False, "use_pre_transformer_norm": False, "attn_only_layer_scale": False, "num_kv_heads": None,
      "dynamic_img_pad": False},
     ("dynamic_img_size", "drop_rate", "pos_drop_rate", "patch_drop_rate", "proj_drop_rate", "attn_drop_rate",
@@ -284,8 +289,8 @@ def config_architecture(config, path):
             raise CheckpointError(f"timm config {path!r}: {where} is {pool!r}; keras_vit pools with "
                                   f"{sorted(GLOBAL_POOLS)}.")
         fields["pooling"] = GLOBAL_POOLS[pool]
-    if args.get("fc_norm"):
-        raise refuse("fc_norm", "keras_vit builds no LayerNorm after pooling (fc_norm)")
+    if args.get("fc_norm") is not None:
+        fields["fc_norm"] = _flag(args, "fc_norm", refuse)
     if "img_size" in args:
         size = args["img_size"]
         size = [size, size] if _is_positive_int(size) else size
@@ -313,6 +318,10 @@ def _eva_fields(fields, args, refuse):
         # Eva's SwiGLU has gate and value Linears of this width each, rounded up to swiglu_align_to.
         width = int(fields["hidden_size"] * _ratio(args, refuse))
         fields["mlp_dim"] = width + (-width % align if align and fields["mlp_activation"] == "swiglu" else 0)
+    if "scale_mlp" in args:
+        fields["mlp_norm"] = _flag(args, "scale_mlp", refuse)
+    if "qkv_fused" in args:
+        _flag(args, "qkv_fused", refuse)  # one Linear or three: the same attention, the reader takes either
     if "use_rot_pos_emb" in args and not _flag(args, "use_rot_pos_emb", refuse):
         fields["rope"] = None
         return
