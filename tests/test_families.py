@@ -11,7 +11,7 @@ from helpers import ALL_BACKENDS, JIT_COMPILE, to_numpy
 from keras_vit.weights import save_npz
 from keras_vit.weights.resample import resize_patch_kernel
 
-FAMILY_ROWS = ("tiny_deit", "tiny_dinov2", "tiny_dinov3", "tiny_siglip", "tiny_clip")
+FAMILY_ROWS = ("tiny_deit", "tiny_dinov2", "tiny_dinov3", "tiny_eva02", "tiny_siglip", "tiny_clip")
 
 
 def _randomized(model, seed=0):
@@ -37,7 +37,7 @@ def test_pooling_none_returns_every_token_in_the_documented_order(variant):
 
 
 @ALL_BACKENDS
-@pytest.mark.parametrize("variant", ["tiny_dinov2", "tiny_dinov3", "tiny_siglip", "tiny_clip"])
+@pytest.mark.parametrize("variant", ["tiny_dinov2", "tiny_dinov3", "tiny_eva02", "tiny_siglip", "tiny_clip"])
 def test_new_head_on_the_family_embedding_starts_at_zero_and_trains(variant):
     backbone = _randomized(keras_vit.ViT(variant, include_top=False))
     model = keras_vit.ViT(variant, num_classes=3)
@@ -139,7 +139,7 @@ def test_family_keras_round_trip_and_tflite(variant, tmp_path):
     loaded = keras.saving.load_model(path, safe_mode=True)
     np.testing.assert_array_equal(to_numpy(loaded(images)), expected)
     assert loaded.vit_config == model.vit_config
-    if variant not in ("tiny_deit", "tiny_siglip", "tiny_dinov3"):
+    if variant not in ("tiny_deit", "tiny_siglip", "tiny_dinov3", "tiny_eva02"):
         return  # SavedModel export of every family row: tests/test_models.py; TFLite of the unusual ones here
     tflite_path = export.tflite(model, os.path.join(tmp_path, "model.tflite"), scaling="none").path
     np.testing.assert_allclose(export.load_predictor(tflite_path).predict(images), expected, atol=1e-5)
@@ -203,7 +203,7 @@ def test_families_take_dynamic_sizes_and_mixed_precision():
     assert tuple(dynamic(images).shape) == (2, 1 + 3 + 36, 24)  # class, 3 registers, 6x6 patches
     assert tuple(dynamic(images[:, :16, :20]).shape) == (2, 1 + 3 + 20, 24)
     keras.config.set_dtype_policy("mixed_bfloat16")
-    for variant in ("tiny_siglip", "tiny_deit", "tiny_clip", "tiny_dinov3"):
+    for variant in ("tiny_siglip", "tiny_deit", "tiny_clip", "tiny_dinov3", "tiny_eva02"):
         model = keras_vit.ViT(variant, num_classes=3)
         out = model(images[:, :16, :16])
         assert keras.backend.standardize_dtype(out.dtype) == "float32", variant
@@ -211,7 +211,7 @@ def test_families_take_dynamic_sizes_and_mixed_precision():
         assert np.allclose(to_numpy(out).sum(-1), 1.0, atol=1e-5)
 
 
-@pytest.mark.parametrize("variant", ["tiny_deit", "tiny_dinov3", "tiny_siglip", "tiny_clip"])
+@pytest.mark.parametrize("variant", ["tiny_deit", "tiny_dinov3", "tiny_eva02", "tiny_siglip", "tiny_clip"])
 def test_family_onnx_export_gives_keras_probabilities(variant, tmp_path):
     pytest.importorskip("onnx")
     onnxruntime = pytest.importorskip("onnxruntime")

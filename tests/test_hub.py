@@ -116,10 +116,12 @@ def test_timm_hub_folder_builds_without_num_heads(tmp_path):
      "model_args.rope_temperature is 0"),
     ({"architecture": "vit_small_patch16_dinov3", "model_args": {"rope_mrope_section": [8, 12, 12]}},
      r"\['rope_mrope_section'\] are not arguments keras_vit reads for 'vit_small_patch16_dinov3' .timm's Eva."),
-    ({"architecture": "vit_small_patch16_dinov3", "model_args": {"use_fc_norm": True}},
-     r"model_args.use_fc_norm is True"),
+    ({"architecture": "eva02_tiny_patch14_224", "model_args": {"scale_mlp": 1}},
+     r"model_args.scale_mlp is 1; expected true or false"),
+    ({"architecture": "eva02_base_patch14_448", "model_args": {"scale_attn_inner": True}},
+     r"model_args.scale_attn_inner is True; keras_vit builds scale_attn_inner=False only"),
 ], ids=["unknown_architecture", "contradiction", "unsupported_value", "unknown_argument", "unknown_rope_type",
-        "rope_temperature", "unknown_rope_argument", "eva_renamed_argument"])
+        "rope_temperature", "unknown_rope_argument", "eva_renamed_argument", "eva02_attention_norm"])
 def test_timm_config_refusals_name_the_file_and_key(tmp_path, config, message):
     folder = str(tmp_path / "timm")
     _timm_folder_by_hand(keras_vit.ViT("tiny", num_classes=3), folder, config)
@@ -148,19 +150,25 @@ def test_timm_table_matches_timm():
             mlp_dim=block.mlp.fc2.in_features, class_token=built.cls_token is not None,
             distillation_token=getattr(built, "dist_token", None) is not None,
             pre_norm=not isinstance(built.norm_pre, torch.nn.Identity),
-            patch_bias=built.patch_embed.proj.bias is not None, layer_norm_epsilon=built.norm.eps,
+            patch_bias=built.patch_embed.proj.bias is not None,
+            fc_norm=not isinstance(built.fc_norm, torch.nn.Identity),
+            mlp_norm=not isinstance(block.mlp.norm, torch.nn.Identity),
             pooling={"token": "token", "avg": "gap", "map": "map"}[built.global_pool],
             activation=type(block.mlp.act).__name__,
             position_embedding="learned" if built.pos_embed is not None else "none",
         )
+        found["layer_norm_epsilon"] = (built.fc_norm if found["fc_norm"] else built.norm).eps
         if eva_architecture(name):  # timm's Eva class: its own attribute names, rotary position
-            rope = built.rope
+            rope, attn = built.rope, block.attn
+            index_grid = getattr(rope, "grid_type", None) == "index"  # EVA-02's; DINOv3's is centred
             found.update(
                 num_register_tokens=0 if built.reg_token is None else built.reg_token.shape[1],
                 layer_scale_init=None if block.gamma_1 is None else float(block.init_values),
-                qkv_bias="qv" if block.attn.q_bias is not None else "none",
+                # Fused (q_bias, v_bias) or separate (q_proj, k_proj, v_proj) projections.
+                qkv_bias="qv" if (attn.q_bias if attn.qkv is not None else attn.q_proj.bias) is not None else "none",
                 rope=None if rope is None else dict(
-                    grid="centered", theta=rope.temperature, offset=rope.grid_offset, reference_grid=None,
+                    grid="index" if index_grid else "centered", theta=rope.temperature, offset=rope.grid_offset,
+                    reference_grid=tuple(rope.ref_feat_shape) if index_grid and rope.ref_feat_shape else None,
                     axes={"ij": "yx", "xy": "xy"}[rope.grid_indexing],
                     layout="half" if rope.rotate_half else "interleaved"),
             )
@@ -183,6 +191,7 @@ def test_timm_table_matches_timm():
     ("tiny_deit", {}),
     ("tiny_siglip", {}),
     ("tiny_dinov2", dict(prefix_position_embedding=False)),  # timm's DINOv2-reg: no position on the prefix
+    ("tiny", dict(pooling="gap", fc_norm=True, mlp_norm=True)),  # timm's fc_norm and scale_mlp_norm
 ])
 def test_save_timm_round_trip_and_timm_parity(tmp_path, variant, arguments):
     model = _randomized(keras_vit.ViT(variant, num_classes=3, classifier_activation=None, **arguments))
@@ -212,8 +221,9 @@ def test_save_timm_refuses_what_timm_cannot_hold(tmp_path):
     with pytest.raises(CheckpointError, match="timm's 'deit_tiny_distilled_patch16_224' cannot hold.*distillation_token"):
         save_timm(keras_vit.ViT("tiny", num_classes=3), str(tmp_path / "c"), architecture="deit_tiny_distilled_patch16_224",
                   pretrained_cfg=IMAGENET)
-    with pytest.raises(CheckpointError, match=r"rotary position .*qkv_bias='qv'"):  # timm's Eva: not written
-        save_timm(keras_vit.ViT("tiny_dinov3", num_classes=3), str(tmp_path / "d"), pretrained_cfg=IMAGENET)
+    for variant in ("tiny_dinov3", "tiny_eva02"):
+        with pytest.raises(CheckpointError, match=r"rotary position .*qkv_bias='qv'"):  # timm's Eva: not written
+            save_timm(keras_vit.ViT(variant, num_classes=3), str(tmp_path / "d"), pretrained_cfg=IMAGENET)
     assert not any(os.path.exists(tmp_path / name) for name in "acd")
 
 

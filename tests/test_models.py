@@ -46,6 +46,9 @@ TIMM_FAMILY_COUNTS = {
     # 303_128_576, 840_591_360), left out here for the time their full builds take.
     "DINOv3_S16": ("vit_small_patch16_dinov3_qkvb", 0, 21_596_160),
     "DINOv3_S16_plus": ("vit_small_plus_patch16_dinov3_qkvb", 0, 28_692_480),
+    # EVA-02's B and L (the MLP's LayerNorm) match too (85_758_720, 303_268_800), left out for their build time.
+    "EVA02_Ti14": ("eva02_tiny_patch14_224", 0, 5_502_144),
+    "EVA02_S14": ("eva02_small_patch14_224", 0, 21_621_120),
 }
 PAPER_VARIANTS = sorted(k for k in VARIANTS if "tiny" not in k and VARIANTS[k].family == "vit")
 FAMILY_VARIANTS = sorted(k for k in VARIANTS if "tiny" not in k and VARIANTS[k].family != "vit")
@@ -80,7 +83,8 @@ def expected_params(row, num_classes, image_size, projection=True):
     inner = 2 * m if row.mlp_activation == "swiglu" else m
     mlp = (d * inner + inner) + (m * d + d)
     qkv_biases = {"qkv": 3, "qv": 2, "none": 0}[row.qkv_bias]
-    block = 2 * 2 * d + 4 * d * d + (qkv_biases + 1) * d + mlp + 2 * d * (row.layer_scale_init is not None)
+    block = (2 * 2 * d + 4 * d * d + (qkv_biases + 1) * d + mlp + 2 * d * (row.layer_scale_init is not None)
+             + 2 * m * row.mlp_norm)
     pooling = d + 4 * (d * d + d) + 2 * d + mlp if row.pooling == "map" else 0
     width = row.projection_size if projection and row.projection_size else d
     projection_params = d * row.projection_size if projection and row.projection_size else 0

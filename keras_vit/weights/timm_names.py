@@ -176,16 +176,16 @@ _RUN_TIME_ARGS = ("dynamic_img_size", "dynamic_img_pad", "weight_init", "fix_ini
                   "patch_drop_rate", "proj_drop_rate", "attn_drop_rate", "drop_path_rate")
 # model_args keras_vit builds only at timm's default value: name -> that value.
 _FIXED_ARGS = {"qk_norm": False, "proj_bias": True, "final_norm": True, "scale_attn_norm": False,
-               "scale_mlp_norm": False, "pool_include_prefix": False}
+               "pool_include_prefix": False}
 _ARCHITECTURE_ARGS = ("img_size", "patch_size", "in_chans", "num_classes", "global_pool", "embed_dim", "depth",
                       "num_heads", "mlp_ratio", "init_values", "class_token", "pos_embed", "no_embed_class",
-                      "reg_tokens", "pre_norm", "fc_norm", "act_layer", "qkv_bias")
+                      "reg_tokens", "pre_norm", "fc_norm", "act_layer", "qkv_bias", "scale_mlp_norm")
 # The families timm builds with its Eva class, and Eva's model_args: the architecture ones (those
 # named as VisionTransformer's mean the same, but qkv_bias gives the query and value a bias, never
 # the key; `_EVA_RENAMED` are VisionTransformer's under other names), those keras_vit builds at one
 # value only, and the run-time ones (rope_*_coords: training-time coordinate augmentation).
 EVA_FAMILIES = ("dinov3", "eva02")
-_EVA_RENAMED = {"num_reg_tokens": "reg_tokens", "use_fc_norm": "fc_norm"}
+_EVA_RENAMED = {"num_reg_tokens": "reg_tokens", "use_fc_norm": "fc_norm", "scale_mlp": "scale_mlp_norm"}
 _EVA_ARGS = (
     ("img_size", "patch_size", "in_chans", "num_classes", "global_pool", "embed_dim", "depth", "num_heads", "mlp_ratio",
      "qkv_bias", "init_values", "class_token", "no_embed_class", "num_reg_tokens", "use_fc_norm", "use_abs_pos_emb",
@@ -291,6 +291,8 @@ def config_architecture(config, path):
         fields["pooling"] = GLOBAL_POOLS[pool]
     if args.get("fc_norm") is not None:
         fields["fc_norm"] = _flag(args, "fc_norm", refuse)
+    if "scale_mlp_norm" in args:  # a LayerNorm on the MLP's hidden layer (Eva: scale_mlp)
+        fields["mlp_norm"] = _flag(args, "scale_mlp_norm", refuse)
     if "img_size" in args:
         size = args["img_size"]
         size = [size, size] if _is_positive_int(size) else size
@@ -318,8 +320,6 @@ def _eva_fields(fields, args, refuse):
         # Eva's SwiGLU has gate and value Linears of this width each, rounded up to swiglu_align_to.
         width = int(fields["hidden_size"] * _ratio(args, refuse))
         fields["mlp_dim"] = width + (-width % align if align and fields["mlp_activation"] == "swiglu" else 0)
-    if "scale_mlp" in args:
-        fields["mlp_norm"] = _flag(args, "scale_mlp", refuse)
     if "qkv_fused" in args:
         _flag(args, "qkv_fused", refuse)  # one Linear or three: the same attention, the reader takes either
     if "use_rot_pos_emb" in args and not _flag(args, "use_rot_pos_emb", refuse):
