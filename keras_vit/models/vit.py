@@ -991,6 +991,8 @@ def _frozen(config):
     for key in ("image_size", "grid_size", "stem"):
         if isinstance(config.get(key), list):
             config[key] = tuple(config[key])
+    if config.get("rope") is not None:  # its reference_grid too (EVA-02, PE-Core)
+        config["rope"] = rope_settings(config["rope"])
     return config
 
 
