@@ -131,6 +131,7 @@ def test_failure_midway_leaves_nothing(tmp_path, monkeypatch):
         (dict(class_token=False, pooling="map", num_classes=4), r"siglip_vision_model.*include_top=True"),
         (dict(position_embedding="sincos2d", include_top=False), "position_embedding='sincos2d'"),
         (dict(rope="dinov3", qkv_bias="qv", include_top=False), r"rope=\{'grid': 'centered'.*qkv_bias='qv'"),
+        (dict(mlp_norm=True, fc_norm=True, include_top=False), r"mlp_norm=True.*fc_norm=True"),  # EVA-02's
     ],
 )
 def test_a_model_the_family_cannot_hold_is_refused_naming_the_field(arguments, message, tmp_path):
@@ -153,3 +154,5 @@ def test_save_npz_refuses_rotary_position_its_layout_cannot_say(tmp_path):
     with pytest.raises(CheckpointError, match=r"rotary position \(rope=\{'grid': 'centered'.*Save it with model.save"):
         save_npz(keras_vit.ViT("tiny", rope="dinov3", num_classes=3), tmp_path / "model.npz")
     assert not os.path.exists(tmp_path / "model.npz")
+    with pytest.raises(CheckpointError, match=r"no key for 6 weights.*mlp_norm.*fc_norm"):  # EVA-02's LayerNorms
+        save_npz(keras_vit.ViT("tiny", mlp_norm=True, fc_norm=True, num_classes=3), tmp_path / "model.npz")
