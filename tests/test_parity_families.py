@@ -315,6 +315,8 @@ def _timm_eva_folder(name, tmp_path, **model_args):
             "num_classes": 5, **model_args}
     model = _redraw(timm.create_model(name, pretrained=False, **args))
     tensors = {key: value.contiguous() for key, value in model.state_dict().items()}
+    # The rotary tables too, as older timm versions saved them: computed, so skipped on reading.
+    tensors.update({f"rope.{key}": value.contiguous() for key, value in model.rope.named_buffers()})
     save_file(tensors, str(tmp_path / "model.safetensors"))
     (tmp_path / "config.json").write_text(json.dumps({"architecture": name, "num_classes": 5, "model_args": args}))
     return model, str(tmp_path)

@@ -983,6 +983,8 @@ def normalize_timm(raw):
     tensors, names = {}, {}
     raw = _fuse_separate_qkv(raw, names)
     for key, array in raw.items():
+        if key.startswith("rope.") and key != "rope.freqs":
+            continue  # a rotary table an older timm saved: computed from the grid, as timm's own filter says
         eva_scale = re.fullmatch(r"(blocks\.\d+\.)gamma_([12])", key)
         if eva_scale is not None:
             canonical = f"{eva_scale.group(1)}ls{eva_scale.group(2)}.gamma"
