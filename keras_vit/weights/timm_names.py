@@ -42,7 +42,6 @@ _GAP = dict(pooling="gap")
 # plain names have no query or value bias, the _qkvb ones have them (as Hugging Face's and the rows).
 _DINOV3_QKVB = dict(pooling="gap")
 _DINOV3_PLAIN = dict(pooling="gap", qkv_bias="none")
-# timm's EVA-02 names are the rows (the 336 and 448 px fine-tunes at their image size).
 
 
 def _sized(template, *sizes):
@@ -104,6 +103,8 @@ _TABLE = (
     (("vit_large_patch16_dinov3_qkvb",), "DINOv3_L16", _DINOV3_QKVB),
     (("vit_huge_plus_patch16_dinov3",), "DINOv3_H16_plus", _DINOV3_PLAIN),
     (("vit_huge_plus_patch16_dinov3_qkvb",), "DINOv3_H16_plus", _DINOV3_QKVB),
+    # EVA-02: the MIM sizes and their 336 and 448 px fine-tunes (its CLIP towers, a LayerNorm inside the
+    # attention, are not rows).
     (_sized("eva02_tiny_patch14_{}", 224, 336), "EVA02_Ti14", {}),
     (_sized("eva02_small_patch14_{}", 224, 336), "EVA02_S14", {}),
     (_sized("eva02_base_patch14_{}", 224, 448), "EVA02_B14", {}),
