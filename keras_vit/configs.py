@@ -38,17 +38,18 @@ class ViTConfig:
             None (plain ViT) patches the pixels. Defaults to None.
         stem_width: int. Root width of the ResNet stem. Defaults to 64.
         family: str. The model family the row belongs to ("vit" for the paper's variants,
-            "deit", "deit3", "dinov2", "dinov3", "siglip", "siglip2", "clip", "pe"). Defaults to "vit".
+            "deit", "deit3", "dinov2", "dinov3", "eva02", "siglip", "siglip2", "clip", "pe"). Defaults to "vit".
         class_token, pooling, distillation_token, num_register_tokens, position_embedding,
         prefix_position_embedding, layer_scale_init, mlp_activation, approximate_gelu,
         layer_norm_epsilon, pre_norm, patch_bias, projection_size, rope, qkv_bias, naflex,
-        pooling_heads, pooling_mlp_dim: the architecture fields of `keras_vit.ViT` with the
-        same names; a row states those that differ from the paper's ViT (the defaults here:
+        pooling_heads, pooling_mlp_dim, mlp_norm, fc_norm: the architecture fields of `keras_vit.ViT`
+        with the same names; a row states those that differ from the paper's ViT (the defaults here:
         class token, "auto" pooling, no distillation or register tokens, a learned position
         embedding with rows for the prefix tokens, no LayerScale, exact GELU, LayerNorm epsilon
         1e-6, no LayerNorm before the encoder, patch bias, no projection, no rotary position,
         biases on query, key and value, image input, an attention pooling with the blocks'
-        heads and MLP width). `rope` is a name of `keras_vit.layers.rotary_embedding.ROPE_VARIANTS`
+        heads and MLP width, no LayerNorm inside the MLP, the final LayerNorm before pooling).
+        `rope` is a name of `keras_vit.layers.rotary_embedding.ROPE_VARIANTS`
         or a dict of its settings. A NaFlex row's `image_size` is that of its position grid
         (`image_size / patch_size` a side).
 
@@ -90,6 +91,8 @@ class ViTConfig:
     naflex: bool = False
     pooling_heads: int | None = None
     pooling_mlp_dim: int | None = None
+    mlp_norm: bool = False
+    fc_norm: bool = False
 
     @property
     def stem_stride(self) -> int:
@@ -166,6 +169,11 @@ def _pe_rope(rows, offset=1.0):
     return {"variant": "pe", "reference_grid": (rows, rows), "offset": offset}
 
 
+# EVA-02 (timm eva02_*_patch14, the MIM-pretrained sizes; the 336 and 448 px fine-tunes are the same rows at
+# another image size): rotary position (on the 16x16 grid of 224 px) on top of a learned table, no key bias,
+# SwiGLU (its width 8/3 of the token width), the mean patch token pooled and then normalised (timm's fc_norm);
+# B and L have a LayerNorm inside the MLP (timm's scale_mlp, sub-LN).
+_EVA02 = dict(rope="eva02", qkv_bias="qv", mlp_activation="swiglu", pooling="gap", fc_norm=True)
 VARIANTS.update({
     "DeiT_Ti16_distilled": _family("deit", 16, 192, 768, 3, 12, 224, "DeiT-Ti/16 distilled", **_DEIT_DISTILLED),
     "DeiT_S16_distilled": _family("deit", 16, 384, 1536, 6, 12, 224, "DeiT-S/16 distilled", **_DEIT_DISTILLED),
@@ -191,6 +199,12 @@ VARIANTS.update({
     "DINOv3_L16": _family("dinov3", 16, 1024, 4096, 16, 24, 224, "DINOv3 ViT-L/16 (RoPE)", **_DINOV3),
     "DINOv3_H16_plus": _family("dinov3", 16, 1280, 5120, 20, 32, 224, "DINOv3 ViT-H+/16 (RoPE, SwiGLU, 0.84B)",
                                mlp_activation="swiglu", **_DINOV3),
+    "EVA02_Ti14": _family("eva02", 14, 192, 512, 3, 12, 224, "EVA-02 Ti/14 (RoPE, SwiGLU)", **_EVA02),
+    "EVA02_S14": _family("eva02", 14, 384, 1024, 6, 12, 224, "EVA-02 S/14 (RoPE, SwiGLU)", **_EVA02),
+    "EVA02_B14": _family("eva02", 14, 768, 2048, 12, 12, 224, "EVA-02 B/14 (RoPE, SwiGLU, sub-LN)",
+                         mlp_norm=True, **_EVA02),
+    "EVA02_L14": _family("eva02", 14, 1024, 2730, 16, 24, 224, "EVA-02 L/14 (RoPE, SwiGLU, sub-LN)",
+                         mlp_norm=True, **_EVA02),
     "SigLIP_B16": _family("siglip", 16, 768, 3072, 12, 12, 224, "SigLIP ViT-B/16 image tower", **_SIGLIP),
     "SigLIP_L16": _family("siglip", 16, 1024, 4096, 16, 24, 256, "SigLIP ViT-L/16 image tower", **_SIGLIP),
     "SigLIP_So400m14": _family("siglip", 14, 1152, 4304, 16, 27, 224, "SigLIP So400m/14 image tower", **_SIGLIP),
@@ -214,6 +228,8 @@ VARIANTS.update({
                            layer_scale_init=0.1, num_register_tokens=3),
     "tiny_dinov3": _family("dinov3", 4, 24, 40, 2, 2, 16, "tiny DINOv3 (RoPE, 4 registers) test model",
                            **dict(_DINOV3, layer_scale_init=0.1)),
+    "tiny_eva02": _family("eva02", 4, 24, 40, 2, 2, 16, "tiny EVA-02 (RoPE, SwiGLU, sub-LN) test model",
+                          mlp_norm=True, **_EVA02),
     "tiny_siglip": _family("siglip", 4, 24, 40, 2, 2, 16, "tiny SigLIP test model", **_SIGLIP),
     "tiny_clip": _family("clip", 4, 24, 40, 2, 2, 16, "tiny CLIP test model", projection_size=20, **_CLIP),
     "tiny_pe": _family("pe", 4, 24, 40, 2, 2, 16, "tiny PE-Core (RoPE, 3-head attention pool) test model",
@@ -232,13 +248,14 @@ ARCHITECTURE_FIELDS = CORE_FIELDS + (
     "representation_size", "position_embedding", "grid_size", "channels", "approximate_gelu",
     "layer_norm_epsilon", "stem", "stem_width", "num_classes", "distillation_token", "num_register_tokens",
     "prefix_position_embedding", "layer_scale_init", "mlp_activation", "pre_norm", "patch_bias",
-    "projection_size", "rope", "qkv_bias", "naflex", "pooling_heads", "pooling_mlp_dim",
+    "projection_size", "rope", "qkv_bias", "naflex", "pooling_heads", "pooling_mlp_dim", "mlp_norm", "fc_norm",
 )
 # The family fields of `ViTConfig` a variant row passes on when they differ from the paper ViT's.
 FAMILY_FIELDS = (
     "class_token", "pooling", "distillation_token", "num_register_tokens", "prefix_position_embedding",
     "layer_scale_init", "mlp_activation", "approximate_gelu", "layer_norm_epsilon", "pre_norm", "patch_bias",
     "projection_size", "position_embedding", "rope", "qkv_bias", "naflex", "pooling_heads", "pooling_mlp_dim",
+    "mlp_norm", "fc_norm",
 )
 # The attention pool's own fields and the blocks' field each defaults to: None states the blocks' value.
 POOLING_OWN_FIELDS = {"pooling_heads": "num_heads", "pooling_mlp_dim": "mlp_dim"}

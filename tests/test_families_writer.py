@@ -141,6 +141,7 @@ def test_failure_midway_leaves_nothing(tmp_path, monkeypatch):
         (dict(rope="eva02", position_embedding="none", layer_scale_init=0.1, prefix_position_embedding=False,
               include_top=False), r"'dinov3_vit' cannot hold: rope=.*DINOv3's rotary position"),
         (dict(class_token=False, pooling="map", pooling_heads=3, include_top=False), "pooling_heads=3"),
+        (dict(mlp_norm=True, fc_norm=True, include_top=False), r"mlp_norm=True.*fc_norm=True"),  # EVA-02's
     ],
 )
 def test_a_model_the_family_cannot_hold_is_refused_naming_the_field(arguments, message, tmp_path):
@@ -167,3 +168,5 @@ def test_save_npz_refuses_what_its_layout_cannot_say(variant, arguments, message
     with pytest.raises(CheckpointError, match=message):
         save_npz(keras_vit.ViT(variant, num_classes=3, **arguments), tmp_path / "model.npz")
     assert not os.path.exists(tmp_path / "model.npz")
+    with pytest.raises(CheckpointError, match=r"no key for 6 weights.*mlp_norm.*fc_norm"):  # EVA-02's LayerNorms
+        save_npz(keras_vit.ViT("tiny", mlp_norm=True, fc_norm=True, num_classes=3), tmp_path / "model.npz")

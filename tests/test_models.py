@@ -49,6 +49,9 @@ TIMM_FAMILY_COUNTS = {
     # B/16, L/14 and G/14 match too (92_886_528, 316_102_656, 1_880_066_560), left out for their build time.
     "PE_Core_T16": ("vit_pe_core_tiny_patch16_384", 0, 6_042_240),
     "PE_Core_S16": ("vit_pe_core_small_patch16_384", 0, 23_586_048),
+    # EVA-02's B and L (the MLP's LayerNorm) match too (85_758_720, 303_268_800), left out for their build time.
+    "EVA02_Ti14": ("eva02_tiny_patch14_224", 0, 5_502_144),
+    "EVA02_S14": ("eva02_small_patch14_224", 0, 21_621_120),
 }
 PAPER_VARIANTS = sorted(k for k in VARIANTS if "tiny" not in k and VARIANTS[k].family == "vit")
 FAMILY_VARIANTS = sorted(k for k in VARIANTS if "tiny" not in k and VARIANTS[k].family != "vit")
@@ -86,7 +89,8 @@ def expected_params(row, num_classes, image_size, projection=True):
         return (d * inner + inner) + (width * d + d)
 
     qkv_biases = {"qkv": 3, "qv": 2, "none": 0}[row.qkv_bias]
-    block = 2 * 2 * d + 4 * d * d + (qkv_biases + 1) * d + mlp(m) + 2 * d * (row.layer_scale_init is not None)
+    block = (2 * 2 * d + 4 * d * d + (qkv_biases + 1) * d + mlp(m) + 2 * d * (row.layer_scale_init is not None)
+             + 2 * m * row.mlp_norm)
     pooling = d + 4 * (d * d + d) + 2 * d + mlp(row.pooling_mlp_dim or m) if row.pooling == "map" else 0
     width = row.projection_size if projection and row.projection_size else d
     projection_params = d * row.projection_size if projection and row.projection_size else 0

@@ -308,13 +308,15 @@ def test_hf_dinov2_at_another_resolution_matches_its_interpolation(registers, tm
 
 
 def _timm_eva_folder(name, tmp_path, **model_args):
-    """A timm Hub folder (config.json naming the architecture, model_args) of a random Eva-built model, and the model."""
+    """A timm Hub folder (config.json naming the architecture, model_args) of a random Eva-built model (DINOv3, EVA-02, PE), and the model."""
     from safetensors.torch import save_file
 
     args = {"img_size": IMAGE, "patch_size": PATCH, "embed_dim": HIDDEN, "depth": LAYERS, "num_heads": HEADS,
             "num_classes": 5, **model_args}
     model = _redraw(timm.create_model(name, pretrained=False, **args))
     tensors = {key: value.contiguous() for key, value in model.state_dict().items()}
+    # The rotary tables too, as older timm versions saved them: computed, so skipped on reading.
+    tensors.update({f"rope.{key}": value.contiguous() for key, value in model.rope.named_buffers()})
     save_file(tensors, str(tmp_path / "model.safetensors"))
     (tmp_path / "config.json").write_text(json.dumps({"architecture": name, "num_classes": 5, "model_args": args}))
     return model, str(tmp_path)
@@ -374,6 +376,29 @@ def test_timm_pe_core_hub_folder_matches(name, model_args, fields, tmp_path):
     os.remove(os.path.join(folder, "config.json"))  # the state dict alone hides the rotation and the pool's heads
     with pytest.raises(CheckpointError, match=r"norm_pre and attn_pool, as timm's PE-Core .*config.json"):
         keras_vit.ViT(weights=os.path.join(folder, "model.safetensors"), num_heads=HEADS)
+
+
+@needs_timm
+@pytest.mark.parametrize("name, model_args, image_size, fields", [
+    # Built for 4x4 patches, run on 5x6 (timm resamples its table per call): the table resampled, the rotary grid not.
+    ("eva02_tiny_patch14_336", {"dynamic_img_size": True}, (5 * PATCH, 6 * PATCH),
+     dict(qkv_bias="qv", mlp_norm=False, fc_norm=True, pooling="gap")),
+    # Separate q, k, v and the MLP's LayerNorm, built for (and run on) a 3x5 grid.
+    ("eva02_base_patch14_448", {"img_size": list(ROPE_IMAGE)}, ROPE_IMAGE,
+     dict(qkv_bias="qv", mlp_norm=True, fc_norm=True, mlp_dim=96)),
+])
+def test_timm_eva02_hub_folder_matches(name, model_args, image_size, fields, tmp_path):
+    torch_model, folder = _timm_eva_folder(name, tmp_path, **model_args)
+    model = keras_vit.ViT(weights=folder, classifier_activation=None, image_size=image_size)
+    for field, value in fields.items():
+        assert model.vit_config[field] == value, field
+    images = _images(size=image_size[0], width=image_size[1])
+    outputs = model.intermediates_model()(images)
+    _close(outputs["output"], _timm_output(torch_model, images))
+    with torch.no_grad():  # timm's forward_features: every token, no norm after the blocks (fc_norm follows pooling)
+        tokens = torch_model.forward_features(torch.from_numpy(images.transpose(0, 3, 1, 2))).numpy()
+    scale = np.abs(tokens).max()  # un-normalised (|x| up to ~50): float32 rounding compared to their largest
+    _close(to_numpy(outputs["tokens"]) / scale, tokens / scale)
 
 
 @needs_timm

@@ -80,6 +80,8 @@ def ViT(
     naflex=None,
     pooling_heads=None,
     pooling_mlp_dim=None,
+    mlp_norm=None,
+    fc_norm=None,
     name=None,
 ):
     """Builds a Vision Transformer as a functional Keras model (a `VisionTransformer`).
@@ -93,7 +95,7 @@ def ViT(
     error listing each field, except the head, GELU form, epsilon and grid, which may differ.
     The model is then built from that config alone (`build`) and `model.vit_config` holds it.
     Layer names are stable: `embedding`, `rope` (rotary models: no weights), `encoderblock_{i}`,
-    `encoder_norm`, `pre_logits`, `head`. The head is zero-initialised and computes in float32.
+    `encoder_norm` (or `fc_norm` after the pooling), `pre_logits`, `head`. The head is zero-initialised and computes in float32.
 
     Args:
         variant: str or None. Variant name such as "B16" or "ViT-B/16", or a timm model name
@@ -222,6 +224,14 @@ def ViT(
         pooling_mlp_dim: int or None. Hidden width of the attention pooling's MLP when it
             differs from the blocks' (PE-Core G/14's). None takes the checkpoint's or the
             variant's, else `mlp_dim`. Defaults to None.
+        mlp_norm: bool or None. A LayerNorm ("mlp_norm" in each block) on the MLP's hidden layer
+            before its second Dense (EVA-02 B and L, timm's scale_mlp). None takes the
+            checkpoint's or the variant's, else False. Defaults to None.
+        fc_norm: bool or None. The final LayerNorm ("fc_norm") follows the pooling instead of
+            normalising the tokens ("encoder_norm"): timm's fc_norm (EVA-02). The tokens
+            (`pooling=None`, the intermediates' "tokens") then leave un-normalised, as timm's
+            forward_features. None takes the checkpoint's or the variant's, else False.
+            Defaults to None.
         name: str or None. Model name. Defaults to "vit_<variant>" or "vit".
 
     With `include_top=False` the model returns the family's own image embedding: the class
@@ -301,6 +311,8 @@ def ViT(
         naflex=naflex,
         pooling_heads=pooling_heads,
         pooling_mlp_dim=pooling_mlp_dim,
+        mlp_norm=mlp_norm,
+        fc_norm=fc_norm,
         name=name,
         backbone=backbone,
     )
@@ -487,7 +499,7 @@ def _fill_defaults(config, checkpoint, given):
 # checkpoint state one (class_token, pooling, GELU form and epsilon have their own rules above;
 # None is itself the paper's value of layer_scale_init, projection_size and rope).
 _PAPER_DEFAULTED = ("distillation_token", "num_register_tokens", "prefix_position_embedding", "mlp_activation",
-                    "pre_norm", "patch_bias", "qkv_bias")
+                    "pre_norm", "patch_bias", "qkv_bias", "mlp_norm", "fc_norm")
 
 
 def _check_config(config, checkpoint):
@@ -530,7 +542,7 @@ def _check_config(config, checkpoint):
         check_positive_number("layer_scale_init", config["layer_scale_init"])
     check_positive_number("layer_norm_epsilon", config["layer_norm_epsilon"])
     for key in ("class_token", "approximate_gelu", "distillation_token", "prefix_position_embedding", "pre_norm",
-                "patch_bias", "naflex"):
+                "patch_bias", "naflex", "mlp_norm", "fc_norm"):
         check_bool(key, config[key])
         config[key] = bool(config[key])  # NumPy's bool as Python's, for the JSON config
     if config["distillation_token"] and not config["class_token"]:
@@ -635,9 +647,9 @@ def build(config, *, backbone=None, input_shape=None, input_tensor=None):
     >>> model.output_shape, build(model.vit_config).count_params() == model.count_params()
     ((None, 10), True)
     """
-    # A config saved before these fields existed.
+    # Configs saved before these fields existed.
     config = {**_BUILD_DEFAULTS, "rope": None, "qkv_bias": "qkv", "pooling_heads": None, "pooling_mlp_dim": None,
-              **config}
+              "mlp_norm": False, "fc_norm": False, **config}
     for key in ("image_size", "grid_size", "stem"):
         if config.get(key) is not None:
             config[key] = tuple(config[key])
@@ -744,6 +756,7 @@ def _encoder_graph(config, x, layer, collect=None):
             layer_scale_init=config["layer_scale_init"],
             fused_attention=config["fused_attention"],
             qkv_bias=config.get("qkv_bias", "qkv"),
+            mlp_norm=config.get("mlp_norm", False),
             name=f"encoderblock_{i}",
         ))
         if collect is None or "attention" not in collect:
@@ -753,7 +766,9 @@ def _encoder_graph(config, x, layer, collect=None):
             collect["attention"].append(attention)
         if collect is not None:
             collect["blocks"].append(x)
-    x = layer("encoder_norm", lambda: keras.layers.LayerNormalization(epsilon=epsilon, name="encoder_norm"))(x)
+    fc_norm = config.get("fc_norm", False)
+    if not fc_norm:
+        x = layer("encoder_norm", lambda: keras.layers.LayerNormalization(epsilon=epsilon, name="encoder_norm"))(x)
     if collect is not None:
         collect["tokens"] = x
         collect.update(masked)
@@ -772,6 +787,8 @@ def _encoder_graph(config, x, layer, collect=None):
     elif pooling is not None:
         prefix = encoder.num_prefix_tokens
         x = layer("pooling", lambda: TokenPooling(pooling, num_prefix_tokens=prefix, name="pooling"))(tokens, **masked)
+    if fc_norm and pooling is not None:
+        x = layer("fc_norm", lambda: keras.layers.LayerNormalization(epsilon=epsilon, name="fc_norm"))(x)
     if config["projection_size"] is not None and pooling is not None:  # it projects the pooled embedding
         x = layer("projection", lambda: keras.layers.Dense(
             config["projection_size"], use_bias=False, name="projection"))(x)
@@ -934,7 +951,7 @@ class VisionTransformer(keras.Model):
 
         Its output is a dict: "blocks" (list, one (B, T, D) tensor per block, input side
         first, before the final LayerNorm), "attention" (list, one (B, heads, T, T) per
-        block), "tokens" (B, T, D) (every token after the final LayerNorm: class,
+        block), "tokens" (B, T, D) (every token after the final LayerNorm, if before pooling: class,
         distillation, register, then patch tokens; a NaFlex model's padding tokens are
         meaningless, see `padding_mask`), "padding_mask" (B, T), True for real tokens
         (NaFlex only), "embedding" (what `include_top=False`
@@ -975,7 +992,8 @@ class VisionTransformer(keras.Model):
                 by index, 0 the first, negative from the end (-1 the last), in the order given.
                 Defaults to 1 (the last block).
             norm: bool. Apply the model's final LayerNorm to each chosen block's tokens, as
-                DINOv2's and Depth Anything's backbones do. Defaults to True.
+                DINOv2's and Depth Anything's backbones do (a model with `fc_norm` has none
+                before its pooling, as in timm). Defaults to True.
             prefix_tokens: bool. Also return each chosen block's prefix tokens (B, P, D) (P is
                 0 for models without a class token). Defaults to False.
 
@@ -1004,11 +1022,12 @@ class VisionTransformer(keras.Model):
         collect = {"blocks": []}
         _encoder_graph(config, x, lambda name, make: self.get_layer(name), collect)
         to_map = TokenMap(config["patch_size"], self.get_layer("embedding").num_prefix_tokens, name="token_map")
-        final_norm = self.get_layer("encoder_norm")
+        # A model whose final LayerNorm follows the pooling (fc_norm: EVA-02) has none for tokens, as in timm.
+        final_norm = None if config.get("fc_norm") or not norm else self.get_layer("encoder_norm")
         maps, prefixes = [], []
         for i in chosen:
             tokens = collect["blocks"][i]
-            grid, prefix = to_map(final_norm(tokens) if norm else tokens, x)
+            grid, prefix = to_map(final_norm(tokens) if final_norm is not None else tokens, x)
             maps.append(grid)
             prefixes.append(prefix)
         return keras.Model(inputs, (maps, prefixes) if prefix_tokens else maps, name=f"{self.name}_feature_maps")
@@ -1102,7 +1121,7 @@ def _frozen(config):
     for key in ("image_size", "grid_size", "stem"):
         if isinstance(config.get(key), list):
             config[key] = tuple(config[key])
-    if config.get("rope") is not None:
+    if config.get("rope") is not None:  # its reference_grid too (EVA-02, PE-Core)
         config["rope"] = rope_settings(config["rope"])
     return config
 

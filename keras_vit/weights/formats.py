@@ -975,6 +975,8 @@ def _timm_block(layer, context):
     entries += _fused_attention_entries(parts, prefix + "attn.qkv.weight", prefix + "attn.qkv.bias", prefix + "attn.proj")
     for dense, name in ((layer.mlp_dense_0, "mlp.fc1"), (layer.mlp_dense_1, "mlp.fc2")):
         entries += _dense_entries(dense, prefix + name)
+    if layer.mlp_hidden_norm is not None:
+        entries += _norm_entries(layer.mlp_hidden_norm, prefix + "mlp.norm")
     return entries + _layer_scale_entries(layer, (prefix + "ls1.gamma", prefix + "ls2.gamma"))
 
 
@@ -997,13 +999,18 @@ register_layer_mapping("timm", "pre_norm", lambda layer, context: _norm_entries(
 
 register_layer_mapping("timm", "encoder_norm", lambda layer, context: [
     Entry("norm.weight", layer.gamma), Entry("norm.bias", layer.beta)])
+register_layer_mapping("timm", "fc_norm", lambda layer, context: _norm_entries(layer, "fc_norm"))
 
 
 def normalize_timm(raw):
     """timm keys as they are, SwiGLU's unpacked fc1_g / fc1_x packed into fc1 (gate first), Eva's LayerScale
-    (gamma_1, gamma_2) named as VisionTransformer's (ls1.gamma, ls2.gamma)."""
+    (gamma_1, gamma_2) named as VisionTransformer's (ls1.gamma, ls2.gamma), and Eva's separate query, key and
+    value (EVA-02 B and L: attn.q_proj, k_proj, v_proj) as its fused ones (attn.qkv.weight, q_bias, v_bias)."""
     tensors, names = {}, {}
+    raw = _fuse_separate_qkv(raw, names)
     for key, array in raw.items():
+        if key.startswith("rope.") and key != "rope.freqs":
+            continue  # a rotary table an older timm saved: computed from the grid, as timm's own filter says
         eva_scale = re.fullmatch(r"(blocks\.\d+\.)gamma_([12])", key)
         if eva_scale is not None:
             canonical = f"{eva_scale.group(1)}ls{eva_scale.group(2)}.gamma"
@@ -1011,7 +1018,8 @@ def normalize_timm(raw):
             continue
         match = re.fullmatch(r"(blocks\.\d+\.mlp\.)fc1_([gx])\.(weight|bias)", key)
         if match is None:
-            tensors[key], names[key] = array, key
+            tensors[key] = array
+            names.setdefault(key, key)
             continue
         packed = f"{match.group(1)}fc1.{match.group(3)}"
         gate = raw.get(f"{match.group(1)}fc1_g.{match.group(3)}")
@@ -1024,8 +1032,29 @@ def normalize_timm(raw):
     return tensors, names, _timm_position_prefix(tensors)
 
 
-def _timm_position_prefix(tensors):
-    """Rows of pos_embed before the patch rows: the prefix tokens', or none (timm's no_embed_class)."""
+def _fuse_separate_qkv(raw, names):
+    """Eva's q_proj / k_proj / v_proj weights of a block concatenated into its qkv.weight, the query and value
+    biases renamed q_bias and v_bias; `names` gets the keys as written. Blocks without all three keep theirs."""
+    raw = dict(raw)
+    for key in [key for key in raw if re.fullmatch(r"blocks\.\d+\.attn\.q_proj\.weight", key)]:
+        prefix = key[:-len("q_proj.weight")]
+        parts = [f"{prefix}{part}_proj.weight" for part in "qkv"]
+        if not all(part in raw for part in parts):
+            continue
+        raw[prefix + "qkv.weight"] = np.concatenate([np.asarray(raw.pop(part)) for part in parts], axis=0)
+        names[prefix + "qkv.weight"] = f"{prefix}q_proj/k_proj/v_proj.weight"
+        for part in "qv":
+            if f"{prefix}{part}_proj.bias" in raw:
+                raw[f"{prefix}{part}_bias"] = raw.pop(f"{prefix}{part}_proj.bias")
+                names[f"{prefix}{part}_bias"] = f"{prefix}{part}_proj.bias"
+    return raw
+
+
+def _timm_position_prefix(tensors, grid=None):
+    """Rows of pos_embed before the patch rows: the prefix tokens', or none (timm's no_embed_class).
+
+    Without the grid (a timm config's img_size) the patch rows are taken to be a square.
+    """
     pos = tensors.get("pos_embed")
     if pos is None:
         return 0
@@ -1033,6 +1062,8 @@ def _timm_position_prefix(tensors):
     prefix = sum(int(key in tensors) for key in ("cls_token", "dist_token"))
     if "reg_token" in tensors:
         prefix += int(tensors["reg_token"].shape[-2])
+    if grid is not None and rows - grid[0] * grid[1] in (0, prefix):
+        return rows - grid[0] * grid[1]
     if prefix and square_grid(rows - prefix):
         return prefix
     return 0 if square_grid(rows) else prefix
@@ -1045,13 +1076,6 @@ def timm_architecture(tensors, source_prefix, config, path):
     activation too; a timm Hub folder's config.json (`config`, read from `path`) names the
     architecture and its model_args, which state them (`keras_vit.weights.timm_names`).
     """
-    if "fc_norm.weight" in tensors:
-        raise CheckpointError(
-            f"Checkpoint {path!r} has timm's fc_norm (a LayerNorm after pooling), which keras_vit's "
-            "ViT does not build: its encoder norm comes before pooling."
-        )
-    if "blocks.0.mlp.norm.weight" in tensors:
-        raise CheckpointError(f"Checkpoint {path!r} has a LayerNorm inside the MLP (blocks.0.mlp.norm), which keras_vit does not build.")
     if config is None and "norm_pre.weight" in tensors and "attn_pool.latent" in tensors:
         raise CheckpointError(
             f"Checkpoint {path!r} has timm's norm_pre and attn_pool, as timm's PE-Core (vit_pe_core_*), whose rotary "
@@ -1096,6 +1120,9 @@ def timm_architecture(tensors, source_prefix, config, path):
         # The attention pool's MLP width as stored; its heads only a config.json states (fused key and value).
         "pooling_mlp_dim": int(tensors["attn_pool.mlp.fc1.weight"].shape[0]) if "attn_pool.mlp.fc1.weight" in tensors
         else None,
+        "mlp_norm": "blocks.0.mlp.norm.weight" in tensors,
+        # timm's fc_norm: the final LayerNorm after pooling, its norm then none (EVA-02, timm's avg-pooled ViTs).
+        "fc_norm": "fc_norm.weight" in tensors,
     }
     stated = config_architecture(config, path) if config is not None else {}
     arch = _with_top(arch, tensors, LAYOUTS["timm"], source_prefix, stated.pop("grid_size", None), path)
@@ -1104,6 +1131,9 @@ def timm_architecture(tensors, source_prefix, config, path):
 
 # Fields a timm state dict shows only by a default (the head count not at all): its config.json's word wins.
 _TIMM_UNSTATED = ("num_heads", "approximate_gelu", "layer_norm_epsilon", "layer_scale_init")
+# Fields the tensors show exactly, where a config's follows timm's defaults (fc_norm comes with global_pool='avg'
+# unless the name or model_args say otherwise): the tensors' word wins.
+_TIMM_SHOWN = ("mlp_norm", "fc_norm")
 
 
 def _with_stated(arch, stated, path):
@@ -1112,8 +1142,8 @@ def _with_stated(arch, stated, path):
     prefix_tokens = arch["class_token"] or arch["distillation_token"]
     for field, value in stated.items():
         found = arch[field]
-        if field in ("mlp_dim", "pooling_mlp_dim") and value is None:
-            continue  # the config leaves the width to the tensors
+        if (field in ("mlp_dim", "pooling_mlp_dim") and value is None) or field in _TIMM_SHOWN:
+            continue  # the config leaves the width to the tensors, or they show the field
         if field == "layer_scale_init" and (found is None) != (value is None):
             conflicts.append(f"layer_scale_init={value!r} (the weights {'have no' if found is None else 'have'} "
                              "LayerScale gammas)")
@@ -1195,6 +1225,7 @@ def read_checkpoint(path, fmt):
     if timm.marker in raw:
         tensors, names, source_prefix = timm.normalize(raw)
         if config is not None and "architecture" in config:  # a timm Hub folder's config.json
+            source_prefix = _timm_position_prefix(tensors, config_architecture(config, config_path).get("grid_size"))
             return _read_as(timm, tensors, names, source_prefix, config, config_path)
         return _read_as(timm, tensors, names, source_prefix, None, path)
     tensors, names, source_prefix = normalize_hf(raw)

@@ -38,7 +38,8 @@ from keras_vit.weights.mapping import MappingContext, model_tensors
 _SET = object()
 _PLAIN = dict(distillation_token=(False,), num_register_tokens=(0,), layer_scale_init=(None,), pre_norm=(False,),
               patch_bias=(True,), projection_size=(None,), mlp_activation=("gelu", "quick_gelu"), rope=(None,),
-              qkv_bias=("qkv",), naflex=(False,), pooling_heads=(None,), pooling_mlp_dim=(None,))
+              qkv_bias=("qkv",), naflex=(False,), pooling_heads=(None,), pooling_mlp_dim=(None,), mlp_norm=(False,),
+              fc_norm=(False,))
 _HOLDS = {
     "vit": dict(_PLAIN, class_token=(True,), prefix_position_embedding=(True,)),
     "deit": dict(_PLAIN, class_token=(True,), prefix_position_embedding=(True,), distillation_token=(True,)),

@@ -165,6 +165,9 @@ def load_weights(model, weights, *, skip_mismatch=False, interpolation=None, cac
                 "Leaving out the checkpoint's pre_logits layer (the model was built without it; "
                 f"representation_size={arch['representation_size']} keeps it)."
             )
+    if arch.get("fc_norm") and "fc_norm" not in layer_names:
+        # Built without pooling (pooling=None): the tokens come before timm's fc_norm, which goes unused.
+        ignored += [key for key in checkpoint.tensors if key.startswith("fc_norm.")]
     _check_activation_and_epsilon(model, arch)
     return apply_entries(
         entries, checkpoint.tensors, names=checkpoint.names, ignored=ignored,

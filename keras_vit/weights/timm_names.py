@@ -103,6 +103,12 @@ _TABLE = (
     (("vit_large_patch16_dinov3_qkvb",), "DINOv3_L16", _DINOV3_QKVB),
     (("vit_huge_plus_patch16_dinov3",), "DINOv3_H16_plus", _DINOV3_PLAIN),
     (("vit_huge_plus_patch16_dinov3_qkvb",), "DINOv3_H16_plus", _DINOV3_QKVB),
+    # EVA-02: the MIM sizes and their 336 and 448 px fine-tunes (its CLIP towers, a LayerNorm inside the
+    # attention, are not rows).
+    (_sized("eva02_tiny_patch14_{}", 224, 336), "EVA02_Ti14", {}),
+    (_sized("eva02_small_patch14_{}", 224, 336), "EVA02_S14", {}),
+    (_sized("eva02_base_patch14_{}", 224, 448), "EVA02_B14", {}),
+    (_sized("eva02_large_patch14_{}", 224, 448), "EVA02_L14", {}),
     (("vit_pe_core_tiny_patch16_384",), "PE_Core_T16", {}),
     (("vit_pe_core_small_patch16_384",), "PE_Core_S16", {}),
     (("vit_pe_core_base_patch16_224",), "PE_Core_B16", {}),
@@ -195,25 +201,26 @@ _RUN_TIME_ARGS = ("dynamic_img_size", "dynamic_img_pad", "weight_init", "fix_ini
                   "patch_drop_rate", "proj_drop_rate", "attn_drop_rate", "drop_path_rate")
 # model_args keras_vit builds only at timm's default value: name -> that value.
 _FIXED_ARGS = {"qk_norm": False, "proj_bias": True, "final_norm": True, "scale_attn_norm": False,
-               "scale_mlp_norm": False, "pool_include_prefix": False}
+               "pool_include_prefix": False}
 _ARCHITECTURE_ARGS = ("img_size", "patch_size", "in_chans", "num_classes", "global_pool", "embed_dim", "depth",
                       "num_heads", "mlp_ratio", "init_values", "class_token", "pos_embed", "no_embed_class",
-                      "reg_tokens", "pre_norm", "fc_norm", "act_layer", "qkv_bias")
+                      "reg_tokens", "pre_norm", "fc_norm", "act_layer", "qkv_bias", "scale_mlp_norm")
 # The families timm builds with its Eva class, and Eva's model_args: the architecture ones (those
 # named as VisionTransformer's mean the same, but under attn_type "eva" qkv_bias gives the query and
 # value a bias, never the key; `_EVA_RENAMED` are VisionTransformer's under other names), those
 # keras_vit builds at one value only, and the run-time ones (rope_*_coords: training-time coordinate
 # augmentation).
-EVA_FAMILIES = ("dinov3", "pe")
-_EVA_RENAMED = {"num_reg_tokens": "reg_tokens", "use_fc_norm": "fc_norm", "use_pre_transformer_norm": "pre_norm"}
+EVA_FAMILIES = ("dinov3", "eva02", "pe")
+_EVA_RENAMED = {"num_reg_tokens": "reg_tokens", "use_fc_norm": "fc_norm", "use_pre_transformer_norm": "pre_norm",
+                "scale_mlp": "scale_mlp_norm"}
 _EVA_ARGS = (
     ("img_size", "patch_size", "in_chans", "num_classes", "global_pool", "embed_dim", "depth", "num_heads", "mlp_ratio",
      "qkv_bias", "init_values", "class_token", "no_embed_class", "num_reg_tokens", "use_fc_norm", "use_abs_pos_emb",
      "use_rot_pos_emb", "rope_type", "rope_temperature", "rope_rotate_half", "rope_grid_offset", "rope_grid_indexing",
      "ref_feat_shape", "swiglu_mlp", "swiglu_align_to", "use_pre_transformer_norm", "attn_type", "attn_pool_num_heads",
-     "attn_pool_mlp_ratio"),
-    {"qkv_fused": True, "qk_norm": False, "scale_mlp": False, "scale_attn_inner": False,
-     "use_post_norm": False, "attn_only_layer_scale": False, "num_kv_heads": None, "dynamic_img_pad": False},
+     "attn_pool_mlp_ratio", "scale_mlp", "qkv_fused"),
+    {"qk_norm": False, "scale_attn_inner": False, "use_post_norm": False, "attn_only_layer_scale": False,
+     "num_kv_heads": None, "dynamic_img_pad": False},
     ("dynamic_img_size", "drop_rate", "pos_drop_rate", "patch_drop_rate", "proj_drop_rate", "attn_drop_rate",
      "drop_path_rate", "rope_shift_coords", "rope_jitter_coords", "rope_rescale_coords", "head_init_scale"),
 )
@@ -314,8 +321,10 @@ def config_architecture(config, path):
             raise CheckpointError(f"timm config {path!r}: {where} is {pool!r}; keras_vit pools with "
                                   f"{sorted(GLOBAL_POOLS)}.")
         fields["pooling"] = GLOBAL_POOLS[pool]
-    if args.get("fc_norm"):
-        raise refuse("fc_norm", "keras_vit builds no LayerNorm after pooling (fc_norm)")
+    if args.get("fc_norm") is not None:
+        fields["fc_norm"] = _flag(args, "fc_norm", refuse)
+    if "scale_mlp_norm" in args:  # a LayerNorm on the MLP's hidden layer (Eva: scale_mlp)
+        fields["mlp_norm"] = _flag(args, "scale_mlp_norm", refuse)
     if "img_size" in args:
         size = args["img_size"]
         size = [size, size] if _is_positive_int(size) else size
@@ -358,6 +367,8 @@ def _eva_fields(fields, args, refuse):
         ratio = args["attn_pool_mlp_ratio"]
         fields["pooling_mlp_dim"] = None if ratio is None else int(
             fields["hidden_size"] * _ratio(args, refuse, "attn_pool_mlp_ratio"))
+    if "qkv_fused" in args:
+        _flag(args, "qkv_fused", refuse)  # one Linear or three: the same attention, the reader takes either
     if "use_rot_pos_emb" in args and not _flag(args, "use_rot_pos_emb", refuse):
         fields["rope"] = None
         return

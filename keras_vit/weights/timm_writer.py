@@ -158,12 +158,14 @@ def _model_args(model, config):
         "mlp_ratio": ratio, "class_token": config["class_token"], "reg_tokens": config["num_register_tokens"],
         "no_embed_class": not config["prefix_position_embedding"], "init_values": config["layer_scale_init"],
         "pre_norm": config["pre_norm"], "qkv_bias": config["qkv_bias"] == "qkv",
+        # Explicit: timm adds a LayerNorm after avg and max pools unless told, and none otherwise.
+        "fc_norm": config.get("fc_norm", False),
     }
     if config["mlp_activation"] != "swiglu":  # a DINOv2-giant name brings SiLU with its packed SwiGLU
         args["act_layer"] = {value: key for key, value in ACTIVATIONS.items()}[
             (config["mlp_activation"], config["approximate_gelu"] and config["mlp_activation"] == "gelu")]
-    if pool in ("avg", "max"):
-        args["fc_norm"] = False  # timm would add a LayerNorm after these pools; keras_vit's norm comes before
+    if config.get("mlp_norm"):
+        args["scale_mlp_norm"] = True
     if config["position_embedding"] == "none":
         args["pos_embed"] = "none"
     return args
