@@ -149,6 +149,8 @@ def test_bad_depth_anything_folders_are_refused_by_name(tmp_path):
     json.dump(config, open(path, "w"))
     with pytest.raises(CheckpointError, match=r"out_indices is \[1, 2, 3, 9\] \(\[9\] beyond the backbone's 4 blocks\)"):
         keras_vit.DepthEstimator(weights=str(tmp_path / "deep"))
+    with pytest.raises(CheckpointError, match=r"model_type='depth_anything' .* keras_vit.DepthEstimator\(weights="):
+        keras_vit.ViT(weights=str(tmp_path / "deep"))
     with pytest.raises(ValueError, match=r"Invalid backbone=, fusion_hidden_size= with weights="):
         keras_vit.DepthEstimator(weights=str(tmp_path / "deep"), backbone="tiny_dinov2", fusion_hidden_size=8)
 

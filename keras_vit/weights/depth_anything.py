@@ -25,12 +25,11 @@ from keras_vit.layers.dpt_reassemble import resize_stride
 from keras_vit.weights import hub
 from keras_vit.weights.files import CheckpointError, detect_format, read_weights_folder
 from keras_vit.weights.formats import (
-    _keras_conv_to_torch, _torch_conv, config_value, read_hf_config, read_hf_family,
+    DEPTH_MODEL_TYPE, _keras_conv_to_torch, _torch_conv, config_value, read_hf_config, read_hf_family,
 )
 from keras_vit.weights.loader import Checkpoint
 from keras_vit.weights.mapping import Entry, MappingContext, apply_entries, build_entries, register_layer_mapping
 
-DEPTH_MODEL_TYPE = "depth_anything"
 # The reassemble stage drops one prefix token (the class token): backbones with registers do not fit.
 DEPTH_BACKBONES = ("dinov2",)
 # DepthAnythingConfig's defaults: what transformers builds where a config.json leaves a key out.

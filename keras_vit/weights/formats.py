@@ -759,13 +759,19 @@ HF_FAMILIES = {
 }
 
 
+# Hugging Face's DepthAnythingForDepthEstimation: a backbone (read as its family) and a DPT decoder
+# (keras_vit.weights.depth_anything).
+DEPTH_MODEL_TYPE = "depth_anything"
+
+
 def hf_family(config, path):
     """The `HFFamily` of a config.json, refused naming its model_type when there is none."""
     model_type = config_value(config, "model_type", path, "name", "vit")
     if model_type not in HF_FAMILIES:
+        hint = " A depth model: keras_vit.DepthEstimator(weights=...) reads it." if model_type == DEPTH_MODEL_TYPE else ""
         raise CheckpointError(
             f"Hugging Face config {path!r}: model_type={model_type!r} is not a family keras_vit builds; "
-            f"supported model_type values: {sorted(HF_FAMILIES)}."
+            f"supported model_type values: {sorted(HF_FAMILIES)}.{hint}"
         )
     return HF_FAMILIES[model_type]
 
