@@ -28,10 +28,11 @@ _NAMES = {
     "weights": ("load_weights",),
     "layers": (
         "BottleneckUnit", "DropPath", "MultiHeadSelfAttention", "PatchEncoder", "Patches", "RotaryPositionEmbedding",
-        "StandardizedConv2D", "TokenPooling", "TransformerBlock",
+        "ResizeLike", "StandardizedConv2D", "TokenPooling", "TransformerBlock",
     ),
     "models": (
-        "BiTResNet", "R26_ViT_B32", "R26_ViT_S32", "R50_ViT_B16", "R50_ViT_L32", "R_ViT_Ti16", "ViT", "ViT_B8",
+        "BiTResNet", "LinearSegmenter", "compile_segmenter", "R26_ViT_B32", "R26_ViT_S32", "R50_ViT_B16",
+        "R50_ViT_L32", "R_ViT_Ti16", "ViT", "ViT_B8",
         "ViT_B16", "ViT_B32", "ViT_H14", "ViT_L16", "ViT_L32", "ViT_S16", "ViT_S32", "ViT_Ti16", "ViT_e14",
         "ViT_g14", "ViT_G14",
     ),

@@ -7,6 +7,7 @@ from keras_vit.layers.layer_scale import LayerScale
 from keras_vit.layers.naflex_patch_encoder import NaFlexPatchEncoder
 from keras_vit.layers.patch_encoder import PatchEncoder, sincos2d_embedding
 from keras_vit.layers.patches import Patches
+from keras_vit.layers.resize_like import ResizeLike
 from keras_vit.layers.rotary_embedding import RotaryPositionEmbedding
 from keras_vit.layers.self_attention import MultiHeadSelfAttention
 from keras_vit.layers.shifted_patches import ShiftedPatches
@@ -25,6 +26,7 @@ __all__ = [
     "ShiftedPatches",
     "PatchEncoder",
     "Patches",
+    "ResizeLike",
     "RotaryPositionEmbedding",
     "StandardizedConv2D",
     "TokenMap",

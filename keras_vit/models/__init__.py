@@ -3,6 +3,7 @@
 from keras_vit.models.head import head_activation, outputs_probabilities
 from keras_vit.models.mimetic import mimetic_initialization
 from keras_vit.models.resnet import BiTResNet
+from keras_vit.models.segmentation import LinearSegmenter, compile_segmenter
 from keras_vit.models.vit import (
     R26_ViT_B32,
     R26_ViT_S32,
@@ -26,7 +27,9 @@ from keras_vit.models.vit import (
 
 __all__ = [
     "BiTResNet",
+    "compile_segmenter",
     "head_activation",
+    "LinearSegmenter",
     "mimetic_initialization",
     "outputs_probabilities",
     "R26_ViT_B32",
