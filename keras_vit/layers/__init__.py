@@ -3,6 +3,7 @@
 from keras_vit.layers.attention_pooling import AttentionPooling
 from keras_vit.layers.bottleneck_unit import BottleneckUnit
 from keras_vit.layers.drop_path import DropPath
+from keras_vit.layers.inference_mode import InferenceMode
 from keras_vit.layers.layer_scale import LayerScale
 from keras_vit.layers.naflex_patch_encoder import NaFlexPatchEncoder
 from keras_vit.layers.patch_encoder import PatchEncoder, sincos2d_embedding
@@ -20,6 +21,7 @@ __all__ = [
     "AttentionPooling",
     "BottleneckUnit",
     "DropPath",
+    "InferenceMode",
     "LayerScale",
     "MultiHeadSelfAttention",
     "NaFlexPatchEncoder",

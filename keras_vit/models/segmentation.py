@@ -16,7 +16,7 @@ from __future__ import annotations
 import keras
 
 from keras_vit._validation import check_positive_int
-from keras_vit.layers import ResizeLike
+from keras_vit.layers import InferenceMode, ResizeLike
 from keras_vit.models.vit import VisionTransformer
 
 
@@ -69,10 +69,10 @@ def LinearSegmenter(backbone, num_classes, indices=1, norm=True, name=None):
         )
     check_positive_int("num_classes", num_classes, minimum=2)
     features = backbone.feature_maps_model(indices=indices, norm=norm)
-    features.trainable = False
     spec = features.inputs[0]
     images = keras.Input(batch_shape=spec.shape, dtype=spec.dtype, name="images")
-    maps = features(images, training=False)
+    frozen = InferenceMode(features, trainable=False, name="frozen_backbone")
+    maps = keras.tree.flatten(frozen(images))  # one block's map may come back bare, not in a list
     x = maps[0] if len(maps) == 1 else keras.layers.Concatenate(name="concat_blocks")(maps)
     x = keras.layers.BatchNormalization(epsilon=1e-5, momentum=0.9, name="head_norm")(x)
     x = keras.layers.Conv2D(
@@ -108,6 +108,33 @@ def compile_segmenter(model, optimizer="adam", ignore_index=None, **compile_kwar
     255
     """
     num_classes = model.output_shape[-1]
+    metrics = segmentation_metrics(num_classes, ignore_index)
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=ignore_index)
+    model.compile(optimizer=optimizer, loss=loss, metrics=metrics, **compile_kwargs)
+    return model
+
+
+def segmentation_metrics(num_classes, ignore_index=None):
+    """Mean IoU over the classes from per-pixel logits, and pixel accuracy when no pixel is ignored.
+
+    Mean IoU is Keras' `MeanIoU` on the arg-max of the logits, accumulated over the whole
+    evaluation (the confusion matrix of all pixels, as mmsegmentation's mIoU), then averaged over
+    the classes present in labels or predictions.
+
+    Args:
+        num_classes: int. Classes of the logits.
+        ignore_index: int or None. A mask value left out of the metrics. Defaults to None.
+
+    Example:
+
+    >>> import numpy as np
+    >>> mean_iou = segmentation_metrics(3, ignore_index=255)[0]
+    >>> logits = np.eye(3, dtype="float32")[[0, 1, 1, 1, 2]]  # arg-max 0, 1, 1, 1, 2
+    >>> _ = mean_iou.update_state(np.array([0, 0, 1, 2, 255]), logits)
+    >>> round(float(mean_iou.result()), 4)  # IoUs 1/2, 1/3 and 0
+    0.2778
+    """
+    check_positive_int("num_classes", num_classes, minimum=2)
     if ignore_index is not None and (not isinstance(ignore_index, int) or isinstance(ignore_index, bool)
                                      or 0 <= ignore_index < num_classes):
         raise ValueError(f"Invalid ignore_index={ignore_index!r}: expected None or an int outside the classes "
@@ -115,6 +142,4 @@ def compile_segmenter(model, optimizer="adam", ignore_index=None, **compile_kwar
     metrics = [keras.metrics.MeanIoU(num_classes, ignore_class=ignore_index, sparse_y_pred=False, name="mean_iou")]
     if ignore_index is None:
         metrics.append(keras.metrics.SparseCategoricalAccuracy(name="pixel_accuracy"))
-    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=ignore_index)
-    model.compile(optimizer=optimizer, loss=loss, metrics=metrics, **compile_kwargs)
-    return model
+    return metrics
