@@ -61,7 +61,7 @@ def backbones(backbone, random_control=True):
     return pairs
 
 
-def probe_one(model, indices, train, test, epochs, batch_size, learning_rate, seed=0):
+def probe_one(model, indices, train, test, epochs, batch_size, learning_rate, seed=0, jit_compile="auto"):
     """Fits one linear probe on the frozen `model`; its test mean IoU, pixel accuracy and seconds."""
     import keras
 
@@ -72,7 +72,7 @@ def probe_one(model, indices, train, test, epochs, batch_size, learning_rate, se
     for images, masks in (train, test):
         check_masks(images, masks, NUM_CLASSES)
     probe = keras_vit.compile_segmenter(keras_vit.LinearSegmenter(model, NUM_CLASSES, indices=indices),
-                                        optimizer=keras.optimizers.Adam(learning_rate))
+                                        optimizer=keras.optimizers.Adam(learning_rate), jit_compile=jit_compile)
     start = time.perf_counter()
     history = probe.fit(*train, epochs=epochs, batch_size=batch_size, verbose=0)
     fit_seconds = time.perf_counter() - start
@@ -96,7 +96,7 @@ def run(args, argv=None):
     for name, model in backbones(args.backbone, not args.no_random):
         for indices in args.indices:
             result = {"backbone": name, **probe_one(model, indices, train, test, args.epochs, args.batch_size,
-                                                     args.learning_rate, args.seed)}
+                                                     args.learning_rate, args.seed, False if args.no_jit else "auto")}
             log.add(result)
             results.append(result)
             rows.append(f"| {name} | last {indices} | {100 * result['mean_iou']:.1f}% | "
@@ -120,8 +120,9 @@ def main(argv=None):
     parser.add_argument("--indices", default="1,4", help="comma-separated: probe the last n blocks, for each n")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--learning-rate", type=float, default=1e-3)
+    parser.add_argument("--learning-rate", type=float, default=1e-2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-jit", action="store_true", help="compile no XLA train step (smoke runs: saves the compile)")
     parser.add_argument("--out", help="folder for the .jsonl and .md")
     args = parser.parse_args(argv)
     args.indices = [int(n) for n in args.indices.split(",")]
