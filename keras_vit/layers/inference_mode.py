@@ -30,8 +30,8 @@ class InferenceMode(keras.layers.Wrapper):
     def __init__(self, layer, **kwargs):
         super().__init__(layer, **kwargs)
         if not self.trainable:
-            # Keras passes trainable=False on neither from here nor, in a loaded file, from a layer to
-            # the sublayers it makes in __init__ (a block's Dense layers): freeze every variable itself.
+            # A layer made with trainable=False, as loading a file remakes each one, leaves the sublayers
+            # it makes in __init__ (a block's Dense layers) trainable in Keras 3.15: freeze the variables.
             self.layer.trainable = False
             for variable in self.layer.weights:
                 variable.trainable = False

@@ -34,8 +34,9 @@ def LinearSegmenter(backbone, num_classes, indices=1, norm=True, name=None):
     "lin" setting is `indices=1`; its "+ms" setting is `indices=4` at larger images with
     multi-scale test-time augmentation, which is the caller's to do.
 
-    The backbone's layers are set to `trainable = False` (shared with `backbone`, which is
-    frozen with them) and run in inference mode (no dropout, no stochastic depth) during `fit`.
+    The backbone's layers and variables are set to `trainable = False` (shared with `backbone`,
+    which is frozen with them: set `trainable = True` on its variables to fine-tune it later) and
+    run in inference mode (no dropout, no stochastic depth) during `fit` (`InferenceMode`).
     The 1x1 convolution and the resize compute in float32 under any dtype policy.
 
     Args:
