@@ -23,6 +23,7 @@ import numpy as np
 import keras_vit
 from benchmarks.machine import machine_record
 from keras_vit import inspect as vit_inspect
+from keras_vit.configs import CORE_FIELDS
 from keras_vit.data import fashion_mnist
 from keras_vit.inspect import plots
 
@@ -121,7 +122,7 @@ def main(argv=None):
         "data": args.data or "shipped sample",
         "train_images": int(len(x_train)),
         "epochs": args.epochs,
-        "architecture": {k: getattr(args, k) for k in ("patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim")},
+        "architecture": {k: getattr(args, k) for k in CORE_FIELDS},
         "train_seconds": round(train_seconds, 1),
         "final_train_accuracy": round(float(history.history["accuracy"][-1]), 4),
         "test_accuracy": round(float(test_accuracy), 4),

@@ -18,7 +18,7 @@ import shutil
 import subprocess
 import time
 
-from keras_vit._hardware import native_bfloat16, read_cpuinfo
+from keras_vit.machine import native_bfloat16, read_cpuinfo
 
 # The instruction-set flags that decide precision and XLA defaults and matmul speed.
 FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16")

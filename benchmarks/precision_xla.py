@@ -73,7 +73,7 @@ def main(argv=None):
 
     from benchmarks.timing import median_range
     from keras_vit import machine as machine_lib
-    from keras_vit._hardware import native_bfloat16, read_cpuinfo
+    from keras_vit.machine import native_bfloat16, read_cpuinfo
 
     cpu, flags = read_cpuinfo()
     this_cpu = machine_lib.Machine("cpu", cpu_flags=frozenset(flags))

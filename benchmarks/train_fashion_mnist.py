@@ -36,6 +36,7 @@ import tensorflow as tf
 from benchmarks import timing
 from benchmarks.machine import cpu_jiffies, cpu_share, loadavg, machine_record
 from keras_vit._atomic import write_text
+from keras_vit.configs import CORE_FIELDS
 from keras_vit.models import stems
 from keras_vit.training import DEFAULT_MODEL, TrainConfig, train
 
@@ -94,7 +95,7 @@ def main(argv=None):
 
     setup = SETUPS[args.recipe]
     model = dict(setup["model"])
-    for key in ("patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim"):
+    for key in CORE_FIELDS:
         if getattr(args, key) is not None:
             model[key] = getattr(args, key)
     jit = args.jit_compile or {True: "on", False: "off", None: "auto"}[setup.get("jit_compile")]

@@ -26,16 +26,14 @@ from keras_vit.configs import VARIANTS
 _NAMES = {
     "applications": ("decode_predictions", "preprocess_input"),
     "weights": ("load_weights",),
+    # Every layer class of keras_vit.layers (tests/test_applications.py checks the two agree).
     "layers": (
-        "BottleneckUnit", "DropPath", "MultiHeadSelfAttention", "PatchEncoder", "Patches", "RotaryPositionEmbedding",
-        "ResizeLike", "StandardizedConv2D", "TokenPooling", "TransformerBlock",
+        "AttentionPooling", "BottleneckUnit", "DropPath", "InferenceMode", "LayerScale", "MultiHeadSelfAttention",
+        "NaFlexPatchEncoder", "PatchEncoder", "Patches", "ResizeLike", "RotaryPositionEmbedding", "ShiftedPatches",
+        "StandardizedConv2D", "TokenMap", "TokenPooling", "TransformerBlock",
     ),
-    "models": (
-        "BiTResNet", "LinearSegmenter", "compile_segmenter", "R26_ViT_B32", "R26_ViT_S32", "R50_ViT_B16",
-        "R50_ViT_L32", "R_ViT_Ti16", "ViT", "ViT_B8",
-        "ViT_B16", "ViT_B32", "ViT_H14", "ViT_L16", "ViT_L32", "ViT_S16", "ViT_S32", "ViT_Ti16", "ViT_e14",
-        "ViT_g14", "ViT_G14",
-    ),
+    "models": ("BiTResNet", "LinearSegmenter", "ViT", "compile_segmenter", "segmentation_metrics",
+               *configs.NAMED_BUILDERS),
 }
 _MODULE_OF = {name: module for module, names in _NAMES.items() for name in names}
 

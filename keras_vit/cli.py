@@ -235,6 +235,8 @@ def _add_export(subparsers):
     parser.add_argument("--precision", choices=choices.EXPORT_PRECISIONS, default="float32",
                         help="what the SavedModel computes in: float32 (default) or bfloat16 (on CPUs with AMX "
                         "TF Serving runs it on oneDNN's bfloat16 kernels; TFLite and ONNX stay float32)")
+    parser.add_argument("--max-num-patches", type=int, help="a NaFlex model's patch budget: the length of the "
+                        "TFLite/ONNX patch sequence, what the SavedModel resizes each image to fit (default: 256)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing version folder or file")
     parser.set_defaults(func=_run_export)
 
@@ -263,8 +265,14 @@ def _run_export(args):
                          "(TFLite and ONNX files compute in float32 or their --quantization).")
     if args.quantization == "int8" and not args.representative_data:
         raise ValueError("--quantization int8 needs --representative-data.")
+    if args.max_num_patches is not None:
+        _validation.check_positive_int("--max-num-patches", args.max_num_patches)
     class_names = export.read_labels(args.labels) if args.labels else export.labels_beside(args.model)
     model = keras.saving.load_model(args.model)
+    if (getattr(model, "vit_config", None) or {}).get("naflex"):
+        return _export_naflex(args, export, model)
+    if args.max_num_patches is not None:
+        raise ValueError("--max-num-patches applies to a NaFlex model (naflex=True); this one takes images of one size.")
     # Everything the exports read is checked before the first one writes anything.
     data = None
     if args.quantization == "int8":
@@ -275,6 +283,39 @@ def _run_export(args):
     except FileExistsError as error:
         raise ValueError(str(error)) from None
     return 0
+
+
+def _export_naflex(args, export, model):
+    """A NaFlex model: TFLite and ONNX files on one padded patch sequence, a SavedModel of encoded images."""
+    unsupported = [flag for flag, used in (("--quantization " + args.quantization, args.quantization != "none"),
+                                           ("--approximate-gelu", args.approximate_gelu),
+                                           ("--jit-compile", args.jit_compile),
+                                           ("--precision " + args.precision, args.precision != "float32"),
+                                           ("--labels", args.labels)) if used]
+    if unsupported:
+        raise ValueError(f"{', '.join(unsupported)}: not for a NaFlex model (naflex=True), whose files compute in "
+                         "float32 and return the model's own output.")
+    try:
+        _write_naflex(args, export, model)
+    except FileExistsError as error:
+        raise ValueError(str(error)) from None
+    return 0
+
+
+def _write_naflex(args, export, model):
+    if args.saved_model:
+        path = export.naflex_saved_model(model, args.saved_model, args.version, max_num_patches=args.max_num_patches,
+                                         scaling=args.scaling or "auto", overwrite=args.overwrite)
+        print(f"SavedModel: {path} (signature serving_default: image_bytes of any aspect -> embeddings)")
+    if args.tflite:
+        result = export.naflex_tflite(model, args.tflite, args.max_num_patches, overwrite=args.overwrite)
+        print(f"TFLite (NaFlex patch sequence -> {result.output_name}): {result.path}, {result.size_bytes:,} bytes")
+    if args.onnx:
+        try:
+            result = export.naflex_onnx(model, args.onnx, args.max_num_patches, overwrite=args.overwrite)
+        except ImportError as error:
+            raise ValueError(str(error)) from None
+        print(f"ONNX (opset {result.opset}, NaFlex patch sequence): {result.path}, {result.size_bytes:,} bytes")
 
 
 def _export(args, export, model, class_names, data):
@@ -341,6 +382,8 @@ def _add_predict(subparsers):
     parser.add_argument("--top-k", type=int, default=5, help="classes to print per image (default: 5)")
     parser.add_argument("--labels", metavar="FILE", help="class names, one per line (default: stored, or <model>.labels.txt / labels.txt beside the model)")
     parser.add_argument("--scaling", help="pixel scaling for a .keras model without preprocessing")
+    parser.add_argument("--max-num-patches", type=int, help="patch budget each image is resized to fit, at its own "
+                        "aspect, for a NaFlex .keras model (SigLIP 2; default: 256)")
     parser.add_argument("--precision", choices=("auto", *choices.EXPORT_PRECISIONS), default="auto",
                         help="what the model computes in; auto (default): a .keras model in bfloat16 where this CPU has AMX "
                         "and the model is wide enough to gain (keras_vit.machine), else float32; an exported file as "
@@ -353,9 +396,11 @@ def _run_predict(args):
     from keras_vit._validation import check_positive_int
 
     check_positive_int("--top-k", args.top_k)
+    if args.max_num_patches is not None:
+        check_positive_int("--max-num-patches", args.max_num_patches)
     class_names = export.read_labels(args.labels) if args.labels else None
     predictor = export.load_predictor(args.model, class_names=class_names, scaling=args.scaling,
-                                      precision=args.precision)
+                                      precision=args.precision, max_num_patches=args.max_num_patches)
     if predictor.precision != "float32":
         print(f"precision {predictor.precision} ({predictor.precision_reason})", file=sys.stderr)
     probabilities = predictor.predict_files(args.images)

@@ -17,6 +17,10 @@ import dataclasses
 import re
 
 
+# The input side of a ViT that no row, argument or checkpoint sizes (the paper's and ImageNet's).
+DEFAULT_IMAGE_SIZE = 224
+
+
 @dataclasses.dataclass(frozen=True)
 class ViTConfig:
     """Architecture of one ViT variant (paper Table 1).
@@ -34,16 +38,18 @@ class ViTConfig:
             None (plain ViT) patches the pixels. Defaults to None.
         stem_width: int. Root width of the ResNet stem. Defaults to 64.
         family: str. The model family the row belongs to ("vit" for the paper's variants,
-            "deit", "deit3", "dinov2", "dinov3", "siglip", "siglip2", "clip"). Defaults to "vit".
+            "deit", "deit3", "dinov2", "dinov3", "eva02", "siglip", "siglip2", "clip", "pe"). Defaults to "vit".
         class_token, pooling, distillation_token, num_register_tokens, position_embedding,
         prefix_position_embedding, layer_scale_init, mlp_activation, approximate_gelu,
-        layer_norm_epsilon, pre_norm, patch_bias, projection_size, rope, qkv_bias, naflex: the
-        architecture fields of `keras_vit.ViT` with the same names; a row states those that
-        differ from the paper's ViT (the defaults here: class token, "auto" pooling, no
-        distillation or register tokens, a learned position embedding with rows for the prefix
-        tokens, no LayerScale, exact GELU, LayerNorm epsilon 1e-6, no LayerNorm before the
-        encoder, patch bias, no projection, no rotary position, biases on query, key and
-        value, image input). `rope` is a name of `keras_vit.layers.rotary_embedding.ROPE_VARIANTS`
+        layer_norm_epsilon, pre_norm, patch_bias, projection_size, rope, qkv_bias, naflex,
+        pooling_heads, pooling_mlp_dim, mlp_norm, fc_norm: the architecture fields of `keras_vit.ViT`
+        with the same names; a row states those that differ from the paper's ViT (the defaults here:
+        class token, "auto" pooling, no distillation or register tokens, a learned position
+        embedding with rows for the prefix tokens, no LayerScale, exact GELU, LayerNorm epsilon
+        1e-6, no LayerNorm before the encoder, patch bias, no projection, no rotary position,
+        biases on query, key and value, image input, an attention pooling with the blocks'
+        heads and MLP width, no LayerNorm inside the MLP, the final LayerNorm before pooling).
+        `rope` is a name of `keras_vit.layers.rotary_embedding.ROPE_VARIANTS`
         or a dict of its settings. A NaFlex row's `image_size` is that of its position grid
         (`image_size / patch_size` a side).
 
@@ -62,7 +68,7 @@ class ViTConfig:
     mlp_dim: int
     num_heads: int
     num_layers: int
-    image_size: int = 224
+    image_size: int = DEFAULT_IMAGE_SIZE
     description: str = ""
     stem: tuple[int, ...] | None = None
     stem_width: int = 64
@@ -83,6 +89,10 @@ class ViTConfig:
     rope: str | dict | None = None
     qkv_bias: str = "qkv"
     naflex: bool = False
+    pooling_heads: int | None = None
+    pooling_mlp_dim: int | None = None
+    mlp_norm: bool = False
+    fc_norm: bool = False
 
     @property
     def stem_stride(self) -> int:
@@ -148,6 +158,22 @@ _DINOV3 = dict(position_embedding="none", rope="dinov3", qkv_bias="qv", num_regi
 # published B/16 is ViT("SigLIP_B16", naflex=True, image_size=256) (a 16x16 grid); the checkpoints state their
 # whole architecture (ViT(weights="hf-hub:google/siglip2-so400m-patch16-naflex")).
 _SIGLIP2_NAFLEX = dict(_SIGLIP, naflex=True)
+# Perception Encoder core (timm vit_pe_core_*, built by its Eva class): CLIP's LayerNorm before the encoder and
+# unbiased patches, a learned position table and rotary position (class token unrotated, each row's pre-training grid
+# as reference), an attention pool of 8 heads. Its projection to the image-text embedding (512, 1024 or 1280 wide,
+# with a bias) is timm's head: ViT(weights=...) of a timm folder builds it as the head, classifier_activation=None.
+_PE = dict(pooling="map", pooling_heads=8, pre_norm=True, patch_bias=False, layer_norm_epsilon=1e-5)
+
+
+def _pe_rope(rows, offset=1.0):
+    return {"variant": "pe", "reference_grid": (rows, rows), "offset": offset}
+
+
+# EVA-02 (timm eva02_*_patch14, the MIM-pretrained sizes; the 336 and 448 px fine-tunes are the same rows at
+# another image size): rotary position (on the 16x16 grid of 224 px) on top of a learned table, no key bias,
+# SwiGLU (its width 8/3 of the token width), the mean patch token pooled and then normalised (timm's fc_norm);
+# B and L have a LayerNorm inside the MLP (timm's scale_mlp, sub-LN).
+_EVA02 = dict(rope="eva02", qkv_bias="qv", mlp_activation="swiglu", pooling="gap", fc_norm=True)
 VARIANTS.update({
     "DeiT_Ti16_distilled": _family("deit", 16, 192, 768, 3, 12, 224, "DeiT-Ti/16 distilled", **_DEIT_DISTILLED),
     "DeiT_S16_distilled": _family("deit", 16, 384, 1536, 6, 12, 224, "DeiT-S/16 distilled", **_DEIT_DISTILLED),
@@ -173,39 +199,93 @@ VARIANTS.update({
     "DINOv3_L16": _family("dinov3", 16, 1024, 4096, 16, 24, 224, "DINOv3 ViT-L/16 (RoPE)", **_DINOV3),
     "DINOv3_H16_plus": _family("dinov3", 16, 1280, 5120, 20, 32, 224, "DINOv3 ViT-H+/16 (RoPE, SwiGLU, 0.84B)",
                                mlp_activation="swiglu", **_DINOV3),
+    "EVA02_Ti14": _family("eva02", 14, 192, 512, 3, 12, 224, "EVA-02 Ti/14 (RoPE, SwiGLU)", **_EVA02),
+    "EVA02_S14": _family("eva02", 14, 384, 1024, 6, 12, 224, "EVA-02 S/14 (RoPE, SwiGLU)", **_EVA02),
+    "EVA02_B14": _family("eva02", 14, 768, 2048, 12, 12, 224, "EVA-02 B/14 (RoPE, SwiGLU, sub-LN)",
+                         mlp_norm=True, **_EVA02),
+    "EVA02_L14": _family("eva02", 14, 1024, 2730, 16, 24, 224, "EVA-02 L/14 (RoPE, SwiGLU, sub-LN)",
+                         mlp_norm=True, **_EVA02),
     "SigLIP_B16": _family("siglip", 16, 768, 3072, 12, 12, 224, "SigLIP ViT-B/16 image tower", **_SIGLIP),
     "SigLIP_L16": _family("siglip", 16, 1024, 4096, 16, 24, 256, "SigLIP ViT-L/16 image tower", **_SIGLIP),
     "SigLIP_So400m14": _family("siglip", 14, 1152, 4304, 16, 27, 224, "SigLIP So400m/14 image tower", **_SIGLIP),
     "CLIP_B32": _family("clip", 32, 768, 3072, 12, 12, 224, "CLIP ViT-B/32 image tower", projection_size=512, **_CLIP),
     "CLIP_B16": _family("clip", 16, 768, 3072, 12, 12, 224, "CLIP ViT-B/16 image tower", projection_size=512, **_CLIP),
     "CLIP_L14": _family("clip", 14, 1024, 4096, 16, 24, 224, "CLIP ViT-L/14 image tower", projection_size=768, **_CLIP),
+    "PE_Core_T16": _family("pe", 16, 192, 768, 3, 12, 384, "PE-Core T/16 image tower (RoPE, attention pool)",
+                           rope=_pe_rope(24), **_PE),
+    "PE_Core_S16": _family("pe", 16, 384, 1536, 6, 12, 384, "PE-Core S/16 image tower (RoPE, attention pool)",
+                           rope=_pe_rope(24), **_PE),
+    "PE_Core_B16": _family("pe", 16, 768, 3072, 12, 12, 224, "PE-Core B/16 image tower (RoPE, attention pool)",
+                           rope=_pe_rope(14), **_PE),
+    "PE_Core_L14": _family("pe", 14, 1024, 4096, 16, 24, 336, "PE-Core L/14 image tower (RoPE, attention pool)",
+                           rope=_pe_rope(24), **_PE),
+    # The gigantic one has no class token (so no offset: nothing sits at 0) and an MLP wider than its pool's.
+    "PE_Core_G14": _family("pe", 14, 1536, 8960, 16, 50, 448, "PE-Core G/14 image tower (RoPE, attention pool, 1.9B)",
+                           rope=_pe_rope(32, offset=0.0), class_token=False, pooling_mlp_dim=6144, **_PE),
     # Tiny rows of each family for tests and smoke runs: odd widths, 2 blocks.
     "tiny_deit": _family("deit", 4, 24, 40, 2, 2, 16, "tiny distilled DeiT test model", **_DEIT_DISTILLED),
     "tiny_dinov2": _family("dinov2", 4, 24, 40, 2, 2, 16, "tiny DINOv2 (3 registers) test model",
                            layer_scale_init=0.1, num_register_tokens=3),
     "tiny_dinov3": _family("dinov3", 4, 24, 40, 2, 2, 16, "tiny DINOv3 (RoPE, 4 registers) test model",
                            **dict(_DINOV3, layer_scale_init=0.1)),
+    "tiny_eva02": _family("eva02", 4, 24, 40, 2, 2, 16, "tiny EVA-02 (RoPE, SwiGLU, sub-LN) test model",
+                          mlp_norm=True, **_EVA02),
     "tiny_siglip": _family("siglip", 4, 24, 40, 2, 2, 16, "tiny SigLIP test model", **_SIGLIP),
     "tiny_clip": _family("clip", 4, 24, 40, 2, 2, 16, "tiny CLIP test model", projection_size=20, **_CLIP),
+    "tiny_pe": _family("pe", 4, 24, 40, 2, 2, 16, "tiny PE-Core (RoPE, 3-head attention pool) test model",
+                       rope={"variant": "pe", "reference_grid": (3, 5)},
+                       **dict(_PE, pooling_heads=3, pooling_mlp_dim=36)),
     "tiny_siglip2": _family("siglip2", 4, 24, 40, 2, 2, 16, "tiny SigLIP 2 NaFlex test model", **_SIGLIP2_NAFLEX),
 })
 
 # The fields that describe a ViT's architecture, in the order messages list them. A checkpoint
 # (`keras_vit.weights.Checkpoint.architecture`) states each of them, None where its layout does
 # not store it; the builder resolves every one into the model's config (`model.vit_config`).
-ARCHITECTURE_FIELDS = (
-    "patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim", "class_token", "pooling",
+# The five every row states (ViTConfig's positional fields), first of them.
+CORE_FIELDS = ("patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim")
+ARCHITECTURE_FIELDS = CORE_FIELDS + (
+    "class_token", "pooling",
     "representation_size", "position_embedding", "grid_size", "channels", "approximate_gelu",
     "layer_norm_epsilon", "stem", "stem_width", "num_classes", "distillation_token", "num_register_tokens",
     "prefix_position_embedding", "layer_scale_init", "mlp_activation", "pre_norm", "patch_bias",
-    "projection_size", "rope", "qkv_bias", "naflex",
+    "projection_size", "rope", "qkv_bias", "naflex", "pooling_heads", "pooling_mlp_dim", "mlp_norm", "fc_norm",
 )
 # The family fields of `ViTConfig` a variant row passes on when they differ from the paper ViT's.
 FAMILY_FIELDS = (
     "class_token", "pooling", "distillation_token", "num_register_tokens", "prefix_position_embedding",
     "layer_scale_init", "mlp_activation", "approximate_gelu", "layer_norm_epsilon", "pre_norm", "patch_bias",
-    "projection_size", "position_embedding", "rope", "qkv_bias", "naflex",
+    "projection_size", "position_embedding", "rope", "qkv_bias", "naflex", "pooling_heads", "pooling_mlp_dim",
+    "mlp_norm", "fc_norm",
 )
+# The attention pool's own fields and the blocks' field each defaults to: None states the blocks' value.
+POOLING_OWN_FIELDS = {"pooling_heads": "num_heads", "pooling_mlp_dim": "mlp_dim"}
+
+
+def fold_pooling_fields(fields):
+    """Sets the fields of `POOLING_OWN_FIELDS` that equal the blocks' value to None (how rows state them), in place.
+
+    Example:
+
+    >>> fold_pooling_fields({"num_heads": 8, "mlp_dim": 64, "pooling_heads": 8, "pooling_mlp_dim": 32})
+    {'num_heads': 8, 'mlp_dim': 64, 'pooling_heads': None, 'pooling_mlp_dim': 32}
+    """
+    for field, blocks in POOLING_OWN_FIELDS.items():
+        if fields[field] is not None and fields[field] == fields[blocks]:
+            fields[field] = None
+    return fields
+
+
+def stated_pooling_fields(config):
+    """The fields of `POOLING_OWN_FIELDS` a config sets (not the blocks' value), as "field=value" for messages.
+
+    Example:
+
+    >>> stated_pooling_fields({"pooling_heads": 8}), stated_pooling_fields({"pooling_heads": None})
+    (['pooling_heads=8'], [])
+    """
+    return [f"{field}={config[field]}" for field in POOLING_OWN_FIELDS if config.get(field) is not None]
+
+
 # The paper ViT's value of each family field (ViTConfig's defaults): what a layout states and a
 # model gets unless an argument, a row or the file says otherwise.
 FAMILY_DEFAULTS = {field.name: field.default for field in dataclasses.fields(ViTConfig) if field.name in FAMILY_FIELDS}
@@ -313,3 +393,10 @@ def builder_name(variant: str) -> str:
         return f"ViT_{key}"
     stem, _, encoder = key.partition("_")
     return f"{stem}_ViT_{encoder}"
+
+
+# The rows with a named builder (`keras_vit.ViT_B16`, `keras_vit.R50_ViT_B16`, ...): the paper's
+# variants and hybrids, by builder name.
+NAMED_BUILDERS: dict[str, str] = {
+    builder_name(name): name for name, row in VARIANTS.items() if row.family == "vit" and "tiny" not in name
+}

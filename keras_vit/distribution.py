@@ -137,7 +137,10 @@ class ViTModelParallel(keras.distribution.ModelParallel):
         self.model_size = mesh.shape[list(mesh.axis_names).index(MODEL_AXIS)]
 
     def get_variable_layout(self, variable):
-        if getattr(variable, "_layout", None) is not None:  # set by the caller, or copied by an optimizer slot
+        # A layout the variable was made with (an optimizer slot copies its reference's): Keras stores it as
+        # the private `_layout`, with no public getter, and its own ModelParallel reads it the same way
+        # (pinned by tests/test_private_apis.py).
+        if getattr(variable, "_layout", None) is not None:
             return variable._layout
         axes = layout_of(variable.path, tuple(variable.shape), self.model_size)
         return keras.distribution.TensorLayout(axes, self.device_mesh)

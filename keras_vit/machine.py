@@ -37,10 +37,58 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import platform
 import shutil
 import subprocess
 
-from keras_vit import _hardware, backends
+# Free of Keras and TensorFlow at import (keras_vit.backends is imported where a backend is asked):
+# benchmark scripts read the CPU with it before choosing what to load.
+
+# Instruction-set flags of native bfloat16 matrix arithmetic (AVX-512 BF16 dot products, AMX tiles).
+BFLOAT16_FLAGS = ("avx512_bf16", "amx_bf16")
+# The flag of AMX's bfloat16 tiles: oneDNN runs bfloat16 products on them several times faster than float32.
+AMX_BFLOAT16_FLAG = "amx_bf16"
+
+
+def read_cpuinfo(path: str = "/proc/cpuinfo") -> tuple[str, set]:
+    """Returns (CPU model name, set of instruction-set flags); no flags where `path` is unreadable.
+
+    Args:
+        path: str. A /proc/cpuinfo-format file. Defaults to "/proc/cpuinfo".
+    """
+    name, flags = None, set()
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith("model name") and name is None:
+                    name = line.split(":", 1)[1].strip()
+                elif line.startswith("flags") and not flags:
+                    flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return name or platform.processor(), flags
+
+
+def native_bfloat16(flags: set) -> list:
+    """The native bfloat16 flags among `flags` (sorted; empty: bfloat16 is emulated, 2-5x slower).
+
+    Args:
+        flags: set of str. Instruction-set flags, as `read_cpuinfo` returns them.
+
+    >>> native_bfloat16({"avx2", "amx_bf16", "amx_tile"}), native_bfloat16({"avx2"})
+    (['amx_bf16'], [])
+    """
+    return sorted(set(flags) & set(BFLOAT16_FLAGS))
+
+
+def amx_bfloat16(flags) -> bool:
+    """Whether `flags` include AMX's bfloat16 tiles (`AMX_BFLOAT16_FLAG`).
+
+    >>> amx_bfloat16({"avx512_bf16", "amx_bf16", "amx_tile"}), amx_bfloat16({"avx512_bf16"})
+    (True, False)
+    """
+    return AMX_BFLOAT16_FLAG in set(flags)
+
 
 ACCELERATORS = ("cpu", "gpu", "tpu")
 # From this token width up, TensorFlow on an AMX CPU runs a ViT faster in mixed_bfloat16 than in float32 + XLA.
@@ -92,12 +140,14 @@ def detect(cpuinfo: str = "/proc/cpuinfo", meminfo: str = "/proc/meminfo") -> Ma
     >>> detect().accelerator in ACCELERATORS
     True
     """
+    from keras_vit import backends
+
     backend = backends.current()
     accelerator = backend.accelerator()
     return Machine(
         accelerator=accelerator,
         gpu_capability=backend.gpu_compute_capability() if accelerator == "gpu" else None,
-        cpu_flags=frozenset(_hardware.read_cpuinfo(cpuinfo)[1]),
+        cpu_flags=frozenset(read_cpuinfo(cpuinfo)[1]),
         memory=available_memory(meminfo),
     )
 
@@ -136,8 +186,11 @@ def precision_choice(machine: Machine, backend: str | None = None, width: int | 
         if machine.gpu_capability >= 8:
             return "mixed_bfloat16", f"GPU of compute capability {machine.gpu_capability}: bfloat16 tensor cores"
         return "mixed_float16", f"GPU of compute capability {machine.gpu_capability}: float16 tensor cores"
-    backend = backend or backends.current().NAME
-    if not _hardware.amx_bfloat16(machine.cpu_flags):
+    if backend is None:
+        from keras_vit import backends
+
+        backend = backends.current().NAME
+    if not amx_bfloat16(machine.cpu_flags):
         return "float32", "CPU without AMX: float32 ran fastest"
     if backend == "torch":
         return "mixed_bfloat16", ("AMX bfloat16 tiles on this CPU: Keras on PyTorch trained 1.3-2.1x faster "
@@ -166,6 +219,8 @@ def default_jit_compile(machine: Machine, precision: str, collectives: bool) -> 
     >>> default_jit_compile(Machine(), "float32", False), default_jit_compile(Machine(), "mixed_bfloat16", False)
     (True, False)
     """
+    from keras_vit import backends
+
     return backends.current().default_jit_compile(machine.accelerator, precision, collectives)
 
 

@@ -21,6 +21,8 @@ Example:
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from keras_vit._validation import check_positive_int
@@ -106,7 +108,7 @@ def naflex_image_size(height, width, patch_size, max_num_patches=DEFAULT_MAX_NUM
     return target
 
 
-def naflex_inputs(images, patch_size, max_num_patches=DEFAULT_MAX_NUM_PATCHES, scaling="symmetric"):
+def naflex_inputs(images, patch_size=None, max_num_patches=None, scaling="auto", *, weights=None):
     """A NaFlex model's input from images of any sizes: (inputs, padding_mask).
 
     Each image is resized to `naflex_image_size` with an antialiased bilinear filter
@@ -117,11 +119,18 @@ def naflex_inputs(images, patch_size, max_num_patches=DEFAULT_MAX_NUM_PATCHES, s
     Args:
         images: array (height, width, channels) of pixels in [0, 255] (uint8 or float), a
             batch of such arrays of one size (4-D), or a sequence of them of any sizes.
-        patch_size: int. The model's patch side in pixels.
-        max_num_patches: int. The patch budget: the length of every patch sequence. Defaults
-            to 256 (Siglip2ImageProcessor's).
+        patch_size: int or None. The model's patch side in pixels; None takes the one the
+            `weights` processor states (required without `weights`). Defaults to None.
+        max_num_patches: int or None. The patch budget: the length of every patch sequence.
+            None takes the one the `weights` processor states, else 256
+            (Siglip2ImageProcessor's default). Defaults to None.
         scaling: str or None. A key of `keras_vit.configs.SCALINGS` ("symmetric", [-1, 1], is
-            SigLIP 2's), or None for the pixels as they are. Defaults to "symmetric".
+            SigLIP 2's), None for the pixels as they are, or "auto": the one the `weights`
+            processor states, else "symmetric". Defaults to "auto".
+        weights: str, `keras_vit.weights.Checkpoint` or None. The checkpoint the model was
+            loaded from (a Hugging Face folder, Hub id or name): its `preprocessor_config.json`
+            gives `max_num_patches`, `patch_size` and the scaling; a value passed that
+            contradicts it is refused, and one it lacks must be passed. Defaults to None.
 
     Returns:
         (dict, array): inputs {"patches": (B, max_num_patches, patch_size**2 * channels)
@@ -139,8 +148,7 @@ def naflex_inputs(images, patch_size, max_num_patches=DEFAULT_MAX_NUM_PATCHES, s
     """
     from keras_vit.applications import preprocess_input
 
-    check_positive_int("patch_size", patch_size)
-    check_positive_int("max_num_patches", max_num_patches)
+    patch_size, max_num_patches, scaling = processor_settings(weights, patch_size, max_num_patches, scaling)
     images = _image_list(images)
     channels = {image.shape[-1] for image in images}
     if len(channels) > 1:
@@ -159,6 +167,77 @@ def naflex_inputs(images, patch_size, max_num_patches=DEFAULT_MAX_NUM_PATCHES, s
         shapes[i] = rows, cols
     mask = np.arange(max_num_patches)[None] < (shapes[:, :1] * shapes[:, 1:])
     return {"patches": patches, "spatial_shapes": shapes}, mask
+
+
+def processor_settings(weights, patch_size=None, max_num_patches=None, scaling="auto", *, with_scaling=True):
+    """(patch_size, max_num_patches, scaling) of a NaFlex processor: as given, else as the `weights` files state.
+
+    Args:
+        weights: str, `keras_vit.weights.Checkpoint` or None. See `naflex_inputs`.
+        patch_size: int or None. See `naflex_inputs`. Defaults to None.
+        max_num_patches: int or None. See `naflex_inputs`. Defaults to None.
+        scaling: str or None. See `naflex_inputs`. Defaults to "auto".
+        with_scaling: bool. False for a caller that scales nothing (a file on patches already
+            scaled): the scaling is neither read nor checked, and None is returned for it.
+            Defaults to True.
+
+    Raises:
+        ValueError: a value given that contradicts the file (naming both), or one neither
+            given nor stated (naming the argument to pass).
+
+    Example:
+
+    >>> processor_settings(None, 16)
+    (16, 256, 'symmetric')
+    """
+    unset = {"patch_size": None, "max_num_patches": None, "scaling": "auto"}
+    given = {"patch_size": patch_size, "max_num_patches": max_num_patches}
+    if with_scaling:
+        given["scaling"] = scaling
+    if weights is None:
+        stated, where = {"max_num_patches": DEFAULT_MAX_NUM_PATCHES, "scaling": "symmetric"}, None
+    else:
+        record = _checkpoint_preprocessing(weights)
+        stated = {} if record is None else {key: getattr(record, key) for key in given}
+        stated = {key: value for key, value in stated.items() if value is not None}
+        where = f"weights={_name(weights)!r} ({'its' if record is not None else 'it has no'} preprocessor_config.json)"
+    settings = {}
+    for key, value in given.items():
+        if value == unset[key]:
+            if key not in stated:
+                stating = f"{where} states none" if weights is not None else "no weights= to read it from"
+                raise ValueError(f"Missing {key}: {stating}. Pass {key}= ({_WHAT[key]}).")
+            value = stated[key]
+        elif key in stated and weights is not None and value != stated[key]:
+            raise ValueError(f"Contradicting {key}={value!r} and {where}, which states {key}={stated[key]!r}. "
+                             f"Leave {key} out to take the checkpoint's.")
+        settings[key] = value
+    check_positive_int("patch_size", settings["patch_size"])
+    check_positive_int("max_num_patches", settings["max_num_patches"])
+    return settings["patch_size"], settings["max_num_patches"], settings.get("scaling")
+
+
+_WHAT = {"patch_size": "the model's patch side in pixels", "max_num_patches": "the patch budget, e.g. 256",
+         "scaling": "a key of keras_vit.configs.SCALINGS, or None for raw pixels"}
+
+
+def _checkpoint_preprocessing(weights):
+    """The `Preprocessing` of a checkpoint: a local folder's files read alone, anything else through `Checkpoint`."""
+    from keras_vit.weights import Checkpoint
+    from keras_vit.weights.preprocessing import read_preprocessing
+
+    if isinstance(weights, Checkpoint):
+        return weights.preprocessing
+    if isinstance(weights, (str, os.PathLike)) and os.path.exists(weights):
+        return read_preprocessing(os.fspath(weights), "hf")  # NaFlex checkpoints are Hugging Face's alone
+    if not isinstance(weights, (str, os.PathLike)):
+        raise ValueError(f"Invalid weights={weights!r}: expected a checkpoint folder, Hub id or name, or a "
+                         "keras_vit.weights.Checkpoint.")
+    return Checkpoint(weights).preprocessing
+
+
+def _name(weights):
+    return getattr(weights, "source", None) or str(weights)
 
 
 def resize_antialiased(image, height, width):

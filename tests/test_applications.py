@@ -32,6 +32,17 @@ def _learnable_batch(n=64, size=32, classes=10, seed=0):
     return x.astype("float32"), y
 
 
+def test_the_package_names_every_layer_class_and_named_builder():
+    import keras_vit.layers
+    import keras_vit.models
+
+    classes = {name for name in keras_vit.layers.__all__ if isinstance(getattr(keras_vit.layers, name), type)}
+    assert set(keras_vit._NAMES["layers"]) == classes
+    assert set(keras_vit._NAMES["models"]) == set(keras_vit.models.__all__) - {
+        "head_activation", "mimetic_initialization", "outputs_probabilities"}
+    assert all(getattr(keras_vit, name) is getattr(keras_vit.models, name) for name in keras_vit._NAMES["models"])
+
+
 def test_plain_keras_loss_trains_the_default_head():
     # The keras.io habit: a builder with no activation argument, compiled with the plain loss.
     # With a logits head this loss stays at ln(10) = 2.3026 forever (the head starts at zero).

@@ -137,7 +137,7 @@ def test_family_keras_round_trip_and_tflite(variant, tmp_path):
     loaded = keras.saving.load_model(path, safe_mode=True)
     np.testing.assert_array_equal(to_numpy(loaded(images)), expected)
     assert loaded.vit_config == model.vit_config
-    if variant not in ("tiny_deit", "tiny_siglip", "tiny_dinov3"):
+    if variant not in ("tiny_deit", "tiny_siglip", "tiny_dinov3", "tiny_pe", "tiny_eva02"):
         return  # SavedModel export of every family row: tests/test_models.py; TFLite of the unusual ones here
     tflite_path = export.tflite(model, os.path.join(tmp_path, "model.tflite"), scaling="none").path
     np.testing.assert_allclose(export.load_predictor(tflite_path).predict(images), expected, atol=1e-5)
@@ -201,7 +201,7 @@ def test_families_take_dynamic_sizes_and_mixed_precision():
     assert tuple(dynamic(images).shape) == (2, 1 + 3 + 36, 24)  # class, 3 registers, 6x6 patches
     assert tuple(dynamic(images[:, :16, :20]).shape) == (2, 1 + 3 + 20, 24)
     keras.config.set_dtype_policy("mixed_bfloat16")
-    for variant in ("tiny_siglip", "tiny_deit", "tiny_clip", "tiny_dinov3"):
+    for variant in ("tiny_siglip", "tiny_deit", "tiny_clip", "tiny_dinov3", "tiny_pe", "tiny_eva02"):
         model = keras_vit.ViT(variant, num_classes=3)
         out = model(images[:, :16, :16])
         assert keras.backend.standardize_dtype(out.dtype) == "float32", variant
@@ -209,7 +209,7 @@ def test_families_take_dynamic_sizes_and_mixed_precision():
         assert np.allclose(to_numpy(out).sum(-1), 1.0, atol=1e-5)
 
 
-@pytest.mark.parametrize("variant", ["tiny_deit", "tiny_dinov3", "tiny_siglip", "tiny_clip"])
+@pytest.mark.parametrize("variant", ["tiny_deit", "tiny_dinov3", "tiny_eva02", "tiny_siglip", "tiny_clip", "tiny_pe"])
 def test_family_onnx_export_gives_keras_probabilities(variant, tmp_path):
     pytest.importorskip("onnx")
     onnxruntime = pytest.importorskip("onnxruntime")

@@ -20,6 +20,8 @@ HIDDEN, HEADS, LAYERS, MLP, PATCH, IMAGE, REGISTERS = 36, 3, 2, 90, 7, 28, 3
 COMMON = dict(patch_size=PATCH, hidden_size=HIDDEN, num_layers=LAYERS, num_heads=HEADS, mlp_dim=MLP, image_size=IMAGE)
 _DINOV2 = dict(layer_scale_init=0.1, include_top=False)
 _CLIP = dict(pre_norm=True, patch_bias=False, mlp_activation="quick_gelu", layer_norm_epsilon=1e-5, include_top=False)
+_DINOV3 = dict(rope="dinov3", position_embedding="none", prefix_position_embedding=False, layer_scale_init=0.1,
+               num_register_tokens=REGISTERS, layer_norm_epsilon=1e-5, include_top=False)
 # name -> (ViT arguments, the model_type written, the transformers output the model returns).
 CASES = {
     "vit_head": (dict(num_classes=5), "vit", "logits"),
@@ -35,6 +37,10 @@ CASES = {
                "siglip_vision_model", "pooler_output"),
     "clip_projection": (dict(_CLIP, projection_size=20), "clip_vision_model", "image_embeds"),
     "clip": (_CLIP, "clip_vision_model", "pooler_output"),
+    # DINOv3: rotary position (no stored table), a key without bias, registers, its gated MLP split back.
+    "dinov3": (dict(_DINOV3, qkv_bias="qv"), "dinov3_vit", "pooler_output"),
+    "dinov3_swiglu": (dict(_DINOV3, rope={"variant": "dinov3", "theta": 50.0}, mlp_activation="swiglu"),
+                      "dinov3_vit", "pooler_output"),
 }
 
 
@@ -130,7 +136,12 @@ def test_failure_midway_leaves_nothing(tmp_path, monkeypatch):
         (dict(layer_scale_init=0.1, mlp_dim=40, include_top=False), r"'dinov2' cannot hold: mlp_dim=40"),
         (dict(class_token=False, pooling="map", num_classes=4), r"siglip_vision_model.*include_top=True"),
         (dict(position_embedding="sincos2d", include_top=False), "position_embedding='sincos2d'"),
-        (dict(rope="dinov3", qkv_bias="qv", include_top=False), r"rope=\{'grid': 'centered'.*qkv_bias='qv'"),
+        (dict(rope="dinov3", include_top=False), r"'dinov3_vit' cannot hold: layer_scale_init=None.*"
+                                                  r"position_embedding='learned'"),
+        (dict(rope="eva02", position_embedding="none", layer_scale_init=0.1, prefix_position_embedding=False,
+              include_top=False), r"'dinov3_vit' cannot hold: rope=.*DINOv3's rotary position"),
+        (dict(class_token=False, pooling="map", pooling_heads=3, include_top=False), "pooling_heads=3"),
+        (dict(mlp_norm=True, fc_norm=True, include_top=False), r"mlp_norm=True.*fc_norm=True"),  # EVA-02's
     ],
 )
 def test_a_model_the_family_cannot_hold_is_refused_naming_the_field(arguments, message, tmp_path):
@@ -149,7 +160,13 @@ def test_save_npz_refuses_weights_its_layout_has_no_key_for(variant, tmp_path):
     assert not os.path.exists(tmp_path / "model.npz")
 
 
-def test_save_npz_refuses_rotary_position_its_layout_cannot_say(tmp_path):
-    with pytest.raises(CheckpointError, match=r"rotary position \(rope=\{'grid': 'centered'.*Save it with model.save"):
-        save_npz(keras_vit.ViT("tiny", rope="dinov3", num_classes=3), tmp_path / "model.npz")
+@pytest.mark.parametrize("variant, arguments, message", [
+    ("tiny", dict(rope="dinov3"), r"rotary position \(rope=\{'grid': 'centered'.*Save it with model.save"),
+    ("tiny_siglip", dict(pooling_mlp_dim=36), r"attention pool of its own width \(pooling_mlp_dim=36\).*model.save"),
+])
+def test_save_npz_refuses_what_its_layout_cannot_say(variant, arguments, message, tmp_path):
+    with pytest.raises(CheckpointError, match=message):
+        save_npz(keras_vit.ViT(variant, num_classes=3, **arguments), tmp_path / "model.npz")
     assert not os.path.exists(tmp_path / "model.npz")
+    with pytest.raises(CheckpointError, match=r"no key for 6 weights.*mlp_norm.*fc_norm"):  # EVA-02's LayerNorms
+        save_npz(keras_vit.ViT("tiny", mlp_norm=True, fc_norm=True, num_classes=3), tmp_path / "model.npz")

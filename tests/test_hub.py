@@ -116,10 +116,17 @@ def test_timm_hub_folder_builds_without_num_heads(tmp_path):
      "model_args.rope_temperature is 0"),
     ({"architecture": "vit_small_patch16_dinov3", "model_args": {"rope_mrope_section": [8, 12, 12]}},
      r"\['rope_mrope_section'\] are not arguments keras_vit reads for 'vit_small_patch16_dinov3' .timm's Eva."),
-    ({"architecture": "vit_small_patch16_dinov3", "model_args": {"use_fc_norm": True}},
-     r"model_args.use_fc_norm is True"),
+    ({"architecture": "eva02_tiny_patch14_224", "model_args": {"scale_mlp": 1}},
+     r"model_args.scale_mlp is 1; expected true or false"),
+    ({"architecture": "eva02_base_patch14_448", "model_args": {"scale_attn_inner": True}},
+     r"model_args.scale_attn_inner is True; keras_vit builds scale_attn_inner=False only"),
+    ({"architecture": "vit_pe_core_base_patch16_224", "model_args": {"use_post_transformer_norm": False}},
+     r"\['use_post_transformer_norm'\] are not arguments keras_vit reads for 'vit_pe_core_base_patch16_224'"),
+    ({"architecture": "vit_pe_core_base_patch16_224", "model_args": {"attn_pool_num_heads": 0}},
+     "model_args.attn_pool_num_heads is 0; expected null or an integer >= 1"),
 ], ids=["unknown_architecture", "contradiction", "unsupported_value", "unknown_argument", "unknown_rope_type",
-        "rope_temperature", "unknown_rope_argument", "eva_renamed_argument"])
+        "rope_temperature", "unknown_rope_argument", "eva_renamed_argument", "eva02_attention_norm", "unknown_pe_argument",
+        "pe_pool_heads"])
 def test_timm_config_refusals_name_the_file_and_key(tmp_path, config, message):
     folder = str(tmp_path / "timm")
     _timm_folder_by_hand(keras_vit.ViT("tiny", num_classes=3), folder, config)
@@ -134,7 +141,8 @@ def test_timm_table_matches_timm():
     if timm is None:
         pytest.skip("timm is not installed")
     torch = pytest.importorskip("torch")
-    from keras_vit.weights.timm_names import TIMM_ARCHITECTURES, architecture_fields, eva_architecture
+    from keras_vit.models.vit import resolve_config
+    from keras_vit.weights.timm_names import TIMM_ARCHITECTURES, architecture_fields, eva_architecture, timm_image_size
 
     activations = {("gelu", False): "GELU", ("gelu", True): "GELUTanh", ("quick_gelu", False): "QuickGELU",
                    ("swiglu", False): "SiLU"}
@@ -148,22 +156,38 @@ def test_timm_table_matches_timm():
             mlp_dim=block.mlp.fc2.in_features, class_token=built.cls_token is not None,
             distillation_token=getattr(built, "dist_token", None) is not None,
             pre_norm=not isinstance(built.norm_pre, torch.nn.Identity),
-            patch_bias=built.patch_embed.proj.bias is not None, layer_norm_epsilon=built.norm.eps,
+            patch_bias=built.patch_embed.proj.bias is not None,
+            fc_norm=not isinstance(built.fc_norm, torch.nn.Identity),
+            mlp_norm=not isinstance(block.mlp.norm, torch.nn.Identity),
             pooling={"token": "token", "avg": "gap", "map": "map"}[built.global_pool],
             activation=type(block.mlp.act).__name__,
             position_embedding="learned" if built.pos_embed is not None else "none",
         )
+        found["layer_norm_epsilon"] = (built.fc_norm if found["fc_norm"] else built.norm).eps
         if eva_architecture(name):  # timm's Eva class: its own attribute names, rotary position
-            rope = built.rope
+            rope, attention = built.rope, block.attn
+            index = type(rope).__name__ == "RotaryEmbeddingCat"  # EVA-02's and PE's; DINOv3's is centred
+            if attention.qkv is None:  # separate q, k and v projections (EVA-02 B and L)
+                qkv_bias = "qv" if attention.q_proj.bias is not None else "none"
+            elif getattr(attention, "q_bias", None) is not None:  # EvaAttention: query and value biases
+                qkv_bias = "qv"
+            else:  # one biased qkv Linear (PE's AttentionRope) or none
+                qkv_bias = "qkv" if attention.qkv.bias is not None else "none"
             found.update(
                 num_register_tokens=0 if built.reg_token is None else built.reg_token.shape[1],
                 layer_scale_init=None if block.gamma_1 is None else float(block.init_values),
-                qkv_bias="qv" if block.attn.q_bias is not None else "none",
+                qkv_bias=qkv_bias,
                 rope=None if rope is None else dict(
-                    grid="centered", theta=rope.temperature, offset=rope.grid_offset, reference_grid=None,
+                    grid="index" if index else "centered", theta=rope.temperature, offset=rope.grid_offset,
+                    reference_grid=tuple(rope.ref_feat_shape) if index and rope.ref_feat_shape else None,
                     axes={"ij": "yx", "xy": "xy"}[rope.grid_indexing],
                     layout="half" if rope.rotate_half else "interleaved"),
             )
+            if built.attn_pool is not None:  # the blocks' value stated as None, as rows do
+                pool = built.attn_pool
+                found.update(pooling_heads=pool.num_heads if pool.num_heads != block.attn.num_heads else None,
+                             pooling_mlp_dim=pool.mlp.fc1.out_features
+                             if pool.mlp.fc1.out_features != found["mlp_dim"] else None)
         else:
             found.update(
                 num_register_tokens=built.num_reg_tokens,
@@ -176,6 +200,26 @@ def test_timm_table_matches_timm():
         expected["activation"] = activations[(fields["mlp_activation"], fields["approximate_gelu"])]
         assert found.pop("rope") == expected.pop("rope"), name  # approx compares no nested dict
         assert found == pytest.approx(expected), name
+        # ViT(name) builds the same fields, at timm's default input size.
+        assert timm_image_size(name) == timm.models.get_pretrained_cfg(name).input_size[-1], name
+        resolved = resolve_config(name)
+        assert {key: resolved[key] for key in fields if key != "channels"} == {
+            key: value for key, value in fields.items() if key != "channels"}, name
+        assert resolved["image_size"] == (timm_image_size(name),) * 2, name
+
+
+@pytest.mark.parametrize("name", ["vit_tiny_patch16_384", "vit_small_patch16_dinov3_qkvb", "deit3_small_patch16_224"])
+def test_a_timm_name_builds_what_timm_builds(name):
+    timm = import_timm()
+    if timm is None:
+        pytest.skip("timm is not installed")
+    torch = pytest.importorskip("torch")
+    model = keras_vit.ViT(name, num_layers=1, num_classes=7)  # the head is keras_vit's argument, as for any row
+    with torch.device("meta"):
+        reference = timm.create_model(name, pretrained=False, depth=1, num_classes=7)
+    assert model.name == name
+    assert model.count_params() == sum(p.numel() for p in reference.parameters())
+    assert tuple(model.input_shape[1:3]) == tuple(reference.pretrained_cfg["input_size"][1:])
 
 
 @pytest.mark.parametrize("variant, arguments", [
@@ -183,6 +227,7 @@ def test_timm_table_matches_timm():
     ("tiny_deit", {}),
     ("tiny_siglip", {}),
     ("tiny_dinov2", dict(prefix_position_embedding=False)),  # timm's DINOv2-reg: no position on the prefix
+    ("tiny", dict(pooling="gap", fc_norm=True, mlp_norm=True)),  # timm's fc_norm and scale_mlp_norm
 ])
 def test_save_timm_round_trip_and_timm_parity(tmp_path, variant, arguments):
     model = _randomized(keras_vit.ViT(variant, num_classes=3, classifier_activation=None, **arguments))
@@ -212,9 +257,12 @@ def test_save_timm_refuses_what_timm_cannot_hold(tmp_path):
     with pytest.raises(CheckpointError, match="timm's 'deit_tiny_distilled_patch16_224' cannot hold.*distillation_token"):
         save_timm(keras_vit.ViT("tiny", num_classes=3), str(tmp_path / "c"), architecture="deit_tiny_distilled_patch16_224",
                   pretrained_cfg=IMAGENET)
-    with pytest.raises(CheckpointError, match=r"rotary position .*qkv_bias='qv'"):  # timm's Eva: not written
-        save_timm(keras_vit.ViT("tiny_dinov3", num_classes=3), str(tmp_path / "d"), pretrained_cfg=IMAGENET)
-    assert not any(os.path.exists(tmp_path / name) for name in "acd")
+    for variant in ("tiny_dinov3", "tiny_eva02"):
+        with pytest.raises(CheckpointError, match=r"rotary position .*qkv_bias='qv'"):  # timm's Eva: not written
+            save_timm(keras_vit.ViT(variant, num_classes=3), str(tmp_path / "d"), pretrained_cfg=IMAGENET)
+    with pytest.raises(CheckpointError, match=r"pooling_heads=3 and pooling_mlp_dim=36 .*rotary position"):
+        save_timm(keras_vit.ViT("tiny_pe", num_classes=3), str(tmp_path / "e"), pretrained_cfg=IMAGENET)
+    assert not any(os.path.exists(tmp_path / name) for name in "acde")
 
 
 def test_preprocessing_from_hugging_face_preprocessor_config(tmp_path):

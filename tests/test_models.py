@@ -46,6 +46,12 @@ TIMM_FAMILY_COUNTS = {
     # 303_128_576, 840_591_360), left out here for the time their full builds take.
     "DINOv3_S16": ("vit_small_patch16_dinov3_qkvb", 0, 21_596_160),
     "DINOv3_S16_plus": ("vit_small_plus_patch16_dinov3_qkvb", 0, 28_692_480),
+    # B/16, L/14 and G/14 match too (92_886_528, 316_102_656, 1_880_066_560), left out for their build time.
+    "PE_Core_T16": ("vit_pe_core_tiny_patch16_384", 0, 6_042_240),
+    "PE_Core_S16": ("vit_pe_core_small_patch16_384", 0, 23_586_048),
+    # EVA-02's B and L (the MLP's LayerNorm) match too (85_758_720, 303_268_800), left out for their build time.
+    "EVA02_Ti14": ("eva02_tiny_patch14_224", 0, 5_502_144),
+    "EVA02_S14": ("eva02_small_patch14_224", 0, 21_621_120),
 }
 PAPER_VARIANTS = sorted(k for k in VARIANTS if "tiny" not in k and VARIANTS[k].family == "vit")
 FAMILY_VARIANTS = sorted(k for k in VARIANTS if "tiny" not in k and VARIANTS[k].family != "vit")
@@ -77,11 +83,15 @@ def expected_params(row, num_classes, image_size, projection=True):
     tokens *= row.position_embedding == "learned"  # rotary position (DINOv3) has no table
     channels, stem = stem_params(row)
     embed = row.patch_size**2 * channels * d + d * row.patch_bias + d * prefix + d * row.num_register_tokens + tokens * d
-    inner = 2 * m if row.mlp_activation == "swiglu" else m
-    mlp = (d * inner + inner) + (m * d + d)
+
+    def mlp(width):  # SwiGLU packs its gate and value in the first Dense
+        inner = 2 * width if row.mlp_activation == "swiglu" else width
+        return (d * inner + inner) + (width * d + d)
+
     qkv_biases = {"qkv": 3, "qv": 2, "none": 0}[row.qkv_bias]
-    block = 2 * 2 * d + 4 * d * d + (qkv_biases + 1) * d + mlp + 2 * d * (row.layer_scale_init is not None)
-    pooling = d + 4 * (d * d + d) + 2 * d + mlp if row.pooling == "map" else 0
+    block = (2 * 2 * d + 4 * d * d + (qkv_biases + 1) * d + mlp(m) + 2 * d * (row.layer_scale_init is not None)
+             + 2 * m * row.mlp_norm)
+    pooling = d + 4 * (d * d + d) + 2 * d + mlp(row.pooling_mlp_dim or m) if row.pooling == "map" else 0
     width = row.projection_size if projection and row.projection_size else d
     projection_params = d * row.projection_size if projection and row.projection_size else 0
     heads = (1 + row.distillation_token) * (width * num_classes + num_classes) if num_classes else 0
@@ -157,10 +167,14 @@ def _one_row_per_structure():
     A wider row of the same structure builds the same layers with larger weights; on JAX and
     PyTorch (eager variable creation and a .keras write of up to 130 MB for a block of width
     1664) it would re-test the round trip at seconds a row. TensorFlow still runs every row.
+    Rotary settings and the attention pool's sizes build the same layers whatever their values.
     """
+    sized = ("rope", "pooling_heads", "pooling_mlp_dim")
     narrowest = {}
     for name, row in VARIANTS.items():
-        key = (row.family, row.stem is not None, tuple(repr(getattr(row, f)) for f in configs.FAMILY_FIELDS))
+        fields = tuple(getattr(row, field) is not None if field in sized else repr(getattr(row, field))
+                       for field in configs.FAMILY_FIELDS)
+        key = (row.family, row.stem is not None, fields)
         if key not in narrowest or row.hidden_size < VARIANTS[narrowest[key]].hidden_size:
             narrowest[key] = name
     return set(narrowest.values())

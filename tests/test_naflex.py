@@ -43,6 +43,21 @@ def _images(seed=1):
     return [rng.integers(0, 256, (13, 29, 3)).astype("uint8"), rng.integers(0, 256, (23, 7, 3)).astype("uint8")]
 
 
+def _random_tiny(seed, **arguments):
+    """keras_vit's tiny_siglip2 with every weight drawn around 0."""
+    model = keras_vit.ViT("tiny_siglip2", **arguments)
+    rng = np.random.default_rng(seed)
+    for weight in model.weights:
+        weight.assign(rng.normal(size=weight.shape).astype("float32") * 0.3)
+    return model
+
+
+def _processor_folder(folder):
+    """A folder holding Siglip2ImageProcessor(patch_size=4, max_num_patches=20)'s preprocessor_config.json."""
+    transformers.Siglip2ImageProcessor(patch_size=PATCH, max_num_patches=BUDGET).save_pretrained(str(folder))
+    return str(folder)
+
+
 def _reference(vision_model, inputs, mask):
     with torch.no_grad():
         return vision_model(pixel_values=torch.from_numpy(inputs["patches"]),
@@ -149,6 +164,48 @@ def test_naflex_inputs_are_the_reference_processors():
         assert np.abs(ours - kernel).max() <= 1 and (ours != kernel).mean() < 0.1, (ours != kernel).mean()
 
 
+@pytest.fixture(scope="module")
+def with_processor(siglip2, tmp_path_factory):
+    """The siglip2 folder with the preprocessor_config.json of Siglip2ImageProcessor(patch_size=4, max_num_patches=20)."""
+    import shutil
+
+    return _processor_folder(shutil.copytree(siglip2[0], tmp_path_factory.mktemp("processor") / "siglip2"))
+
+
+@ALL_BACKENDS
+def test_the_budget_patch_size_and_scaling_come_from_the_checkpoints_processor(siglip2, with_processor):
+    """A folder with Siglip2ImageProcessor's preprocessor_config.json: nothing to pass, contradictions refused."""
+    folder = with_processor
+    images = _images()
+    inputs, mask = naflex_inputs(images, weights=folder)
+    expected, expected_mask = naflex_inputs(images, PATCH, BUDGET, "symmetric")
+    np.testing.assert_array_equal(inputs["patches"], expected["patches"])
+    np.testing.assert_array_equal(mask, expected_mask)
+    assert naflex_inputs(images, PATCH, BUDGET, weights=keras_vit.weights.Checkpoint(folder))[1].shape == (2, BUDGET)
+    for kwargs, message in (({"max_num_patches": 256}, r"Contradicting max_num_patches=256 and weights=.*states "
+                                                        r"max_num_patches=20"),
+                            ({"patch_size": 16}, r"Contradicting patch_size=16 and weights=.*states patch_size=4"),
+                            ({"scaling": "unit"}, r"Contradicting scaling='unit' .* states scaling='symmetric'")):
+        with pytest.raises(ValueError, match=message):
+            naflex_inputs(images, weights=folder, **kwargs)
+    with pytest.raises(ValueError, match=r"Missing max_num_patches: weights=.*it has no preprocessor_config.json\) "
+                                         r"states none. Pass max_num_patches="):
+        naflex_inputs(images, PATCH, weights=siglip2[0])
+
+
+@ALL_BACKENDS
+def test_load_pretrained_takes_naflex_weights_at_one_image_size(with_processor):
+    """The probes' backbone: the NaFlex weights on square images of the stored grid, scaling from the processor."""
+    from keras_vit.transfer import load_pretrained
+
+    model, info = load_pretrained(with_processor)
+    assert info.image_size == (16, 16) and "naflex=False" in info.image_size_reason and info.scaling == "symmetric"
+    image = np.random.default_rng(4).integers(0, 256, (16, 16, 3)).astype("uint8")
+    naflex = keras_vit.ViT(weights=with_processor, include_top=False)
+    expected = to_numpy(naflex(naflex_inputs(image, weights=with_processor)[0]))
+    np.testing.assert_allclose(to_numpy(model(image[None].astype("float32"))), expected, atol=1e-5)
+
+
 @pytest.mark.parametrize("call, message", [
     (lambda: naflex_inputs(np.zeros((0, 5, 3), "uint8"), PATCH, BUDGET), r"image 0 of shape \(0, 5, 3\): it has no pixels"),
     (lambda: naflex_inputs(np.zeros((8, 8), "uint8"), PATCH, BUDGET), r"image 0 of shape \(8, 8\).*\(height, width, channels\)"),
@@ -189,11 +246,8 @@ def test_naflex_serving_signature_takes_encoded_images_of_any_aspect(tmp_path):
 
     from keras_vit.export import naflex_saved_model
 
-    model = keras_vit.ViT("tiny_siglip2", include_top=False)
-    rng = np.random.default_rng(0)
-    for weight in model.weights:
-        weight.assign(rng.normal(size=weight.shape).astype("float32") * 0.3)
-    path = naflex_saved_model(model, str(tmp_path), max_num_patches=BUDGET)
+    model = _random_tiny(0, include_top=False)
+    path = naflex_saved_model(model, str(tmp_path / "serving"), weights=_processor_folder(tmp_path / "hf"))  # budget 20
     serve = tf.saved_model.load(path).signatures["serving_default"]
     images = _images()
     encoded = tf.stack([tf.io.encode_png(images[0]), tf.io.encode_jpeg(images[1], quality=100)])
@@ -208,6 +262,70 @@ def test_naflex_serving_signature_takes_encoded_images_of_any_aspect(tmp_path):
         naflex_saved_model(keras_vit.ViT("tiny_siglip", include_top=False), str(tmp_path / "images"))
 
 
+def test_cli_predict_and_export_take_a_naflex_model_and_inspect_refuses_it(tmp_path, capsys):
+    from PIL import Image
+
+    from keras_vit.cli import main
+    from keras_vit.export import load_predictor
+
+    model = _random_tiny(5, num_classes=3)
+    path = str(tmp_path / "naflex.keras")
+    model.save(path)
+    files = [str(tmp_path / f"{i}.png") for i in range(2)]
+    for image, file in zip(_images(), files):
+        Image.fromarray(image).save(file)
+    expected = to_numpy(model(naflex_inputs(_images(), PATCH, BUDGET)[0]))
+    predictor = load_predictor(path, scaling="symmetric", max_num_patches=BUDGET)
+    np.testing.assert_allclose(predictor.predict_files(files), expected, atol=1e-5)
+    assert main(["predict", path, *files, "--scaling", "symmetric", "--max-num-patches", str(BUDGET)]) == 0
+    assert f"{expected[0].max():.4f}" in capsys.readouterr().out
+    for argv, message in ((["inspect", path, files[0], "--out", str(tmp_path / "figures")], "Cannot inspect NaFlex"),
+                          (["export", path, "--tflite", str(tmp_path / "m.tflite"), "--quantization", "float16"],
+                           "--quantization float16: not for a NaFlex model"),
+                          (["predict", path, files[0], "--scaling", "symmetric", "--max-num-patches", "0"],
+                           "--max-num-patches")):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err
+    assert main(["export", path, "--tflite", str(tmp_path / "m.tflite"), "--max-num-patches", str(BUDGET)]) == 0
+    assert "TFLite (NaFlex patch sequence -> probabilities)" in capsys.readouterr().out
+
+
+def test_save_hf_writes_a_siglip2_folder_transformers_reads_with_equal_outputs(siglip2, tmp_path):
+    from keras_vit.weights import save_hf
+
+    model = keras_vit.ViT(weights=siglip2[0], include_top=False)
+    save_hf(model, str(tmp_path / "hf"))
+    hf = transformers.AutoModel.from_pretrained(str(tmp_path / "hf")).eval()
+    assert type(hf).__name__ == "Siglip2VisionModel"
+    inputs, mask = naflex_inputs(_images(), PATCH, BUDGET)
+    expected, written = _reference(siglip2[1], inputs, mask), _reference(hf, inputs, mask)
+    for key in ("pooler_output", "last_hidden_state"):
+        np.testing.assert_array_equal(getattr(written, key).numpy(), getattr(expected, key).numpy())
+    assert np.abs(to_numpy(model(inputs)) - written.pooler_output.numpy()).max() <= 1e-5
+
+
+def test_naflex_tflite_and_onnx_take_one_padded_sequence_of_any_grid(tmp_path):
+    from ai_edge_litert.interpreter import Interpreter
+
+    from keras_vit.export import naflex_onnx, naflex_tflite
+
+    onnxruntime = pytest.importorskip("onnxruntime")
+    model = _random_tiny(6, include_top=False)
+    lite = naflex_tflite(model, str(tmp_path / "naflex.tflite"), weights=_processor_folder(tmp_path / "hf"))  # budget 20
+    runner = Interpreter(model_path=lite.path).get_signature_runner()
+    session = onnxruntime.InferenceSession(naflex_onnx(model, str(tmp_path / "naflex.onnx"), BUDGET).path)
+    assert [i.name for i in session.get_inputs()] == ["patches", "spatial_shapes"]
+    full = np.random.default_rng(7).integers(0, 256, (16, 20, 3)).astype("uint8")
+    for image in _images() + [full]:  # padded twice, then a full sequence
+        inputs, _ = naflex_inputs(image, PATCH, BUDGET)
+        expected = to_numpy(model(inputs))
+        assert np.abs(runner(**inputs)["embeddings"] - expected).max() <= 1e-5
+        assert np.abs(session.run(["embeddings"], inputs)[0] - expected).max() <= 1e-5
+    with pytest.raises(ValueError, match=r"not a NaFlex model"):
+        naflex_tflite(keras_vit.ViT("tiny_siglip", include_top=False), str(tmp_path / "images.tflite"))
+
+
 def test_writers_and_readers_refuse_what_they_cannot_hold(siglip2, tmp_path):
     import json
     import shutil
@@ -215,8 +333,8 @@ def test_writers_and_readers_refuse_what_they_cannot_hold(siglip2, tmp_path):
     from keras_vit.weights import save_hf, save_timm
 
     model = keras_vit.ViT("tiny_siglip2", include_top=False)
-    with pytest.raises(CheckpointError, match=r"'siglip_vision_model' cannot hold: naflex=True"):
-        save_hf(model, str(tmp_path / "hf"))
+    with pytest.raises(CheckpointError, match=r"'siglip2_vision_model' cannot hold: .*include_top=True"):
+        save_hf(keras_vit.ViT("tiny_siglip2", num_classes=3), str(tmp_path / "hf"))
     with pytest.raises(CheckpointError, match=r"naflex=True \(timm's VisionTransformer takes images"):
         save_timm(model, str(tmp_path / "timm"))
     folder = shutil.copytree(siglip2[0], tmp_path / "odd")

@@ -307,14 +307,16 @@ def test_hf_dinov2_at_another_resolution_matches_its_interpolation(registers, tm
     _close(keras_vit.ViT(weights=folder, include_top=False, image_size=None)(images), expected)
 
 
-def _timm_dinov3_folder(name, tmp_path, **model_args):
-    """A timm Hub folder (config.json naming the architecture, model_args) of a random DINOv3, and its timm model."""
+def _timm_eva_folder(name, tmp_path, **model_args):
+    """A timm Hub folder (config.json naming the architecture, model_args) of a random Eva-built model (DINOv3, EVA-02, PE), and the model."""
     from safetensors.torch import save_file
 
     args = {"img_size": IMAGE, "patch_size": PATCH, "embed_dim": HIDDEN, "depth": LAYERS, "num_heads": HEADS,
-            "num_reg_tokens": REGISTERS, "num_classes": 5, **model_args}
+            "num_classes": 5, **model_args}
     model = _redraw(timm.create_model(name, pretrained=False, **args))
     tensors = {key: value.contiguous() for key, value in model.state_dict().items()}
+    # The rotary tables too, as older timm versions saved them: computed, so skipped on reading.
+    tensors.update({f"rope.{key}": value.contiguous() for key, value in model.rope.named_buffers()})
     save_file(tensors, str(tmp_path / "model.safetensors"))
     (tmp_path / "config.json").write_text(json.dumps({"architecture": name, "num_classes": 5, "model_args": args}))
     return model, str(tmp_path)
@@ -327,7 +329,7 @@ def _timm_dinov3_folder(name, tmp_path, **model_args):
      dict(qkv_bias="qv", mlp_activation="swiglu", pooling="token", mlp_dim=72)),
 ])
 def test_timm_dinov3_hub_folder_matches(name, model_args, fields, tmp_path):
-    torch_model, folder = _timm_dinov3_folder(name, tmp_path, **model_args)
+    torch_model, folder = _timm_eva_folder(name, tmp_path, num_reg_tokens=REGISTERS, **model_args)
     model = keras_vit.ViT(weights=folder, classifier_activation=None, image_size=ROPE_IMAGE)
     for field, value in fields.items():
         assert model.vit_config[field] == value, field
@@ -337,6 +339,66 @@ def test_timm_dinov3_hub_folder_matches(name, model_args, fields, tmp_path):
     os.remove(os.path.join(folder, "config.json"))
     with pytest.raises(ValueError, match=r"stores no position embedding.*rope="):
         keras_vit.ViT(weights=os.path.join(folder, "model.safetensors"), num_heads=HEADS)
+
+
+# PE-Core: the attention pool with 4 heads of its own (3 in the blocks) and a 3x5 reference grid; the B/16 name's pool
+# MLP is wider than the blocks' (ratio 4 against 2.5), the G/14 name (no class token, no rope offset) is given the
+# blocks' ratio, which the config states as None. timm resamples its position table and recomputes its rotary position
+# for the image at hand (dynamic_img_size), as keras_vit does.
+@needs_timm
+@pytest.mark.parametrize("name, model_args, fields", [
+    ("vit_pe_core_base_patch16_224", {}, dict(class_token=True, pooling_mlp_dim=4 * HIDDEN)),
+    ("vit_pe_core_gigantic_patch14_448", {"attn_pool_mlp_ratio": MLP / HIDDEN},
+     dict(class_token=False, pooling_mlp_dim=None)),
+])
+def test_timm_pe_core_hub_folder_matches(name, model_args, fields, tmp_path):
+    torch_model, folder = _timm_eva_folder(name, tmp_path, mlp_ratio=MLP / HIDDEN, attn_pool_num_heads=4,
+                                           ref_feat_shape=[3, 5], dynamic_img_size=True, **model_args)
+    images = _images(size=ROPE_IMAGE[0], width=ROPE_IMAGE[1])
+    expected = _timm_output(torch_model, images)
+    for size in (ROPE_IMAGE, None):  # the stored 4x4 grid resampled at load, then at call time
+        model = keras_vit.ViT(weights=folder, classifier_activation=None, image_size=size)
+        _close(model(images), expected)
+    # Intermediates through the public API: each block's patch tokens as timm's, the pool's 4 heads.
+    out = model.intermediates_model()(images)
+    with torch.no_grad():
+        blocks = torch_model.forward_intermediates(torch.from_numpy(images.transpose(0, 3, 1, 2)), output_fmt="NLC",
+                                                   intermediates_only=True)
+    config, prefix = model.vit_config, int(fields["class_token"])
+    for mine, theirs in zip(out["blocks"], blocks, strict=True):
+        _close(to_numpy(mine)[:, prefix:], theirs.numpy())
+    assert tuple(out["pooling_attention"].shape) == (2, 4, 1, prefix + 15)
+    assert (config["pooling"], config["pooling_heads"], config["pre_norm"], config["patch_bias"]) == (
+        "map", 4, True, False)
+    assert config["rope"]["reference_grid"] == (3, 5) and config["qkv_bias"] == "qkv"
+    for field, value in fields.items():
+        assert config[field] == value, field
+    os.remove(os.path.join(folder, "config.json"))  # the state dict alone hides the rotation and the pool's heads
+    with pytest.raises(CheckpointError, match=r"norm_pre and attn_pool, as timm's PE-Core .*config.json"):
+        keras_vit.ViT(weights=os.path.join(folder, "model.safetensors"), num_heads=HEADS)
+
+
+@needs_timm
+@pytest.mark.parametrize("name, model_args, image_size, fields", [
+    # Built for 4x4 patches, run on 5x6 (timm resamples its table per call): the table resampled, the rotary grid not.
+    ("eva02_tiny_patch14_336", {"dynamic_img_size": True}, (5 * PATCH, 6 * PATCH),
+     dict(qkv_bias="qv", mlp_norm=False, fc_norm=True, pooling="gap")),
+    # Separate q, k, v and the MLP's LayerNorm, built for (and run on) a 3x5 grid.
+    ("eva02_base_patch14_448", {"img_size": list(ROPE_IMAGE)}, ROPE_IMAGE,
+     dict(qkv_bias="qv", mlp_norm=True, fc_norm=True, mlp_dim=96)),
+])
+def test_timm_eva02_hub_folder_matches(name, model_args, image_size, fields, tmp_path):
+    torch_model, folder = _timm_eva_folder(name, tmp_path, **model_args)
+    model = keras_vit.ViT(weights=folder, classifier_activation=None, image_size=image_size)
+    for field, value in fields.items():
+        assert model.vit_config[field] == value, field
+    images = _images(size=image_size[0], width=image_size[1])
+    outputs = model.intermediates_model()(images)
+    _close(outputs["output"], _timm_output(torch_model, images))
+    with torch.no_grad():  # timm's forward_features: every token, no norm after the blocks (fc_norm follows pooling)
+        tokens = torch_model.forward_features(torch.from_numpy(images.transpose(0, 3, 1, 2))).numpy()
+    scale = np.abs(tokens).max()  # un-normalised (|x| up to ~50): float32 rounding compared to their largest
+    _close(to_numpy(outputs["tokens"]) / scale, tokens / scale)
 
 
 @needs_timm

@@ -8,7 +8,10 @@ with `precision="bfloat16"` (float32 variables, bfloat16 compute: for CPUs with 
 kernels TF Serving runs; TFLite and ONNX have no bfloat16 kernels on CPU). `load_predictor(path,
 precision="auto")` runs a `.keras` model in bfloat16 where `keras_vit.machine` picks it. Class
 names come from `class_names=`, from the labels an export stored in the artifact, or from
-`<model>.labels.txt` or `labels.txt` (one name per line) beside the model file.
+`<model>.labels.txt` or `labels.txt` (one name per line) beside the model file. A SigLIP 2
+NaFlex model takes no images of one size: `naflex_saved_model` serves encoded images of any aspect,
+`naflex_tflite` and `naflex_onnx` take one padded patch sequence as `keras_vit.naflex.naflex_inputs`
+makes it.
 
 Example:
 
@@ -18,8 +21,16 @@ Example:
 """
 
 from keras_vit.export._common import LABELS_FILENAME, ExportFailed, labels_beside, read_labels
-from keras_vit.export.onnx import ONNXExport, onnx
+from keras_vit.export.onnx import ONNXExport, naflex_onnx, onnx
 from keras_vit.export.predict import Predictor, load_predictor
 from keras_vit.export._tensorflow_process import shared_process
 from keras_vit.export.saved_model import naflex_saved_model, saved_model
-from keras_vit.export.tflite import INT8_FLOAT_OPS, QUANTIZATIONS, TFLiteExport, tflite, tflite_ops, with_tanh_gelu
+from keras_vit.export.tflite import (
+    INT8_FLOAT_OPS,
+    QUANTIZATIONS,
+    TFLiteExport,
+    naflex_tflite,
+    tflite,
+    tflite_ops,
+    with_tanh_gelu,
+)

@@ -31,8 +31,63 @@ LABELS_FILENAME = "labels.txt"
 NO_SCALING = "none"
 
 
+def is_naflex(model) -> bool:
+    """True for a SigLIP 2 NaFlex model (`naflex=True`): it takes patch sequences, not images."""
+    return bool((getattr(model, "vit_config", None) or {}).get("naflex"))
+
+
+# Input and output names of a NaFlex model's sequence files (`naflex_tflite`, `naflex_onnx`).
+NAFLEX_INPUTS = ("patches", "spatial_shapes")
+EMBEDDINGS_NAME = "embeddings"
+
+
+def naflex_sequence(model, max_num_patches, weights, *, what):
+    """(budget, output name) of a NaFlex model exported on one padded patch sequence; refused naming what does not fit.
+
+    The budget is `max_num_patches`, else the one the `weights` processor states, else 256
+    (`keras_vit.naflex.processor_settings`); the output is "probabilities" with a head, else
+    "embeddings" (one pooled vector per image).
+    """
+    from keras_vit.naflex import processor_settings
+
+    config = getattr(model, "vit_config", None) or {}
+    if not config.get("naflex"):
+        raise ValueError(f"Cannot {what} model {getattr(model, 'name', model)!r} as a NaFlex patch sequence: it is not "
+                         "a NaFlex model (keras_vit.ViT(..., naflex=True)).")
+    outputs = model.outputs
+    if len(outputs) != 1 or len(outputs[0].shape) != 2:
+        raise ValueError(f"Cannot {what} NaFlex model {model.name!r}: it returns {[tuple(o.shape) for o in outputs]}; "
+                         "the file returns one vector per image (build it with a pooling or a head).")
+    _, budget, _ = processor_settings(weights, config["patch_size"], max_num_patches, with_scaling=False)
+    return budget, OUTPUT_NAME if config["include_top"] else EMBEDDINGS_NAME
+
+
+def naflex_sequence_function(model, max_num_patches, output_name):
+    """The tf.function of one padded patch sequence: patches (1, N, P*P*C), spatial_shapes (1, 2) -> (1, D)."""
+    import tensorflow as tf
+
+    config = model.vit_config
+    depth = config["patch_size"] ** 2 * config["channels"]
+    finish = to_probabilities(model) if output_name == OUTPUT_NAME else (lambda x: x)
+
+    @tf.function(input_signature=[tf.TensorSpec((1, max_num_patches, depth), tf.float32, name=NAFLEX_INPUTS[0]),
+                                  tf.TensorSpec((1, 2), tf.int32, name=NAFLEX_INPUTS[1])], autograph=False)
+    def serve(patches, spatial_shapes):
+        outputs = model({"patches": patches, "spatial_shapes": spatial_shapes}, training=False)
+        return {output_name: tf.cast(finish(outputs), tf.float32)}
+
+    return serve
+
+
 def input_spec(model, *, what="export"):
-    """Returns the model's (height, width, channels), each an int or None; raises on unbuilt models."""
+    """Returns the model's (height, width, channels), each an int or None; raises on unbuilt models and NaFlex ones."""
+    if is_naflex(model):
+        raise ValueError(
+            f"Cannot {what} NaFlex model {model.name!r} (naflex=True: patch sequences of any length, not images of "
+            "one size). keras_vit.export.naflex_saved_model exports its embeddings for encoded images of any aspect, "
+            "naflex_tflite and naflex_onnx a file on one padded patch sequence; for a file on images of one size "
+            "rebuild it with keras_vit.ViT(weights=..., naflex=False, image_size=N)."
+        )
     inputs = getattr(model, "inputs", None) if getattr(model, "built", False) else None
     if not inputs:
         raise ValueError(

@@ -32,8 +32,11 @@ _FUNCTIONS = {
     "naflex_saved_model": "keras_vit.export.saved_model",
     "tflite": "keras_vit.export.tflite",
     "onnx": "keras_vit.export.onnx",
+    "naflex_tflite": "keras_vit.export.tflite",
+    "naflex_onnx": "keras_vit.export.onnx",
 }
-_FORMATS = {"saved_model": "SavedModel", "naflex_saved_model": "SavedModel", "tflite": "TFLite", "onnx": "ONNX"}
+_FORMATS = {"saved_model": "SavedModel", "naflex_saved_model": "SavedModel", "tflite": "TFLite", "onnx": "ONNX",
+            "naflex_tflite": "TFLite", "naflex_onnx": "ONNX"}
 _STDERR_LINES = 20
 _open_child = None  # the child of the innermost `shared_process()`, if any
 

@@ -102,34 +102,88 @@ def onnx(model, path, *, scaling=None, class_names=None, opset=DEFAULT_OPSET, ov
     return ONNXExport(path, os.path.getsize(path), ops, opset)
 
 
-def _convert(model, shape, mean_std, opset):
-    """The ONNX ModelProto of [0, 255] pixels -> (scaling) -> model -> (softmax) -> probabilities."""
+def naflex_onnx(model, path, max_num_patches=None, *, weights=None, opset=DEFAULT_OPSET, overwrite=False):
+    """Exports a NaFlex model as an .onnx file on one padded patch sequence of `max_num_patches` patches.
+
+    Inputs `patches` (1, max_num_patches, P*P*C) float32, scaled and padded as
+    `keras_vit.naflex.naflex_inputs` makes them, and `spatial_shapes` (1, 2) int32, the image's
+    patch grid; output `probabilities` (1, classes) with a head, else `embeddings` (1, D). The
+    position table is resampled to each grid inside the graph (see `naflex_tflite`).
+
+    Args:
+        model: keras.Model. A NaFlex model returning one vector per image.
+        path: str. The .onnx file to write.
+        max_num_patches: int or None. The sequence length; None takes the one the `weights`
+            processor states, else 256. Defaults to None.
+        weights: str, `keras_vit.weights.Checkpoint` or None. The checkpoint the model was
+            loaded from. Defaults to None.
+        opset: int. ONNX opset, >= 13. Defaults to `DEFAULT_OPSET`.
+        overwrite: bool. Replace an existing file. Defaults to False.
+
+    Returns:
+        An `ONNXExport`.
+
+    Example:
+
+    >>> import os, tempfile, keras_vit
+    >>> model = keras_vit.ViT("tiny_siglip2", include_top=False)
+    >>> naflex_onnx(model, os.path.join(tempfile.mkdtemp(), "naflex.onnx"), max_num_patches=24).opset >= 13
+    True
+    """
+    budget, output_name = _common.naflex_sequence(model, max_num_patches, weights, what="export to ONNX")
+    check_positive_int("opset", opset, minimum=13)
+    path = _common.output_file(path, ".onnx", overwrite=overwrite)
+    onnx_lib = require("onnx")
+    require("tf2onnx")
+    if _tensorflow_process.needed():
+        return _tensorflow_process.call("naflex_onnx", model, path, budget, opset=opset, overwrite=overwrite)
+    model = _common.float32_model(model)
+    proto = _graph_to_onnx(_common.naflex_sequence_function(model, budget, output_name), opset,
+                           _common.NAFLEX_INPUTS, output_name)
+    proto.doc_string = (f"{model.name}: a NaFlex patch sequence ({', '.join(_common.NAFLEX_INPUTS)}) in, "
+                        f"'{output_name}' out.")
+    onnx_lib.checker.check_model(proto, full_check=True)
+    with _common.atomic_file(path) as tmp:
+        onnx_lib.save(proto, tmp)
+    ops = dict(sorted(collections.Counter(node.op_type for node in proto.graph.node).items()))
+    return ONNXExport(path, os.path.getsize(path), ops, opset)
+
+
+def _graph_to_onnx(function, opset, input_names, output_name):
+    """The ONNX ModelProto of a tf.function of one output, its weights frozen, its inputs and output renamed."""
     import tf2onnx  # noqa: F401  (tf2onnx.convert)
     import tf2onnx.convert
     from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
+    # Freezing turns the captured weights and the Normalization statistics (eager tensors that
+    # tf2onnx would otherwise make graph inputs) into constants. A private TF function: tf2onnx's public
+    # from_function freezes internally, leaving no hook for the Erfc rewrite (pinned by tests/test_private_apis.py).
+    frozen = convert_variables_to_constants_v2(function.get_concrete_function())
+    graph_def = _erf_instead_of_erfc(frozen.graph.as_graph_def())
+    (output_tensor,) = frozen.outputs
+    renames = {tensor.name: name for tensor, name in zip(frozen.inputs, input_names)}
+    proto, _ = tf2onnx.convert.from_graph_def(
+        graph_def,
+        input_names=[tensor.name for tensor in frozen.inputs],
+        output_names=[output_tensor.name],
+        opset=opset,
+        tensors_to_rename={**renames, output_tensor.name: output_name},
+    )
+    proto.producer_name = "keras_vit"
+    return proto
+
+
+def _convert(model, shape, mean_std, opset):
+    """The ONNX ModelProto of [0, 255] pixels -> (scaling) -> model -> (softmax) -> probabilities."""
     scale, to_probabilities = _common.scale_pixels(mean_std), _common.to_probabilities(model)
 
     @tf.function(input_signature=[tf.TensorSpec((None,) + tuple(shape), tf.float32, name=_common.INPUT_NAME)])
     def serve(images):
         return {_common.OUTPUT_NAME: to_probabilities(model(scale(images), training=False))}
 
-    # Freezing turns the captured weights and the Normalization statistics (eager tensors that
-    # tf2onnx would otherwise make graph inputs) into constants.
-    frozen = convert_variables_to_constants_v2(serve.get_concrete_function())
-    graph_def = _erf_instead_of_erfc(frozen.graph.as_graph_def())
-    (input_tensor,) = frozen.inputs
-    (output_tensor,) = frozen.outputs
-    proto, _ = tf2onnx.convert.from_graph_def(
-        graph_def,
-        input_names=[input_tensor.name],
-        output_names=[output_tensor.name],
-        opset=opset,
-        tensors_to_rename={input_tensor.name: _common.INPUT_NAME, output_tensor.name: _common.OUTPUT_NAME},
-    )
+    proto = _graph_to_onnx(serve, opset, (_common.INPUT_NAME,), _common.OUTPUT_NAME)
     for value in list(proto.graph.input) + list(proto.graph.output):
         value.type.tensor_type.shape.dim[0].dim_param = BATCH_DIM
-    proto.producer_name = "keras_vit"
     proto.doc_string = (
         f"{model.name}: float32 [0, 255] NHWC pixels '{_common.INPUT_NAME}' in, '{_common.OUTPUT_NAME}' (batch, classes) out."
     )

@@ -62,10 +62,11 @@ class Predictor:
         images = np.asarray(images, dtype="float32")
         if images.ndim == 3 and self.image_shape[-1] == 1 and images.shape[-1] != 1:
             images = images[..., None]
-        if images.ndim != 4 or tuple(images.shape[1:]) != self.image_shape:
+        if images.ndim != 4 or any(want is not None and got != want  # None: any size (a NaFlex model)
+                                   for got, want in zip(images.shape[1:], self.image_shape)):
             raise ValueError(
                 f"Invalid images of shape {tuple(images.shape)}: {self.path!r} takes "
-                f"(N, {', '.join(map(str, self.image_shape))})."
+                f"(N, {', '.join(map(str, self.image_shape))})."  # None: any size
             )
         if len(images) == 0:
             raise ValueError(
@@ -102,7 +103,7 @@ class Predictor:
         return results
 
 
-def load_predictor(path, *, class_names=None, scaling=None, precision=None):
+def load_predictor(path, *, class_names=None, scaling=None, precision=None, max_num_patches=None):
     """Opens a `.keras` model, a SavedModel folder (or a TF Serving base folder), a `.tflite` or an `.onnx` file.
 
     Class names come from `class_names`, else from the labels the export stored (SavedModel
@@ -123,6 +124,9 @@ def load_predictor(path, *, class_names=None, scaling=None, precision=None):
             (a CPU with AMX), an exported file as exported. "float32" or "bfloat16": a `.keras`
             model converted to it; an exported file must have been exported so (TFLite and ONNX
             files count as float32). Defaults to None.
+        max_num_patches: int or None. For a NaFlex `.keras` model (`naflex=True`), which takes
+            each image at its own aspect: the patch budget each image is resized to fit
+            (`keras_vit.naflex.naflex_inputs`); None uses 256 (SigLIP 2's). Defaults to None.
 
     Returns:
         A `Predictor` (its `precision` and `precision_reason` say what it computes in).
@@ -142,7 +146,10 @@ def load_predictor(path, *, class_names=None, scaling=None, precision=None):
     if precision not in (None, "auto", *_common.EXPORT_PRECISIONS):
         raise ValueError(f"Invalid precision={precision!r}. Expected None, 'auto' or one of {list(_common.EXPORT_PRECISIONS)}.")
     if path.endswith(".keras"):
-        return _keras_predictor(path, class_names, scaling, precision)
+        return _keras_predictor(path, class_names, scaling, precision, max_num_patches)
+    if max_num_patches is not None:
+        raise ValueError(f"Invalid max_num_patches={max_num_patches!r} for {path!r}: it applies to a NaFlex .keras "
+                         "model; an exported file takes the images it was exported for.")
     predictor = _file_predictor(path, class_names)
     if precision in _common.EXPORT_PRECISIONS and precision != predictor.precision:
         how = ("keras-vit export MODEL.keras --saved-model DIR --precision bfloat16" if precision == "bfloat16"
@@ -171,12 +178,17 @@ def _names(class_names, stored, classes):
     return _common.check_class_names(names, classes) if names is not None else None
 
 
-def _keras_predictor(path, class_names, scaling, precision):
+def _keras_predictor(path, class_names, scaling, precision, max_num_patches):
     import keras
 
     model = keras.saving.load_model(path)
     precision = inference_precision(model, precision)
     model = _common.compute_model(model, precision[0])
+    if _common.is_naflex(model):
+        return _naflex_predictor(path, model, class_names, scaling, precision, max_num_patches)
+    if max_num_patches is not None:
+        raise ValueError(f"Invalid max_num_patches={max_num_patches!r} for {path!r}: it applies to a NaFlex model "
+                         "(naflex=True), and this one takes images of one size.")
     shape = _common.input_spec(model, what="predict with")
     classes = _common.num_classes(model, what="predict with")
     scale = _common.scale_pixels(_common.resolve_scaling(model, scaling, shape[-1]))
@@ -187,6 +199,31 @@ def _keras_predictor(path, class_names, scaling, precision):
         return np.asarray(to_probabilities(model.predict(scale(images), verbose=0, batch_size=64)))
 
     return Predictor(path, "keras", shape, names, run, precision=precision)
+
+
+def _naflex_predictor(path, model, class_names, scaling, precision, max_num_patches):
+    """A NaFlex classifier's `Predictor`: each image at its own size resized under the patch budget."""
+    from keras_vit.naflex import DEFAULT_MAX_NUM_PATCHES, naflex_inputs
+
+    config = model.vit_config
+    budget = DEFAULT_MAX_NUM_PATCHES if max_num_patches is None else max_num_patches
+    channels, patch = config["channels"], config["patch_size"]
+    classes = _common.num_classes(model, what="predict with")
+    scale = _common.scale_pixels(_common.resolve_scaling(model, scaling, channels))
+    to_probabilities = _common.to_probabilities(model)
+    names = _names(class_names, _common.labels_beside(path), classes)
+
+    def run(images):
+        inputs, mask = naflex_inputs(list(images), patch, budget, scaling=None)
+        # Scaled patch by patch (a patch is pixels in (row, column, channel) order); the padding stays zero.
+        pixels = inputs["patches"].reshape(*mask.shape, -1, channels)
+        inputs["patches"] = (scale(pixels) * mask[..., None, None]).reshape(inputs["patches"].shape)
+        return np.asarray(to_probabilities(model.predict(inputs, verbose=0, batch_size=64)))
+
+    def run_bytes(data):
+        return run([image_io.decode_image(item, channels, index=i).numpy() for i, item in enumerate(data)])
+
+    return Predictor(path, "keras", (None, None, channels), names, run, run_bytes, precision=precision)
 
 
 def inference_precision(model, precision="auto", machine=None):

@@ -10,7 +10,7 @@ import tensorflow as tf
 from keras_vit._validation import check_positive_int
 from keras_vit.data.image_io import MAX_PIXELS, decode_image, decode_images, error_text, require  # noqa: F401  (the signatures' decoder)
 from keras_vit.export import _common, _tensorflow_process
-from keras_vit.naflex import DEFAULT_MAX_NUM_PATCHES, fitted_size
+from keras_vit.naflex import fitted_size, processor_settings
 
 DEFAULT_TOP_K = 5
 SIGNATURES = ("serving_default", "serve_bytes")
@@ -208,8 +208,9 @@ def naflex_saved_model(
     base_dir,
     version=None,
     *,
-    max_num_patches=DEFAULT_MAX_NUM_PATCHES,
-    scaling="symmetric",
+    max_num_patches=None,
+    scaling="auto",
+    weights=None,
     overwrite=False,
     max_pixels=MAX_PIXELS,
 ):
@@ -231,10 +232,14 @@ def naflex_saved_model(
         base_dir: str. The model's folder for TF Serving (`--model_base_path`).
         version: int or None. Version folder to write. Defaults to one more than the largest
             existing version, or 1.
-        max_num_patches: int. The patch budget of every image. Defaults to 256 (SigLIP 2's).
+        max_num_patches: int or None. The patch budget of every image; None takes the one
+            the `weights` processor states, else 256 (SigLIP 2's). Defaults to None.
         scaling: str or (mean, std). How [0, 255] pixels map to the model's inputs: a key of
-            `keras_vit.configs.SCALINGS`, a (mean, std) pair on the 0..255 scale, or "none".
-            Defaults to "symmetric" (SigLIP 2's).
+            `keras_vit.configs.SCALINGS`, a (mean, std) pair on the 0..255 scale, "none", or
+            "auto": the `weights` processor's, else "symmetric" (SigLIP 2's). Defaults to "auto".
+        weights: str, `keras_vit.weights.Checkpoint` or None. The checkpoint the model was
+            loaded from, whose `preprocessor_config.json` states the budget, patch size and
+            scaling (see `keras_vit.naflex.naflex_inputs`). Defaults to None.
         overwrite: bool. Replace an existing version folder. Defaults to False.
         max_pixels: int. Largest width x height accepted. Defaults to `MAX_PIXELS`.
 
@@ -259,7 +264,7 @@ def naflex_saved_model(
             f"model returns {[tuple(o.shape) for o in outputs]}{' through a head' if config['include_top'] else ''}. "
             "Build it with include_top=False and a pooling."
         )
-    check_positive_int("max_num_patches", max_num_patches)
+    _, max_num_patches, scaling = processor_settings(weights, config["patch_size"], max_num_patches, scaling)
     check_positive_int("max_pixels", max_pixels)
     mean_std = _common.resolve_scaling(model, _common.NO_SCALING if scaling is None else scaling, config["channels"])
     base_dir = _checked_base_dir(base_dir)

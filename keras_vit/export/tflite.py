@@ -196,6 +196,52 @@ def tflite(
     return TFLiteExport(path, quantization, os.path.getsize(path), ops, OUTPUT_NAME)
 
 
+def naflex_tflite(model, path, max_num_patches=None, *, weights=None, overwrite=False):
+    """Exports a NaFlex model as a float32 .tflite file on one padded patch sequence of `max_num_patches` patches.
+
+    Signature inputs `patches` (1, max_num_patches, P*P*C) float32, scaled and padded as
+    `keras_vit.naflex.naflex_inputs` makes them, and `spatial_shapes` (1, 2) int32, the image's
+    patch grid (rows, cols); the padding mask follows from it inside. Output `probabilities`
+    (1, classes) for a model with a head, else `embeddings` (1, D). The position table is
+    resampled to each grid inside the file, so one file takes images of any aspect.
+
+    Args:
+        model: keras.Model. A NaFlex model (`keras_vit.ViT(..., naflex=True)`) returning one
+            vector per image.
+        path: str. The .tflite file to write.
+        max_num_patches: int or None. The sequence length; None takes the one the `weights`
+            processor states, else 256 (SigLIP 2's). Defaults to None.
+        weights: str, `keras_vit.weights.Checkpoint` or None. The checkpoint the model was
+            loaded from, whose `preprocessor_config.json` states the budget. Defaults to None.
+        overwrite: bool. Replace an existing file. Defaults to False.
+
+    Returns:
+        A `TFLiteExport` (quantization "none").
+
+    Example:
+
+    >>> import os, tempfile, keras_vit
+    >>> model = keras_vit.ViT("tiny_siglip2", include_top=False)
+    >>> result = naflex_tflite(model, os.path.join(tempfile.mkdtemp(), "naflex.tflite"), max_num_patches=24)
+    >>> result.output_name, result.quantization
+    ('embeddings', 'none')
+    """
+    budget, output_name = _common.naflex_sequence(model, max_num_patches, weights, what="export to TFLite")
+    path = _common.output_file(path, ".tflite", overwrite=overwrite)
+    if _tensorflow_process.needed():
+        return _tensorflow_process.call("naflex_tflite", model, path, budget, overwrite=overwrite)
+    model = _common.float32_model(model)
+    module = tf.Module()
+    module.model_variables = [variable.value for variable in model.variables]  # so the converter freezes them
+    module.serve = _common.naflex_sequence_function(model, budget, output_name)
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([module.serve.get_concrete_function()], module)
+    with _common.atomic_file(path) as tmp:
+        with open(tmp, "wb") as f:
+            f.write(converter.convert())
+        ops = tflite_ops(tmp)
+    return TFLiteExport(path, "none", os.path.getsize(path), ops, output_name)
+
+
 def with_tanh_gelu(model):
     """Returns a copy of a keras_vit model whose blocks use the tanh GELU, sharing no state but the weight values.
 
@@ -365,7 +411,8 @@ def _convert_int8(wrapper, input_signature, calibration, batch_size, float_ops):
             return converter.convert()
         # What tf.lite.experimental.QuantizationDebugger does for denylisted ops, without
         # building its instrumented debug model (nor the deprecated tf.lite.Interpreter it runs):
-        # calibrate only, then quantize with the MLIR quantizer, skipping `float_ops`.
+        # calibrate only, then quantize with the MLIR quantizer, skipping `float_ops`. Private TF names:
+        # no public API takes an op denylist (pinned by tests/test_private_apis.py).
         from tensorflow.lite.python import convert
 
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8, tf.lite.OpsSet.TFLITE_BUILTINS]

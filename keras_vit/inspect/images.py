@@ -29,6 +29,12 @@ def input_size(model, image_size=None):
         image_size: (int, int) or None. Size to use when the model accepts any size; must
             match the model's own otherwise. Defaults to None (the model's built grid).
     """
+    if (getattr(model, "vit_config", None) or {}).get("naflex"):
+        raise ValueError(
+            f"Cannot inspect NaFlex model {model.name!r} (naflex=True: patch sequences, each image at its own grid): "
+            "the figures are drawn on images of one size. Rebuild it on images with keras_vit.ViT(weights=..., "
+            "naflex=False, image_size=N) and save that."
+        )
     shape = tuple(model.inputs[0].shape)
     if len(shape) != 4:
         raise ValueError(f"Invalid model: expected an image input (batch, height, width, channels), got {shape}.")

@@ -66,7 +66,8 @@ class TransformerBlock(keras.layers.Layer):
     """Pre-LN encoder block: x + MSA(LN(x)), then x + MLP(LN(x)).
 
     The MLP is Dense(mlp_dim) -> GELU -> Dropout -> Dense(D) -> Dropout (SwiGLU: Dense(2 mlp_dim),
-    gate and value halves). With `layer_scale_init`, each branch is scaled per channel by a
+    gate and value halves); with `mlp_norm`, a LayerNorm (`mlp_norm`) on the hidden layer before the
+    second Dense (EVA-02's sub-LN). With `layer_scale_init`, each branch is scaled per channel by a
     `LayerScale` (`layer_scale_1`, `layer_scale_2`) before the residual sum. Stochastic depth drops
     each residual branch per sample. Call with `return_attention_scores=True` to also get the
     attention weights (B, heads, T, T); with `rope=` (what `RotaryPositionEmbedding` returns)
@@ -91,6 +92,8 @@ class TransformerBlock(keras.layers.Layer):
             see `MultiHeadSelfAttention`); same weights, same outputs. Defaults to False.
         qkv_bias: str. Which of the attention's query, key and value have a bias: "qkv", "qv"
             or "none" (see `MultiHeadSelfAttention`). Defaults to "qkv".
+        mlp_norm: bool. A LayerNorm on the MLP's hidden layer, after the activation (timm's
+            scale_mlp: EVA-02 B and L). Defaults to False.
 
     Example:
 
@@ -115,6 +118,7 @@ class TransformerBlock(keras.layers.Layer):
         layer_scale_init=None,
         fused_attention=False,
         qkv_bias="qkv",
+        mlp_norm=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -138,6 +142,7 @@ class TransformerBlock(keras.layers.Layer):
         self.layer_scale_init = layer_scale_init
         self.fused_attention = bool(fused_attention)
         self.qkv_bias = qkv_bias
+        self.mlp_norm = bool(mlp_norm)
 
         policy = self.dtype_policy
         self.norm1 = keras.layers.LayerNormalization(
@@ -155,6 +160,9 @@ class TransformerBlock(keras.layers.Layer):
         self.mlp_dense_0 = keras.layers.Dense(inner, dtype=policy, name="mlp_dense_0")
         self.mlp_dense_1 = keras.layers.Dense(hidden_size, dtype=policy, name="mlp_dense_1")
         self.mlp_dropout = keras.layers.Dropout(dropout_rate, dtype=policy, name="mlp_dropout")
+        self.mlp_hidden_norm = None
+        if self.mlp_norm:
+            self.mlp_hidden_norm = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, dtype=policy, name="mlp_norm")
         self.drop_path = DropPath(drop_path_rate, dtype=policy, name="drop_path")
         self.layer_scale_1 = self.layer_scale_2 = None
         if layer_scale_init is not None:
@@ -172,6 +180,8 @@ class TransformerBlock(keras.layers.Layer):
         self.norm2.build(input_shape)
         self.mlp_dense_0.build(input_shape)
         self.mlp_dense_1.build(tuple(input_shape[:-1]) + (self.mlp_dim,))
+        if self.mlp_hidden_norm is not None:
+            self.mlp_hidden_norm.build(tuple(input_shape[:-1]) + (self.mlp_dim,))
         if self.layer_scale_1 is not None:
             self.layer_scale_1.build(input_shape)
             self.layer_scale_2.build(input_shape)
@@ -192,6 +202,8 @@ class TransformerBlock(keras.layers.Layer):
         y = self.mlp_dense_0(y)
         y = mlp_activation(y, self.mlp_activation, self.approximate_gelu)
         y = self.mlp_dropout(y, training=training)
+        if self.mlp_hidden_norm is not None:
+            y = self.mlp_hidden_norm(y)
         y = self.mlp_dense_1(y)
         y = self.mlp_dropout(y, training=training)
         if self.layer_scale_2 is not None:
@@ -223,4 +235,5 @@ class TransformerBlock(keras.layers.Layer):
             "layer_scale_init": self.layer_scale_init,
             "fused_attention": self.fused_attention,
             "qkv_bias": self.qkv_bias,
+            "mlp_norm": self.mlp_norm,
         }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import keras
@@ -29,6 +30,7 @@ from keras_vit.layers.token_pooling import ALL_POOLINGS
 from keras_vit.layers.transformer_block import MLP_ACTIVATIONS
 from keras_vit.weights import INTERPOLATIONS, Checkpoint, load_weights
 from keras_vit.weights.registry import imagenet_checkpoint
+from keras_vit.weights.timm_names import TIMM_ARCHITECTURES, timm_image_size
 from keras_vit.models.resnet import BiTResNet
 
 # Symbolic probe size for a backbone's true stride: a multiple of every stride in common use
@@ -76,6 +78,10 @@ def ViT(
     rope="auto",
     qkv_bias=None,
     naflex=None,
+    pooling_heads=None,
+    pooling_mlp_dim=None,
+    mlp_norm=None,
+    fc_norm=None,
     name=None,
 ):
     """Builds a Vision Transformer as a functional Keras model (a `VisionTransformer`).
@@ -89,10 +95,13 @@ def ViT(
     error listing each field, except the head, GELU form, epsilon and grid, which may differ.
     The model is then built from that config alone (`build`) and `model.vit_config` holds it.
     Layer names are stable: `embedding`, `rope` (rotary models: no weights), `encoderblock_{i}`,
-    `encoder_norm`, `pre_logits`, `head`. The head is zero-initialised and computes in float32.
+    `encoder_norm` (or `fc_norm` after the pooling), `pre_logits`, `head`. The head is zero-initialised and computes in float32.
 
     Args:
-        variant: str or None. Variant name such as "B16" or "ViT-B/16". Defaults to None.
+        variant: str or None. Variant name such as "B16" or "ViT-B/16", or a timm model name
+            such as "vit_small_patch16_224" (built as timm builds it, at timm's default size; the
+            head follows `num_classes` and `include_top` as for any row;
+            `keras_vit.weights.timm_names.TIMM_ARCHITECTURES` lists them). Defaults to None.
         patch_size: int or None. Patch side in pixels. Defaults to the variant's.
         hidden_size: int or None. Token width D. Defaults to the variant's.
         num_layers: int or None. Number of transformer blocks. Defaults to the variant's.
@@ -209,6 +218,20 @@ def ViT(
             masked in attention and pooling. `image_size` is then that of the stored position
             grid. None takes the checkpoint's (True for Hugging Face model_type "siglip2") or the
             variant's, else False. Defaults to None.
+        pooling_heads: int or None. Heads of the attention pooling (`pooling="map"`) when they
+            differ from the blocks' (PE-Core's 8). None takes the checkpoint's or the variant's,
+            else `num_heads`. Defaults to None.
+        pooling_mlp_dim: int or None. Hidden width of the attention pooling's MLP when it
+            differs from the blocks' (PE-Core G/14's). None takes the checkpoint's or the
+            variant's, else `mlp_dim`. Defaults to None.
+        mlp_norm: bool or None. A LayerNorm ("mlp_norm" in each block) on the MLP's hidden layer
+            before its second Dense (EVA-02 B and L, timm's scale_mlp). None takes the
+            checkpoint's or the variant's, else False. Defaults to None.
+        fc_norm: bool or None. The final LayerNorm ("fc_norm") follows the pooling instead of
+            normalising the tokens ("encoder_norm"): timm's fc_norm (EVA-02). The tokens
+            (`pooling=None`, the intermediates' "tokens") then leave un-normalised, as timm's
+            forward_features. None takes the checkpoint's or the variant's, else False.
+            Defaults to None.
         name: str or None. Model name. Defaults to "vit_<variant>" or "vit".
 
     With `include_top=False` the model returns the family's own image embedding: the class
@@ -286,6 +309,10 @@ def ViT(
         rope=rope,
         qkv_bias=qkv_bias,
         naflex=naflex,
+        pooling_heads=pooling_heads,
+        pooling_mlp_dim=pooling_mlp_dim,
+        mlp_norm=mlp_norm,
+        fc_norm=fc_norm,
         name=name,
         backbone=backbone,
     )
@@ -304,7 +331,7 @@ def resolve_config(variant=None, checkpoint=None, *, backbone=None, **arguments)
     `keras_vit.configs.ADJUSTABLE_FIELDS` is a contradiction: one ValueError lists them all.
 
     Args:
-        variant: str or None. A row of `keras_vit.configs.VARIANTS`. Defaults to None.
+        variant: str or None. A row of `keras_vit.configs.VARIANTS` or a timm model name. Defaults to None.
         checkpoint: `keras_vit.weights.Checkpoint` or None. Defaults to None.
         backbone: Keras model or layer or None. A custom stem replaces the variant's or the
             checkpoint's; it is not part of the config. Defaults to None.
@@ -321,14 +348,15 @@ def resolve_config(variant=None, checkpoint=None, *, backbone=None, **arguments)
     >>> config["patch_size"], config["num_heads"], config["pooling"], config["image_size"]
     (4, 2, 'token', (32, 32))
     """
-    row = configs.get_variant(variant) if variant is not None else None
+    row, timm_changes = _variant_row(variant)
     found = checkpoint.architecture if checkpoint is not None else {}
     arguments = {key: plain(value) for key, value in arguments.items()}
     given = {key: value for key, value in arguments.items() if not _is_unset(key, value)}
     if row is not None:
-        from_variant = {key: getattr(row, key) for key in ("patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim")}
+        from_variant = {key: getattr(row, key) for key in configs.CORE_FIELDS}
         from_variant.update({key: getattr(row, key) for key in configs.FAMILY_FIELDS
                              if getattr(row, key) != configs.FAMILY_DEFAULTS[key]})
+        from_variant.update(timm_changes)
         if from_variant.get("pooling") == "auto":
             del from_variant["pooling"]
         if backbone is None:
@@ -402,6 +430,20 @@ _BUILD_DEFAULTS = {
 }
 
 
+def _variant_row(variant):
+    """The table row `variant` names and the fields a timm name changes on it; (None, {}) without a variant.
+
+    A timm model name (a key of `keras_vit.weights.timm_names.TIMM_ARCHITECTURES`, e.g.
+    "vit_small_patch16_224") stands for its row built as timm builds that name, at timm's default size.
+    """
+    if variant is None:
+        return None, {}
+    if isinstance(variant, str) and variant in TIMM_ARCHITECTURES:
+        row_name, changes = TIMM_ARCHITECTURES[variant]
+        return dataclasses.replace(configs.VARIANTS[row_name], image_size=timm_image_size(variant)), dict(changes)
+    return configs.get_variant(variant), {}
+
+
 def _is_unset(key, value):
     if key in ("pooling", "representation_size", "projection_size", "rope"):  # None is a choice: no pooling, no layer
         return isinstance(value, str) and value == "auto"
@@ -457,11 +499,11 @@ def _fill_defaults(config, checkpoint, given):
 # checkpoint state one (class_token, pooling, GELU form and epsilon have their own rules above;
 # None is itself the paper's value of layer_scale_init, projection_size and rope).
 _PAPER_DEFAULTED = ("distillation_token", "num_register_tokens", "prefix_position_embedding", "mlp_activation",
-                    "pre_norm", "patch_bias", "qkv_bias")
+                    "pre_norm", "patch_bias", "qkv_bias", "mlp_norm", "fc_norm")
 
 
 def _check_config(config, checkpoint):
-    missing = [key for key in ("patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim") if config[key] is None]
+    missing = [key for key in configs.CORE_FIELDS if config[key] is None]
     if missing and checkpoint is not None:
         why = " (timm fuses query, key and value, which hides the head count)" if checkpoint.layout == "timm" else ""
         raise ValueError(
@@ -473,7 +515,7 @@ def _check_config(config, checkpoint):
             f"Pass variant= (one of {sorted(configs.VARIANTS)}) or all of the architecture "
             f"arguments; missing: {', '.join(missing)}."
         )
-    for key in ("patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim", "channels"):
+    for key in configs.CORE_FIELDS + ("channels",):
         check_positive_int(key, config[key])
     check_divisible("hidden_size", config["hidden_size"], "num_heads", config["num_heads"])
     check_choice("position_embedding", config["position_embedding"], POSITION_EMBEDDINGS)
@@ -487,9 +529,12 @@ def _check_config(config, checkpoint):
             f"{config['num_heads']}: 2-D rotary position needs a head width (hidden_size / num_heads = "
             f"{config['hidden_size'] // config['num_heads']}) divisible by 4."
         )
-    for key in ("representation_size", "projection_size"):
+    for key in ("representation_size", "projection_size", "pooling_heads", "pooling_mlp_dim"):
         if config[key] is not None:
             check_positive_int(key, config[key])
+    configs.fold_pooling_fields(config)  # a row, a file and an argument stating the blocks' value agree
+    if config["pooling_heads"] is not None:
+        check_divisible("hidden_size", config["hidden_size"], "pooling_heads", config["pooling_heads"])
     registers = config["num_register_tokens"]
     if not isinstance(registers, int) or isinstance(registers, bool) or registers < 0:
         raise ValueError(f"Invalid num_register_tokens={registers!r}. Expected an integer >= 0.")
@@ -497,7 +542,7 @@ def _check_config(config, checkpoint):
         check_positive_number("layer_scale_init", config["layer_scale_init"])
     check_positive_number("layer_norm_epsilon", config["layer_norm_epsilon"])
     for key in ("class_token", "approximate_gelu", "distillation_token", "prefix_position_embedding", "pre_norm",
-                "patch_bias", "naflex"):
+                "patch_bias", "naflex", "mlp_norm", "fc_norm"):
         check_bool(key, config[key])
         config[key] = bool(config[key])  # NumPy's bool as Python's, for the JSON config
     if config["distillation_token"] and not config["class_token"]:
@@ -562,7 +607,7 @@ def _resolve_image_size(image_size, config, row, found, backbone):
             # The file's own patch: a new patch_size= (FlexiViT resize) keeps the image size.
             pixels = _pixel_patch({**config, "patch_size": found.get("patch_size") or config["patch_size"]})
             return (grid[0] * pixels, grid[1] * pixels)
-        side = row.image_size if row is not None else 224
+        side = row.image_size if row is not None else configs.DEFAULT_IMAGE_SIZE
         return (side, side)
     if image_size is None:
         return None
@@ -577,7 +622,7 @@ def _resolve_grid(config, row, found, backbone):
     """The grid a dynamic-size model stores its learned position embedding for."""
     if found.get("grid_size") is not None:
         return tuple(found["grid_size"])
-    side = row.image_size if row is not None else 224
+    side = row.image_size if row is not None else configs.DEFAULT_IMAGE_SIZE
     if backbone is not None:
         side = backbone.compute_output_shape((1, side, side, config["channels"]))[1] // config["patch_size"]
     else:
@@ -602,7 +647,9 @@ def build(config, *, backbone=None, input_shape=None, input_tensor=None):
     >>> model.output_shape, build(model.vit_config).count_params() == model.count_params()
     ((None, 10), True)
     """
-    config = {**_BUILD_DEFAULTS, "rope": None, "qkv_bias": "qkv", **config}  # configs saved before these fields
+    # Configs saved before these fields existed.
+    config = {**_BUILD_DEFAULTS, "rope": None, "qkv_bias": "qkv", "pooling_heads": None, "pooling_mlp_dim": None,
+              "mlp_norm": False, "fc_norm": False, **config}
     for key in ("image_size", "grid_size", "stem"):
         if config.get(key) is not None:
             config[key] = tuple(config[key])
@@ -709,6 +756,7 @@ def _encoder_graph(config, x, layer, collect=None):
             layer_scale_init=config["layer_scale_init"],
             fused_attention=config["fused_attention"],
             qkv_bias=config.get("qkv_bias", "qkv"),
+            mlp_norm=config.get("mlp_norm", False),
             name=f"encoderblock_{i}",
         ))
         if collect is None or "attention" not in collect:
@@ -718,7 +766,9 @@ def _encoder_graph(config, x, layer, collect=None):
             collect["attention"].append(attention)
         if collect is not None:
             collect["blocks"].append(x)
-    x = layer("encoder_norm", lambda: keras.layers.LayerNormalization(epsilon=epsilon, name="encoder_norm"))(x)
+    fc_norm = config.get("fc_norm", False)
+    if not fc_norm:
+        x = layer("encoder_norm", lambda: keras.layers.LayerNormalization(epsilon=epsilon, name="encoder_norm"))(x)
     if collect is not None:
         collect["tokens"] = x
         collect.update(masked)
@@ -726,7 +776,8 @@ def _encoder_graph(config, x, layer, collect=None):
     pooling = config["pooling"]
     if pooling == "map":
         pool = layer("pooling", lambda: AttentionPooling(
-            hidden, heads, config["mlp_dim"], mlp_activation=config["mlp_activation"],
+            hidden, config.get("pooling_heads") or heads, config.get("pooling_mlp_dim") or config["mlp_dim"],
+            mlp_activation=config["mlp_activation"],
             approximate_gelu=config["approximate_gelu"], layer_norm_epsilon=epsilon, name="pooling",
         ))
         if collect is None:
@@ -736,6 +787,8 @@ def _encoder_graph(config, x, layer, collect=None):
     elif pooling is not None:
         prefix = encoder.num_prefix_tokens
         x = layer("pooling", lambda: TokenPooling(pooling, num_prefix_tokens=prefix, name="pooling"))(tokens, **masked)
+    if fc_norm and pooling is not None:
+        x = layer("fc_norm", lambda: keras.layers.LayerNormalization(epsilon=epsilon, name="fc_norm"))(x)
     if config["projection_size"] is not None and pooling is not None:  # it projects the pooled embedding
         x = layer("projection", lambda: keras.layers.Dense(
             config["projection_size"], use_bias=False, name="projection"))(x)
@@ -898,7 +951,7 @@ class VisionTransformer(keras.Model):
 
         Its output is a dict: "blocks" (list, one (B, T, D) tensor per block, input side
         first, before the final LayerNorm), "attention" (list, one (B, heads, T, T) per
-        block), "tokens" (B, T, D) (every token after the final LayerNorm: class,
+        block), "tokens" (B, T, D) (every token after the final LayerNorm, if before pooling: class,
         distillation, register, then patch tokens; a NaFlex model's padding tokens are
         meaningless, see `padding_mask`), "padding_mask" (B, T), True for real tokens
         (NaFlex only), "embedding" (what `include_top=False`
@@ -939,7 +992,8 @@ class VisionTransformer(keras.Model):
                 by index, 0 the first, negative from the end (-1 the last), in the order given.
                 Defaults to 1 (the last block).
             norm: bool. Apply the model's final LayerNorm to each chosen block's tokens, as
-                DINOv2's and Depth Anything's backbones do. Defaults to True.
+                DINOv2's and Depth Anything's backbones do (a model with `fc_norm` has none
+                before its pooling, as in timm). Defaults to True.
             prefix_tokens: bool. Also return each chosen block's prefix tokens (B, P, D) (P is
                 0 for models without a class token). Defaults to False.
 
@@ -968,11 +1022,12 @@ class VisionTransformer(keras.Model):
         collect = {"blocks": []}
         _encoder_graph(config, x, lambda name, make: self.get_layer(name), collect)
         to_map = TokenMap(config["patch_size"], self.get_layer("embedding").num_prefix_tokens, name="token_map")
-        final_norm = self.get_layer("encoder_norm")
+        # A model whose final LayerNorm follows the pooling (fc_norm: EVA-02) has none for tokens, as in timm.
+        final_norm = None if config.get("fc_norm") or not norm else self.get_layer("encoder_norm")
         maps, prefixes = [], []
         for i in chosen:
             tokens = collect["blocks"][i]
-            grid, prefix = to_map(final_norm(tokens) if norm else tokens, x)
+            grid, prefix = to_map(final_norm(tokens) if final_norm is not None else tokens, x)
             maps.append(grid)
             prefixes.append(prefix)
         return keras.Model(inputs, (maps, prefixes) if prefix_tokens else maps, name=f"{self.name}_feature_maps")
@@ -1059,13 +1114,15 @@ def _check_spatial_shapes(name, inputs):
 
 
 def _frozen(config):
-    """A copy with the tuples JSON turned into lists made tuples again."""
+    """A copy with the tuples JSON turned into lists made tuples again (a rotary reference grid's too)."""
     if config is None:
         return None
     config = dict(config)
     for key in ("image_size", "grid_size", "stem"):
         if isinstance(config.get(key), list):
             config[key] = tuple(config[key])
+    if config.get("rope") is not None:  # its reference_grid too (EVA-02, PE-Core)
+        config["rope"] = rope_settings(config["rope"])
     return config
 
 
@@ -1170,6 +1227,8 @@ def _preprocessing_layer(preprocessing, channels):
 def _default_name(variant):
     if variant is None:
         return "vit"
+    if variant in TIMM_ARCHITECTURES:
+        return variant
     return "vit_" + configs.normalize_variant_name(variant).lower()
 
 
@@ -1217,22 +1276,5 @@ def _builder_doc(name, row):
     """
 
 
-ViT_Ti16 = _named_builder("Ti16")
-ViT_S16 = _named_builder("S16")
-ViT_S32 = _named_builder("S32")
-ViT_B8 = _named_builder("B8")
-ViT_B16 = _named_builder("B16")
-ViT_B32 = _named_builder("B32")
-ViT_L16 = _named_builder("L16")
-ViT_L32 = _named_builder("L32")
-ViT_H14 = _named_builder("H14")
-ViT_g14 = _named_builder("g14")
-ViT_G14 = _named_builder("G14")
-ViT_e14 = _named_builder("e14")
-
-
-R50_ViT_B16 = _named_builder("R50_B16")
-R50_ViT_L32 = _named_builder("R50_L32")
-R26_ViT_S32 = _named_builder("R26_S32")
-R26_ViT_B32 = _named_builder("R26_B32")
-R_ViT_Ti16 = _named_builder("R_Ti16")
+# ViT_Ti16, ..., R50_ViT_B16, ...: one per row of configs.NAMED_BUILDERS, documented from the row.
+globals().update({name: _named_builder(variant) for name, variant in configs.NAMED_BUILDERS.items()})

@@ -71,7 +71,9 @@ def load_pretrained(spec, *, num_classes=None, image_size=None, patch_size=None,
     its own `preprocessing` layer. A source that states none is refused. Image size: `image_size`
     given (a learned position embedding is resampled), else the size the checkpoint's
     preprocessing states, else the checkpoint's grid times its patch. Channels are the
-    checkpoint's: the data pipeline repeats grey images to 3.
+    checkpoint's: the data pipeline repeats grey images to 3. SigLIP 2 NaFlex weights load as a
+    model on images of that one size (`naflex=False`: its position grid resampled once, as NaFlex
+    resamples it per image), since a probe's batches share one size.
 
     Args:
         spec: str or path-like. What `keras_vit.ViT(weights=)` takes (a `.npz`, a safetensors
@@ -173,6 +175,11 @@ def _from_checkpoint(spec, num_classes, image_size, patch_size, scaling, build_a
         weights=checkpoint, include_top=False, preprocessing=scaling,
         image_size=image_size if image_size is not None else "auto",
     )
+    if arch.get("naflex"):
+        # The probes and fine-tuning read batches of one image size: NaFlex weights as a model on
+        # images, its position grid resampled once at load as NaFlex resamples it per image.
+        arguments["naflex"] = False
+        size_reason += " (NaFlex weights at one image size: naflex=False)"
     if num_classes is not None:
         arguments["representation_size"] = None
     resized = patch_size is not None and patch_size != arch.get("patch_size")

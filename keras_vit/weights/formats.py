@@ -39,7 +39,7 @@ from typing import Callable
 
 import numpy as np
 
-from keras_vit.configs import ARCHITECTURE_FIELDS, FAMILY_DEFAULTS
+from keras_vit.configs import ARCHITECTURE_FIELDS, FAMILY_DEFAULTS, fold_pooling_fields
 from keras_vit.layers.naflex_patch_encoder import NAFLEX_INTERPOLATION
 from keras_vit.layers.rotary_embedding import rope_settings
 from keras_vit.weights.files import (
@@ -527,6 +527,10 @@ class HFFamily:
         activations: dict or None. The config's hidden_act values the family takes ->
             (mlp_activation, approximate_gelu); None takes those of Hugging Face's ViT
             (`_HF_ACTIVATIONS`). Defaults to None.
+        ungroup: callable (tensors) -> None or None. Writer only: `regroup` undone, and the
+            family's own file layouts restored, in place on the canonical tensors (DINOv3's
+            gate and up projections apart, SigLIP 2's patch embedding as a Linear). Defaults
+            to None.
     """
 
     prefixes: tuple
@@ -541,6 +545,7 @@ class HFFamily:
     nested: bool = False
     regroup: Callable | None = None
     activations: dict | None = None
+    ungroup: Callable | None = None
 
     def vision_config(self, config, path):
         """The config a two-tower file's vision tower reads: its `vision_key` object over the top level."""
@@ -573,7 +578,7 @@ def _dinov2_family(tensors, config, path):
 
 
 # DINOv3's query_bias, key_bias, value_bias (config.json) -> keras_vit's qkv_bias.
-_DINOV3_QKV_BIASES = {(True, True, True): "qkv", (True, False, True): "qv", (False, False, False): "none"}
+DINOV3_QKV_BIASES = {(True, True, True): "qkv", (True, False, True): "qv", (False, False, False): "none"}
 
 
 def _dinov3_family(tensors, config, path):
@@ -586,7 +591,7 @@ def _dinov3_family(tensors, config, path):
         )
     keys = (("query_bias", True), ("key_bias", False), ("value_bias", True))
     biases = tuple(config_value(config, key, path, "flag", default) for key, default in keys)
-    if biases not in _DINOV3_QKV_BIASES:
+    if biases not in DINOV3_QKV_BIASES:
         stated = ", ".join(f"{key}={value}" for (key, _), value in zip(keys, biases))
         raise CheckpointError(
             f"Hugging Face config {path!r}: {stated}; keras_vit builds biases on all three, on query and value, or "
@@ -600,7 +605,7 @@ def _dinov3_family(tensors, config, path):
         "position_embedding": "none",
         "prefix_position_embedding": False,
         "rope": rope_settings({"variant": "dinov3", "theta": theta}),
-        "qkv_bias": _DINOV3_QKV_BIASES[biases],
+        "qkv_bias": DINOV3_QKV_BIASES[biases],
         "num_register_tokens": config_value(config, "num_register_tokens", path, "count", 0),
         "layer_scale_init": float(config_value(config, "layerscale_value", path, "positive", 1.0)),
     }
@@ -622,6 +627,26 @@ def _dinov3_gated_mlp(tensors, names):
         if down in tensors:
             tensors[f"{block}.mlp.weights_out.{kind}"] = tensors.pop(down)
             names[f"{block}.mlp.weights_out.{kind}"] = names.pop(down)
+
+
+def _dinov3_split_mlp(tensors):
+    """`_dinov3_gated_mlp` undone: a packed SwiGLU's first half the gate, its second the up projection."""
+    for key in [key for key in tensors if re.fullmatch(r"encoder\.layer\.\d+\.mlp\.weights_(in|out)\.(weight|bias)", key)]:
+        block, rest = key.split(".mlp.weights_", 1)
+        part, kind = rest.split(".")
+        array = tensors.pop(key)
+        if part == "out":
+            tensors[f"{block}.output.dense.{kind}"] = array
+        else:
+            gate, up = np.split(np.asarray(array), 2, axis=0)
+            tensors[f"{block}.mlp.gate.{kind}"], tensors[f"{block}.intermediate.dense.{kind}"] = gate, up
+
+
+def _siglip2_linear_patches(tensors):
+    """The patch kernel as SigLIP 2 stores it: a Linear (out, P*P*C) on patches in (row, column, channel) order."""
+    key = "embeddings.patch_embeddings.projection.weight"
+    kernel = np.asarray(tensors[key])  # a Conv2d weight (out, C, P, P)
+    tensors[key] = kernel.transpose(0, 2, 3, 1).reshape(kernel.shape[0], -1)
 
 
 def _siglip_family(tensors, config, path):
@@ -699,7 +724,7 @@ _CLIP = HFFamily(
 )
 _SIGLIP2 = dataclasses.replace(
     _SIGLIP, defaults={"hidden_act": "gelu_pytorch_tanh", "layer_norm_eps": 1e-6, "patch_size": 16},
-    architecture=_siglip2_family, interpolation=NAFLEX_INTERPOLATION,
+    architecture=_siglip2_family, interpolation=NAFLEX_INTERPOLATION, ungroup=_siglip2_linear_patches,
     refused=(("classifier.weight", "a Siglip2ForImageClassification head (a Linear on the mean of the real patch "
               "tokens, beside an attention-pooling head it leaves unused), which keras_vit does not read. Supported "
               "Hugging Face SigLIP 2 classes: Siglip2VisionModel, Siglip2Model (its image tower)"),),
@@ -723,6 +748,7 @@ HF_FAMILIES = {
         ("model.",), _DINOV3_RENAMES, (r"^embeddings\.mask_token$",), 0,
         {"hidden_act": "gelu", "layer_norm_eps": 1e-5, "image_size": 224, "patch_size": 16}, _dinov3_family,
         regroup=_dinov3_gated_mlp, activations={"gelu": ("gelu", False), "silu": ("swiglu", False)},
+        ungroup=_dinov3_split_mlp,
     ),
     "siglip": _SIGLIP,
     "siglip_vision_model": _SIGLIP,
@@ -949,6 +975,8 @@ def _timm_block(layer, context):
     entries += _fused_attention_entries(parts, prefix + "attn.qkv.weight", prefix + "attn.qkv.bias", prefix + "attn.proj")
     for dense, name in ((layer.mlp_dense_0, "mlp.fc1"), (layer.mlp_dense_1, "mlp.fc2")):
         entries += _dense_entries(dense, prefix + name)
+    if layer.mlp_hidden_norm is not None:
+        entries += _norm_entries(layer.mlp_hidden_norm, prefix + "mlp.norm")
     return entries + _layer_scale_entries(layer, (prefix + "ls1.gamma", prefix + "ls2.gamma"))
 
 
@@ -971,13 +999,18 @@ register_layer_mapping("timm", "pre_norm", lambda layer, context: _norm_entries(
 
 register_layer_mapping("timm", "encoder_norm", lambda layer, context: [
     Entry("norm.weight", layer.gamma), Entry("norm.bias", layer.beta)])
+register_layer_mapping("timm", "fc_norm", lambda layer, context: _norm_entries(layer, "fc_norm"))
 
 
 def normalize_timm(raw):
     """timm keys as they are, SwiGLU's unpacked fc1_g / fc1_x packed into fc1 (gate first), Eva's LayerScale
-    (gamma_1, gamma_2) named as VisionTransformer's (ls1.gamma, ls2.gamma)."""
+    (gamma_1, gamma_2) named as VisionTransformer's (ls1.gamma, ls2.gamma), and Eva's separate query, key and
+    value (EVA-02 B and L: attn.q_proj, k_proj, v_proj) as its fused ones (attn.qkv.weight, q_bias, v_bias)."""
     tensors, names = {}, {}
+    raw = _fuse_separate_qkv(raw, names)
     for key, array in raw.items():
+        if key.startswith("rope.") and key != "rope.freqs":
+            continue  # a rotary table an older timm saved: computed from the grid, as timm's own filter says
         eva_scale = re.fullmatch(r"(blocks\.\d+\.)gamma_([12])", key)
         if eva_scale is not None:
             canonical = f"{eva_scale.group(1)}ls{eva_scale.group(2)}.gamma"
@@ -985,7 +1018,8 @@ def normalize_timm(raw):
             continue
         match = re.fullmatch(r"(blocks\.\d+\.mlp\.)fc1_([gx])\.(weight|bias)", key)
         if match is None:
-            tensors[key], names[key] = array, key
+            tensors[key] = array
+            names.setdefault(key, key)
             continue
         packed = f"{match.group(1)}fc1.{match.group(3)}"
         gate = raw.get(f"{match.group(1)}fc1_g.{match.group(3)}")
@@ -998,8 +1032,29 @@ def normalize_timm(raw):
     return tensors, names, _timm_position_prefix(tensors)
 
 
-def _timm_position_prefix(tensors):
-    """Rows of pos_embed before the patch rows: the prefix tokens', or none (timm's no_embed_class)."""
+def _fuse_separate_qkv(raw, names):
+    """Eva's q_proj / k_proj / v_proj weights of a block concatenated into its qkv.weight, the query and value
+    biases renamed q_bias and v_bias; `names` gets the keys as written. Blocks without all three keep theirs."""
+    raw = dict(raw)
+    for key in [key for key in raw if re.fullmatch(r"blocks\.\d+\.attn\.q_proj\.weight", key)]:
+        prefix = key[:-len("q_proj.weight")]
+        parts = [f"{prefix}{part}_proj.weight" for part in "qkv"]
+        if not all(part in raw for part in parts):
+            continue
+        raw[prefix + "qkv.weight"] = np.concatenate([np.asarray(raw.pop(part)) for part in parts], axis=0)
+        names[prefix + "qkv.weight"] = f"{prefix}q_proj/k_proj/v_proj.weight"
+        for part in "qv":
+            if f"{prefix}{part}_proj.bias" in raw:
+                raw[f"{prefix}{part}_bias"] = raw.pop(f"{prefix}{part}_proj.bias")
+                names[f"{prefix}{part}_bias"] = f"{prefix}{part}_proj.bias"
+    return raw
+
+
+def _timm_position_prefix(tensors, grid=None):
+    """Rows of pos_embed before the patch rows: the prefix tokens', or none (timm's no_embed_class).
+
+    Without the grid (a timm config's img_size) the patch rows are taken to be a square.
+    """
     pos = tensors.get("pos_embed")
     if pos is None:
         return 0
@@ -1007,6 +1062,8 @@ def _timm_position_prefix(tensors):
     prefix = sum(int(key in tensors) for key in ("cls_token", "dist_token"))
     if "reg_token" in tensors:
         prefix += int(tensors["reg_token"].shape[-2])
+    if grid is not None and rows - grid[0] * grid[1] in (0, prefix):
+        return rows - grid[0] * grid[1]
     if prefix and square_grid(rows - prefix):
         return prefix
     return 0 if square_grid(rows) else prefix
@@ -1019,13 +1076,12 @@ def timm_architecture(tensors, source_prefix, config, path):
     activation too; a timm Hub folder's config.json (`config`, read from `path`) names the
     architecture and its model_args, which state them (`keras_vit.weights.timm_names`).
     """
-    if "fc_norm.weight" in tensors:
+    if config is None and "norm_pre.weight" in tensors and "attn_pool.latent" in tensors:
         raise CheckpointError(
-            f"Checkpoint {path!r} has timm's fc_norm (a LayerNorm after pooling), which keras_vit's "
-            "ViT does not build: its encoder norm comes before pooling."
+            f"Checkpoint {path!r} has timm's norm_pre and attn_pool, as timm's PE-Core (vit_pe_core_*), whose rotary "
+            "position and attention-pool heads a state dict does not store: load its timm Hub folder, or put that "
+            "folder's config.json (naming the architecture) beside the file."
         )
-    if "blocks.0.mlp.norm.weight" in tensors:
-        raise CheckpointError(f"Checkpoint {path!r} has a LayerNorm inside the MLP (blocks.0.mlp.norm), which keras_vit does not build.")
     weight = _require(tensors, "patch_embed.proj.weight", path)
     class_token = "cls_token" in tensors
     registers = int(tensors["reg_token"].shape[-2]) if "reg_token" in tensors else 0
@@ -1061,14 +1117,23 @@ def timm_architecture(tensors, source_prefix, config, path):
         "qkv_bias": _qkv_bias(tensors, "blocks.0.attn.q_bias", "blocks.0.attn.qkv.bias", "blocks.0.attn.v_bias"),
         # Rotary position is computed, not stored: only a timm config.json's architecture states it.
         "rope": None,
+        # The attention pool's MLP width as stored; its heads only a config.json states (fused key and value).
+        "pooling_mlp_dim": int(tensors["attn_pool.mlp.fc1.weight"].shape[0]) if "attn_pool.mlp.fc1.weight" in tensors
+        else None,
+        "mlp_norm": "blocks.0.mlp.norm.weight" in tensors,
+        # timm's fc_norm: the final LayerNorm after pooling, its norm then none (EVA-02, timm's avg-pooled ViTs).
+        "fc_norm": "fc_norm.weight" in tensors,
     }
     stated = config_architecture(config, path) if config is not None else {}
     arch = _with_top(arch, tensors, LAYOUTS["timm"], source_prefix, stated.pop("grid_size", None), path)
-    return _with_stated(arch, stated, path)
+    return fold_pooling_fields(_with_stated(arch, stated, path))
 
 
 # Fields a timm state dict shows only by a default (the head count not at all): its config.json's word wins.
 _TIMM_UNSTATED = ("num_heads", "approximate_gelu", "layer_norm_epsilon", "layer_scale_init")
+# Fields the tensors show exactly, where a config's follows timm's defaults (fc_norm comes with global_pool='avg'
+# unless the name or model_args say otherwise): the tensors' word wins.
+_TIMM_SHOWN = ("mlp_norm", "fc_norm")
 
 
 def _with_stated(arch, stated, path):
@@ -1077,8 +1142,8 @@ def _with_stated(arch, stated, path):
     prefix_tokens = arch["class_token"] or arch["distillation_token"]
     for field, value in stated.items():
         found = arch[field]
-        if field == "mlp_dim" and value is None:
-            continue  # the config leaves the width to the tensors
+        if (field in ("mlp_dim", "pooling_mlp_dim") and value is None) or field in _TIMM_SHOWN:
+            continue  # the config leaves the width to the tensors, or they show the field
         if field == "layer_scale_init" and (found is None) != (value is None):
             conflicts.append(f"layer_scale_init={value!r} (the weights {'have no' if found is None else 'have'} "
                              "LayerScale gammas)")
@@ -1160,6 +1225,7 @@ def read_checkpoint(path, fmt):
     if timm.marker in raw:
         tensors, names, source_prefix = timm.normalize(raw)
         if config is not None and "architecture" in config:  # a timm Hub folder's config.json
+            source_prefix = _timm_position_prefix(tensors, config_architecture(config, config_path).get("grid_size"))
             return _read_as(timm, tensors, names, source_prefix, config, config_path)
         return _read_as(timm, tensors, names, source_prefix, None, path)
     tensors, names, source_prefix = normalize_hf(raw)

@@ -30,14 +30,16 @@ import numpy as np
 from keras_vit._atomic import atomic_directory, write_json
 from keras_vit.configs import SCALINGS
 from keras_vit.weights.files import CheckpointError, writable_checkpoint_folder, write_safetensors
-from keras_vit.weights.formats import HF_FAMILIES, LAYOUTS, hf_file_rank, rename_hf_key
+from keras_vit.layers.rotary_embedding import rope_settings
+from keras_vit.weights.formats import DINOV3_QKV_BIASES, HF_FAMILIES, LAYOUTS, hf_file_rank, rename_hf_key
 from keras_vit.weights.mapping import MappingContext, model_tensors
 
 # What each model_type can hold: field -> the values it allows (_SET: any value but None).
 _SET = object()
 _PLAIN = dict(distillation_token=(False,), num_register_tokens=(0,), layer_scale_init=(None,), pre_norm=(False,),
               patch_bias=(True,), projection_size=(None,), mlp_activation=("gelu", "quick_gelu"), rope=(None,),
-              qkv_bias=("qkv",), naflex=(False,))
+              qkv_bias=("qkv",), naflex=(False,), pooling_heads=(None,), pooling_mlp_dim=(None,), mlp_norm=(False,),
+              fc_norm=(False,))
 _HOLDS = {
     "vit": dict(_PLAIN, class_token=(True,), prefix_position_embedding=(True,)),
     "deit": dict(_PLAIN, class_token=(True,), prefix_position_embedding=(True,), distillation_token=(True,)),
@@ -48,6 +50,10 @@ _HOLDS = {
                               patch_bias=(False,), projection_size=(_SET,), representation_size=(None,)),
 }
 _HOLDS["dinov2_with_registers"] = dict(_HOLDS["dinov2"], num_register_tokens=(_SET,))
+_HOLDS["siglip2_vision_model"] = dict(_HOLDS["siglip_vision_model"], naflex=(True,))
+_HOLDS["dinov3_vit"] = dict(_PLAIN, class_token=(True,), prefix_position_embedding=(False,), layer_scale_init=(_SET,),
+                            num_register_tokens=(_SET,), mlp_activation=("gelu", "swiglu"), approximate_gelu=(False,),
+                            rope=(_SET,), qkv_bias=("qkv", "qv", "none"), representation_size=(None,))
 _HOLDS["clip_vision_model"]["projection_size"] = (_SET, None)
 # model_type -> (class with the head, class without it, the head's pooling, the backbone's pooling).
 _CLASSES = {
@@ -58,6 +64,8 @@ _CLASSES = {
                               "token_and_mean", "token"),
     "siglip_vision_model": (None, "SiglipVisionModel", None, "map"),
     "clip_vision_model": (None, "CLIPVisionModel", None, "token"),
+    "siglip2_vision_model": (None, "Siglip2VisionModel", None, "map"),
+    "dinov3_vit": (None, "DINOv3ViTModel", None, "token"),
 }
 # Canonical keys of the task heads, which sit beside the backbone's prefix ("vit.", "deit.").
 _TOP_LEVEL = ("classifier.", "classifier_dist.", "visual_projection.")
@@ -66,14 +74,20 @@ _TOP_LEVEL = ("classifier.", "classifier_dist.", "visual_projection.")
 _TRAINING_ONLY = {
     "dinov2": lambda hidden: {"embeddings.mask_token": (1, hidden)},
     "dinov2_with_registers": lambda hidden: {"embeddings.mask_token": (1, hidden)},
+    "dinov3_vit": lambda hidden: {"embeddings.mask_token": (1, 1, hidden)},
 }
+# DINOv3's query_bias, key_bias, value_bias of keras_vit's qkv_bias: the reader's table, inverted.
+_DINOV3_BIASES = {value: key for key, value in DINOV3_QKV_BIASES.items()}
 
 
 def save_hf(model, folder, *, overwrite=False):
     """Writes a keras_vit model as a Hugging Face `save_pretrained` folder: config.json + model.safetensors.
 
-    The family follows from the model's architecture: a pre-encoder LayerNorm (or a projection)
-    is CLIP (`clip_vision_model`, `CLIPVisionModelWithProjection` with the projection), no class
+    The family follows from the model's architecture: a NaFlex model is SigLIP 2
+    (`siglip2_vision_model`, `Siglip2VisionModel`: its patch kernel as a Linear, its position grid
+    as num_patches), rotary position DINOv3 (`dinov3_vit`, `DINOv3ViTModel`; DINOv3's rotary
+    variant alone, its gated MLP split into gate and up projections), a pre-encoder LayerNorm
+    (or a projection) is CLIP (`clip_vision_model`, `CLIPVisionModelWithProjection` with the projection), no class
     token or attention pooling SigLIP (`siglip_vision_model`), a distillation token DeiT
     (`DeiTForImageClassificationWithTeacher` with the two heads, else `DeiTModel`), LayerScale
     or registers DINOv2 (`dinov2`, `dinov2_with_registers`, with a head on
@@ -101,8 +115,11 @@ def save_hf(model, folder, *, overwrite=False):
     hf_config, family = hf_config_of(model)
     context = MappingContext("hf", {}, LAYOUTS["hf"].interpolation, source_prefix_tokens=family.source_prefix)
     prefix = family.prefixes[0] if family.nested or config["include_top"] else ""
-    tensors = {}
-    for key, array in model_tensors(model, context).items():
+    tensors = model_tensors(model, context)
+    if family.ungroup is not None:
+        family.ungroup(tensors)
+    tensors, canonical = {}, tensors
+    for key, array in canonical.items():
         rank = hf_file_rank(key, family)
         if rank is not None:
             array = array.reshape(array.shape[-rank:])
@@ -152,14 +169,19 @@ def preprocessor_config_of(model):
 
 def hf_config_of(model):
     """(config.json dict, `HFFamily`) of the Hugging Face class that holds `model`; refused naming what does not fit."""
-    config = {"naflex": False, **model.vit_config}  # a config saved before NaFlex existed does not say
+    # A config saved before these fields existed does not state them.
+    config = {"naflex": False, "pooling_heads": None, "pooling_mlp_dim": None, **model.vit_config}
     model_type = _model_type(config)
     problems = [f"{field}={config[field]!r}" for field, allowed in _HOLDS[model_type].items()
                 if not any(config[field] is not None if value is _SET else config[field] == value for value in allowed)]
     if config["backbone"] is not None or config["stem"] is not None:
         problems.append("a ResNet stem (hybrid)")
-    if config["position_embedding"] != "learned":
+    position = "none" if model_type == "dinov3_vit" else "learned"
+    if config["position_embedding"] != position:
         problems.append(f"position_embedding={config['position_embedding']!r}")
+    rope = config["rope"] and rope_settings(config["rope"])
+    if model_type == "dinov3_vit" and rope != rope_settings({"variant": "dinov3", "theta": rope["theta"]}):
+        problems.append(f"rope={config['rope']!r} (it computes DINOv3's rotary position, differing only in theta)")
     with_head, without_head, head_pooling, backbone_pooling = _CLASSES[model_type]
     top = config["include_top"]
     if top and with_head is None:
@@ -173,6 +195,8 @@ def hf_config_of(model):
     image = grid[0] * patch if grid[0] == grid[1] else [grid[0] * patch, grid[1] * patch]
     if model_type in ("siglip_vision_model", "clip_vision_model") and grid[0] != grid[1]:
         problems.append(f"a {grid[0]}x{grid[1]} patch grid (it takes square images)")
+    if model_type == "siglip2_vision_model" and grid[0] != grid[1]:
+        problems.append(f"a {grid[0]}x{grid[1]} position grid (it states num_patches, a square grid)")
     mlp_ratio = _dinov2_mlp_ratio(config) if model_type.startswith("dinov2") else None
     if model_type.startswith("dinov2") and mlp_ratio is None:
         problems.append(f"mlp_dim={config['mlp_dim']!r} (it derives the MLP width from an integer mlp_ratio "
@@ -203,8 +227,21 @@ def hf_config_of(model):
         hf["qkv_bias"] = True
         if config["representation_size"] is not None:  # the pooler: Dense + tanh on the class token
             hf.update(pooler_output_size=config["representation_size"], pooler_act="tanh")
-    if model_type == "siglip_vision_model":
+    if model_type in ("siglip_vision_model", "siglip2_vision_model"):
         hf["vision_use_head"] = config["pooling"] == "map"
+    if model_type == "siglip2_vision_model":  # patch sequences of any grid: no image size
+        hf["num_patches"] = grid[0] * grid[1]
+        del hf["image_size"]
+    if model_type == "dinov3_vit":
+        size, family_defaults = model.input_shape[1:3], HF_FAMILIES[model_type].defaults
+        query, key, value = _DINOV3_BIASES[config["qkv_bias"]]
+        # Rotary position needs no image size; a model of any size states the family's default.
+        square = None not in size and size[0] == size[1]
+        hf.update(image_size=size[0] if square else family_defaults["image_size"], rope_theta=rope["theta"],
+                  query_bias=query, key_bias=key, value_bias=value, proj_bias=True, mlp_bias=True,
+                  layerscale_value=config["layer_scale_init"], use_gated_mlp=activation == "swiglu",
+                  hidden_act="silu" if activation == "swiglu" else "gelu",
+                  num_register_tokens=config["num_register_tokens"])
     if model_type == "clip_vision_model" and config["projection_size"] is not None and config["pooling"] is not None:
         hf.update(projection_dim=config["projection_size"], architectures=["CLIPVisionModelWithProjection"])
     if top:
@@ -214,6 +251,10 @@ def hf_config_of(model):
 
 
 def _model_type(config):
+    if config["naflex"]:
+        return "siglip2_vision_model"
+    if config["rope"] is not None:
+        return "dinov3_vit"
     if config["pre_norm"] or config["projection_size"] is not None:
         return "clip_vision_model"
     if not config["class_token"] or config["pooling"] == "map":

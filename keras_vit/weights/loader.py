@@ -12,6 +12,7 @@ import numpy as np
 from keras_vit._validation import check_choice
 from keras_vit.layers.grid_resampling import INTERPOLATIONS
 from keras_vit._atomic import write_bytes
+from keras_vit.configs import stated_pooling_fields
 from keras_vit.weights import hub
 from keras_vit.weights.files import CheckpointError, detect_format
 from keras_vit.weights.formats import LAYOUTS, NPZ_NOTES, read_checkpoint  # importing it registers the layer mappings
@@ -164,6 +165,9 @@ def load_weights(model, weights, *, skip_mismatch=False, interpolation=None, cac
                 "Leaving out the checkpoint's pre_logits layer (the model was built without it; "
                 f"representation_size={arch['representation_size']} keeps it)."
             )
+    if arch.get("fc_norm") and "fc_norm" not in layer_names:
+        # Built without pooling (pooling=None): the tokens come before timm's fc_norm, which goes unused.
+        ignored += [key for key in checkpoint.tensors if key.startswith("fc_norm.")]
     _check_activation_and_epsilon(model, arch)
     return apply_entries(
         entries, checkpoint.tensors, names=checkpoint.names, ignored=ignored,
@@ -211,10 +215,18 @@ def save_npz(model, path):
     >>> os.path.getsize(path) > 0
     True
     """
-    if (getattr(model, "vit_config", None) or {}).get("rope") is not None:
+    config = getattr(model, "vit_config", None) or {}
+    if config.get("rope") is not None:
         raise CheckpointError(
             f"Model {model.name!r} has rotary position (rope={model.vit_config['rope']!r}), which the vit_jax layout "
             "does not record: its file would load as a model without it. Save it with model.save (.keras)."
+        )
+    pool_fields = stated_pooling_fields(config)
+    if pool_fields:
+        raise CheckpointError(
+            f"Model {model.name!r} has an attention pool of its own width ({', '.join(pool_fields)}), which the "
+            "vit_jax layout does not record (big_vision's MAPHead has the blocks' heads and MLP width). Save it with "
+            "model.save (.keras)."
         )
     # A vit_jax file stores the position rows the model has: none for a model without class token.
     encoder = next((layer for layer in model.layers if layer.name == "embedding"), None)

@@ -1,7 +1,8 @@
 """The pixel scaling, input size and resize a checkpoint states in its own files (`Preprocessing`).
 
 Three sources: a Hugging Face `preprocessor_config.json` (image_mean, image_std, do_normalize,
-do_rescale and rescale_factor, size, crop_size, resample), the `pretrained_cfg` of a timm
+do_rescale and rescale_factor, size, crop_size, resample; a NaFlex processor's max_num_patches and
+patch_size), the `pretrained_cfg` of a timm
 `config.json` (mean, std, input_size, interpolation, crop_pct), and the `preprocessing` and
 `resolution` fields of a named preset (`keras_vit.weights.CHECKPOINTS`). Mean and std are kept in
 [0, 1] pixel units, as both ecosystems write them; `scaling` names the entry of
@@ -44,6 +45,10 @@ class Preprocessing:
         interpolation: str or None. The resize filter: "bilinear", "bicubic", ...
         crop_pct: float or None. Centre-crop fraction after resizing the short side, or None.
         source: str. The file (and key) it was read from, for messages and training headers.
+        max_num_patches: int or None. A NaFlex processor's patch budget (SigLIP 2's
+            `Siglip2ImageProcessor`), else None. Defaults to None.
+        patch_size: int or None. The patch side a NaFlex processor cuts, else None. Defaults to
+            None.
 
     Example:
 
@@ -59,6 +64,8 @@ class Preprocessing:
     interpolation: str | None
     crop_pct: float | None
     source: str
+    max_num_patches: int | None = None
+    patch_size: int | None = None
 
 
 def match_scaling(mean, std):
@@ -208,8 +215,9 @@ def _read_hf(file):
     if resample is not None and resample not in PIL_RESAMPLE:
         raise CheckpointError(f"Hugging Face preprocessor config {file!r}: resample is {resample!r}; expected one "
                               f"of PIL's filters {PIL_RESAMPLE}.")
+    naflex = {key: _side(config[key], file, key) if key in config else None for key in ("max_num_patches", "patch_size")}
     return Preprocessing(match_scaling(mean, std), mean, std, size, PIL_RESAMPLE.get(resample), crop_pct,
-                         f"{file} ({', '.join(keys)})")
+                         f"{file} ({', '.join(keys)})", **naflex)
 
 
 def _hf_size(config, file):

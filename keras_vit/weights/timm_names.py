@@ -103,11 +103,41 @@ _TABLE = (
     (("vit_large_patch16_dinov3_qkvb",), "DINOv3_L16", _DINOV3_QKVB),
     (("vit_huge_plus_patch16_dinov3",), "DINOv3_H16_plus", _DINOV3_PLAIN),
     (("vit_huge_plus_patch16_dinov3_qkvb",), "DINOv3_H16_plus", _DINOV3_QKVB),
+    # EVA-02: the MIM sizes and their 336 and 448 px fine-tunes (its CLIP towers, a LayerNorm inside the
+    # attention, are not rows).
+    (_sized("eva02_tiny_patch14_{}", 224, 336), "EVA02_Ti14", {}),
+    (_sized("eva02_small_patch14_{}", 224, 336), "EVA02_S14", {}),
+    (_sized("eva02_base_patch14_{}", 224, 448), "EVA02_B14", {}),
+    (_sized("eva02_large_patch14_{}", 224, 448), "EVA02_L14", {}),
+    (("vit_pe_core_tiny_patch16_384",), "PE_Core_T16", {}),
+    (("vit_pe_core_small_patch16_384",), "PE_Core_S16", {}),
+    (("vit_pe_core_base_patch16_224",), "PE_Core_B16", {}),
+    (("vit_pe_core_large_patch14_336",), "PE_Core_L14", {}),
+    (("vit_pe_core_gigantic_patch14_448",), "PE_Core_G14", {}),
     (("flexivit_small",), "S16", dict(prefix_position_embedding=False)),
     (("flexivit_base",), "B16", dict(prefix_position_embedding=False)),
     (("flexivit_large",), "L16", dict(prefix_position_embedding=False)),
 )
 TIMM_ARCHITECTURES: dict[str, tuple[str, dict]] = {name: (row, fields) for names, row, fields in _TABLE for name in names}
+
+
+# timm's default input side for names that do not end in it, where it differs from their row's.
+_IMAGE_SIDES = {"flexivit_": 240, "_dinov3": 256}
+
+
+def timm_image_size(name):
+    """timm's default input side for model `name` (a key of `TIMM_ARCHITECTURES`): its pretrained config's.
+
+    Example:
+
+    >>> timm_image_size("vit_base_patch16_384"), timm_image_size("vit_small_patch14_dinov2")
+    (384, 518)
+    """
+    match = re.fullmatch(r".*_(\d+)", name)
+    if match:
+        return int(match.group(1))
+    sides = [side for part, side in _IMAGE_SIDES.items() if part in name]
+    return sides[0] if sides else VARIANTS[TIMM_ARCHITECTURES[name][0]].image_size
 
 
 def eva_architecture(name):
@@ -171,27 +201,33 @@ _RUN_TIME_ARGS = ("dynamic_img_size", "dynamic_img_pad", "weight_init", "fix_ini
                   "patch_drop_rate", "proj_drop_rate", "attn_drop_rate", "drop_path_rate")
 # model_args keras_vit builds only at timm's default value: name -> that value.
 _FIXED_ARGS = {"qk_norm": False, "proj_bias": True, "final_norm": True, "scale_attn_norm": False,
-               "scale_mlp_norm": False, "pool_include_prefix": False}
+               "pool_include_prefix": False}
 _ARCHITECTURE_ARGS = ("img_size", "patch_size", "in_chans", "num_classes", "global_pool", "embed_dim", "depth",
                       "num_heads", "mlp_ratio", "init_values", "class_token", "pos_embed", "no_embed_class",
-                      "reg_tokens", "pre_norm", "fc_norm", "act_layer", "qkv_bias")
+                      "reg_tokens", "pre_norm", "fc_norm", "act_layer", "qkv_bias", "scale_mlp_norm")
 # The families timm builds with its Eva class, and Eva's model_args: the architecture ones (those
-# named as VisionTransformer's mean the same, but qkv_bias gives the query and value a bias, never
-# the key; `_EVA_RENAMED` are VisionTransformer's under other names), those keras_vit builds at one
-# value only, and the run-time ones (rope_*_coords: training-time coordinate augmentation).
-EVA_FAMILIES = ("dinov3",)
-_EVA_RENAMED = {"num_reg_tokens": "reg_tokens", "use_fc_norm": "fc_norm"}
+# named as VisionTransformer's mean the same, but under attn_type "eva" qkv_bias gives the query and
+# value a bias, never the key; `_EVA_RENAMED` are VisionTransformer's under other names), those
+# keras_vit builds at one value only, and the run-time ones (rope_*_coords: training-time coordinate
+# augmentation).
+EVA_FAMILIES = ("dinov3", "eva02", "pe")
+_EVA_RENAMED = {"num_reg_tokens": "reg_tokens", "use_fc_norm": "fc_norm", "use_pre_transformer_norm": "pre_norm",
+                "scale_mlp": "scale_mlp_norm"}
 _EVA_ARGS = (
     ("img_size", "patch_size", "in_chans", "num_classes", "global_pool", "embed_dim", "depth", "num_heads", "mlp_ratio",
      "qkv_bias", "init_values", "class_token", "no_embed_class", "num_reg_tokens", "use_fc_norm", "use_abs_pos_emb",
      "use_rot_pos_emb", "rope_type", "rope_temperature", "rope_rotate_half", "rope_grid_offset", "rope_grid_indexing",
-     "ref_feat_shape", "swiglu_mlp", "swiglu_align_to"),
-    {"qkv_fused": True, "qk_norm": False, "scale_mlp": False, "scale_attn_inner": False, "attn_type": "eva",
-     "use_post_norm": False, "use_pre_transformer_norm": False, "attn_only_layer_scale": False, "num_kv_heads": None,
-     "dynamic_img_pad": False},
+     "ref_feat_shape", "swiglu_mlp", "swiglu_align_to", "use_pre_transformer_norm", "attn_type", "attn_pool_num_heads",
+     "attn_pool_mlp_ratio", "scale_mlp", "qkv_fused"),
+    {"qk_norm": False, "scale_attn_inner": False, "use_post_norm": False, "attn_only_layer_scale": False,
+     "num_kv_heads": None, "dynamic_img_pad": False},
     ("dynamic_img_size", "drop_rate", "pos_drop_rate", "patch_drop_rate", "proj_drop_rate", "attn_drop_rate",
      "drop_path_rate", "rope_shift_coords", "rope_jitter_coords", "rope_rescale_coords", "head_init_scale"),
 )
+# The model_args each Eva family's timm names are built with that their rows do not state as such: the attention
+# ("eva": query and value biases; "rope": one fused qkv bias) and the attention pool's heads and MLP ratio.
+_EVA_NAME_ARGS = {"dinov3": {"attn_type": "eva"},
+                  "pe": {"attn_type": "rope", "attn_pool_num_heads": 8, "attn_pool_mlp_ratio": 4.0}}
 # timm's rope_type -> the grid of keras_vit's rotary settings (`keras_vit.layers.rotary_embedding`).
 ROPE_TYPES = {"dinov3": "centered", "cat": "index"}
 # The rotary position Eva builds with use_rot_pos_emb=True and no other rope_* argument.
@@ -216,6 +252,7 @@ def config_architecture(config, path):
     if not isinstance(args, dict):
         raise CheckpointError(f"timm config {path!r}: model_args is {args!r}; expected a JSON object.")
     eva = eva_architecture(name)
+    family = VARIANTS[TIMM_ARCHITECTURES[name][0]].family
     known, fixed, run_time = _EVA_ARGS if eva else (_ARCHITECTURE_ARGS, _FIXED_ARGS, _RUN_TIME_ARGS)
     unknown = sorted(set(args) - set(known) - set(fixed) - set(run_time))
     if unknown:
@@ -252,8 +289,8 @@ def config_architecture(config, path):
     for key, field in (("class_token", "class_token"), ("pre_norm", "pre_norm")):
         if key in args:
             fields[field] = _flag(args, key, refuse)
-    if "qkv_bias" in args:
-        fields["qkv_bias"] = ("qv" if eva else "qkv") if _flag(args, "qkv_bias", refuse) else "none"
+    if "qkv_bias" in args and not eva:  # Eva's depends on its attention (_eva_fields)
+        fields["qkv_bias"] = "qkv" if _flag(args, "qkv_bias", refuse) else "none"
     if "pre_norm" in args:
         fields["patch_bias"] = not args["pre_norm"]  # timm drops the patch bias exactly when it adds ln_pre
     if "no_embed_class" in args:
@@ -276,7 +313,7 @@ def config_architecture(config, path):
             raise refuse("pos_embed", "expected 'learn' or 'none'")
         fields["position_embedding"] = "learned" if args["pos_embed"] == "learn" else "none"
     if eva:
-        _eva_fields(fields, args, refuse)
+        _eva_fields(fields, {**_EVA_NAME_ARGS[family], **args}, refuse)
     pool = args.get("global_pool", config.get("global_pool"))
     if pool is not None:
         if pool not in GLOBAL_POOLS:
@@ -284,8 +321,10 @@ def config_architecture(config, path):
             raise CheckpointError(f"timm config {path!r}: {where} is {pool!r}; keras_vit pools with "
                                   f"{sorted(GLOBAL_POOLS)}.")
         fields["pooling"] = GLOBAL_POOLS[pool]
-    if args.get("fc_norm"):
-        raise refuse("fc_norm", "keras_vit builds no LayerNorm after pooling (fc_norm)")
+    if args.get("fc_norm") is not None:
+        fields["fc_norm"] = _flag(args, "fc_norm", refuse)
+    if "scale_mlp_norm" in args:  # a LayerNorm on the MLP's hidden layer (Eva: scale_mlp)
+        fields["mlp_norm"] = _flag(args, "scale_mlp_norm", refuse)
     if "img_size" in args:
         size = args["img_size"]
         size = [size, size] if _is_positive_int(size) else size
@@ -301,7 +340,12 @@ def config_architecture(config, path):
 
 
 def _eva_fields(fields, args, refuse):
-    """The fields of the model_args only timm's Eva has: absolute and rotary position, its SwiGLU and MLP width."""
+    """The fields of the model_args only timm's Eva has: absolute and rotary position, its SwiGLU and MLP width, its
+    attention's biases and its attention pool's heads and MLP width."""
+    if args["attn_type"] not in ("eva", "rope"):
+        raise refuse("attn_type", "keras_vit builds attn_type 'eva' and 'rope'")
+    biased = _flag(args, "qkv_bias", refuse) if "qkv_bias" in args else fields["qkv_bias"] != "none"
+    fields["qkv_bias"] = ("qv" if args["attn_type"] == "eva" else "qkv") if biased else "none"
     if "use_abs_pos_emb" in args:
         fields["position_embedding"] = "learned" if _flag(args, "use_abs_pos_emb", refuse) else "none"
     if "swiglu_mlp" in args:
@@ -313,6 +357,18 @@ def _eva_fields(fields, args, refuse):
         # Eva's SwiGLU has gate and value Linears of this width each, rounded up to swiglu_align_to.
         width = int(fields["hidden_size"] * _ratio(args, refuse))
         fields["mlp_dim"] = width + (-width % align if align and fields["mlp_activation"] == "swiglu" else 0)
+    # The pool's own heads and MLP width; None: the blocks' (timm's `attn_pool_* or` the blocks' value).
+    if "attn_pool_num_heads" in args:
+        heads = args["attn_pool_num_heads"]
+        if heads is not None and not _is_positive_int(heads):
+            raise refuse("attn_pool_num_heads", "expected null or an integer >= 1")
+        fields["pooling_heads"] = heads
+    if "attn_pool_mlp_ratio" in args:
+        ratio = args["attn_pool_mlp_ratio"]
+        fields["pooling_mlp_dim"] = None if ratio is None else int(
+            fields["hidden_size"] * _ratio(args, refuse, "attn_pool_mlp_ratio"))
+    if "qkv_fused" in args:
+        _flag(args, "qkv_fused", refuse)  # one Linear or three: the same attention, the reader takes either
     if "use_rot_pos_emb" in args and not _flag(args, "use_rot_pos_emb", refuse):
         fields["rope"] = None
         return
@@ -355,10 +411,10 @@ def _flag(args, key, refuse):
     return args[key]
 
 
-def _ratio(args, refuse):
-    ratio = args["mlp_ratio"]
+def _ratio(args, refuse, key="mlp_ratio"):
+    ratio = args[key]
     if not (isinstance(ratio, (int, float)) and not isinstance(ratio, bool) and ratio > 0):
-        raise refuse("mlp_ratio", "expected a number > 0")
+        raise refuse(key, "expected a number > 0")
     return ratio
 
 

@@ -23,7 +23,7 @@ import os
 import numpy as np
 
 from keras_vit._atomic import atomic_directory, write_json
-from keras_vit.configs import FAMILY_FIELDS, SCALINGS
+from keras_vit.configs import CORE_FIELDS, FAMILY_FIELDS, SCALINGS, stated_pooling_fields
 from keras_vit.weights.files import CheckpointError, writable_checkpoint_folder, write_safetensors
 from keras_vit.weights.formats import LAYOUTS
 from keras_vit.weights.mapping import MappingContext, model_tensors
@@ -35,10 +35,10 @@ from keras_vit.weights.timm_names import (
 
 # timm's own `_cfg` defaults for what a model does not state (its resize filter and crop).
 TIMM_DEFAULT_CFG = {"interpolation": "bicubic", "crop_pct": 0.9, "crop_mode": "center"}
-_COMPARED = ("patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim", "channels", "class_token", "pooling",
-             "distillation_token", "num_register_tokens", "prefix_position_embedding", "layer_scale_init",
-             "mlp_activation", "approximate_gelu", "layer_norm_epsilon", "pre_norm", "patch_bias", "position_embedding",
-             "num_classes", "qkv_bias")
+_COMPARED = CORE_FIELDS + (
+    "channels", "class_token", "pooling", "distillation_token", "num_register_tokens", "prefix_position_embedding",
+    "layer_scale_init", "mlp_activation", "approximate_gelu", "layer_norm_epsilon", "pre_norm", "patch_bias",
+    "position_embedding", "num_classes", "qkv_bias")
 
 
 def save_timm(model, folder, *, architecture=None, pretrained_cfg=None, overwrite=False):
@@ -103,6 +103,10 @@ def timm_config_of(model, architecture=None, pretrained_cfg=None):
     if config["num_register_tokens"] and config["class_token"] and config["prefix_position_embedding"]:
         problems.append("register tokens with prefix_position_embedding=True (timm gives the class token a position "
                         "row only when it gives the registers one too; keras_vit never does)")
+    pool_fields = stated_pooling_fields(config)
+    if pool_fields:
+        problems.append(f"{' and '.join(pool_fields)} (timm's VisionTransformer pools with its blocks' heads and MLP "
+                        "width)")
     if config["rope"] is not None:
         problems.append("rotary position (rope=...: timm builds it with its Eva class, which save_timm does not write)")
     if config["qkv_bias"] == "qv":
@@ -154,12 +158,14 @@ def _model_args(model, config):
         "mlp_ratio": ratio, "class_token": config["class_token"], "reg_tokens": config["num_register_tokens"],
         "no_embed_class": not config["prefix_position_embedding"], "init_values": config["layer_scale_init"],
         "pre_norm": config["pre_norm"], "qkv_bias": config["qkv_bias"] == "qkv",
+        # Explicit: timm adds a LayerNorm after avg and max pools unless told, and none otherwise.
+        "fc_norm": config.get("fc_norm", False),
     }
     if config["mlp_activation"] != "swiglu":  # a DINOv2-giant name brings SiLU with its packed SwiGLU
         args["act_layer"] = {value: key for key, value in ACTIVATIONS.items()}[
             (config["mlp_activation"], config["approximate_gelu"] and config["mlp_activation"] == "gelu")]
-    if pool in ("avg", "max"):
-        args["fc_norm"] = False  # timm would add a LayerNorm after these pools; keras_vit's norm comes before
+    if config.get("mlp_norm"):
+        args["scale_mlp_norm"] = True
     if config["position_embedding"] == "none":
         args["pos_embed"] = "none"
     return args
