@@ -71,7 +71,7 @@ def _run_on(dataset, method, **kwargs):
         return naming_corrupt_files(method, dataset, **kwargs)
 
 
-def train(config: TrainConfig) -> dict:
+def train(config: TrainConfig, *, name=None) -> dict:
     """Runs one training run and returns its results.
 
     Before the first step it checks the arguments and output folders, the test split, the
@@ -80,6 +80,8 @@ def train(config: TrainConfig) -> dict:
 
     Args:
         config: `TrainConfig`. What to train, on what, how and where to save it.
+        name: callable or None. How the check names a field in messages (`plan.resolve`).
+            Defaults to None.
 
     Returns:
         dict with test_accuracy, test_loss and num_test_examples (None without a test
@@ -100,7 +102,7 @@ def train(config: TrainConfig) -> dict:
     >>> result["settings"]["recipe"], result["model"].input_shape
     ('compact', (None, 28, 28, 1))
     """
-    plan = plan_lib.resolve(config)
+    plan = plan_lib.resolve(config, name=name)
     train_ds = _pipeline(plan, plan.train, training=True)
     validation_ds = _pipeline(plan, plan.validation, whole=True) if plan.validation is not None else None
     previous_policy = keras.config.dtype_policy()
