@@ -2,8 +2,9 @@
 
 `resolve(config)` checks the config and settles every choice it leaves open: the recipe, the
 strategy, the precision, XLA, the global batch, the augmentation, the data splits and their
-sizes, the image size and why, the architecture; `RunPlan.attach_run_dir` then reads the run
-directory's backup (resume state). The plan feeds the backup's fingerprint, the settings
+sizes, the image size and why, the architecture. The plan is frozen: where the run stands in its
+run directory (the backup it resumes from) is the run's (`keras_vit.training.run_dir.RunProgress`).
+The plan feeds the backup's fingerprint, the settings
 record of the results, the header printed before training and the summary after it
 (`keras_vit.training.report`).
 
@@ -27,7 +28,6 @@ from keras_vit import _validation, choices, configs, train_options
 from keras_vit.data.sources import Source, load_splits
 from keras_vit.training import budget, distribute, memory, recipes
 from keras_vit.train_options import TrainConfig, check_config  # noqa: F401  (their home is train_options)
-from keras_vit.training.run_dir import RunDirectory
 
 # The default model of `keras-vit train`: a small ViT for 28x28 images that trains in minutes
 # on a CPU. Patch 7 gives 16 tokens (+1 class token); chosen by measured throughput and accuracy
@@ -143,14 +143,11 @@ def build_model(config: TrainConfig, num_classes: int, image_size: int, drop_pat
     return model
 
 
-def _count(source):
-    if source.num_examples is None:
-        source.num_examples = int(source.dataset.reduce(0, lambda n, _: n + 1))
-    return source.num_examples
+def resolve_image_size(config, source) -> tuple[int, str]:
+    """The model's input side for `config` on the images of `source`, and why, for the run's header.
 
-
-def _resolve_image_size(config, source):
-    """Returns (image side, why it was chosen), for the run's header."""
+    The given one, else the variant's, else the images' own when they share one square size.
+    """
     if config.image_size is not None:
         return int(config.image_size), "given"
     if config.variant is not None:
@@ -247,7 +244,7 @@ def _architecture(config, image_size=None, stem=False, budget_architecture=None)
     return arch, reason
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class RunPlan:
     """A training run with every choice resolved; see `resolve`.
 
@@ -258,8 +255,8 @@ class RunPlan:
     `image_size_reason`, `channels` and `channels_reason` (the model's input channels and why),
     `scaling` and `scaling_reason`, `batch_reason`, `pretrained` (a `keras_vit.transfer.Pretrained` describing the checkpoint of
     `config.weights`, or None), `adapt` ("scratch", "finetune", "probe" or "probe_then_finetune")
-    and `adapt_reason`, `cache`; after `attach_run_dir`: `run` (`RunDirectory` or None),
-    `state` (the backup pointer resumed from, or None) and `finished` (training had ended).
+    and `adapt_reason`, `cache`. Frozen: where the run stands in its run directory is the run's
+    (`keras_vit.training.run_dir.RunProgress`), not the plan's.
     """
 
     config: TrainConfig
@@ -294,9 +291,6 @@ class RunPlan:
     adapt: str = "scratch"
     adapt_reason: str = ""
     budget_reasons: tuple = ()
-    run: RunDirectory | None = None
-    state: dict | None = None
-    finished: bool = False
 
     @property
     def augment_name(self) -> str:
@@ -330,18 +324,6 @@ class RunPlan:
             "params": model.count_params(), "estimated_step_memory_gib": round(estimate.total / memory.GIB, 2),
         }
 
-    def attach_run_dir(self):
-        """Readies the run directory (`RunDirectory.prepare`): the backup to resume, or a fresh start."""
-        if self.config.run_dir:
-            self.run = RunDirectory(self.config.run_dir)
-            self.state = self.run.prepare(self.fingerprint(), self.config.resume)
-        self.finished = bool(self.state and self.state.get("finished"))
-
-    @property
-    def seconds_before(self) -> float:
-        """Training seconds of the processes this run resumes from."""
-        return self.state["train_seconds"] if self.state else 0.0
-
 
 def resolve(config: TrainConfig, *, name=None) -> RunPlan:
     """Checks `config` and resolves what the run will do; reads the data splits' listings, trains nothing.
@@ -352,7 +334,7 @@ def resolve(config: TrainConfig, *, name=None) -> RunPlan:
             `keras_vit.train_options.flag_name`); None for the field's own name. Defaults to None.
 
     Returns:
-        A `RunPlan` (without its run directory: see `RunPlan.attach_run_dir`).
+        A frozen `RunPlan` (the run directory is the run's: `keras_vit.training.run_dir.RunProgress`).
     """
     check_config(config, name=name)
     recipe = recipes.get_recipe(config.recipe or (FINETUNE_RECIPE if config.weights else DEFAULT_RECIPE))
@@ -368,7 +350,7 @@ def resolve(config: TrainConfig, *, name=None) -> RunPlan:
         config.data_dir, config.on_corrupt, config.download,
     )
     train_source = train_source.take(config.max_train_examples)
-    num_train = _count(train_source)
+    num_train = train_source.count()
     batch_size, batch_reason = resolve_batch_size(config.batch_size, recipe.batch_size, num_train)
     batch_size = distribute.global_batch_size(batch_size, strategy)
     if num_train < batch_size:
@@ -387,7 +369,7 @@ def resolve(config: TrainConfig, *, name=None) -> RunPlan:
         channels_reason = "the checkpoint's" + converted
         scaling, scaling_reason = pretrained.scaling, pretrained.scaling_reason
     else:
-        image_size, image_size_reason = _resolve_image_size(config, train_source)
+        image_size, image_size_reason = resolve_image_size(config, train_source)
         channels, channels_reason = resolve_channels(config.channels, data_channels, config.backbone is not None)
         scaling, scaling_reason = (config.scaling, "given") if config.scaling else ("unit", "the default")
     model_given = (config.variant is not None or config.backbone is not None or pretrained is not None
@@ -503,7 +485,7 @@ def finetune_after_probe(plan, probed) -> tuple[bool, str]:
 def _validation_sample(source, num_train):
     """The validation examples of each epoch: a sample of a set more than twice `VALIDATION_SAMPLE` and the training set."""
     keep = max(VALIDATION_SAMPLE, num_train)
-    if _count(source) <= 2 * keep:
+    if source.count() <= 2 * keep:
         return source
     sample = source.take(keep)
     sample.description = f"{keep:,} of {source.description} (a sample for the per-epoch validation)"
