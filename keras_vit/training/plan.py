@@ -93,7 +93,7 @@ def build_model(config: TrainConfig, num_classes: int, image_size: int, drop_pat
     >>> sum(layer.name.startswith("encoderblock_") for layer in model.layers)
     1
     """
-    from keras_vit.models import ViT, mimetic_initialization, stems
+    from keras_vit.models.spec import build_spec
 
     scaling = scaling or config.scaling
     if config.weights is not None:
@@ -102,45 +102,24 @@ def build_model(config: TrainConfig, num_classes: int, image_size: int, drop_pat
         model, _ = load_pretrained(config.weights, num_classes=num_classes, image_size=image_size, scaling=scaling,
                                    patch_size=config.model_overrides.get("patch_size"), drop_path_rate=drop_path_rate)
         return model
-    overrides = {k: v for k, v in config.model_overrides.items() if v is not None}
-    if config.variant is not None:
-        arch = dict(overrides)
+    if config.variant is not None or architecture is None:
+        architecture = _architecture(config, image_size)[0]
     else:
-        arch = dict(architecture) if architecture is not None else _architecture(config, image_size)[0]
-        arch.update(overrides)
+        architecture = {**architecture, **{k: v for k, v in config.model_overrides.items() if v is not None}}
+    spec = model_spec(config, architecture, image_size, config.channels if channels is None else channels,
+                      scaling or "unit", stem=stem, tokenizer=tokenizer, pooling=pooling, attention_init=attention_init)
     backbone = config.backbone
     if callable(backbone) and not isinstance(backbone, keras.layers.Layer):
         backbone = backbone()
-    _validation.check_choice("attention_init", attention_init, ("mimetic", "random"))
-    _validation.check_choice("pooling", pooling, ("token", "gap"))
-    _validation.check_choice("tokenizer", tokenizer, ("patches", "shifted"))
-    channels = config.channels if channels is None else channels
-    if channels is None:
-        raise ValueError("Missing channels: pass channels=1 or 3 (or set TrainConfig.channels); "
-                         "`resolve` chooses them from the data (RunPlan.channels).")
-    _validation.check_choice("channels", channels, choices.CHANNELS)
-    if stem and tokenizer == "shifted":
-        raise ValueError("Contradicting stem=True and tokenizer='shifted': the conv stem makes the tokens.")
-    if stem:
-        backbone = stems.conv_stem(channels=channels)
-    elif tokenizer == "shifted":
-        if config.variant is not None or backbone is not None:
-            raise ValueError("Invalid tokenizer='shifted' with a variant or backbone: only the default model is built with shifted patches.")
-        backbone = stems.shifted_patch_stem(arch["patch_size"], channels=channels)
-        arch["patch_size"] = 1
-    model = ViT(
-        config.variant,
-        **arch,
-        backbone=backbone,
-        input_shape=(image_size, image_size, channels),
-        num_classes=num_classes,
-        pooling=pooling,
-        preprocessing=scaling or "unit",
-        drop_path_rate=drop_path_rate,
-    )
-    if attention_init == "mimetic":
-        mimetic_initialization(model, seed=config.seed)
-    return model
+    return build_spec(spec, num_classes, drop_path_rate=drop_path_rate, backbone=backbone, seed=config.seed)
+
+
+def model_spec(config, architecture, image_size, channels, scaling, **choices_made):
+    """The `keras_vit.models.spec.ModelSpec` of `config`'s model: its variant, the resolved fields and choices."""
+    from keras_vit.models.spec import ModelSpec
+
+    return ModelSpec(variant=config.variant, architecture=dict(architecture), image_size=image_size,
+                     channels=channels, scaling=scaling, **choices_made)
 
 
 def resolve_image_size(config, source) -> tuple[int, str]:
