@@ -658,7 +658,9 @@ def _load_backbone(args):
 
 def _flag(field: str) -> str:
     """The flag of a library argument, as the library's checks name it for the command line."""
-    return "--" + field.replace("_", "-")
+    from keras_vit.train_options import flag_name
+
+    return flag_name(field)
 
 
 _COMMANDS = [_add_train, _add_evaluate, _add_export, _add_predict, _add_inspect, _add_embed, _add_fewshot, _add_knn]

@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from keras_vit import _validation
+from keras_vit import _validation, choices
 
-# What a spec's choices take: resolved values ("auto" is the plan's to resolve, not the builder's).
-TOKENIZERS = ("patches", "shifted")
-POOLINGS = ("token", "gap")
-ATTENTION_INITS = ("mimetic", "random")
-CHANNELS = (1, 3)
+# What a spec's choices take: the resolved values of the train options ("auto" is the plan's to
+# resolve, not the builder's).
+TOKENIZERS, POOLINGS, ATTENTION_INITS = (tuple(value for value in values if value != "auto")
+                                         for values in (choices.TOKENIZERS, choices.TRAIN_POOLINGS, choices.ATTENTION_INITS))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,7 +64,7 @@ class ModelSpec:
         if self.channels is None:
             raise ValueError("Missing channels: pass channels=1 or 3 (or set TrainConfig.channels); "
                              "`resolve` chooses them from the data (RunPlan.channels).")
-        _validation.check_choice("channels", self.channels, CHANNELS)
+        _validation.check_choice("channels", self.channels, choices.CHANNELS)
         if self.stem and self.tokenizer == "shifted":
             raise ValueError("Contradicting stem=True and tokenizer='shifted': the conv stem makes the tokens.")
         if self.tokenizer == "shifted" and self.variant is not None:
