@@ -64,7 +64,7 @@ class Option:
 
     Args:
         name: str. The `TrainConfig` field.
-        type: str. The field's annotation, also its type in the docstring ("int or None").
+        type: str. The field's annotation ("int | None"); `doc` says it in words.
         default: object. The default; a callable with `factory` set makes a fresh one (a list).
         doc: str. The field's text in `TrainConfig`'s docstring (with its "Defaults to").
         flag: `Flag` or None. Its `keras-vit train` flag; None for library-only options.
@@ -106,7 +106,7 @@ def flag_name(field: str) -> str:
     >>> flag_name("max_train_examples"), flag_name("budget_seconds"), flag_name("patch_size")
     ('--max-train-examples', '--budget-minutes', '--patch-size')
     """
-    option = OPTIONS.get(field) if "OPTIONS" in globals() else None
+    option = OPTIONS.get(field)
     if option is not None and option.flag is not None and option.flag.spelling:
         return option.flag.spelling
     return "--" + field.replace("_", "-")
