@@ -29,11 +29,12 @@ _NAMES = {
     # Every layer class of keras_vit.layers (tests/test_applications.py checks the two agree).
     "layers": (
         "AttentionPooling", "BottleneckUnit", "DPTDepthHead", "DPTFusion", "DPTReassemble", "DPTResidualUnit",
-        "DropPath", "LayerScale", "MultiHeadSelfAttention", "NaFlexPatchEncoder",
-        "PatchEncoder", "Patches", "RotaryPositionEmbedding", "ShiftedPatches", "StandardizedConv2D", "TokenMap",
-        "TokenPooling", "TransformerBlock",
+        "DropPath", "InferenceMode", "LayerScale", "MultiHeadSelfAttention",
+        "NaFlexPatchEncoder", "PatchEncoder", "Patches", "ResizeLike", "RotaryPositionEmbedding", "ShiftedPatches",
+        "StandardizedConv2D", "TokenMap", "TokenPooling", "TransformerBlock",
     ),
-    "models": ("BiTResNet", "DepthEstimator", "DepthModel", "ViT", *configs.NAMED_BUILDERS),
+    "models": ("BiTResNet", "DepthEstimator", "DepthModel", "LinearSegmenter", "ViT", "compile_segmenter",
+               "segmentation_metrics", *configs.NAMED_BUILDERS),
 }
 _MODULE_OF = {name: module for module, names in _NAMES.items() for name in names}
 

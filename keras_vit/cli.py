@@ -413,8 +413,7 @@ def _run_predict(args):
 
 
 def _add_train(subparsers) -> None:
-    from keras_vit import choices
-    from keras_vit.configs import SCALINGS, VARIANTS
+    from keras_vit import train_options
 
     parser = subparsers.add_parser(
         "train",
@@ -428,115 +427,19 @@ def _add_train(subparsers) -> None:
             "will run; arguments, output folders and memory are checked before the first step."
         ),
     )
-    data = parser.add_argument_group("data")
-    data.add_argument("--dataset", default="sample", help="'sample' (shipped Fashion-MNIST sample, the default), a "
-                      "folder of class sub-folders (or of train/ and test/ sub-folders), a folder with the "
-                      "Fashion-MNIST IDX files, or a tensorflow-datasets name such as cifar10")
-    data.add_argument("--data-dir", help="tensorflow-datasets data_dir (default: tensorflow-datasets' own)")
-    data.add_argument("--download", action="store_true", help="let tensorflow-datasets download missing data")
-    data.add_argument("--train-split", default="train", help="split to train on (default: train)")
-    data.add_argument("--test-split", default="test", help="split to report test accuracy on, '' for none; a folder "
-                      "of class sub-folders has none (default: test)")
-    data.add_argument("--validation-split", type=float, help="share of the training split held out (chosen by "
-                      "--seed) for per-epoch validation (default: none, the test split validates; a folder of "
-                      "class sub-folders holds out 0.1)")
-    data.add_argument("--on-corrupt", choices=("skip", "error"), default="skip",
-                      help="corrupt image files in a folder: skip them (and report the count) or stop (default: skip)")
-    data.add_argument("--max-train-examples", type=int, help="use only the first N training examples (default: all)")
-    data.add_argument("--max-test-examples", type=int, help="use only the first N test examples (default: all)")
-    model = parser.add_argument_group("model")
-    model.add_argument("--weights", metavar="SPEC",
-                       help="adapt a pre-trained checkpoint instead of training from scratch: a .npz, safetensors "
-                       "file, Hugging Face or timm Hub folder, a .keras model, a preset name or hf-hub:ORG/NAME[@REVISION] "
-                       "(HF_TOKEN for gated repositories, HF_HUB_OFFLINE=1 for the cache alone); its architecture, "
-                       "scaling and resolution are read from it and its head replaced for the data's classes")
-    model.add_argument("--adapt", choices=choices.ADAPTS, default="auto",
-                       help="with --weights: finetune (every weight), probe (a linear probe of the frozen backbone: "
-                       "features computed once), auto (with --budget-minutes a probe, then fine-tuning from it when "
-                       "the budget buys it; without, finetune; default: auto)")
-    model.add_argument("--probe", dest="adapt", action="store_const", const="probe",
-                       help="the same as --adapt probe")
-    model.add_argument("--variant", help=f"ViT variant, one of {', '.join(VARIANTS)} (default: a small ViT: "
-                       "patch 7, D 128, 6 layers, 4 heads, MLP 256)")
-    for field in choices.MODEL_FIELDS:
-        model.add_argument(f"--{field.replace('_', '-')}", type=int, help=f"override the variant's {field.replace('_', ' ')}")
-    model.add_argument("--stem", choices=choices.STEMS, default="auto",
-                       help="conv stem before the encoder: auto (when --budget-minutes' rules choose it for "
-                       "images up to 64 px and no model flag is given), conv, none (default: auto)")
-    model.add_argument("--tokenizer", choices=choices.TOKENIZERS, default="auto",
-                       help="how the plain ViT makes its tokens: patches (the paper's), shifted (shifted-patch "
-                       "tokenization, Lee et al. 2021: each patch also holds the pixels half a patch around it); "
-                       "auto: shifted when --budget-minutes' rules choose it, else patches (default: auto)")
-    model.add_argument("--attention-init", choices=choices.ATTENTION_INITS, default="auto",
-                       help="attention kernels: auto (mimetic initialization when --budget-minutes' rules "
-                       "choose it), mimetic (Trockman & Kolter 2023) or random, Keras' own initializers (default: auto)")
-    model.add_argument("--pooling", choices=choices.TRAIN_POOLINGS, default="auto",
-                       help="token (the class token) or gap (the mean of the tokens); auto: gap when "
-                       "--budget-minutes' rules choose it for a plain ViT, else token (default: auto)")
-    model.add_argument("--image-size", type=int, help="input side in pixels (default: the variant's, or the images' "
-                       "own when they share one square size; needed when a folder's images differ in size)")
-    model.add_argument("--channels", type=int, choices=choices.CHANNELS, default=None,
-                       help="input channels of the model; default: the images' own as read (1 for grey data, 3 for colour and folders)")
-    model.add_argument("--scaling", choices=tuple(SCALINGS), default=None,
-                       help="pixel scaling built into the model: unit [0,1], symmetric [-1,1], imagenet or clip "
-                       "mean/std (default: unit; with --weights the checkpoint's own, read from its files)")
-    fit = parser.add_argument_group("training")
-    fit.add_argument("--recipe", choices=choices.RECIPES,
-                     help="optimizer/schedule/regularisation recipe (default: compact; with --weights finetune_adamw)")
-    fit.add_argument("--augment", choices=choices.AUGMENT_PRESETS, help="augmentation preset (default: the recipe's)")
-    fit.add_argument("--epochs", type=int, help="number of epochs (default: 10, or with --budget-minutes as many "
-                     "as the budget buys)")
-    fit.add_argument("--batch-size", type=int, help="global batch size, split over replicas (default: the recipe's, "
-                     "smaller for a small training set: at least 4 steps an epoch)")
-    fit.add_argument("--precision", choices=choices.PRECISIONS, default="auto", help="dtype policy (default: auto, by hardware)")
-    fit.add_argument("--jit-compile", choices=("auto", "on", "off"), default="auto",
-                     help="compile the train step: XLA, or torch.compile on PyTorch (default: auto, by Keras "
-                     "backend, hardware and precision)")
-    fit.add_argument("--strategy", choices=choices.STRATEGIES, default="default",
-                     help="mirrored, multi_worker, tpu: tf.distribute (TensorFlow); data_parallel, model_parallel: "
-                     "keras.distribution over a device mesh, on JAX (default: default, one device)")
-    fit.add_argument("--mesh", help="BATCHxMODEL devices of --strategy model_parallel, e.g. 2x4 (default: every "
-                     "device on the model axis; data_parallel: Nx1)")
+    fit = train_options.add_train_flags(parser)["training"]
+    # A multi-process JAX run: how this process joins it, not a setting of the run.
     fit.add_argument("--coordinator", help="host:port of process 0 of a multi-process JAX run (default: "
                      "KERAS_DISTRIBUTION_JOB_ADDRESSES, or the platform's, e.g. Cloud TPU)")
     fit.add_argument("--num-processes", type=int, help="processes of a multi-process JAX run "
                      "(default: KERAS_DISTRIBUTION_NUM_PROCESSES)")
     fit.add_argument("--process-id", type=int, help="this process's index, from 0 (default: KERAS_DISTRIBUTION_PROCESS_ID)")
-    fit.add_argument("--budget-minutes", type=float, help="stop after this many minutes of training, summed over "
-                     "resumed parts; > 0 (default: no budget)")
-    fit.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
-    out = parser.add_argument_group("output")
-    out.add_argument("--run-dir", default=os.path.join("runs", "train"),
-                     help="logs (TensorBoard, history.csv) and crash backups; the run touches only the files it "
-                     "wrote there (default: runs/train)")
-    out.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True,
-                     help="resume from the run directory's backup after a crash (default); --no-resume starts anew "
-                     "and moves an existing backup and history aside")
-    out.add_argument("--output-dir", default="saved_models", help="where the trained model is saved (default: saved_models)")
-    out.add_argument("--name", default="vit", help="file name stem of the saved model (default: vit)")
-    out.add_argument("--quiet", action="store_true", help="one line per epoch instead of a progress bar")
-    out.add_argument(
-        "--no-export",
-        dest="export",
-        action="store_false",
-        help="skip the SavedModel (<output-dir>/<name>/<version>) and <name>.tflite exports (written by default)",
-    )
     parser.set_defaults(func=_run_train)
 
 
 def _run_train(args) -> int:
-    from keras_vit import _validation, choices, configs
+    from keras_vit import _validation, train_options
 
-    if args.variant is not None:
-        configs.get_variant(args.variant)
-        args.variant = configs.normalize_variant_name(args.variant)
-    if args.budget_minutes is not None:  # the flag's own unit: TrainConfig counts seconds
-        _validation.check_positive_number("--budget-minutes", args.budget_minutes)
-    if args.mesh is not None:
-        from keras_vit import distribution
-
-        distribution.parse_mesh(args.mesh)
-    _validation.check_seed("--seed", args.seed)
     for flag, value, minimum in (("--num-processes", args.num_processes, 1), ("--process-id", args.process_id, 0)):
         if value is not None:
             _validation.check_positive_int(flag, value, minimum)
@@ -548,26 +451,10 @@ def _run_train(args) -> int:
 
         distribution.initialize(args.coordinator, args.num_processes, args.process_id)  # before any computation
 
-    from keras_vit.training.plan import check_config
-    from keras_vit.training.trainer import TrainConfig, format_summary, train
+    from keras_vit.training.trainer import format_summary, train
 
-    config = TrainConfig(
-        dataset=args.dataset, data_dir=args.data_dir, train_split=args.train_split,
-        test_split=args.test_split or None, validation_split=args.validation_split, download=args.download,
-        on_corrupt=args.on_corrupt,
-        variant=args.variant, weights=args.weights, adapt=args.adapt,
-        model_overrides={k: getattr(args, k) for k in choices.MODEL_FIELDS},
-        stem=args.stem, tokenizer=args.tokenizer, attention_init=args.attention_init, pooling=args.pooling, image_size=args.image_size, channels=args.channels, scaling=args.scaling,
-        recipe=args.recipe, augment=args.augment, epochs=args.epochs, batch_size=args.batch_size,
-        precision=args.precision, jit_compile={"auto": None, "on": True, "off": False}[args.jit_compile],
-        strategy=args.strategy, mesh=args.mesh, run_dir=args.run_dir, output_dir=args.output_dir, name=args.name,
-        export=args.export, resume=args.resume,
-        seed=args.seed, budget_seconds=args.budget_minutes * 60 if args.budget_minutes is not None else None,
-        max_train_examples=args.max_train_examples, max_test_examples=args.max_test_examples,
-        verbose=2 if args.quiet else 1,
-    )
-    check_config(config, name=_flag)  # the checks, named by their flags
-    result = train(config)
+    # The options are checked once, by the run's plan, and named by their flags.
+    result = train(train_options.config_from_flags(args), name=train_options.flag_name)
     print(format_summary(result))
     for kind, path in result["artifacts"].items():
         print(f"Saved {kind}: {path}")
@@ -816,7 +703,9 @@ def _load_backbone(args):
 
 def _flag(field: str) -> str:
     """The flag of a library argument, as the library's checks name it for the command line."""
-    return "--" + field.replace("_", "-")
+    from keras_vit.train_options import flag_name
+
+    return flag_name(field)
 
 
 _COMMANDS = [_add_train, _add_evaluate, _add_export, _add_predict, _add_inspect, _add_embed, _add_fewshot, _add_knn]

@@ -226,6 +226,23 @@ def test_transfer_benchmark_pretrains_with_timm_and_keras_vit_reads_what_timm_wr
         np.testing.assert_allclose(np.asarray(model(images)), expected, atol=1e-5)
 
 
+def test_dense_benchmark_probes_a_weights_folder_and_its_random_control(tmp_path):
+    """The dense harness on 16 canvases of 16 px from the shipped sample: one result line per backbone and block count."""
+    import keras_vit
+    from keras_vit import weights
+
+    folder = str(tmp_path / "timm")
+    weights.save_timm(keras_vit.ViT("tiny", num_classes=10, preprocessing="symmetric"), folder)
+    results = _benchmark("dense").main(["--backbone", folder, "--train", "16", "--test", "8", "--canvas", "16",
+                                        "--item-size", "8", "--epochs", "1", "--indices", "2", "--no-jit",
+                                        "--out", str(tmp_path / "out")])
+    assert [(r["backbone"], r["indices"]) for r in results] == [("trained", 2), ("random", 2)]
+    assert all(0 <= r["mean_iou"] <= 1 and 0 <= r["pixel_accuracy"] <= 1 and len(r["train_loss"]) == 1 for r in results)
+    (lines,) = (tmp_path / "out").glob("dense-*.jsonl")
+    assert json.loads(lines.read_text().splitlines()[1])["train"] == 16
+    assert "| trained | last 2 |" in next((tmp_path / "out").glob("dense-*.md")).read_text()
+
+
 def test_iterator_teardown_benchmark_times_epochs_outside_their_steps():
     module = _benchmark("iterator_teardown")
     results = [dict(module.worker(setting, epochs=2, batch_size=64, train_examples=128, test_examples=128, num_layers=1),

@@ -1,6 +1,7 @@
 """Training runs that never lose work or mislead: run-dir ownership, fingerprints, checks before
 the first step, header and summary, evaluate agreeing with train, a fast --help."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -161,6 +162,24 @@ def test_cli_choices_and_defaults_match_the_library():
     for field in ("dataset", "train_split", "test_split", "recipe", "epochs", "precision", "strategy", "run_dir",
                   "output_dir", "name", "resume", "seed", "pooling", "attention_init", "stem", "channels", "scaling", "on_corrupt"):
         assert getattr(args, field) == getattr(defaults, field), field
+
+
+def test_every_option_has_one_declaration_that_makes_the_config_the_flags_and_the_check():
+    from keras_vit import train_options
+
+    assert [f.name for f in dataclasses.fields(trainer.TrainConfig)] == list(train_options.OPTIONS)
+    args = cli.build_parser().parse_args(["train", "--budget-minutes", "2", "--jit-compile", "off", "--quiet",
+                                          "--variant", "ViT-Ti/16", "--num-layers", "2", "--test-split", ""])
+    config = train_options.config_from_flags(args)
+    assert (config.budget_seconds, config.jit_compile, config.verbose, config.variant, config.test_split) == (
+        120, False, 2, "Ti16", None)
+    assert config.model_overrides["num_layers"] == 2 and config.export  # the command exports unless --no-export
+    with pytest.raises(ValueError, match=r"Invalid --budget-minutes=-0\.5\b"):  # the flag's own unit
+        train_options.check_config(dataclasses.replace(config, budget_seconds=-30), name=train_options.flag_name)
+    with pytest.raises(ValueError, match="Invalid budget_seconds=-30"):
+        train_options.check_config(dataclasses.replace(config, budget_seconds=-30))
+    with pytest.raises(ValueError, match=r"model_overrides keys \['depth'\]"):
+        train_options.check_config(trainer.TrainConfig(model_overrides={"depth": 2}))
 
 
 def test_a_recipe_and_an_augmentation_of_ones_own_reach_the_run(tmp_path):

@@ -111,6 +111,19 @@ class Source:
         dataset = self.reorder(seed) if self.reorder is not None else self.dataset
         return dataset.shuffle(buffer_size, seed=seed, reshuffle_each_iteration=True)
 
+    def count(self) -> int:
+        """The number of examples: `num_examples`, or counted by one pass over the data (and then kept there).
+
+        Example:
+
+        >>> source = from_arrays(np.zeros((3, 2, 2), "uint8"), [0, 1, 0])
+        >>> dataclasses.replace(source, num_examples=None).count()
+        3
+        """
+        if self.num_examples is None:
+            self.num_examples = int(self.dataset.reduce(0, lambda n, _: n + 1))
+        return self.num_examples
+
     def take(self, count: int | None) -> Source:
         """The first `count` examples (all of them for None or a count past the end).
 

@@ -7,10 +7,12 @@ from keras_vit.layers.dpt_depth_head import DPTDepthHead
 from keras_vit.layers.dpt_fusion import DPTFusion
 from keras_vit.layers.dpt_reassemble import DPTReassemble
 from keras_vit.layers.dpt_residual_unit import DPTResidualUnit
+from keras_vit.layers.inference_mode import InferenceMode
 from keras_vit.layers.layer_scale import LayerScale
 from keras_vit.layers.naflex_patch_encoder import NaFlexPatchEncoder
 from keras_vit.layers.patch_encoder import PatchEncoder, sincos2d_embedding
 from keras_vit.layers.patches import Patches
+from keras_vit.layers.resize_like import ResizeLike
 from keras_vit.layers.rotary_embedding import RotaryPositionEmbedding
 from keras_vit.layers.self_attention import MultiHeadSelfAttention
 from keras_vit.layers.shifted_patches import ShiftedPatches
@@ -27,12 +29,14 @@ __all__ = [
     "DPTReassemble",
     "DPTResidualUnit",
     "DropPath",
+    "InferenceMode",
     "LayerScale",
     "MultiHeadSelfAttention",
     "NaFlexPatchEncoder",
     "ShiftedPatches",
     "PatchEncoder",
     "Patches",
+    "ResizeLike",
     "RotaryPositionEmbedding",
     "StandardizedConv2D",
     "TokenMap",

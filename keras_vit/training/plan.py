@@ -2,8 +2,9 @@
 
 `resolve(config)` checks the config and settles every choice it leaves open: the recipe, the
 strategy, the precision, XLA, the global batch, the augmentation, the data splits and their
-sizes, the image size and why, the architecture; `RunPlan.attach_run_dir` then reads the run
-directory's backup (resume state). The plan feeds the backup's fingerprint, the settings
+sizes, the image size and why, the architecture. The plan is frozen: where the run stands in its
+run directory (the backup it resumes from) is the run's (`keras_vit.training.run_dir.RunProgress`).
+The plan feeds the backup's fingerprint, the settings
 record of the results, the header printed before training and the summary after it
 (`keras_vit.training.report`).
 
@@ -20,14 +21,13 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import os
 
 import keras
 
-from keras_vit import _validation, choices, configs
+from keras_vit import _validation, choices, configs, train_options
 from keras_vit.data.sources import Source, load_splits
 from keras_vit.training import budget, distribute, memory, recipes
-from keras_vit.training.run_dir import RunDirectory
+from keras_vit.train_options import TrainConfig, check_config  # noqa: F401  (their home is train_options)
 
 # The default model of `keras-vit train`: a small ViT for 28x28 images that trains in minutes
 # on a CPU. Patch 7 gives 16 tokens (+1 class token); chosen by measured throughput and accuracy
@@ -52,145 +52,6 @@ MIN_STEPS_PER_EPOCH = 4
 # in full at the end.
 VALIDATION_SAMPLE = 500
 MODEL_KEYS = choices.MODEL_FIELDS  # what model_overrides may set
-
-
-@dataclasses.dataclass
-class TrainConfig:
-    """Everything one training run needs; `keras-vit train --help` documents each field.
-
-    Args:
-        dataset: str. "sample", a folder, or a tfds name. Defaults to "sample".
-        data_dir: str or None. tfds data_dir. Defaults to None.
-        train_split: str. Defaults to "train".
-        test_split: str or None. Split evaluated at the end; None skips it. A flat class folder
-            has none (its held-out validation share is reported instead). Defaults to "test".
-        validation_split: float or None. Share of the training split held out for per-epoch
-            validation, chosen by `seed`; None validates on the test split (a flat class folder
-            holds out 0.1). Defaults to None.
-        download: bool. Let tfds download. Defaults to False.
-        on_corrupt: str. "skip" or "error" for corrupt image files. Defaults to "skip".
-        variant: str or None. A `configs.VARIANTS` name; None for `DEFAULT_MODEL`.
-        weights: str or None. A checkpoint to adapt instead of training from scratch: anything
-            `keras_vit.transfer.load_pretrained` takes (a `.npz`, safetensors file, Hugging Face
-            or timm Hub folder, a name of `keras_vit.weights.CHECKPOINTS`, "hf-hub:ORG/NAME[@REV]",
-            or a `.keras` model). Its architecture, pixel scaling and resolution are read from
-            it, its head is replaced by a zero-initialised one for the data's classes.
-            Defaults to None.
-        adapt: str. With `weights`: "finetune" (every weight trained), "probe" (a linear probe
-            of the frozen backbone: features computed once, a head fitted to them), or "auto"
-            (with a budget: the probe first, then fine-tuning from it when the rest of the budget
-            buys `budget.MIN_FINETUNE_EPOCHS` epochs at the measured speed; without one:
-            "finetune"). Defaults to "auto".
-        model_overrides: dict. patch_size/hidden_size/num_layers/num_heads/mlp_dim overrides.
-        backbone: Keras model or layer, callable or None. A stem for a hybrid ViT (see
-            `keras_vit.ViT(backbone=)`); a callable without arguments is called inside the
-            distribution strategy's scope to build it. Defaults to None.
-        stem: str. "auto": the conv stem (`keras_vit.models.stems.conv_stem`) when a budget's
-            rules choose it (`keras_vit.training.budget`); "conv": always (on the default
-            model or the variant); "none": never. Defaults to "auto".
-        tokenizer: str. "auto": shifted patches (`keras_vit.models.stems.shifted_patch_stem`) for
-            the plain default ViT when a budget's rules choose them (`keras_vit.training.budget`),
-            else "patches", the paper's patch embedding; "shifted": always (the default model, no
-            conv stem). Defaults to "auto".
-        pooling: str. "auto": what a budget's rules choose (`keras_vit.training.budget`), else
-            "token"; "token" (the class token) or "gap" (the mean of the tokens). Defaults to "auto".
-        attention_init: str. "auto": mimetic initialization of the attention kernels
-            (`keras_vit.models.mimetic`) when a budget's rules choose it, else Keras' own;
-            "mimetic": always; "random": never. Defaults to "auto".
-        image_size: int or None. Defaults to the images' own size when they all share one
-            square size (with the default model; a folder whose images differ needs it),
-            else the variant's.
-        channels: int or None. Model input channels, 1 or 3; None for the images' own as read
-            (1 for grey data such as Fashion-MNIST, 3 for colour and for folders, which decode
-            to RGB), or 3 with a backbone given. Defaults to None.
-        scaling: str or None. Pixel scaling put in the model (`configs.SCALINGS`); None for
-            "unit", or with `weights` the checkpoint's own (refused where it states none).
-            Defaults to None.
-        recipe: str, `recipes.Recipe` or None. A `recipes.RECIPES` name, or a recipe of your own
-            (e.g. `dataclasses.replace(recipes.get_recipe("compact"), name="mine",
-            learning_rate=4e-3)`); None for "compact" ("finetune_adamw" with `weights`).
-            Defaults to None.
-        augment: str, `keras_vit.data.augment.AugmentConfig` or None. A preset name
-            (`augment.PRESETS`) or a config of your own; None for the recipe's, or with a budget and
-            no recipe given the budget's (`keras_vit.training.budget`). Defaults to None.
-        epochs: int or None. Epoch limit; None for 10, or with a budget as many as it buys.
-            Defaults to None.
-        batch_size: int or None. Global batch size; None for the recipe's. Defaults to None.
-        precision: str. "auto", "float32", "mixed_bfloat16", "mixed_float16". Defaults to "auto".
-        jit_compile: bool or None. None picks by Keras backend, hardware and precision
-            (`distribute.default_jit_compile`). Defaults to None.
-        strategy: str. "default"; "mirrored", "multi_worker", "tpu" (tf.distribute, TensorFlow
-            only); "data_parallel", "model_parallel" (keras.distribution, JAX only). Defaults to
-            "default".
-        mesh: str or None. "BATCHxMODEL" device mesh of "model_parallel" (and "data_parallel",
-            "Nx1"); None uses every device (model parallel: all on the model axis). Defaults to None.
-        run_dir: str or None. Logs and crash backups; None keeps none. Defaults to "runs/train".
-        output_dir: str or None. Where the final model goes; None saves nothing.
-            Defaults to "saved_models".
-        name: str. File name stem of the saved model. Defaults to "vit".
-        export: bool. Also write the SavedModel (`<output_dir>/<name>/<version>/`) and
-            `<name>.tflite`. Defaults to False.
-        resume: bool. Resume from the run directory's backup (of the same configuration);
-            False moves an existing backup aside and starts anew. Defaults to True.
-        seed: int. Defaults to 0.
-        budget_seconds: float or None. Wall-clock training budget (> 0), summed over resumed
-            parts; None for no budget. Defaults to None.
-        max_train_examples: int or None. Use only the first N training examples. Defaults to None.
-        max_test_examples: int or None. Use only the first N test (and validation) examples.
-            Defaults to None.
-        verbose: int or str. Keras verbosity (1 = progress bar). Defaults to "auto".
-        cache: bool or None. Cache decoded data in memory; None caches tfds sets of known
-            size under 200k examples (folders stream, arrays are in memory). Defaults to None.
-        callbacks: list. Extra Keras callbacks. Defaults to [].
-
-    Example:
-
-    >>> config = TrainConfig(variant="tiny", epochs=3, model_overrides={"num_layers": 1})
-    >>> config.dataset, config.recipe, config.batch_size, config.precision, config.stem
-    ('sample', None, None, 'auto', 'auto')
-    >>> dataclasses.replace(config, recipe="deit").recipe
-    'deit'
-    """
-
-    dataset: str = "sample"
-    data_dir: str | None = None
-    train_split: str = "train"
-    test_split: str | None = "test"
-    validation_split: float | None = None
-    download: bool = False
-    on_corrupt: str = "skip"
-    variant: str | None = None
-    weights: str | None = None
-    adapt: str = "auto"
-    model_overrides: dict = dataclasses.field(default_factory=dict)
-    backbone: object = None
-    stem: str = "auto"
-    tokenizer: str = "auto"
-    pooling: str = "auto"
-    attention_init: str = "auto"
-    image_size: int | None = None
-    channels: int | None = None
-    scaling: str | None = None
-    recipe: str | recipes.Recipe | None = None
-    augment: object = None
-    epochs: int | None = None
-    batch_size: int | None = None
-    precision: str = "auto"
-    jit_compile: bool | None = None
-    strategy: str = "default"
-    mesh: str | None = None
-    run_dir: str | None = os.path.join("runs", "train")
-    output_dir: str | None = "saved_models"
-    name: str = "vit"
-    export: bool = False
-    resume: bool = True
-    seed: int = 0
-    budget_seconds: float | None = None
-    max_train_examples: int | None = None
-    max_test_examples: int | None = None
-    verbose: int | str = "auto"
-    cache: bool | None = None
-    callbacks: list = dataclasses.field(default_factory=list)
 
 
 def build_model(config: TrainConfig, num_classes: int, image_size: int, drop_path_rate: float = 0.0, *,
@@ -232,7 +93,7 @@ def build_model(config: TrainConfig, num_classes: int, image_size: int, drop_pat
     >>> sum(layer.name.startswith("encoderblock_") for layer in model.layers)
     1
     """
-    from keras_vit.models import ViT, mimetic_initialization, stems
+    from keras_vit.models.spec import build_spec
 
     scaling = scaling or config.scaling
     if config.weights is not None:
@@ -241,58 +102,31 @@ def build_model(config: TrainConfig, num_classes: int, image_size: int, drop_pat
         model, _ = load_pretrained(config.weights, num_classes=num_classes, image_size=image_size, scaling=scaling,
                                    patch_size=config.model_overrides.get("patch_size"), drop_path_rate=drop_path_rate)
         return model
-    unknown = set(config.model_overrides) - set(MODEL_KEYS)
-    if unknown:
-        raise ValueError(f"Invalid model_overrides keys {sorted(unknown)}. Expected some of {list(MODEL_KEYS)}.")
-    overrides = {k: v for k, v in config.model_overrides.items() if v is not None}
-    if config.variant is not None:
-        arch = dict(overrides)
+    if config.variant is not None or architecture is None:
+        architecture = _architecture(config, image_size)[0]
     else:
-        arch = dict(architecture) if architecture is not None else _architecture(config, image_size)[0]
-        arch.update(overrides)
+        architecture = {**architecture, **{k: v for k, v in config.model_overrides.items() if v is not None}}
+    spec = model_spec(config, architecture, image_size, config.channels if channels is None else channels,
+                      scaling or "unit", stem=stem, tokenizer=tokenizer, pooling=pooling, attention_init=attention_init)
     backbone = config.backbone
     if callable(backbone) and not isinstance(backbone, keras.layers.Layer):
         backbone = backbone()
-    _validation.check_choice("attention_init", attention_init, ("mimetic", "random"))
-    _validation.check_choice("pooling", pooling, ("token", "gap"))
-    _validation.check_choice("tokenizer", tokenizer, ("patches", "shifted"))
-    channels = config.channels if channels is None else channels
-    if channels is None:
-        raise ValueError("Missing channels: pass channels=1 or 3 (or set TrainConfig.channels); "
-                         "`resolve` chooses them from the data (RunPlan.channels).")
-    _validation.check_choice("channels", channels, choices.CHANNELS)
-    if stem and tokenizer == "shifted":
-        raise ValueError("Contradicting stem=True and tokenizer='shifted': the conv stem makes the tokens.")
-    if stem:
-        backbone = stems.conv_stem(channels=channels)
-    elif tokenizer == "shifted":
-        if config.variant is not None or backbone is not None:
-            raise ValueError("Invalid tokenizer='shifted' with a variant or backbone: only the default model is built with shifted patches.")
-        backbone = stems.shifted_patch_stem(arch["patch_size"], channels=channels)
-        arch["patch_size"] = 1
-    model = ViT(
-        config.variant,
-        **arch,
-        backbone=backbone,
-        input_shape=(image_size, image_size, channels),
-        num_classes=num_classes,
-        pooling=pooling,
-        preprocessing=scaling or "unit",
-        drop_path_rate=drop_path_rate,
-    )
-    if attention_init == "mimetic":
-        mimetic_initialization(model, seed=config.seed)
-    return model
+    return build_spec(spec, num_classes, drop_path_rate=drop_path_rate, backbone=backbone, seed=config.seed)
 
 
-def _count(source):
-    if source.num_examples is None:
-        source.num_examples = int(source.dataset.reduce(0, lambda n, _: n + 1))
-    return source.num_examples
+def model_spec(config, architecture, image_size, channels, scaling, **choices_made):
+    """The `keras_vit.models.spec.ModelSpec` of `config`'s model: its variant, the resolved fields and choices."""
+    from keras_vit.models.spec import ModelSpec
+
+    return ModelSpec(variant=config.variant, architecture=dict(architecture), image_size=image_size,
+                     channels=channels, scaling=scaling, **choices_made)
 
 
-def _resolve_image_size(config, source):
-    """Returns (image side, why it was chosen), for the run's header."""
+def resolve_image_size(config, source) -> tuple[int, str]:
+    """The model's input side for `config` on the images of `source`, and why, for the run's header.
+
+    The given one, else the variant's, else the images' own when they share one square size.
+    """
     if config.image_size is not None:
         return int(config.image_size), "given"
     if config.variant is not None:
@@ -389,77 +223,7 @@ def _architecture(config, image_size=None, stem=False, budget_architecture=None)
     return arch, reason
 
 
-def check_config(config, name=None):
-    """Checks the numbers and output folders of `config` before any data is read: ValueError naming the field.
-
-    Args:
-        config: `TrainConfig`. The run to check.
-        name: callable or None. How a field is spelled in messages (`keras-vit train` passes its
-            flags, "--max-train-examples"). Defaults to None (the field's own name).
-
-    Example:
-
-    >>> check_config(TrainConfig(epochs=0), name=lambda field: "--" + field.replace("_", "-"))
-    Traceback (most recent call last):
-    ...
-    ValueError: Invalid --epochs=0. Expected an integer >= 1.
-    """
-    name = name or (lambda field: field)
-    if config.epochs is not None:
-        _validation.check_positive_int(name("epochs"), config.epochs)
-    _validation.check_choice(name("stem"), config.stem, choices.STEMS)
-    _validation.check_choice(name("attention_init"), config.attention_init, choices.ATTENTION_INITS)
-    _validation.check_choice(name("pooling"), config.pooling, choices.TRAIN_POOLINGS)
-    _validation.check_choice(name("tokenizer"), config.tokenizer, choices.TOKENIZERS)
-    if config.channels is not None:
-        _validation.check_choice(name("channels"), config.channels, choices.CHANNELS)
-    _validation.check_choice(name("adapt"), config.adapt, choices.ADAPTS)
-    if config.scaling is not None:
-        _validation.check_choice(name("scaling"), config.scaling, tuple(configs.SCALINGS))
-    _check_weights_config(config, name)
-    for field, value, what in (("stem", "conv", "the conv stem"), ("tokenizer", "shifted", "shifted patches")):
-        if getattr(config, field) == value and (config.backbone is not None or config.variant is not None):
-            other = "a backbone" if config.backbone is not None else f"{name('variant')}={config.variant!r}"
-            raise ValueError(f"Contradicting {name(field)}={value!r} and {other}: only the default model is built with {what}.")
-    if config.stem == "conv" and config.tokenizer == "shifted":
-        raise ValueError(
-            f"Contradicting {name('stem')}='conv' and {name('tokenizer')}='shifted': the conv stem makes the tokens. "
-            f"Pass {name('stem')}='none' for shifted patches."
-        )
-    for field in ("batch_size", "image_size", "max_train_examples", "max_test_examples"):
-        if getattr(config, field) is not None:
-            _validation.check_positive_int(name(field), getattr(config, field))
-    for field, value in config.model_overrides.items():
-        if field in MODEL_KEYS and value is not None:
-            _validation.check_positive_int(name(field), value)
-    if config.validation_split is not None:
-        _validation.check_fraction(name("validation_split"), config.validation_split)
-    if config.budget_seconds is not None:
-        _validation.check_positive_number(name("budget_seconds"), config.budget_seconds)
-    for field in ("run_dir", "output_dir"):
-        if getattr(config, field) is not None:
-            _validation.check_writable_folder(name(field), getattr(config, field))
-
-
-def _check_weights_config(config, name):
-    """Refuses the settings that contradict adapting a checkpoint (or that need one), by name."""
-    if config.weights is None:
-        if config.adapt != "auto":
-            raise ValueError(f"{name('adapt')}={config.adapt!r} adapts a checkpoint: pass {name('weights')} too.")
-        return
-    if not isinstance(config.weights, str) or not config.weights:
-        raise ValueError(f"Invalid {name('weights')}={config.weights!r}. Expected a checkpoint path, name or hf-hub: id.")
-    # The checkpoint states the model: settings that build another one contradict it.
-    for field, value, default in (("stem", config.stem, "auto"), ("tokenizer", config.tokenizer, "auto"),
-                                  ("attention_init", config.attention_init, "auto"), ("pooling", config.pooling, "auto")):
-        if value != default:
-            raise ValueError(f"Contradicting {name(field)}={value!r} and {name('weights')}={config.weights!r}: the "
-                             f"checkpoint states the model. Leave {name(field)} out.")
-    if config.backbone is not None:
-        raise ValueError(f"Contradicting backbone= and {name('weights')}={config.weights!r}: the checkpoint states the model.")
-
-
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class RunPlan:
     """A training run with every choice resolved; see `resolve`.
 
@@ -470,8 +234,8 @@ class RunPlan:
     `image_size_reason`, `channels` and `channels_reason` (the model's input channels and why),
     `scaling` and `scaling_reason`, `batch_reason`, `pretrained` (a `keras_vit.transfer.Pretrained` describing the checkpoint of
     `config.weights`, or None), `adapt` ("scratch", "finetune", "probe" or "probe_then_finetune")
-    and `adapt_reason`, `cache`; after `attach_run_dir`: `run` (`RunDirectory` or None),
-    `state` (the backup pointer resumed from, or None) and `finished` (training had ended).
+    and `adapt_reason`, `cache`. Frozen: where the run stands in its run directory is the run's
+    (`keras_vit.training.run_dir.RunProgress`), not the plan's.
     """
 
     config: TrainConfig
@@ -506,9 +270,6 @@ class RunPlan:
     adapt: str = "scratch"
     adapt_reason: str = ""
     budget_reasons: tuple = ()
-    run: RunDirectory | None = None
-    state: dict | None = None
-    finished: bool = False
 
     @property
     def augment_name(self) -> str:
@@ -527,59 +288,34 @@ class RunPlan:
 
     def fingerprint(self) -> dict:
         """What a backup must share with the run resuming from it: data, model, recipe, batch."""
-        config, backbone = self.config, self.config.backbone
         return {
-            "dataset": config.dataset, "train_split": config.train_split, "validation_split": config.validation_split,
-            "num_train_examples": self.num_train,
-            "num_classes": self.train.num_classes, "variant": config.variant or "default", **self.architecture,
-            "backbone": None if backbone is None else getattr(backbone, "name", None) or getattr(backbone, "__name__", type(backbone).__name__),
-            "pooling": self.pooling, "image_size": self.image_size, "channels": self.channels, "scaling": self.scaling,
-            "weights": config.weights, "adapt": self.adapt,
-            "recipe": self.recipe.name, "learning_rate": self.peak_learning_rate, "weight_decay": self.recipe.weight_decay,
-            "augment": self.augment_name, "epochs": self.epochs, "batch_size": self.batch_size, "precision": self.precision, "seed": config.seed,
-            "stem": self.stem, "attention_init": self.attention_init, "tokenizer": self.tokenizer,
+            **train_options.record(self, "fingerprint"), **self.architecture,
+            "num_train_examples": self.num_train, "num_classes": self.train.num_classes,
+            "learning_rate": self.peak_learning_rate, "weight_decay": self.recipe.weight_decay,
         }
 
     def settings(self, model, estimate) -> dict:
         """The settings record of the run's results (and of `<name>.json`)."""
-        config = self.config
         return {
-            "dataset": config.dataset, "variant": config.variant or "default",
-            "weights": self.pretrained.source if self.pretrained is not None else None, "adapt": self.adapt,
-            "scaling": self.scaling, "image_size": self.image_size, "channels": self.channels, "recipe": self.recipe.name,
-            "learning_rate": self.peak_learning_rate, "weight_decay": self.recipe.weight_decay, "augment": self.augment_name, "batch_size": self.batch_size,
-            "epochs": self.epochs, "stem": self.stem, "tokenizer": self.tokenizer, "attention_init": self.attention_init,
-            "pooling": self.pooling,
-            "precision": self.precision, "jit_compile": self.jit_compile, "backend": keras.backend.backend(),
-            "strategy": config.strategy, "replicas": self.strategy.num_replicas_in_sync,
-            "mesh": "x".join(map(str, self.strategy.mesh)) if isinstance(self.strategy, distribute.MeshStrategy) else None,
-            "params": model.count_params(), "seed": config.seed,
-            "estimated_step_memory_gib": round(estimate.total / memory.GIB, 2),
+            **train_options.record(self, "settings"),
+            "learning_rate": self.peak_learning_rate, "weight_decay": self.recipe.weight_decay,
+            "backend": keras.backend.backend(), "replicas": self.strategy.num_replicas_in_sync,
+            "params": model.count_params(), "estimated_step_memory_gib": round(estimate.total / memory.GIB, 2),
         }
 
-    def attach_run_dir(self):
-        """Readies the run directory (`RunDirectory.prepare`): the backup to resume, or a fresh start."""
-        if self.config.run_dir:
-            self.run = RunDirectory(self.config.run_dir)
-            self.state = self.run.prepare(self.fingerprint(), self.config.resume)
-        self.finished = bool(self.state and self.state.get("finished"))
 
-    @property
-    def seconds_before(self) -> float:
-        """Training seconds of the processes this run resumes from."""
-        return self.state["train_seconds"] if self.state else 0.0
-
-
-def resolve(config: TrainConfig) -> RunPlan:
+def resolve(config: TrainConfig, *, name=None) -> RunPlan:
     """Checks `config` and resolves what the run will do; reads the data splits' listings, trains nothing.
 
     Args:
         config: `TrainConfig`. The run to plan.
+        name: callable or None. How the check spells a field in messages (`keras-vit train` passes
+            `keras_vit.train_options.flag_name`); None for the field's own name. Defaults to None.
 
     Returns:
-        A `RunPlan` (without its run directory: see `RunPlan.attach_run_dir`).
+        A frozen `RunPlan` (the run directory is the run's: `keras_vit.training.run_dir.RunProgress`).
     """
-    check_config(config)
+    check_config(config, name=name)
     recipe = recipes.get_recipe(config.recipe or (FINETUNE_RECIPE if config.weights else DEFAULT_RECIPE))
     # First: MultiWorkerMirroredStrategy must be created before anything initialises TF's runtime.
     strategy = distribute.get_strategy(config.strategy, mesh=config.mesh)
@@ -593,7 +329,7 @@ def resolve(config: TrainConfig) -> RunPlan:
         config.data_dir, config.on_corrupt, config.download,
     )
     train_source = train_source.take(config.max_train_examples)
-    num_train = _count(train_source)
+    num_train = train_source.count()
     batch_size, batch_reason = resolve_batch_size(config.batch_size, recipe.batch_size, num_train)
     batch_size = distribute.global_batch_size(batch_size, strategy)
     if num_train < batch_size:
@@ -612,7 +348,7 @@ def resolve(config: TrainConfig) -> RunPlan:
         channels_reason = "the checkpoint's" + converted
         scaling, scaling_reason = pretrained.scaling, pretrained.scaling_reason
     else:
-        image_size, image_size_reason = _resolve_image_size(config, train_source)
+        image_size, image_size_reason = resolve_image_size(config, train_source)
         channels, channels_reason = resolve_channels(config.channels, data_channels, config.backbone is not None)
         scaling, scaling_reason = (config.scaling, "given") if config.scaling else ("unit", "the default")
     model_given = (config.variant is not None or config.backbone is not None or pretrained is not None
@@ -728,7 +464,7 @@ def finetune_after_probe(plan, probed) -> tuple[bool, str]:
 def _validation_sample(source, num_train):
     """The validation examples of each epoch: a sample of a set more than twice `VALIDATION_SAMPLE` and the training set."""
     keep = max(VALIDATION_SAMPLE, num_train)
-    if _count(source) <= 2 * keep:
+    if source.count() <= 2 * keep:
         return source
     sample = source.take(keep)
     sample.description = f"{keep:,} of {source.description} (a sample for the per-epoch validation)"

@@ -8,15 +8,16 @@ from keras_vit import backends
 from keras_vit.training import distribute, memory
 
 
-def header(plan, model, estimate) -> str:
+def header(plan, model, estimate, progress) -> str:
     """The lines printed before training: model, data, recipe and hardware, memory, outputs, resume state.
 
     Args:
-        plan: `keras_vit.training.plan.RunPlan`, with its run directory attached.
+        plan: `keras_vit.training.plan.RunPlan`.
         model: keras.Model. The compiled model.
         estimate: `keras_vit.training.memory` estimate of a training step.
+        progress: `keras_vit.training.run_dir.RunProgress`. Where the run stands in its run directory.
     """
-    config, arch, run, state = plan.config, plan.architecture, plan.run, plan.state
+    config, arch, run, state = plan.config, plan.architecture, progress.directory, progress.state
     train_source, test_source, validation_source = plan.train, plan.test, plan.validation
     image_size, strategy = plan.image_size, plan.strategy
     blocks = [layer for layer in model.layers if layer.name.startswith("encoderblock_")]
@@ -33,13 +34,13 @@ def header(plan, model, estimate) -> str:
         f"{model.count_params():,} parameters, pooling {plan.pooling}, attention init {plan.attention_init}"
     )
     if test_source is not None:
-        test = f"test {_count(test_source)}({config.test_split})"
+        test = f"test {_count_text(test_source)}({config.test_split})"
     else:
         test = "no test split"
     validation = f"; validation: {validation_source.description}" if validation_source is not None else ""
     lines = [
         model_line,
-        f"Data:     {config.dataset}: train {_count(train_source)}({config.train_split}), {test}; {train_source.num_classes} classes; "
+        f"Data:     {config.dataset}: train {_count_text(train_source)}({config.train_split}), {test}; {train_source.num_classes} classes; "
         f"images {image_size}x{image_size}x{plan.channels} ({plan.image_size_reason}; {plan.channels_reason}), "
         f"scaling {plan.scaling} ({plan.scaling_reason}){validation}",
         f"Training: recipe {plan.recipe.name} (peak learning rate {plan.peak_learning_rate:g}, weight decay {plan.recipe.weight_decay:g}), augment {plan.augment if isinstance(plan.augment, str) else 'custom'}, {_epochs_text(plan)} x "
@@ -58,7 +59,7 @@ def header(plan, model, estimate) -> str:
         lines.insert(0, weights_line(plan))
     if state is None:
         resume = "new run"
-    elif plan.finished:
+    elif progress.finished:
         resume = (f"training had finished (epoch {state['epoch']} of {plan.epochs}); writing the final artefacts "
                   f"only (backup in {run.backup_dir})")
     else:
@@ -92,7 +93,7 @@ def _stem_text() -> str:
     return f"3x3 convolutions of {widths} channels, stride {stems.stem_stride()}"
 
 
-def _count(source) -> str:
+def _count_text(source) -> str:
     """A split's size as known before training, e.g. "1,000 " or "17 files listed ": a folder's files are
     decoded while training, and one that fails then is skipped; the summary and vit.json count the images used."""
     if source.num_examples is None:

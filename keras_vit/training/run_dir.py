@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -146,3 +147,40 @@ class RunDirectory:
                 manifest["written"] = kept
                 _atomic.write_json(os.path.join(self.path, MANIFEST), manifest)
         self.moved.append(target)
+
+
+@dataclasses.dataclass
+class RunProgress:
+    """Where a run stands in its run directory: state of the run, kept out of its (frozen) plan.
+
+    Attributes:
+        directory: `RunDirectory` or None. The run directory; None keeps none.
+        state: dict or None. The backup pointer resumed from; None for a fresh start.
+        finished: bool. Training had ended (the backup says so, or the budget was spent).
+    """
+
+    directory: RunDirectory | None = None
+    state: dict | None = None
+    finished: bool = False
+
+    @classmethod
+    def open(cls, run_dir, fingerprint: dict, resume: bool) -> RunProgress:
+        """Readies `run_dir` for a run of `fingerprint` (`RunDirectory.prepare`): the backup to resume, or a fresh start.
+
+        Example:
+
+        >>> import tempfile
+        >>> progress = RunProgress.open(tempfile.mkdtemp(), {"seed": 0}, resume=True)
+        >>> progress.state, progress.finished, progress.seconds_before
+        (None, False, 0.0)
+        """
+        if not run_dir:
+            return cls()
+        directory = RunDirectory(run_dir)
+        state = directory.prepare(fingerprint, resume)
+        return cls(directory, state, bool(state and state.get("finished")))
+
+    @property
+    def seconds_before(self) -> float:
+        """Training seconds of the processes this run resumes from."""
+        return self.state["train_seconds"] if self.state else 0.0

@@ -30,14 +30,13 @@ from keras_vit.models.head import outputs_probabilities
 from keras_vit.training import callbacks as callbacks_lib
 from keras_vit.training import distribute, memory, plan as plan_lib, probe as probe_lib, recipes
 from keras_vit.training.artifacts import next_saved_model_version, save_final_artifacts
+from keras_vit.training.run_dir import RunProgress
 from keras_vit.training.callbacks import ResumableCSVLogger, make_callbacks  # noqa: F401  (their old home)
 from keras_vit.training.plan import (  # noqa: F401  (public here too: TrainConfig is the trainer's input)
     DEFAULT_MODEL,
     MODEL_KEYS,
     RunPlan,
     TrainConfig,
-    _count,
-    _resolve_image_size,
     build_model,
 )
 from keras_vit.training import report
@@ -71,7 +70,7 @@ def _run_on(dataset, method, **kwargs):
         return naming_corrupt_files(method, dataset, **kwargs)
 
 
-def train(config: TrainConfig) -> dict:
+def train(config: TrainConfig, *, name=None) -> dict:
     """Runs one training run and returns its results.
 
     Before the first step it checks the arguments and output folders, the test split, the
@@ -80,6 +79,8 @@ def train(config: TrainConfig) -> dict:
 
     Args:
         config: `TrainConfig`. What to train, on what, how and where to save it.
+        name: callable or None. How the check names a field in messages (`plan.resolve`).
+            Defaults to None.
 
     Returns:
         dict with test_accuracy, test_loss and num_test_examples (None without a test
@@ -100,7 +101,7 @@ def train(config: TrainConfig) -> dict:
     >>> result["settings"]["recipe"], result["model"].input_shape
     ('compact', (None, 28, 28, 1))
     """
-    plan = plan_lib.resolve(config)
+    plan = plan_lib.resolve(config, name=name)
     train_ds = _pipeline(plan, plan.train, training=True)
     validation_ds = _pipeline(plan, plan.validation, whole=True) if plan.validation is not None else None
     previous_policy = keras.config.dtype_policy()
@@ -108,19 +109,20 @@ def train(config: TrainConfig) -> dict:
     try:
         model, schedule = _compiled_model(plan)
         estimate = _check_memory(model, plan)
-        plan.attach_run_dir()
+        progress = RunProgress.open(config.run_dir, plan.fingerprint(), config.resume)
         if config.verbose != 0:
             if isinstance(plan.strategy, distribute.MeshStrategy):
                 with plan.strategy.scope():  # its slots now, created split, so the header can measure them
                     model.optimizer.build(model.trainable_variables)
-            print(report.header(plan, model, estimate), flush=True)
-        probed, finetune = _probe(plan, model)
-        callbacks, backup = _callbacks(plan, schedule, spent=probed.seconds if probed else 0.0)
+            print(report.header(plan, model, estimate, progress), flush=True)
+        probed, finetune = _probe(plan, model, progress)
+        callbacks, backup = _callbacks(plan, progress, schedule, spent=probed.seconds if probed else 0.0)
         if finetune:
-            history, steps_before, process_seconds = _fit(plan, model, train_ds, validation_ds, callbacks, backup)
+            history, steps_before, process_seconds = _fit(plan, progress, model, train_ds, validation_ds, callbacks,
+                                                                backup)
         else:  # the probe is the result: no fit, so no backup to resume from
             history, steps_before, process_seconds, backup = None, 0, probed.seconds, None
-        result = _results(plan, model, estimate, history, steps_before, process_seconds, backup)
+        result = _results(plan, progress, model, estimate, history, steps_before, process_seconds, backup)
         result["probe"] = dataclasses.asdict(probed) if probed else None
         if probed and not finetune:
             result["validation_accuracy"] = probed.validation_accuracy
@@ -136,17 +138,17 @@ def train(config: TrainConfig) -> dict:
                 model, plan.train.class_names, config.output_dir, config.name, result,
                 export=config.export, saved_model_version=version, log_dir=config.run_dir,
             )
-        if plan.run is not None:
-            plan.run.remove_backup()  # every artefact is written and verified: the backup's job is done
+        if progress.directory is not None:
+            progress.directory.remove_backup()  # every artefact is written and verified: the backup's job is done
         result["model"] = model
         return result
     finally:
         keras.config.set_dtype_policy(previous_policy)
 
 
-def _probe(plan, model):
+def _probe(plan, model, progress):
     """Fits the linear probe a run from a checkpoint asks for; returns (ProbeResult or None, whether to fine-tune)."""
-    if plan.adapt not in ("probe", "probe_then_finetune") or plan.state:
+    if plan.adapt not in ("probe", "probe_then_finetune") or progress.state:
         return None, True
     with plan.strategy.scope():
         probed = probe_lib.fit_probe(model, plan.train, plan.validation, batch_size=plan.batch_size,
@@ -190,7 +192,7 @@ def _compiled_model(plan):
     return model, schedule
 
 
-def _callbacks(plan, schedule, spent=0.0):
+def _callbacks(plan, progress, schedule, spent=0.0):
     """The fit's callbacks, the crash backup last (None without a run directory), and the backup.
 
     `spent`: seconds of the budget this process already used before the fit (a linear probe).
@@ -199,29 +201,29 @@ def _callbacks(plan, schedule, spent=0.0):
     callbacks = make_callbacks(config.run_dir, plan.fingerprint())
     backup = callbacks[-1] if callbacks else None
     budget = None
-    if config.budget_seconds is not None and not plan.finished:
-        if config.budget_seconds <= plan.seconds_before + spent:
-            plan.finished = True  # killed after the budget was spent but before it was recorded
+    if config.budget_seconds is not None and not progress.finished:
+        if config.budget_seconds <= progress.seconds_before + spent:
+            progress.finished = True  # killed after the budget was spent but before it was recorded
         else:
-            budget = callbacks_lib.TimeBudget(config.budget_seconds - plan.seconds_before - spent, plan.steps_per_epoch,
+            budget = callbacks_lib.TimeBudget(config.budget_seconds - progress.seconds_before - spent, plan.steps_per_epoch,
                                               schedule)
     # The backup stays last: the commit point of an epoch, after every other callback's work.
     return callbacks[:-1] + ([budget] if budget else []) + list(config.callbacks) + callbacks[-1:], backup
 
 
-def _fit(plan, model, train_ds, validation_ds, callbacks, backup):
+def _fit(plan, progress, model, train_ds, validation_ds, callbacks, backup):
     """Trains (resuming from the plan's backup), or restores a finished run; returns (history, steps before, seconds)."""
     distribute.work_around_multi_worker(model, plan.strategy)
     start = time.perf_counter()
     steps_before = 0
     history = None
     with plan.strategy.scope():
-        if plan.finished:
+        if progress.finished:
             backup.restore(model)
         else:
-            if plan.state:  # the backup's weights and optimizer state; its step count, for this process's images/s
+            if progress.state:  # the backup's weights and optimizer state; its step count, for this process's images/s
                 backup.restore(model)
-                steps_before = plan.state.get("steps", 0)
+                steps_before = progress.state.get("steps", 0)
             history = _run_on(
                 train_ds, model.fit, epochs=plan.epochs, initial_epoch=backup.restored_epoch if backup else 0,
                 callbacks=callbacks, verbose=plan.config.verbose, shuffle=False, validation_data=validation_ds,
@@ -229,16 +231,16 @@ def _fit(plan, model, train_ds, validation_ds, callbacks, backup):
     return history, steps_before, time.perf_counter() - start
 
 
-def _results(plan, model, estimate, history, steps_before, process_seconds, backup):
+def _results(plan, progress, model, estimate, history, steps_before, process_seconds, backup):
     """The run's results (without the test metrics and the artefacts); commits a finished backup."""
     steps_done = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
     if backup is not None:
-        if not plan.finished:
+        if not progress.finished:
             backup.commit(finished=True, train_seconds=round(backup.train_seconds(), 1), steps=steps_done)
         epochs_done, train_seconds = backup.state["epoch"], backup.state["train_seconds"]
     else:
         epochs_done, train_seconds = len(history.epoch) if history is not None else 0, process_seconds
-    steps_this_process = steps_done - steps_before if not plan.finished else 0
+    steps_this_process = steps_done - steps_before if not progress.finished else 0
     return {
         "test_accuracy": None,
         "test_loss": None,
@@ -246,7 +248,7 @@ def _results(plan, model, estimate, history, steps_before, process_seconds, back
         "epochs_done": epochs_done,
         "steps_done": steps_done,
         "last_epoch_partial": steps_done < epochs_done * plan.steps_per_epoch,
-        "initial_epoch": plan.state["epoch"] if plan.state else 0,
+        "initial_epoch": progress.state["epoch"] if progress.state else 0,
         "train_seconds": round(train_seconds, 1),
         "images_per_second": round(steps_this_process * plan.batch_size / process_seconds, 1) if steps_this_process else None,
         "num_train_examples": plan.train.num_used() if history is not None else plan.num_train,
@@ -269,7 +271,7 @@ def _test(plan, model, result):
     with plan.strategy.scope():
         scores = _score(model, _pipeline(plan, plan.test, whole=True), plan.jit_compile)
     result["test_accuracy"], result["test_loss"] = scores["accuracy"], scores["loss"]
-    _count(plan.test)
+    plan.test.count()
     result["num_test_examples"] = plan.test.num_used()  # the images scored, not the files listed
     if distribute.whole_batches_only(plan.strategy):  # what was scored; the summary names the examples left out
         result["unscored_test_examples"] = result["num_test_examples"] % plan.batch_size
@@ -385,7 +387,7 @@ def evaluate(model_path, dataset="sample", split="test", batch_size=256, data_di
     ds = make_pipeline(source, image_size=(height, width), channels=channels, scaling=None, batch_size=batch_size)
     data = source.description + (" (training data)" if split == "train" else "")
     scores = _score(model, ds)
-    _count(source)
+    source.count()
     # After the full pass: the images scored, and the files skipped as corrupt (listing or decoding).
     return dict(scores, num_examples=source.num_used(), data=data, skipped_files=list(source.corrupt_files()))
 

@@ -226,7 +226,7 @@ _EVA_ARGS = (
 )
 # The model_args each Eva family's timm names are built with that their rows do not state as such: the attention
 # ("eva": query and value biases; "rope": one fused qkv bias) and the attention pool's heads and MLP ratio.
-_EVA_NAME_ARGS = {"dinov3": {"attn_type": "eva"},
+_EVA_NAME_ARGS = {"dinov3": {"attn_type": "eva"}, "eva02": {"attn_type": "eva"},
                   "pe": {"attn_type": "rope", "attn_pool_num_heads": 8, "attn_pool_mlp_ratio": 4.0}}
 # timm's rope_type -> the grid of keras_vit's rotary settings (`keras_vit.layers.rotary_embedding`).
 ROPE_TYPES = {"dinov3": "centered", "cat": "index"}

@@ -1,0 +1,497 @@
+"""The options of a training run, each declared once: `TrainConfig`, the `keras-vit train` flags, the check.
+
+Each row of `OPTIONS` is one option: its name, type, default, choices, check, the text of its
+field (`TrainConfig`'s docstring) and of its flag (`keras-vit train --help`), and whether it
+enters the backup's fingerprint and the settings record of the results
+(`keras_vit.training.plan.RunPlan`). `TrainConfig`, `add_train_flags`, `config_from_flags`
+and `check_config` are made from the rows, so a new option is one row here plus the code that
+uses it. The module imports no Keras or TensorFlow: `keras-vit train --help` reads it.
+
+Example:
+
+>>> config = TrainConfig(variant="tiny", epochs=3)
+>>> config.dataset, config.epochs, OPTIONS["epochs"].flag_name
+('sample', 3, '--epochs')
+>>> check_config(TrainConfig(epochs=0), name=flag_name)
+Traceback (most recent call last):
+...
+ValueError: Invalid --epochs=0. Expected an integer >= 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from typing import Callable
+
+from keras_vit import _validation, choices, configs
+
+# The flag groups of `keras-vit train --help`, in their order.
+GROUPS = ("data", "model", "training", "output")
+
+
+@dataclasses.dataclass(frozen=True)
+class Flag:
+    """How an option appears on `keras-vit train`.
+
+    Args:
+        group: str. One of `GROUPS`.
+        help: str. The flag's help text.
+        spelling: str or None. The flag; None for "--" and the option's name with dashes.
+        kwargs: dict. More `argparse.add_argument` arguments (type, action, metavar, dest, its
+            own choices or default). Defaults to {}.
+        from_args: callable or None. The option's value from the parsed arguments; None reads
+            the flag's own destination. Defaults to None.
+        shown: callable or None. The value as the flag spells it, for messages (minutes for
+            seconds); None shows the option's value. Defaults to None.
+        extra: tuple. (spelling, kwargs) of more flags setting the same option (an alias).
+            Defaults to ().
+    """
+
+    group: str
+    help: str
+    spelling: str | None = None
+    kwargs: dict = dataclasses.field(default_factory=dict)
+    from_args: Callable | None = None
+    shown: Callable | None = None
+    extra: tuple = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+    """One training option.
+
+    Args:
+        name: str. The `TrainConfig` field.
+        type: str. The field's annotation ("int | None"); `doc` says it in words.
+        default: object. The default; a callable with `factory` set makes a fresh one (a list).
+        doc: str. The field's text in `TrainConfig`'s docstring (with its "Defaults to").
+        flag: `Flag` or None. Its `keras-vit train` flag; None for library-only options.
+        choices: tuple or None. The values it takes (None unset is always allowed). Defaults to None.
+        check: callable or None. `check(label, value, name)` raises ValueError for a bad
+            value (not None); `label` is how the message names the option, `name` how it names
+            other fields. Defaults to None.
+        fingerprint: bool or callable. Whether it enters the backup's fingerprint (a backup of
+            another value is not resumed); a callable `f(plan)` gives the recorded value, True
+            the plan's resolved value of the same name, else the config's. Defaults to False.
+        settings: bool or callable. The same for the settings record of the results. Defaults to False.
+        factory: bool. `default` is a factory. Defaults to False.
+    """
+
+    name: str
+    type: str
+    default: object
+    doc: str
+    flag: Flag | None = None
+    choices: tuple | None = None
+    check: Callable | None = None
+    fingerprint: bool | Callable = False
+    settings: bool | Callable = False
+    factory: bool = False
+
+    @property
+    def flag_name(self) -> str | None:
+        """Its `keras-vit train` flag, e.g. "--budget-minutes"; None for a library-only option."""
+        if self.flag is None:
+            return None
+        return self.flag.spelling or flag_name(self.name)
+
+
+def flag_name(field: str) -> str:
+    """The flag of a field: the option's own (`--budget-minutes` for budget_seconds), else "--" + dashes.
+
+    Example:
+
+    >>> flag_name("max_train_examples"), flag_name("budget_seconds"), flag_name("patch_size")
+    ('--max-train-examples', '--budget-minutes', '--patch-size')
+    """
+    option = OPTIONS.get(field)
+    if option is not None and option.flag is not None and option.flag.spelling:
+        return option.flag.spelling
+    return "--" + field.replace("_", "-")
+
+
+def _positive_int(label, value, name):
+    _validation.check_positive_int(label, value)
+
+
+def _writable_folder(label, value, name):
+    _validation.check_writable_folder(label, value)
+
+
+def _check_model_overrides(label, overrides, name):
+    unknown = set(overrides) - set(choices.MODEL_FIELDS)
+    if unknown:
+        raise ValueError(f"Invalid {label} keys {sorted(unknown)}. Expected some of {list(choices.MODEL_FIELDS)}.")
+    for field, value in overrides.items():
+        if value is not None:
+            _validation.check_positive_int(name(field), value)
+
+
+def _check_mesh(label, value, name):
+    from keras_vit import distribution
+
+    distribution.parse_mesh(value)
+
+
+def _backbone_name(plan):
+    backbone = plan.config.backbone
+    if backbone is None:
+        return None
+    return getattr(backbone, "name", None) or getattr(backbone, "__name__", type(backbone).__name__)
+
+
+def _mesh_of_strategy(plan):
+    from keras_vit.training import distribute
+
+    return "x".join(map(str, plan.strategy.mesh)) if isinstance(plan.strategy, distribute.MeshStrategy) else None
+
+
+_OPTIONS = (
+    Option("dataset", "str", "sample", 'str. "sample", a folder, or a tfds name. Defaults to "sample".',
+           Flag("data", "'sample' (shipped Fashion-MNIST sample, the default), a folder of class sub-folders (or of "
+                "train/ and test/ sub-folders), a folder with the Fashion-MNIST IDX files, or a tensorflow-datasets "
+                "name such as cifar10"),
+           fingerprint=True, settings=True),
+    Option("data_dir", "str | None", None, "str or None. tfds data_dir. Defaults to None.",
+           Flag("data", "tensorflow-datasets data_dir (default: tensorflow-datasets' own)")),
+    Option("train_split", "str", "train", 'str. Defaults to "train".',
+           Flag("data", "split to train on (default: train)"), fingerprint=True),
+    Option("test_split", "str | None", "test",
+           "str or None. Split evaluated at the end; None skips it. A flat class folder has none (its held-out "
+           'validation share is reported instead). Defaults to "test".',
+           Flag("data", "split to report test accuracy on, '' for none; a folder of class sub-folders has none "
+                "(default: test)", from_args=lambda args: args.test_split or None)),
+    Option("validation_split", "float | None", None,
+           "float or None. Share of the training split held out for per-epoch validation, chosen by `seed`; None "
+           "validates on the test split (a flat class folder holds out 0.1). Defaults to None.",
+           Flag("data", "share of the training split held out (chosen by --seed) for per-epoch validation (default: "
+                "none, the test split validates; a folder of class sub-folders holds out 0.1)", kwargs={"type": float}),
+           check=lambda label, value, name: _validation.check_fraction(label, value), fingerprint=True),
+    Option("download", "bool", False, "bool. Let tfds download. Defaults to False.",
+           Flag("data", "let tensorflow-datasets download missing data", kwargs={"action": "store_true"})),
+    Option("on_corrupt", "str", "skip", 'str. "skip" or "error" for corrupt image files. Defaults to "skip".',
+           Flag("data", "corrupt image files in a folder: skip them (and report the count) or stop (default: skip)"),
+           choices=("skip", "error")),
+    Option("variant", "str | None", None, "str or None. A `configs.VARIANTS` name; None for `DEFAULT_MODEL`.",
+           Flag("model", f"ViT variant, one of {', '.join(configs.VARIANTS)} (default: a small ViT: patch 7, D 128, 6 "
+                "layers, 4 heads, MLP 256)",
+                from_args=lambda args: None if args.variant is None else configs.normalize_variant_name(args.variant)),
+           check=lambda label, value, name: configs.get_variant(value),
+           fingerprint=lambda plan: plan.config.variant or "default",
+           settings=lambda plan: plan.config.variant or "default"),
+    Option("weights", "str | None", None,
+           "str or None. A checkpoint to adapt instead of training from scratch: anything "
+           "`keras_vit.transfer.load_pretrained` takes (a `.npz`, safetensors file, Hugging Face or timm Hub folder, "
+           'a name of `keras_vit.weights.CHECKPOINTS`, "hf-hub:ORG/NAME[@REV]", or a `.keras` model). Its '
+           "architecture, pixel scaling and resolution are read from it, its head is replaced by a "
+           "zero-initialised one for the data's classes. Defaults to None.",
+           Flag("model", "adapt a pre-trained checkpoint instead of training from scratch: a .npz, safetensors file, "
+                "Hugging Face or timm Hub folder, a .keras model, a preset name or hf-hub:ORG/NAME[@REVISION] "
+                "(HF_TOKEN for gated repositories, HF_HUB_OFFLINE=1 for the cache alone); its architecture, "
+                "scaling and resolution are read from it and its head replaced for the data's classes",
+                kwargs={"metavar": "SPEC"}),
+           fingerprint=True,
+           settings=lambda plan: plan.pretrained.source if plan.pretrained is not None else None),
+    Option("adapt", "str", "auto",
+           'str. With `weights`: "finetune" (every weight trained), "probe" (a linear probe of the frozen '
+           'backbone: features computed once, a head fitted to them), or "auto" (with a budget: the probe first, '
+           "then fine-tuning from it when the rest of the budget buys `budget.MIN_FINETUNE_EPOCHS` epochs at the "
+           'measured speed; without one: "finetune"). Defaults to "auto".',
+           Flag("model", "with --weights: finetune (every weight), probe (a linear probe of the frozen backbone: "
+                "features computed once), auto (with --budget-minutes a probe, then fine-tuning from it when the "
+                "budget buys it; without, finetune; default: auto)",
+                extra=(("--probe", {"dest": "adapt", "action": "store_const", "const": "probe",
+                                    "help": "the same as --adapt probe"}),)),
+           choices=choices.ADAPTS, fingerprint=True, settings=True),
+    Option("model_overrides", "dict", dict, "dict. patch_size/hidden_size/num_layers/num_heads/mlp_dim overrides.",
+           Flag("model", "override the variant's {field}",
+                from_args=lambda args: {k: getattr(args, k) for k in choices.MODEL_FIELDS}),
+           check=_check_model_overrides, factory=True),
+    Option("backbone", "object", None,
+           "Keras model or layer, callable or None. A stem for a hybrid ViT (see `keras_vit.ViT(backbone=)`); a "
+           "callable without arguments is called inside the distribution strategy's scope to build it. "
+           "Defaults to None.",
+           fingerprint=_backbone_name),
+    Option("stem", "str", "auto",
+           'str. "auto": the conv stem (`keras_vit.models.stems.conv_stem`) when a budget\'s rules choose it '
+           '(`keras_vit.training.budget`); "conv": always (on the default model or the variant); "none": never. '
+           'Defaults to "auto".',
+           Flag("model", "conv stem before the encoder: auto (when --budget-minutes' rules choose it for images up "
+                "to 64 px and no model flag is given), conv, none (default: auto)"),
+           choices=choices.STEMS, fingerprint=True, settings=True),
+    Option("tokenizer", "str", "auto",
+           'str. "auto": shifted patches (`keras_vit.models.stems.shifted_patch_stem`) for the plain default ViT '
+           "when a budget's rules choose them (`keras_vit.training.budget`), else \"patches\", the paper's patch "
+           'embedding; "shifted": always (the default model, no conv stem). Defaults to "auto".',
+           Flag("model", "how the plain ViT makes its tokens: patches (the paper's), shifted (shifted-patch "
+                "tokenization, Lee et al. 2021: each patch also holds the pixels half a patch around it); auto: "
+                "shifted when --budget-minutes' rules choose it, else patches (default: auto)"),
+           choices=choices.TOKENIZERS, fingerprint=True, settings=True),
+    Option("pooling", "str", "auto",
+           "str. \"auto\": what a budget's rules choose (`keras_vit.training.budget`), else \"token\"; \"token\" "
+           '(the class token) or "gap" (the mean of the tokens). Defaults to "auto".',
+           Flag("model", "token (the class token) or gap (the mean of the tokens); auto: gap when --budget-minutes' "
+                "rules choose it for a plain ViT, else token (default: auto)"),
+           choices=choices.TRAIN_POOLINGS, fingerprint=True, settings=True),
+    Option("attention_init", "str", "auto",
+           'str. "auto": mimetic initialization of the attention kernels (`keras_vit.models.mimetic`) when a '
+           'budget\'s rules choose it, else Keras\' own; "mimetic": always; "random": never. Defaults to "auto".',
+           Flag("model", "attention kernels: auto (mimetic initialization when --budget-minutes' rules choose it), "
+                "mimetic (Trockman & Kolter 2023) or random, Keras' own initializers (default: auto)"),
+           choices=choices.ATTENTION_INITS, fingerprint=True, settings=True),
+    Option("image_size", "int | None", None,
+           "int or None. Defaults to the images' own size when they all share one square size (with the default "
+           "model; a folder whose images differ needs it), else the variant's.",
+           Flag("model", "input side in pixels (default: the variant's, or the images' own when they share one "
+                "square size; needed when a folder's images differ in size)", kwargs={"type": int}),
+           check=_positive_int, fingerprint=True, settings=True),
+    Option("channels", "int | None", None,
+           "int or None. Model input channels, 1 or 3; None for the images' own as read (1 for grey data such as "
+           "Fashion-MNIST, 3 for colour and for folders, which decode to RGB), or 3 with a backbone given. "
+           "Defaults to None.",
+           Flag("model", "input channels of the model; default: the images' own as read (1 for grey data, 3 for "
+                "colour and folders)", kwargs={"type": int}),
+           choices=choices.CHANNELS, fingerprint=True, settings=True),
+    Option("scaling", "str | None", None,
+           'str or None. Pixel scaling put in the model (`configs.SCALINGS`); None for "unit", or with `weights` '
+           "the checkpoint's own (refused where it states none). Defaults to None.",
+           Flag("model", "pixel scaling built into the model: unit [0,1], symmetric [-1,1], imagenet or clip "
+                "mean/std (default: unit; with --weights the checkpoint's own, read from its files)"),
+           choices=tuple(configs.SCALINGS), fingerprint=True, settings=True),
+    Option("recipe", "str | recipes.Recipe | None", None,
+           "str, `recipes.Recipe` or None. A `recipes.RECIPES` name, or a recipe of your own (e.g. "
+           '`dataclasses.replace(recipes.get_recipe("compact"), name="mine", learning_rate=4e-3)`); None for '
+           '"compact" ("finetune_adamw" with `weights`). Defaults to None.',
+           Flag("training", "optimizer/schedule/regularisation recipe (default: compact; with --weights "
+                "finetune_adamw)", kwargs={"choices": choices.RECIPES}),
+           fingerprint=lambda plan: plan.recipe.name, settings=lambda plan: plan.recipe.name),
+    Option("augment", "object", None,
+           "str, `keras_vit.data.augment.AugmentConfig` or None. A preset name (`augment.PRESETS`) or a config of "
+           "your own; None for the recipe's, or with a budget and no recipe given the budget's "
+           "(`keras_vit.training.budget`). Defaults to None.",
+           Flag("training", "augmentation preset (default: the recipe's)", kwargs={"choices": choices.AUGMENT_PRESETS}),
+           fingerprint=lambda plan: plan.augment_name, settings=lambda plan: plan.augment_name),
+    Option("epochs", "int | None", None,
+           "int or None. Epoch limit; None for 10, or with a budget as many as it buys. Defaults to None.",
+           Flag("training", "number of epochs (default: 10, or with --budget-minutes as many as the budget buys)",
+                kwargs={"type": int}),
+           check=_positive_int, fingerprint=True, settings=True),
+    Option("batch_size", "int | None", None,
+           "int or None. Global batch size; None for the recipe's. Defaults to None.",
+           Flag("training", "global batch size, split over replicas (default: the recipe's, smaller for a small "
+                "training set: at least 4 steps an epoch)", kwargs={"type": int}),
+           check=_positive_int, fingerprint=True, settings=True),
+    Option("precision", "str", "auto",
+           'str. "auto", "float32", "mixed_bfloat16", "mixed_float16". Defaults to "auto".',
+           Flag("training", "dtype policy (default: auto, by hardware)"),
+           choices=choices.PRECISIONS, fingerprint=True, settings=True),
+    Option("jit_compile", "bool | None", None,
+           "bool or None. None picks by Keras backend, hardware and precision (`distribute.default_jit_compile`). "
+           "Defaults to None.",
+           Flag("training", "compile the train step: XLA, or torch.compile on PyTorch (default: auto, by Keras "
+                "backend, hardware and precision)", kwargs={"choices": ("auto", "on", "off"), "default": "auto"},
+                from_args=lambda args: {"auto": None, "on": True, "off": False}[args.jit_compile]),
+           settings=True),
+    Option("strategy", "str", "default",
+           'str. "default"; "mirrored", "multi_worker", "tpu" (tf.distribute, TensorFlow only); "data_parallel", '
+           '"model_parallel" (keras.distribution, JAX only). Defaults to "default".',
+           Flag("training", "mirrored, multi_worker, tpu: tf.distribute (TensorFlow); data_parallel, "
+                "model_parallel: keras.distribution over a device mesh, on JAX (default: default, one device)"),
+           choices=choices.STRATEGIES, settings=lambda plan: plan.config.strategy),
+    Option("mesh", "str | None", None,
+           'str or None. "BATCHxMODEL" device mesh of "model_parallel" (and "data_parallel", "Nx1"); None uses '
+           "every device (model parallel: all on the model axis). Defaults to None.",
+           Flag("training", "BATCHxMODEL devices of --strategy model_parallel, e.g. 2x4 (default: every device on "
+                "the model axis; data_parallel: Nx1)"),
+           check=_check_mesh, settings=_mesh_of_strategy),
+    Option("run_dir", "str | None", os.path.join("runs", "train"),
+           'str or None. Logs and crash backups; None keeps none. Defaults to "runs/train".',
+           Flag("output", "logs (TensorBoard, history.csv) and crash backups; the run touches only the files it "
+                "wrote there (default: runs/train)"),
+           check=_writable_folder),
+    Option("output_dir", "str | None", "saved_models",
+           'str or None. Where the final model goes; None saves nothing. Defaults to "saved_models".',
+           Flag("output", "where the trained model is saved (default: saved_models)"), check=_writable_folder),
+    Option("name", "str", "vit", 'str. File name stem of the saved model. Defaults to "vit".',
+           Flag("output", "file name stem of the saved model (default: vit)")),
+    Option("export", "bool", False,
+           "bool. Also write the SavedModel (`<output_dir>/<name>/<version>/`) and `<name>.tflite`. "
+           "Defaults to False.",
+           Flag("output", "skip the SavedModel (<output-dir>/<name>/<version>) and <name>.tflite exports (written "
+                "by default)", spelling="--no-export", kwargs={"dest": "export", "action": "store_false"})),
+    Option("resume", "bool", True,
+           "bool. Resume from the run directory's backup (of the same configuration); False moves an existing "
+           "backup aside and starts anew. Defaults to True.",
+           Flag("output", "resume from the run directory's backup after a crash (default); --no-resume starts "
+                "anew and moves an existing backup and history aside",
+                kwargs={"action": argparse.BooleanOptionalAction})),
+    Option("seed", "int", 0, "int. Defaults to 0.", Flag("training", "random seed (default: 0)", kwargs={"type": int}),
+           check=lambda label, value, name: _validation.check_seed(label, value), fingerprint=True, settings=True),
+    Option("budget_seconds", "float | None", None,
+           "float or None. Wall-clock training budget (> 0), summed over resumed parts; None for no budget. "
+           "Defaults to None.",
+           Flag("training", "stop after this many minutes of training, summed over resumed parts; > 0 (default: "
+                "no budget)", spelling="--budget-minutes", kwargs={"type": float},
+                from_args=lambda args: args.budget_minutes * 60 if args.budget_minutes is not None else None,
+                shown=lambda seconds: seconds / 60),
+           check=lambda label, value, name: _validation.check_positive_number(label, value)),
+    Option("max_train_examples", "int | None", None,
+           "int or None. Use only the first N training examples. Defaults to None.",
+           Flag("data", "use only the first N training examples (default: all)", kwargs={"type": int}),
+           check=_positive_int),
+    Option("max_test_examples", "int | None", None,
+           "int or None. Use only the first N test (and validation) examples. Defaults to None.",
+           Flag("data", "use only the first N test examples (default: all)", kwargs={"type": int}),
+           check=_positive_int),
+    Option("verbose", "int | str", "auto", 'int or str. Keras verbosity (1 = progress bar). Defaults to "auto".',
+           Flag("output", "one line per epoch instead of a progress bar", spelling="--quiet",
+                kwargs={"action": "store_true"}, from_args=lambda args: 2 if args.quiet else 1)),
+    Option("cache", "bool | None", None,
+           "bool or None. Cache decoded data in memory; None caches tfds sets of known size under 200k examples "
+           "(folders stream, arrays are in memory). Defaults to None."),
+    Option("callbacks", "list", list, "list. Extra Keras callbacks. Defaults to [].", factory=True),
+)
+OPTIONS = {option.name: option for option in _OPTIONS}
+
+
+def _config_doc() -> str:
+    args = "\n".join(f"        {option.name}: {option.doc}" for option in _OPTIONS)
+    return f'''Everything one training run needs; `keras-vit train --help` documents each field.
+
+    Made from `keras_vit.train_options.OPTIONS`, one row per field.
+
+    Args:
+{args}
+
+    Example:
+
+    >>> config = TrainConfig(variant="tiny", epochs=3, model_overrides={{"num_layers": 1}})
+    >>> config.dataset, config.recipe, config.batch_size, config.precision, config.stem
+    ('sample', None, None, 'auto', 'auto')
+    >>> dataclasses.replace(config, recipe="deit").recipe
+    'deit'
+    '''
+
+
+TrainConfig = dataclasses.make_dataclass(
+    "TrainConfig",
+    [(option.name, option.type,
+      dataclasses.field(default_factory=option.default) if option.factory else dataclasses.field(default=option.default))
+     for option in _OPTIONS],
+    namespace={"__doc__": _config_doc(), "__module__": __name__},
+)
+
+
+def add_train_flags(parser) -> dict:
+    """Adds the flag of every option to `keras-vit train`'s `parser`; returns its argument groups by name."""
+    groups = {group: parser.add_argument_group(group) for group in GROUPS}
+    for option in _OPTIONS:
+        flag = option.flag
+        if flag is None:
+            continue
+        group = groups[flag.group]
+        if option.name == "model_overrides":  # one flag per field
+            for field in choices.MODEL_FIELDS:
+                group.add_argument(flag_name(field), type=int, help=flag.help.format(field=field.replace("_", " ")))
+            continue
+        kwargs = {"help": flag.help}
+        if option.choices is not None:
+            kwargs["choices"] = option.choices
+        if "action" not in flag.kwargs or flag.kwargs["action"] is argparse.BooleanOptionalAction:
+            kwargs["default"] = option.default
+        kwargs.update(flag.kwargs)
+        group.add_argument(option.flag_name, **kwargs)
+        for spelling, extra in flag.extra:
+            group.add_argument(spelling, **extra)
+    return groups
+
+
+def config_from_flags(args):
+    """The `TrainConfig` of `keras-vit train`'s parsed arguments."""
+    values = {}
+    for option in _OPTIONS:
+        if option.flag is not None:
+            values[option.name] = option.flag.from_args(args) if option.flag.from_args else getattr(args, option.name)
+    return TrainConfig(**values)
+
+
+def check_config(config, name=None):
+    """Checks `config` before any data is read: ValueError naming the field (or with `name`, the flag).
+
+    Every option's own check, then the settings that contradict each other. The one check of a
+    run: `keras_vit.training.plan.resolve` calls it.
+
+    Args:
+        config: `TrainConfig`. The run to check.
+        name: callable or None. How a field is spelled in messages (`keras-vit train` passes
+            `flag_name`, "--max-train-examples"); with it, values are shown as the flag takes
+            them (minutes for --budget-minutes). Defaults to None (the field's own name).
+
+    Example:
+
+    >>> check_config(TrainConfig(budget_seconds=-60), name=flag_name)
+    Traceback (most recent call last):
+    ...
+    ValueError: Invalid --budget-minutes=-1.0. Expected a number > 0.
+    """
+    as_flags = name is not None
+    name = name or (lambda field: field)
+    for option in _OPTIONS:
+        value = getattr(config, option.name)
+        if value is None:
+            continue
+        shown = option.flag.shown(value) if as_flags and option.flag is not None and option.flag.shown else value
+        if option.choices is not None:
+            _validation.check_choice(name(option.name), shown, option.choices)
+        if option.check is not None:
+            option.check(name(option.name), shown, name)
+    _check_weights_config(config, name)
+    for field, value, what in (("stem", "conv", "the conv stem"), ("tokenizer", "shifted", "shifted patches")):
+        if getattr(config, field) == value and (config.backbone is not None or config.variant is not None):
+            other = "a backbone" if config.backbone is not None else f"{name('variant')}={config.variant!r}"
+            raise ValueError(f"Contradicting {name(field)}={value!r} and {other}: only the default model is built with {what}.")
+    if config.stem == "conv" and config.tokenizer == "shifted":
+        raise ValueError(
+            f"Contradicting {name('stem')}='conv' and {name('tokenizer')}='shifted': the conv stem makes the tokens. "
+            f"Pass {name('stem')}='none' for shifted patches."
+        )
+
+
+def _check_weights_config(config, name):
+    """Refuses the settings that contradict adapting a checkpoint (or that need one), by name."""
+    if config.weights is None:
+        if config.adapt != "auto":
+            raise ValueError(f"{name('adapt')}={config.adapt!r} adapts a checkpoint: pass {name('weights')} too.")
+        return
+    if not isinstance(config.weights, str) or not config.weights:
+        raise ValueError(f"Invalid {name('weights')}={config.weights!r}. Expected a checkpoint path, name or hf-hub: id.")
+    # The checkpoint states the model: settings that build another one contradict it.
+    for field in ("stem", "tokenizer", "attention_init", "pooling"):
+        value = getattr(config, field)
+        if value != OPTIONS[field].default:
+            raise ValueError(f"Contradicting {name(field)}={value!r} and {name('weights')}={config.weights!r}: the "
+                             f"checkpoint states the model. Leave {name(field)} out.")
+    if config.backbone is not None:
+        raise ValueError(f"Contradicting backbone= and {name('weights')}={config.weights!r}: the checkpoint states the model.")
+
+
+def record(plan, which: str) -> dict:
+    """The values of the options that enter `which` ("fingerprint" or "settings") of `plan`.
+
+    Each is the row's own function of the plan, or the plan's resolved value of the same name,
+    or the config's.
+    """
+    values = {}
+    for option in _OPTIONS:
+        how = getattr(option, which)
+        if how is False:
+            continue
+        if callable(how):
+            values[option.name] = how(plan)
+        elif option.name in {f.name for f in dataclasses.fields(plan)}:
+            values[option.name] = getattr(plan, option.name)
+        else:
+            values[option.name] = getattr(plan.config, option.name)
+    return values
