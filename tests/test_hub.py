@@ -208,6 +208,50 @@ def test_timm_table_matches_timm():
         assert resolved["image_size"] == (timm_image_size(name),) * 2, name
 
 
+def _name_groups():
+    """One timm name per (row, timm's changes): names that differ only in their image size build alike."""
+    from keras_vit.weights.timm_names import TIMM_ARCHITECTURES
+
+    groups = {}
+    for name, (row, changes) in TIMM_ARCHITECTURES.items():
+        groups.setdefault((row, json.dumps(changes, sort_keys=True)), name)
+    return sorted(groups.values())
+
+
+@pytest.mark.parametrize("name", _name_groups())
+def test_every_timm_name_loads_its_hub_folder_as_timm_computes_it(name, tmp_path):
+    """Each name of the table at its own widths, 2 blocks and a 3x2 patch grid (model_args), every weight
+    redrawn, written as a timm Hub folder and read by keras_vit alone: the logits of timm's forward."""
+    timm = import_timm()
+    if timm is None:
+        pytest.skip("timm is not installed")
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import save_file
+
+    from keras_vit.configs import VARIANTS
+    from keras_vit.weights.timm_names import TIMM_ARCHITECTURES
+
+    patch = VARIANTS[TIMM_ARCHITECTURES[name][0]].patch_size
+    args = {"depth": 2, "img_size": [3 * patch, 2 * patch], "num_classes": 3}
+    reference = timm.create_model(name, pretrained=False, **args).eval()
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for key, param in reference.named_parameters():  # norms and scales near 1, the rest small and random
+            near_one = param.ndim == 1 and not key.endswith("bias") and any(
+                part in key for part in ("norm", "ls1", "ls2", "gamma_", "lambda"))
+            noise = torch.randn(param.shape, generator=generator) * (0.1 if near_one else 0.05)
+            param.copy_(1.0 + noise if near_one else noise)
+    save_file({key: value.contiguous() for key, value in reference.state_dict().items()},
+              str(tmp_path / "model.safetensors"))
+    (tmp_path / "config.json").write_text(json.dumps({"architecture": name, "num_classes": 3, "model_args": args}))
+    model = keras_vit.ViT(weights=str(tmp_path), classifier_activation=None)
+    images = np.random.default_rng(1).uniform(-1, 1, (2, 3 * patch, 2 * patch, 3)).astype("float32")
+    with torch.no_grad():
+        expected = reference(torch.from_numpy(images.transpose(0, 3, 1, 2))).numpy()
+    got = to_numpy(model(images))
+    assert np.abs(got - expected).max() <= 1e-4 * max(1.0, np.abs(expected).max()), name
+
+
 @pytest.mark.parametrize("name", ["vit_tiny_patch16_384", "vit_small_patch16_dinov3_qkvb", "deit3_small_patch16_224"])
 def test_a_timm_name_builds_what_timm_builds(name):
     timm = import_timm()
