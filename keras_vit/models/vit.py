@@ -961,7 +961,8 @@ class VisionTransformer(keras.Model):
         the patch grid of the image, channels last, (B, H / p, W / p, D) where p is the pixels a
         token covers (through any stem). Class, distillation and register tokens are left out of
         the maps. Blocks after the last chosen one are not run. Use it inside any Keras model;
-        set `trainable = False` on it for a frozen backbone.
+        for a frozen backbone wrap it in `keras_vit.layers.InferenceMode(..., trainable=False)`
+        (no dropout or stochastic depth inside `fit` either, as `keras_vit.LinearSegmenter` does).
 
         Args:
             indices: int or list of int. An int n takes the last n blocks; a list names blocks
