@@ -181,3 +181,16 @@ def test_depth_model_exports_to_saved_model_and_tflite_within_1e_5(tmp_path):
     np.testing.assert_allclose(got, expected, atol=1e-5, rtol=0)
     with pytest.raises(ValueError, match="Invalid class_names: a depth model has no classes"):
         export.tflite(model, str(tmp_path / "named.tflite"), class_names=["a"])
+
+
+def test_cli_predict_refuses_a_depth_model_in_one_line(tmp_path, capsys):
+    from PIL import Image
+
+    from keras_vit.cli import main
+
+    path = str(tmp_path / "depth.keras")
+    keras_vit.DepthEstimator(backbone="tiny").save(path)
+    Image.fromarray(np.zeros((8, 8, 3), "uint8")).save(tmp_path / "photo.png")
+    assert main(["predict", path, str(tmp_path / "photo.png"), "--scaling", "symmetric"]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "depth model 'depth_anything': it returns depth maps, not classes" in error[0]

@@ -161,6 +161,9 @@ def resolve_scaling(model, scaling, channels):
 def num_classes(model, *, what="export"):
     """Returns the number of classes of a classifier model (output shape (batch, classes))."""
     outputs = model.outputs
+    if isinstance(model, DepthModel):
+        raise ValueError(f"Cannot {what} depth model {model.name!r}: it returns depth maps, not classes. Call it in "
+                         "Python, or export it with saved_model or tflite (keras-vit export --saved-model/--tflite).")
     if len(outputs) != 1 or len(outputs[0].shape) != 2 or outputs[0].shape[-1] is None:
         shapes = [tuple(o.shape) for o in outputs]
         raise ValueError(
