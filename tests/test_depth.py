@@ -194,3 +194,15 @@ def test_cli_predict_refuses_a_depth_model_in_one_line(tmp_path, capsys):
     assert main(["predict", path, str(tmp_path / "photo.png"), "--scaling", "symmetric"]) == 2
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "depth model 'depth_anything': it returns depth maps, not classes" in error[0]
+
+
+def test_a_depth_model_has_a_bfloat16_copy_as_the_predictors_use():
+    # Its graph passes symbolic tensors as call arguments: the copy keeps their dtypes.
+    from keras_vit.export._common import compute_model
+
+    model = keras_vit.DepthEstimator(backbone="tiny")
+    images = np.random.default_rng(0).uniform(-1, 1, (1, 32, 32, 3)).astype("float32")
+    copy = compute_model(model, "bfloat16")
+    assert copy.get_layer("encoderblock_0").compute_dtype == "bfloat16"
+    expected = to_numpy(model(images))
+    np.testing.assert_allclose(to_numpy(copy(images)).astype("float32"), expected, atol=0.05 * np.abs(expected).max() + 1e-3)

@@ -426,7 +426,9 @@ def _bfloat16_config(config):
         return config
     result = {key: _bfloat16_config(value) for key, value in config.items()}
     inner = result.get("config")
-    if isinstance(inner, dict) and "dtype" in inner and result.get("class_name") != "InputLayer":
+    # Inputs keep their dtype, and so do the symbolic tensors a graph passes as call arguments (a layer called
+    # with two tensors, such as the feature maps and the image whose size they are resized to).
+    if isinstance(inner, dict) and "dtype" in inner and result.get("class_name") not in ("InputLayer", "__keras_tensor__"):
         float32 = str(inner.get("name", "")).startswith(FLOAT32_LAYERS)
         inner["dtype"] = "float32" if float32 else "mixed_bfloat16"
     return result
