@@ -8,7 +8,7 @@ import keras
 
 from keras_vit._validation import check_positive_int
 from keras_vit.layers import DPTDepthHead, DPTFusion, DPTReassemble
-from keras_vit.models.vit import VisionTransformer, ViT, block_indices, checked_image_side
+from keras_vit.models.vit import VisionTransformer, ViT, block_indices, checked_image_sides
 from keras_vit.weights.depth_anything import DEPTH_ANYTHING_DEFAULTS, load_decoder, read_depth_anything
 
 # The decoder of Depth Anything V2 Small (Hugging Face's DepthAnythingConfig defaults): what a
@@ -43,11 +43,8 @@ class DepthModel(keras.Model):
         return {**super().get_config(), "pixel_multiple": self.pixel_multiple}
 
     def call(self, inputs, training=None, mask=None, **kwargs):
-        expected = self.inputs[0].shape
-        if self.pixel_multiple and len(getattr(inputs, "shape", ())) == 4:
-            for axis, side_name in ((1, "height"), (2, "width")):
-                if expected[axis] is None:
-                    inputs = checked_image_side(inputs, axis, side_name, self.pixel_multiple, self.name)
+        if len(getattr(inputs, "shape", ())) == 4:
+            inputs = checked_image_sides(inputs, self.inputs[0].shape, self.pixel_multiple, self.name)
         return super().call(inputs, training=training, mask=mask, **kwargs)
 
 

@@ -907,11 +907,7 @@ class VisionTransformer(keras.Model):
                     f"{expected[-1]}). Convert the images (e.g. to greyscale) or build the model with "
                     f"input_shape=(..., {shape[-1]})."
                 )
-            multiple = self.pixel_multiple
-            for axis, side_name in ((1, "height"), (2, "width")):
-                if expected[axis] is None and multiple:
-                    # A free image size would otherwise crop the image (or drop it, at 0 px) in silence.
-                    inputs = checked_image_side(inputs, axis, side_name, multiple, self.name)
+            inputs = checked_image_sides(inputs, expected, self.pixel_multiple, self.name)
         return super().call(inputs, training=training, mask=mask, **kwargs)
 
     @property
@@ -1030,6 +1026,18 @@ class VisionTransformer(keras.Model):
         if stem is not None:
             x = self.get_layer(stem)(x)
         return inputs, x
+
+
+def checked_image_sides(inputs, expected, multiple, model_name):
+    """`inputs` with each free side of `expected` (a model's input shape) checked by `checked_image_side`.
+
+    A free image size would otherwise crop the image (or drop it, at 0 px) in silence. No
+    `multiple` (a custom backbone) checks nothing.
+    """
+    for axis, side_name in ((1, "height"), (2, "width")):
+        if expected[axis] is None and multiple:
+            inputs = checked_image_side(inputs, axis, side_name, multiple, model_name)
+    return inputs
 
 
 def checked_image_side(inputs, axis, side_name, multiple, model_name):
