@@ -51,10 +51,10 @@ def naflex_sequence(model, max_num_patches, weights, *, what):
     """
     from keras_vit.naflex import processor_settings
 
-    config = getattr(model, "vit_config", None) or {}
-    if not config.get("naflex"):
+    if not is_naflex(model):
         raise ValueError(f"Cannot {what} model {getattr(model, 'name', model)!r} as a NaFlex patch sequence: it is not "
                          "a NaFlex model (keras_vit.ViT(..., naflex=True)).")
+    config = model.vit_config
     outputs = model.outputs
     if len(outputs) != 1 or len(outputs[0].shape) != 2:
         raise ValueError(f"Cannot {what} NaFlex model {model.name!r}: it returns {[tuple(o.shape) for o in outputs]}; "
