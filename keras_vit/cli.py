@@ -246,6 +246,7 @@ def _run_export(args):
 
     from keras_vit import _validation, export
     from keras_vit.export.calibration import calibration_images
+    from keras_vit.naflex import is_naflex
 
     if not args.saved_model and not args.tflite and not args.onnx:
         raise ValueError("Nothing to export: pass --saved-model DIR, --tflite FILE and/or --onnx FILE.")
@@ -269,7 +270,7 @@ def _run_export(args):
         _validation.check_positive_int("--max-num-patches", args.max_num_patches)
     class_names = export.read_labels(args.labels) if args.labels else export.labels_beside(args.model)
     model = keras.saving.load_model(args.model)
-    if (getattr(model, "vit_config", None) or {}).get("naflex"):
+    if is_naflex(model):
         return _export_naflex(args, export, model)
     if args.max_num_patches is not None:
         raise ValueError("--max-num-patches applies to a NaFlex model (naflex=True); this one takes images of one size.")

@@ -36,6 +36,18 @@ SEARCH_STEPS = 24
 DEFAULT_MAX_NUM_PATCHES = 256  # Siglip2ImageProcessor's
 
 
+
+def is_naflex(model) -> bool:
+    """True for a SigLIP 2 NaFlex model (`naflex=True`): it takes patch sequences, not images.
+
+    Example:
+
+    >>> import keras_vit
+    >>> is_naflex(keras_vit.ViT("tiny_siglip2")), is_naflex(keras_vit.ViT("tiny"))
+    (True, False)
+    """
+    return bool((getattr(model, "vit_config", None) or {}).get("naflex"))
+
 def fitted_size(height, width, patch_size, max_num_patches, xp=np):
     """The reference's target (height, width) in pixels, in float64 arrays of the array namespace `xp`.
 

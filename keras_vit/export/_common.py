@@ -25,16 +25,12 @@ from keras_vit import choices, configs
 from keras_vit import _atomic
 from keras_vit._atomic import atomic_directory, atomic_file  # noqa: F401  the package's one atomic-write helper
 from keras_vit.models.depth import DepthModel
+from keras_vit.naflex import is_naflex
 from keras_vit.models.head import outputs_probabilities  # noqa: F401  (read by to_probabilities and tflite)
 
 LABELS_FILENAME = "labels.txt"
 # scaling="none": the model already consumes [0, 255] pixels as they are.
 NO_SCALING = "none"
-
-
-def is_naflex(model) -> bool:
-    """True for a SigLIP 2 NaFlex model (`naflex=True`): it takes patch sequences, not images."""
-    return bool((getattr(model, "vit_config", None) or {}).get("naflex"))
 
 
 # Input and output names of a NaFlex model's sequence files (`naflex_tflite`, `naflex_onnx`).

@@ -19,6 +19,7 @@ from keras_vit.applications import preprocess_input
 from keras_vit.choices import INSPECT_SCALES as SCALES
 from keras_vit.data import image_io
 from keras_vit.inspect.attention import iter_layers, patch_encoder
+from keras_vit.naflex import is_naflex
 
 
 def input_size(model, image_size=None):
@@ -29,7 +30,7 @@ def input_size(model, image_size=None):
         image_size: (int, int) or None. Size to use when the model accepts any size; must
             match the model's own otherwise. Defaults to None (the model's built grid).
     """
-    if (getattr(model, "vit_config", None) or {}).get("naflex"):
+    if is_naflex(model):
         raise ValueError(
             f"Cannot inspect NaFlex model {model.name!r} (naflex=True: patch sequences, each image at its own grid): "
             "the figures are drawn on images of one size. Rebuild it on images with keras_vit.ViT(weights=..., "
