@@ -43,6 +43,9 @@ TOKENIZERS = ("auto", "patches", "shifted")
 ATTENTION_INITS = ("auto", "mimetic", "random")
 # `keras-vit train --pooling`: what a budget's rules choose (else the class token), or as given.
 TRAIN_POOLINGS = ("auto", "token", "gap")
+# How images of another size reach the model's input (`keras_vit.data.pipeline.make_pipeline(resize=)`,
+# `TrainConfig.resize`): resized bilinearly, or zero-padded (larger ones centre-cropped).
+RESIZES = ("bilinear", "pad")
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu", "data_parallel", "model_parallel")
 # How `keras_vit.inspect.images.model_inputs` scales [0, 255] pixels: "raw" when the model has
 # its own preprocessing, "auto" to choose by that, or one of configs.SCALINGS.

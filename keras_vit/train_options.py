@@ -29,6 +29,9 @@ from keras_vit import _validation, choices, configs
 
 # The flag groups of `keras-vit train --help`, in their order.
 GROUPS = ("data", "model", "training", "output")
+# What an option's record function returns to leave its key out: an option that is not set then
+# adds nothing, and backups written before the option existed still resume.
+UNSET = object()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,8 +76,9 @@ class Option:
             value (not None); `label` is how the message names the option, `name` how it names
             other fields. Defaults to None.
         fingerprint: bool or callable. Whether it enters the backup's fingerprint (a backup of
-            another value is not resumed); a callable `f(plan)` gives the recorded value, True
-            the plan's resolved value of the same name, else the config's. Defaults to False.
+            another value is not resumed); a callable `f(plan)` gives the recorded value (`UNSET`
+            for none), True the plan's resolved value of the same name, else the config's.
+            Defaults to False.
         settings: bool or callable. The same for the settings record of the results. Defaults to False.
         factory: bool. `default` is a factory. Defaults to False.
     """
@@ -135,6 +139,35 @@ def _check_mesh(label, value, name):
     distribution.parse_mesh(value)
 
 
+def _check_model_arguments(label, value, name):
+    if value == {}:
+        return
+    from keras_vit.models import spec
+
+    spec.check_model_arguments(label, value)
+
+
+def _set_arguments(field):
+    """The record of a dict of arguments: left out when empty, as JSON stores it (tuples as lists) when set."""
+    import json
+
+    def recorded(plan):
+        value = getattr(plan.config, field)
+        return json.loads(json.dumps(value)) if value else UNSET
+
+    return recorded
+
+
+def _unless_default(field):
+    """The record of an option left out at its default (backups written before it existed still resume)."""
+
+    def recorded(plan):
+        value = getattr(plan.config, field)
+        return UNSET if value == OPTIONS[field].default else value
+
+    return recorded
+
+
 def _backbone_name(plan):
     backbone = plan.config.backbone
     if backbone is None:
@@ -174,6 +207,13 @@ _OPTIONS = (
     Option("on_corrupt", "str", "skip", 'str. "skip" or "error" for corrupt image files. Defaults to "skip".',
            Flag("data", "corrupt image files in a folder: skip them (and report the count) or stop (default: skip)"),
            choices=("skip", "error")),
+    Option("resize", "str", "bilinear",
+           'str. How images of another size reach the model\'s input side, unless an augmentation crop resizes '
+           'them: "bilinear" or "pad" (centred zero padding, larger images centre-cropped). `keras-vit predict` '
+           'and `evaluate` resize bilinearly. Defaults to "bilinear".',
+           Flag("data", "images of another size than the model's input: bilinear (resized) or pad (centred zero "
+                "padding, larger images centre-cropped; default: bilinear)"),
+           choices=choices.RESIZES, fingerprint=_unless_default("resize"), settings=_unless_default("resize")),
     Option("variant", "str | None", None, "str or None. A `configs.VARIANTS` name; None for `DEFAULT_MODEL`.",
            Flag("model", f"ViT variant, one of {', '.join(configs.VARIANTS)} (default: a small ViT: patch 7, D 128, 6 "
                 "layers, 4 heads, MLP 256)",
@@ -214,6 +254,16 @@ _OPTIONS = (
            "callable without arguments is called inside the distribution strategy's scope to build it. "
            "Defaults to None.",
            fingerprint=_backbone_name),
+    Option("vit_args", "dict", dict,
+           'dict. More `keras_vit.ViT` arguments of a model trained from scratch, e.g. {"position_embedding": '
+           '"sincos2d"}; not those other options set (`keras_vit.models.spec.SPEC_VIT_ARGS`). Defaults to {}.',
+           check=_check_model_arguments, fingerprint=_set_arguments("vit_args"), settings=_set_arguments("vit_args"),
+           factory=True),
+    Option("stem_args", "dict", dict,
+           "dict. Arguments of the conv stem (`keras_vit.models.stems.conv_stem`: filters, strides); only with the "
+           "conv stem. Defaults to {}.",
+           check=_check_model_arguments, fingerprint=_set_arguments("stem_args"), settings=_set_arguments("stem_args"),
+           factory=True),
     Option("stem", "str", "auto",
            'str. "auto": the conv stem (`keras_vit.models.stems.conv_stem`) when a budget\'s rules choose it '
            '(`keras_vit.training.budget`); "conv": always (on the default model or the variant); "none": never. '
@@ -468,30 +518,39 @@ def _check_weights_config(config, name):
     if not isinstance(config.weights, str) or not config.weights:
         raise ValueError(f"Invalid {name('weights')}={config.weights!r}. Expected a checkpoint path, name or hf-hub: id.")
     # The checkpoint states the model: settings that build another one contradict it.
-    for field in ("stem", "tokenizer", "attention_init", "pooling"):
-        value = getattr(config, field)
-        if value != OPTIONS[field].default:
+    for field in ("stem", "tokenizer", "attention_init", "pooling", "vit_args", "stem_args"):
+        value, option = getattr(config, field), OPTIONS[field]
+        if value != (option.default() if option.factory else option.default):
             raise ValueError(f"Contradicting {name(field)}={value!r} and {name('weights')}={config.weights!r}: the "
                              f"checkpoint states the model. Leave {name(field)} out.")
     if config.backbone is not None:
         raise ValueError(f"Contradicting backbone= and {name('weights')}={config.weights!r}: the checkpoint states the model.")
+    if config.resize != OPTIONS["resize"].default:
+        # The linear probe's features and the checkpoint's own preprocessing resize bilinearly.
+        raise ValueError(f"Contradicting {name('resize')}={config.resize!r} and {name('weights')}={config.weights!r}: "
+                         f"a checkpoint's images are resized bilinearly. Leave {name('resize')} out.")
 
 
 def record(plan, which: str) -> dict:
     """The values of the options that enter `which` ("fingerprint" or "settings") of `plan`.
 
-    Each is the row's own function of the plan, or the plan's resolved value of the same name,
-    or the config's.
+    Each is the row's own function of the plan (left out where it gives `UNSET`), or the plan's
+    resolved value of the same name (a field or property), or the config's.
     """
+    plan_type = type(plan)
+    resolved = {f.name for f in dataclasses.fields(plan)} | {
+        name for name in dir(plan_type) if isinstance(getattr(plan_type, name), property)}
     values = {}
     for option in _OPTIONS:
         how = getattr(option, which)
         if how is False:
             continue
         if callable(how):
-            values[option.name] = how(plan)
-        elif option.name in {f.name for f in dataclasses.fields(plan)}:
-            values[option.name] = getattr(plan, option.name)
+            value = how(plan)
+        elif option.name in resolved:
+            value = getattr(plan, option.name)
         else:
-            values[option.name] = getattr(plan.config, option.name)
+            value = getattr(plan.config, option.name)
+        if value is not UNSET:
+            values[option.name] = value
     return values

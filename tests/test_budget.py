@@ -2,6 +2,7 @@
 settings out, the plan and header that state them, and a budgeted run of the conv-stem model
 from the CLI to its exports."""
 
+import dataclasses
 import math
 import os
 
@@ -183,8 +184,7 @@ def test_the_plan_builds_shifted_patches_and_records_them():
     chosen = _plan(budget_seconds=2.56, stem="none")  # 10 ms per image, the plain ViT
     assert chosen.tokenizer == chosen.fingerprint()["tokenizer"] == "shifted"  # a backup of other tokens is not resumed
     assert chosen.architecture["patch_size"] == 7  # pixels of a patch; the encoder reads the stem's cells
-    model = plan.build_model(chosen.config, 10, chosen.image_size, architecture=chosen.architecture,
-                             tokenizer=chosen.tokenizer, channels=chosen.channels)
+    model = plan.build_model(chosen)
     assert model.vit_config["patch_size"] == 1 and model.vit_config["backbone"] == "shifted_patches"
     assert chosen.channels == 1  # the sample's grey images, as read
     assert model.get_layer("embedding").kernel.shape[-2:] == (7 * 7 * 5 * 1, 128)
@@ -195,8 +195,8 @@ def test_the_plan_builds_shifted_patches_and_records_them():
         _plan(stem="conv", tokenizer="shifted")
     with pytest.raises(ValueError, match="tokenizer='shifted' and variant='tiny'"):
         _plan(tokenizer="shifted", variant="tiny")
-    with pytest.raises(ValueError, match="stem=True and tokenizer='shifted'"):  # build_model's own callers too
-        plan.build_model(chosen.config, 10, 32, architecture=chosen.architecture, stem=True, tokenizer="shifted", channels=1)
+    with pytest.raises(ValueError, match="stem=True and tokenizer='shifted'"):  # a spec made by other callers too
+        dataclasses.replace(chosen.model, stem=True)
 
 
 def test_the_plan_builds_the_chosen_attention_init_and_records_it():
@@ -204,8 +204,7 @@ def test_the_plan_builds_the_chosen_attention_init_and_records_it():
     assert chosen.attention_init == "mimetic" and chosen.architecture["num_layers"] == 4
     assert chosen.fingerprint()["attention_init"] == "mimetic"  # a backup of another init is not resumed
     assert chosen.pooling == chosen.fingerprint()["pooling"] == budget.BUDGET_POOLING["plain"]
-    model = plan.build_model(chosen.config, 10, chosen.image_size, architecture=chosen.architecture,
-                             attention_init=chosen.attention_init, pooling=chosen.pooling, channels=chosen.channels)
+    model = plan.build_model(chosen)
     assert model.vit_config["pooling"] == chosen.pooling
     attention = [layer.attention for layer in model.layers if hasattr(layer, "attention")][0]
     import keras
@@ -218,9 +217,9 @@ def test_the_plan_builds_the_chosen_attention_init_and_records_it():
     for field in ("attention_init", "pooling"):
         with pytest.raises(ValueError, match=f"{field}='xavier'"):
             _plan(**{field: "xavier"})
-    # build_model takes the plan's resolved pooling: "auto" is the plan's to resolve, not the builder's
+    # the spec takes the plan's resolved pooling: "auto" is the plan's to resolve, not the builder's
     with pytest.raises(ValueError, match="pooling='auto'"):
-        plan.build_model(chosen.config, 10, chosen.image_size, architecture=chosen.architecture, pooling="auto", channels=1)
+        dataclasses.replace(chosen.model, pooling="auto")
 
 
 @pytest.mark.parametrize("given, data_channels, backbone_given, channels, reason", [
@@ -246,13 +245,12 @@ def test_the_plan_feeds_grey_data_as_one_channel_and_records_it():
     chosen = _plan(budget_seconds=2.56, stem="none")  # the sample: grey 28 px images
     assert (chosen.channels, chosen.channels_reason) == (1, "grey, as read")
     assert chosen.fingerprint()["channels"] == 1  # a backup of a 3-channel model is not resumed
-    model = plan.build_model(chosen.config, 10, chosen.image_size, architecture=chosen.architecture,
-                             tokenizer=chosen.tokenizer, channels=chosen.channels)
+    model = plan.build_model(chosen)
     assert model.input_shape == (None, 28, 28, 1)
     given = _plan(budget_seconds=2.56, stem="none", channels=3)
     assert (given.channels, given.channels_reason) == (3, "given") and given.fingerprint()["channels"] == 3
     with pytest.raises(ValueError, match="Missing channels"):  # TrainConfig.channels None: the plan's to resolve
-        plan.build_model(chosen.config, 10, 28, architecture=chosen.architecture)
+        dataclasses.replace(chosen.model, channels=None)
     with pytest.raises(ValueError, match="channels=2"):
         _plan(channels=2)
 

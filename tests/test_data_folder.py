@@ -249,7 +249,7 @@ def test_folder_images_decode_as_served(tmp_path):
 def test_a_square_folder_of_any_size_trains_with_no_model_flags(size, patch, tmp_path, capsys):
     """Issue 27: the default model's patch 7 (made for 28 px) stopped every 32 px folder at once.
 
-    One size here; the rule's other sizes are `plan.default_patch_size`'s doctest, and 32, 48 and
+    One size here; the rule's other sizes are `keras_vit.models.spec.default_patch_size`'s doctest, and 32, 48 and
     96 px folders train under a budget in tests/test_budget.py.
     """
     root = _class_folder(tmp_path / "data", classes=2, per_class=8, size=(size, size))

@@ -195,3 +195,76 @@ def test_a_recipe_and_an_augmentation_of_ones_own_reach_the_run(tmp_path):
     settings = result["settings"]
     assert (settings["recipe"], settings["augment"]) == ("mine", "custom(flip=True, erasing_probability=0.5)")
     assert settings["learning_rate"] == pytest.approx(recipe.learning_rate_for(32))
+
+
+def test_model_arguments_a_stem_of_ones_own_and_padding_reach_the_run_through_the_config(tmp_path):
+    """TrainConfig takes more ViT arguments, the conv stem's and the resize (what the benchmark probes
+    once set by rebinding library globals); each enters the backup's fingerprint only when set."""
+    import numpy as np
+
+    from keras_vit.training import plan as plan_lib
+
+    default = plan_lib.resolve(_config(tmp_path, run_dir=None))
+    assert not {"vit_args", "stem_args", "resize"} & set(default.fingerprint())  # older backups still resume
+
+    sincos = plan_lib.resolve(_config(tmp_path, run_dir=None, vit_args={"position_embedding": "sincos2d"}))
+    assert sincos.fingerprint()["vit_args"] == {"position_embedding": "sincos2d"}
+    learned, fixed = plan_lib.build_model(default), plan_lib.build_model(sincos)
+    tokens = (28 // learned.vit_config["patch_size"]) ** 2 + 1  # no learned embedding of the patches and class token
+    assert learned.count_params() - fixed.count_params() == tokens * learned.vit_config["hidden_size"]
+
+    stem_args = {"filters": (16, 32), "strides": (2, 2)}
+    stem = plan_lib.resolve(_config(tmp_path, run_dir=None, variant=None, stem="conv", stem_args=stem_args))
+    assert stem.fingerprint()["stem_args"] == {"filters": [16, 32], "strides": [2, 2]}  # as the backup's JSON has it
+    model = plan_lib.build_model(stem)
+    assert model.get_layer("conv_stem").output_shape[-1] == 32  # the stem's own widths, stride 4 on 28 px
+    assert stem.patch_reason.startswith("cells of the conv stem's 7x7 map")  # the patch follows the stem's stride
+
+    # zero padding 28 -> 32 px instead of the resize, in every split's pipeline
+    padded = trainer.train(_config(tmp_path, image_size=32, resize="pad", epochs=1, run_dir=None))
+    assert padded["settings"]["resize"] == "pad"
+    pipeline = trainer._pipeline(plan_lib.resolve(_config(tmp_path, image_size=32, resize="pad", run_dir=None)),
+                                 default.test)
+    images = next(iter(pipeline))[0].numpy()
+    assert images.shape[1:] == (32, 32, 1) and np.abs(images[:, :2]).max() == 0 and np.abs(images[:, 2:30]).max() > 0
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"vit_args": {"num_layers": 2}}, r"vit_args keys \['num_layers'\]: the spec sets them"),
+    ({"vit_args": {"depth": 2}}, r"vit_args keys \['depth'\]. Expected arguments of ViT"),
+    ({"vit_args": "sincos2d"}, "Invalid vit_args='sincos2d'. Expected a dict"),
+    ({"stem_args": {"kernel": 5}, "stem": "conv", "variant": None}, r"stem_args keys \['kernel'\]"),
+    ({"stem_args": {"filters": (16,), "strides": (2,)}, "stem": "none", "variant": None},
+     "stem_args=.* without the conv stem: pass stem='conv'"),
+    ({"resize": "crop"}, "Invalid resize='crop'. Expected one of"),
+    ({"weights": "ViT-Ti/16", "resize": "pad", "variant": None}, "Contradicting resize='pad' and weights="),
+    ({"weights": "ViT-Ti/16", "vit_args": {"position_embedding": "sincos2d"}, "variant": None},
+     "Contradicting vit_args=.* and weights="),
+])
+def test_bad_model_arguments_and_resize_are_refused_by_name(changes, message, tmp_path):
+    from keras_vit.training import plan as plan_lib
+
+    with pytest.raises(ValueError, match=message):
+        plan_lib.resolve(_config(tmp_path, run_dir=None, **changes))
+
+
+def test_a_recipe_with_a_moving_average_ends_the_run_with_the_averaged_weights(tmp_path):
+    """Recipe.ema_momentum: `fit` swaps the average in, so the saved and scored model is the average."""
+    import numpy as np
+
+    from keras_vit.training import recipes
+
+    class Start(keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            self.weights = [w.copy() for w in self.model.get_weights()]
+
+    moved = {}
+    for momentum in (None, 0.999):
+        start = Start()
+        recipe = dataclasses.replace(recipes.get_recipe("compact"), name="mine", ema_momentum=momentum)
+        result = trainer.train(_config(tmp_path, recipe=recipe, run_dir=None, callbacks=[start]))
+        moved[momentum] = sum(float(np.abs(a - b).sum()) for a, b in zip(result["model"].get_weights(), start.weights))
+    # after 4 steps an average of momentum 0.999 has hardly left the initial weights (measured: 4% as far)
+    assert moved[0.999] < 0.1 * moved[None]
+    with pytest.raises(ValueError, match="ema_momentum=1.5"):
+        dataclasses.replace(recipes.get_recipe("compact"), ema_momentum=1.5)

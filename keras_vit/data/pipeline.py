@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from keras_vit import configs
+from keras_vit import choices, configs
 from keras_vit._validation import check_choice, check_positive_int
 from keras_vit.applications import scale_pixels
 from keras_vit.data.augment import Augmenter
@@ -43,6 +43,7 @@ def make_pipeline(
     crop_fraction=None,
     cache: bool = False,
     repeat: bool = False,
+    resize: str = "bilinear",
 ):
     """Builds a batched, prefetched tf.data pipeline of (images, one-hot labels) from a `Source`.
 
@@ -73,6 +74,9 @@ def make_pipeline(
         cache: bool. Keep the decoded uint8 images in memory after the first pass (a whole
             folder's worth: for small data sets only). Defaults to False.
         repeat: bool. Repeat forever (then give steps_per_epoch to fit). Defaults to False.
+        resize: str. How images of another size reach `image_size` (unless an augmentation crop
+            resizes them): "bilinear" (resized) or "pad" (centred zero padding, larger images
+            centre-cropped; 28 px Fashion-MNIST on a 32 px input as LeNet had it). Defaults to "bilinear".
 
     Example:
 
@@ -91,6 +95,7 @@ def make_pipeline(
     check_choice("channels", channels, (1, 3))
     check_choice("scaling", scaling, tuple(configs.SCALINGS) + (None,))
     check_positive_int("batch_size", batch_size)
+    check_choice("resize", resize, choices.RESIZES)
     num_classes = num_classes or source.num_classes
     drop_remainder = training if drop_remainder is None else drop_remainder
     augmenter = Augmenter(augment if training else "none", image_size, seed=seed)
@@ -111,7 +116,7 @@ def make_pipeline(
         if augmenter.resizes:
             image = augmenter.per_example(image)
         else:
-            image = _resize(image, image_size, None if training else crop_fraction)
+            image = _resize(image, image_size, None if training else crop_fraction, resize)
             image = augmenter.per_example(image)
         image.set_shape(image_size + (channels,))
         return image, tf.one_hot(label, num_classes, dtype=tf.float32)
@@ -161,7 +166,9 @@ def make_pipeline(
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
-def _resize(image, size, crop_fraction):
+def _resize(image, size, crop_fraction, how="bilinear"):
+    if how == "pad":
+        return tf.image.resize_with_crop_or_pad(image, *size)
     if crop_fraction:
         outer = (round(size[0] / crop_fraction), round(size[1] / crop_fraction))
         image = tf.image.resize(image, outer)

@@ -1,9 +1,11 @@
-"""What model a training run builds, as data: a `ModelSpec` the plan resolves and `build_spec` builds.
+"""What model a training run builds, as data: the architecture it resolves, the `ModelSpec` and `build_spec`.
 
-The training plan (`keras_vit.training.plan.resolve`) settles the architecture, the input and
-the choices of a budget's rules into one spec; this module checks it once, where it is made, and
-builds it. The spec is plain data (no Keras objects): a backbone, which is one, is passed to
-`build_spec` beside it.
+The one place that decides a training run's architecture: `resolve_architecture` settles the
+default model (`DEFAULT_MODEL`, its patch following the image size), a variant, the caller's
+overrides and the fields a budget's rules chose (`keras_vit.training.budget`); the training plan
+(`keras_vit.training.plan.resolve`) puts it with the input and the other choices into one
+`ModelSpec`, checked where it is made, and `build_spec` builds it. The spec is plain data (no
+Keras objects): a backbone, which is one, is passed to `build_spec` beside it.
 
 Example:
 
@@ -18,12 +20,81 @@ from __future__ import annotations
 
 import dataclasses
 
-from keras_vit import _validation, choices
+from keras_vit import _validation, choices, configs
 
+# The default model of `keras-vit train`: a small ViT for 28x28 images that trains in minutes
+# on a CPU. Patch 7 gives 16 tokens (+1 class token); chosen by measured throughput and accuracy
+# (benchmarks/RESULTS.md).
+DEFAULT_MODEL = {"patch_size": 7, "hidden_size": 128, "num_layers": 6, "num_heads": 4, "mlp_dim": 256}
+# The default model's token grid (DEFAULT_MODEL's patch 7 on 28 px Fashion-MNIST, where its speed
+# and accuracy were measured): other image sizes get the patch that keeps about this grid.
+DEFAULT_GRID = 4
 # What a spec's choices take: the resolved values of the train options ("auto" is the plan's to
 # resolve, not the builder's).
 TOKENIZERS, POOLINGS, ATTENTION_INITS = (tuple(value for value in values if value != "auto")
                                          for values in (choices.TOKENIZERS, choices.TRAIN_POOLINGS, choices.ATTENTION_INITS))
+
+
+def default_patch_size(image_size: int) -> tuple[int, str]:
+    """The default model's patch for square images of side `image_size`, and why, for the header.
+
+    The divisor of `image_size` closest to image_size / DEFAULT_GRID (ties: the smaller patch),
+    so that any square size trains with about the token count the default was measured with.
+
+    Example:
+
+    >>> [default_patch_size(size)[0] for size in (28, 32, 48, 96, 224)]
+    [7, 8, 12, 24, 56]
+    >>> default_patch_size(32)[1]
+    'chosen for 32 px images: a 4x4 grid of patches, as the default model has on 28 px'
+    """
+    _validation.check_positive_int("image_size", image_size)
+    divisors = [p for p in range(1, image_size + 1) if image_size % p == 0]
+    patch = min(divisors, key=lambda p: (abs(p - image_size / DEFAULT_GRID), p))
+    grid = image_size // patch
+    return patch, f"chosen for {image_size} px images: a {grid}x{grid} grid of patches, as the default model has on 28 px"
+
+
+def resolve_architecture(variant: str | None, overrides: dict, image_size: int | None = None, *,
+                         stem_stride: int | None = None, chosen: dict | None = None) -> tuple[dict, str]:
+    """The core fields (`keras_vit.choices.MODEL_FIELDS`) of a training run's model, and why its patch.
+
+    The variant's row, or `DEFAULT_MODEL` whose patch follows `image_size` (`default_patch_size`);
+    behind the conv stem (`stem_stride`) the patch follows the stem's feature map and is counted
+    in its cells. Then the fields a budget's rules chose (`chosen`), then the caller's `overrides`.
+
+    Args:
+        variant: str or None. A `keras_vit.configs.VARIANTS` name; None for `DEFAULT_MODEL`.
+        overrides: dict. Fields the caller set (None values are unset).
+        image_size: int or None. The model's input side; None keeps the default model's patch.
+            Defaults to None.
+        stem_stride: int or None. The conv stem's stride (`ModelSpec.stem_stride`); None without
+            the stem. Defaults to None.
+        chosen: dict or None. Fields a budget's rules chose. Defaults to None.
+
+    Example:
+
+    >>> resolve_architecture(None, {"num_layers": 2}, 32)
+    ({'patch_size': 8, 'hidden_size': 128, 'num_layers': 2, 'num_heads': 4, 'mlp_dim': 256}, \
+'chosen for 32 px images: a 4x4 grid of patches, as the default model has on 28 px')
+    >>> resolve_architecture("tiny", {}, 32)[1]
+    "variant tiny's"
+    """
+    base = DEFAULT_MODEL if variant is None else dataclasses.asdict(configs.get_variant(variant))
+    arch = {key: base.get(key) for key in choices.MODEL_FIELDS}
+    arch.update(chosen or {})
+    given = {key: value for key, value in overrides.items() if value is not None}
+    reason = "given" if "patch_size" in given else f"variant {variant}'s" if variant is not None else "the default model's"
+    if variant is None and "patch_size" not in given and image_size is not None:
+        if stem_stride is not None:
+            cells = image_size // stem_stride
+            arch["patch_size"], _ = default_patch_size(cells)
+            grid = cells // arch["patch_size"]
+            reason = f"cells of the conv stem's {cells}x{cells} map: a {grid}x{grid} grid"
+        else:
+            arch["patch_size"], reason = default_patch_size(image_size)
+    arch.update(given)
+    return arch, reason
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +116,10 @@ class ModelSpec:
         pooling: str. "token" or "gap". Defaults to "token".
         attention_init: str. "mimetic" (`keras_vit.models.mimetic`) or "random" (Keras'
             initializers). Defaults to "random".
+        vit_args: dict. More `keras_vit.ViT` arguments, e.g. {"position_embedding": "sincos2d"};
+            not those the spec sets itself (`SPEC_VIT_ARGS`). Defaults to {}.
+        stem_args: dict. `keras_vit.models.stems.conv_stem` arguments (filters, strides) of the
+            conv stem; only with `stem`. Defaults to {}.
     """
 
     variant: str | None
@@ -56,6 +131,8 @@ class ModelSpec:
     tokenizer: str = "patches"
     pooling: str = "token"
     attention_init: str = "random"
+    vit_args: dict = dataclasses.field(default_factory=dict)
+    stem_args: dict = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         _validation.check_choice("attention_init", self.attention_init, ATTENTION_INITS)
@@ -70,6 +147,61 @@ class ModelSpec:
         if self.tokenizer == "shifted" and self.variant is not None:
             raise ValueError("Invalid tokenizer='shifted' with a variant: only the default model is built with "
                              "shifted patches.")
+        check_model_arguments("vit_args", self.vit_args)
+        check_model_arguments("stem_args", self.stem_args)
+        if self.stem_args and not self.stem:
+            raise ValueError(f"Invalid stem_args={self.stem_args!r} without the conv stem: pass stem='conv' "
+                             "(--stem conv), or leave stem_args out.")
+
+    @property
+    def stem_stride(self) -> int | None:
+        """The conv stem's stride (a feature-map cell per `stem_stride` pixels each way); None without it."""
+        return conv_stem_stride(self.stem_args) if self.stem else None
+
+
+def conv_stem_stride(stem_args: dict) -> int:
+    """The stride of the conv stem built with `stem_args` (`keras_vit.models.stems.conv_stem` arguments).
+
+    Example:
+
+    >>> conv_stem_stride({}), conv_stem_stride({"filters": (32, 64), "strides": (2, 2)})
+    (8, 4)
+    """
+    from keras_vit.models import stems
+
+    return stems.stem_stride(*[stem_args[key] for key in ("strides",) if key in stem_args])
+
+
+# `keras_vit.ViT` arguments a spec sets itself: `ModelSpec.vit_args` may not.
+SPEC_VIT_ARGS = (*choices.MODEL_FIELDS, "variant", "backbone", "input_shape", "input_tensor", "num_classes", "classes",
+                 "pooling", "preprocessing", "drop_path_rate", "weights", "image_size", "include_top")
+
+
+def check_model_arguments(name: str, given) -> None:
+    """Refuses `given` (`ModelSpec.vit_args` or `.stem_args`, by `name`) unless a dict of arguments it may set.
+
+    Example:
+
+    >>> check_model_arguments("stem_args", {"filters": (16, 32), "strides": (2, 2)})
+    >>> check_model_arguments("vit_args", {"num_layers": 2})
+    Traceback (most recent call last):
+    ...
+    ValueError: Invalid vit_args keys ['num_layers']: the spec sets them (num_layers=).
+    """
+    import inspect
+
+    from keras_vit.models.stems import conv_stem
+    from keras_vit.models.vit import ViT
+
+    if not isinstance(given, dict):
+        raise ValueError(f"Invalid {name}={given!r}. Expected a dict of arguments.")
+    function, own = (ViT, SPEC_VIT_ARGS) if name == "vit_args" else (conv_stem, ("channels", "name"))
+    taken = sorted(set(given) & set(own))
+    if taken:
+        raise ValueError(f"Invalid {name} keys {taken}: the spec sets them ({', '.join(k + '=' for k in taken)}).")
+    unknown = sorted(set(given) - set(inspect.signature(function).parameters))
+    if unknown:
+        raise ValueError(f"Invalid {name} keys {unknown}. Expected arguments of {function.__name__}.")
 
 
 def build_spec(spec: ModelSpec, num_classes: int, *, drop_path_rate: float = 0.0, backbone=None, seed: int = 0):
@@ -83,20 +215,21 @@ def build_spec(spec: ModelSpec, num_classes: int, *, drop_path_rate: float = 0.0
             not with the conv stem or shifted patches, which are the spec's own. Defaults to None.
         seed: int. Seed of mimetic initialization. Defaults to 0.
     """
-    # Through the package, as the budget harness's probes set `keras_vit.models.ViT` arguments there.
-    from keras_vit.models import ViT, mimetic_initialization, stems
+    from keras_vit.models import mimetic_initialization, stems
+    from keras_vit.models.vit import ViT
 
     arch = dict(spec.architecture)
     if backbone is not None and (spec.stem or spec.tokenizer == "shifted"):
         raise ValueError("Invalid backbone= with the conv stem or shifted patches: they make the tokens themselves.")
     if spec.stem:
-        backbone = stems.conv_stem(channels=spec.channels)
+        backbone = stems.conv_stem(channels=spec.channels, **spec.stem_args)
     elif spec.tokenizer == "shifted":
         backbone = stems.shifted_patch_stem(arch["patch_size"], channels=spec.channels)
         arch["patch_size"] = 1
     model = ViT(
         spec.variant,
         **arch,
+        **spec.vit_args,
         backbone=backbone,
         input_shape=(spec.image_size, spec.image_size, spec.channels),
         num_classes=num_classes,

@@ -47,7 +47,7 @@ from keras_vit import _validation, choices
 from keras_vit.models import stems
 
 # The ViT behind the conv stem: the default model's width and heads, its blocks by budget.
-# Its patch is counted in cells of the stem's feature map (`plan.default_patch_size` on that map).
+# Its patch is counted in cells of the stem's feature map (`keras_vit.models.spec.default_patch_size` on that map).
 STEM_MODEL = {"hidden_size": 128, "num_heads": 4, "mlp_dim": 256}
 # Images up to this side get the stem; above it the stem's full-resolution convolutions were
 # never measured against a patch grid.
@@ -195,7 +195,7 @@ def _row(table, ms_per_image):
 def choose(budget_seconds, num_train: int, image_size: int, *, stem: str = "auto", model_given: bool = False,
            image_size_given: bool = False, epochs_given: bool = False, augment_given: bool = False,
            recipe_given: bool = False, data_channels: int = 3, attention_init: str = "auto",
-           pooling: str = "auto", tokenizer: str = "auto") -> BudgetChoice:
+           pooling: str = "auto", tokenizer: str = "auto", stem_stride: int | None = None) -> BudgetChoice:
     """The model, input size and epoch limit a run buys with `budget_seconds` for `num_train` images.
 
     Args:
@@ -220,6 +220,8 @@ def choose(budget_seconds, num_train: int, image_size: int, *, stem: str = "auto
             Defaults to "auto".
         tokenizer: str. "auto" (shifted patches where `SHIFTED_PATCHES` says so, for the plain
             default ViT on images up to `STEM_MAX_IMAGE_SIZE`), "patches" or "shifted". Defaults to "auto".
+        stem_stride: int or None. The stride of the conv stem, whose map must tile the images;
+            None for the default stem's (`keras_vit.models.stems.stem_stride`). Defaults to None.
 
     Returns:
         A `BudgetChoice`.
@@ -254,7 +256,7 @@ def choose(budget_seconds, num_train: int, image_size: int, *, stem: str = "auto
         use_stem = stem == "conv"
     architecture = {}
     if use_stem:
-        stride = stems.stem_stride()
+        stride = stem_stride or stems.stem_stride()
         if image_size % stride and not image_size_given:
             resized = math.ceil(image_size / stride) * stride
             reasons.append(f"images resized {image_size} -> {resized} px: the conv stem (stride {stride}) must tile them")

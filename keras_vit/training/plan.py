@@ -26,16 +26,18 @@ import keras
 
 from keras_vit import _validation, choices, configs, train_options
 from keras_vit.data.sources import Source, load_splits
+from keras_vit.models.spec import (  # noqa: F401  (DEFAULT_MODEL, default_patch_size: public here too)
+    DEFAULT_GRID,
+    DEFAULT_MODEL,
+    ModelSpec,
+    build_spec,
+    conv_stem_stride,
+    default_patch_size,
+    resolve_architecture,
+)
 from keras_vit.training import budget, distribute, memory, recipes
 from keras_vit.train_options import TrainConfig, check_config  # noqa: F401  (their home is train_options)
 
-# The default model of `keras-vit train`: a small ViT for 28x28 images that trains in minutes
-# on a CPU. Patch 7 gives 16 tokens (+1 class token); chosen by measured throughput and accuracy
-# (benchmarks/RESULTS.md).
-DEFAULT_MODEL = {"patch_size": 7, "hidden_size": 128, "num_layers": 6, "num_heads": 4, "mlp_dim": 256}
-# The default model's token grid (DEFAULT_MODEL's patch 7 on 28 px Fashion-MNIST, where its speed
-# and accuracy were measured): other image sizes get the patch that keeps about this grid.
-DEFAULT_GRID = 4
 DEFAULT_EPOCHS = 10  # without a budget and without --epochs
 DEFAULT_RECIPE = "compact"
 # A run from a checkpoint (`TrainConfig.weights`): the recipe, and without a budget or --epochs
@@ -54,72 +56,39 @@ VALIDATION_SAMPLE = 500
 MODEL_KEYS = choices.MODEL_FIELDS  # what model_overrides may set
 
 
-def build_model(config: TrainConfig, num_classes: int, image_size: int, drop_path_rate: float = 0.0, *,
-                architecture: dict | None = None, stem: bool = False, attention_init: str = "random",
-                pooling: str = "token", tokenizer: str = "patches", channels: int | None = None,
-                scaling: str | None = None):
-    """Builds the ViT of `config` for `num_classes` and `image_size`, with scaling inside the model.
+def build_model(plan):
+    """Builds the model of `plan` with scaling inside it: its `ModelSpec`, or its checkpoint with a new head.
 
     With `config.weights`, the checkpoint's model with a new zero-initialised head
-    (`keras_vit.transfer.load_pretrained`); the architecture arguments are then the checkpoint's.
+    (`keras_vit.transfer.load_pretrained`); else `keras_vit.models.spec.build_spec` of `plan.model`
+    with the config's backbone. Stochastic depth is the recipe's. Call it inside the plan's
+    strategy's scope.
 
     Args:
-        config: `TrainConfig`. Its variant (or `DEFAULT_MODEL`), model_overrides, backbone,
-            channels (unless `channels` is given) and scaling.
-        num_classes: int. Width of the head.
-        image_size: int. Input height and width.
-        drop_path_rate: float. Stochastic depth of the last block. Defaults to 0.
-        architecture: dict or None. The default model's resolved fields (`RunPlan.architecture`);
-            None resolves them from `config`. Ignored with a variant. Defaults to None.
-        stem: bool. Put the conv stem (`keras_vit.models.stems.conv_stem`) before the encoder
-            (`RunPlan.stem`). Defaults to False.
-        attention_init: str. "mimetic" (`keras_vit.models.mimetic`, seeded by `config.seed`) or
-            "random" (Keras' initializers) (`RunPlan.attention_init`). Defaults to "random".
-        pooling: str. "token" or "gap" (`RunPlan.pooling`). Defaults to "token".
-        tokenizer: str. "patches" (the paper's patch embedding) or "shifted"
-            (`keras_vit.models.stems.shifted_patch_stem` of the patch size, the encoder reading its
-            cells as 1x1 patches) (`RunPlan.tokenizer`). Defaults to "patches".
-        channels: int or None. Input channels (`RunPlan.channels`); None for `config.channels`,
-            which must then be set. Defaults to None.
-        scaling: str or None. Pixel scaling inside the model (`RunPlan.scaling`); None for
-            `config.scaling`, or "unit". Defaults to None.
+        plan: `RunPlan`. The resolved run.
 
     Example:
 
-    >>> config = TrainConfig(variant="tiny", model_overrides={"num_layers": 1}, channels=1)
-    >>> model = build_model(config, num_classes=10, image_size=28)
+    >>> run = resolve(TrainConfig(variant="tiny", model_overrides={"num_layers": 1}, max_train_examples=32,
+    ...                           run_dir=None, output_dir=None))
+    >>> model = build_model(run)
     >>> model.input_shape, model.output_shape, model.layers[1].name
-    ((None, 28, 28, 1), (None, 10), 'preprocessing')
+    ((None, 32, 32, 1), (None, 10), 'preprocessing')
     >>> sum(layer.name.startswith("encoderblock_") for layer in model.layers)
     1
     """
-    from keras_vit.models.spec import build_spec
-
-    scaling = scaling or config.scaling
+    config, num_classes, drop_path_rate = plan.config, plan.train.num_classes, plan.recipe.drop_path_rate
     if config.weights is not None:
         from keras_vit.transfer.pretrained import load_pretrained
 
-        model, _ = load_pretrained(config.weights, num_classes=num_classes, image_size=image_size, scaling=scaling,
-                                   patch_size=config.model_overrides.get("patch_size"), drop_path_rate=drop_path_rate)
+        model, _ = load_pretrained(config.weights, num_classes=num_classes, image_size=plan.image_size,
+                                   scaling=plan.scaling, patch_size=config.model_overrides.get("patch_size"),
+                                   drop_path_rate=drop_path_rate)
         return model
-    if config.variant is not None or architecture is None:
-        architecture = _architecture(config, image_size)[0]
-    else:
-        architecture = {**architecture, **{k: v for k, v in config.model_overrides.items() if v is not None}}
-    spec = model_spec(config, architecture, image_size, config.channels if channels is None else channels,
-                      scaling or "unit", stem=stem, tokenizer=tokenizer, pooling=pooling, attention_init=attention_init)
     backbone = config.backbone
     if callable(backbone) and not isinstance(backbone, keras.layers.Layer):
         backbone = backbone()
-    return build_spec(spec, num_classes, drop_path_rate=drop_path_rate, backbone=backbone, seed=config.seed)
-
-
-def model_spec(config, architecture, image_size, channels, scaling, **choices_made):
-    """The `keras_vit.models.spec.ModelSpec` of `config`'s model: its variant, the resolved fields and choices."""
-    from keras_vit.models.spec import ModelSpec
-
-    return ModelSpec(variant=config.variant, architecture=dict(architecture), image_size=image_size,
-                     channels=channels, scaling=scaling, **choices_made)
+    return build_spec(plan.model, num_classes, drop_path_rate=drop_path_rate, backbone=backbone, seed=config.seed)
 
 
 def resolve_image_size(config, source) -> tuple[int, str]:
@@ -177,65 +146,21 @@ def resolve_channels(channels: int | None, data_channels: int, backbone_given: b
     return data_channels, ("grey" if data_channels == 1 else "colour") + ", as read"
 
 
-def default_patch_size(image_size: int) -> tuple[int, str]:
-    """The default model's patch for square images of side `image_size`, and why, for the header.
-
-    The divisor of `image_size` closest to image_size / DEFAULT_GRID (ties: the smaller patch),
-    so that any square size trains with about the token count the default was measured with.
-
-    Example:
-
-    >>> [default_patch_size(size)[0] for size in (28, 32, 48, 96, 224)]
-    [7, 8, 12, 24, 56]
-    >>> default_patch_size(32)[1]
-    'chosen for 32 px images: a 4x4 grid of patches, as the default model has on 28 px'
-    """
-    _validation.check_positive_int("image_size", image_size)
-    divisors = [p for p in range(1, image_size + 1) if image_size % p == 0]
-    patch = min(divisors, key=lambda p: (abs(p - image_size / DEFAULT_GRID), p))
-    grid = image_size // patch
-    return patch, f"chosen for {image_size} px images: a {grid}x{grid} grid of patches, as the default model has on 28 px"
-
-
-def _architecture(config, image_size=None, stem=False, budget_architecture=None):
-    """The resolved patch_size/hidden_size/num_layers/num_heads/mlp_dim of `config`'s model, and why the patch.
-
-    The default model's patch follows `image_size` (`default_patch_size`) unless one is given;
-    behind the conv stem (`stem`), it follows the stem's feature map and is counted in its cells.
-    `budget_architecture`: fields a budget chose (`keras_vit.training.budget`).
-    """
-    from keras_vit.models import stems
-
-    base = DEFAULT_MODEL if config.variant is None else dataclasses.asdict(configs.get_variant(config.variant))
-    arch = {key: base.get(key) for key in MODEL_KEYS}
-    arch.update(budget_architecture or {})
-    reason = "given" if config.model_overrides.get("patch_size") is not None else (
-        f"variant {config.variant}'s" if config.variant is not None else "the default model's")
-    if config.variant is None and config.model_overrides.get("patch_size") is None and image_size is not None:
-        if stem:
-            cells = image_size // stems.stem_stride()
-            patch, _ = default_patch_size(cells)
-            arch["patch_size"] = patch
-            reason = f"cells of the conv stem's {cells}x{cells} map: a {cells // patch}x{cells // patch} grid"
-        else:
-            arch["patch_size"], reason = default_patch_size(image_size)
-    arch.update({k: v for k, v in config.model_overrides.items() if v is not None})
-    return arch, reason
-
-
 @dataclasses.dataclass(frozen=True)
 class RunPlan:
     """A training run with every choice resolved; see `resolve`.
 
     Attributes: `config` (the `TrainConfig`), `recipe`, `strategy`, `precision` (a dtype
     policy name) and `precision_reason`, `jit_compile` (bool), `batch_size` (global), `augment` (preset name or
-    config), `architecture` (the model's core fields), `train`, `validation` and `test` (data
-    `Source`s; the last two may be None), `num_train`, `steps_per_epoch`, `image_size`,
-    `image_size_reason`, `channels` and `channels_reason` (the model's input channels and why),
-    `scaling` and `scaling_reason`, `batch_reason`, `pretrained` (a `keras_vit.transfer.Pretrained` describing the checkpoint of
-    `config.weights`, or None), `adapt` ("scratch", "finetune", "probe" or "probe_then_finetune")
-    and `adapt_reason`, `cache`. Frozen: where the run stands in its run directory is the run's
-    (`keras_vit.training.run_dir.RunProgress`), not the plan's.
+    config), `model` (the `keras_vit.models.spec.ModelSpec` to build: its architecture, input and choices,
+    read through the properties `architecture`, `image_size`, `channels`, `scaling`, `stem`, `tokenizer`,
+    `pooling`, `attention_init`), `train`, `validation` and `test` (data `Source`s; the last two may be
+    None), `num_train`, `steps_per_epoch`, why the model's choices are what they are (`image_size_reason`,
+    `patch_reason`, `channels_reason`, `scaling_reason`, `budget_reasons`), `batch_reason`, `pretrained`
+    (a `keras_vit.transfer.Pretrained` describing the checkpoint of `config.weights`, or None), `adapt`
+    ("scratch", "finetune", "probe" or "probe_then_finetune") and `adapt_reason`, `cache`. Frozen: where
+    the run stands in its run directory is the run's (`keras_vit.training.run_dir.RunProgress`), not the
+    plan's.
     """
 
     config: TrainConfig
@@ -245,24 +170,17 @@ class RunPlan:
     jit_compile: bool
     batch_size: int
     augment: object
-    architecture: dict
+    model: ModelSpec
     train: Source
     validation: Source | None
     test: Source | None
     num_train: int
     steps_per_epoch: int
-    image_size: int
     image_size_reason: str
     cache: bool
     patch_reason: str = "given"
     epochs: int = DEFAULT_EPOCHS
-    stem: bool = False
-    attention_init: str = "random"
-    pooling: str = "token"
-    tokenizer: str = "patches"
-    channels: int = 3
     channels_reason: str = "given"
-    scaling: str = "unit"
     scaling_reason: str = "the default"
     batch_reason: str = "the recipe's"
     precision_reason: str = "given"
@@ -270,6 +188,18 @@ class RunPlan:
     adapt: str = "scratch"
     adapt_reason: str = ""
     budget_reasons: tuple = ()
+
+    # The model's facts live in its spec; the plan reads them through.
+    architecture = property(lambda self: self.model.architecture, doc="The model's core fields.")
+    image_size = property(lambda self: self.model.image_size, doc="The model's input side.")
+    channels = property(lambda self: self.model.channels, doc="The model's input channels.")
+    scaling = property(lambda self: self.model.scaling, doc="The pixel scaling inside the model.")
+    stem = property(lambda self: self.model.stem, doc="Whether the model has the conv stem.")
+    tokenizer = property(lambda self: self.model.tokenizer, doc='"patches" or "shifted".')
+    pooling = property(lambda self: self.model.pooling, doc='"token" or "gap".')
+    attention_init = property(lambda self: self.model.attention_init, doc='"mimetic" or "random".')
+    vit_args = property(lambda self: self.model.vit_args, doc="More `keras_vit.ViT` arguments of the model.")
+    stem_args = property(lambda self: self.model.stem_args, doc="The conv stem's arguments.")
 
     @property
     def augment_name(self) -> str:
@@ -359,6 +289,7 @@ def resolve(config: TrainConfig, *, name=None) -> RunPlan:
         augment_given=config.augment is not None or config.recipe is not None,
         recipe_given=config.recipe is not None or pretrained is not None, data_channels=data_channels,
         attention_init=config.attention_init, pooling=config.pooling, tokenizer=config.tokenizer,
+        stem_stride=conv_stem_stride(config.stem_args),
     )
     augment = choice.augment or augment
     if choice.learning_rate_scale != 1.0:
@@ -372,9 +303,14 @@ def resolve(config: TrainConfig, *, name=None) -> RunPlan:
         patch_reason = "the checkpoint's"
         adapt, adapt_reason = resolve_adapt(config.adapt, config.budget_seconds)
     else:
-        architecture, patch_reason = _architecture(config, image_size, stem=choice.stem,
-                                                   budget_architecture=choice.architecture)
+        architecture, patch_reason = resolve_architecture(
+            config.variant, config.model_overrides, image_size, chosen=choice.architecture,
+            stem_stride=conv_stem_stride(config.stem_args) if choice.stem else None)
         adapt, adapt_reason = "scratch", "no checkpoint given"
+    model = ModelSpec(variant=config.variant, architecture=architecture, image_size=image_size, channels=channels,
+                      scaling=scaling, stem=choice.stem, tokenizer=choice.tokenizer, pooling=choice.pooling,
+                      attention_init=choice.attention_init, vit_args=dict(config.vit_args),
+                      stem_args=dict(config.stem_args))
     # The AMX rule reads the model's width: resolved once the architecture is.
     precision, precision_reason = distribute.choose_precision(config.precision, width=architecture.get("hidden_size"))
     jit_compile = config.jit_compile
@@ -388,12 +324,10 @@ def resolve(config: TrainConfig, *, name=None) -> RunPlan:
     return RunPlan(
         config=config, recipe=recipe, strategy=strategy, precision=precision, precision_reason=precision_reason,
         jit_compile=jit_compile,
-        batch_size=batch_size, augment=augment, architecture=architecture, patch_reason=patch_reason, train=train_source,
+        batch_size=batch_size, augment=augment, model=model, patch_reason=patch_reason, train=train_source,
         validation=validation_source, test=test_source, num_train=num_train, steps_per_epoch=steps_per_epoch,
-        image_size=image_size, image_size_reason=image_size_reason, cache=cache,
-        epochs=epochs, stem=choice.stem, attention_init=choice.attention_init, pooling=choice.pooling,
-        tokenizer=choice.tokenizer, channels=channels, channels_reason=channels_reason, budget_reasons=choice.reasons,
-        scaling=scaling, scaling_reason=scaling_reason, batch_reason=batch_reason,
+        image_size_reason=image_size_reason, cache=cache, epochs=epochs, channels_reason=channels_reason,
+        budget_reasons=choice.reasons, scaling_reason=scaling_reason, batch_reason=batch_reason,
         pretrained=pretrained, adapt=adapt, adapt_reason=adapt_reason,
     )
 

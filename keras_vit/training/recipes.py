@@ -74,6 +74,9 @@ class Recipe:
         layer_decay: float or None. Layer-wise learning-rate decay of a fine-tuning recipe
             (`layer_learning_rate_scales`); None trains every layer at the same rate.
             Defaults to None.
+        ema_momentum: float or None. Keep an exponential moving average of the weights with this
+            momentum (Keras' optimizer `use_ema`); `fit` ends with the model holding the average.
+            None keeps none. Defaults to None.
 
     Example:
 
@@ -102,6 +105,7 @@ class Recipe:
     beta_2: float = 0.999
     momentum: float = 0.9
     layer_decay: float | None = None
+    ema_momentum: float | None = None
 
     def __post_init__(self):
         inf = float("inf")
@@ -122,6 +126,8 @@ class Recipe:
         check_number_in("momentum", self.momentum, 0, 1, include_high=False)
         if self.layer_decay is not None:
             check_number_in("layer_decay", self.layer_decay, 0, 1, include_low=False)
+        if self.ema_momentum is not None:
+            check_number_in("ema_momentum", self.ema_momentum, 0, 1, include_high=False)
         if self.clip_norm is not None:
             check_number_in("clip_norm", self.clip_norm, 0, inf, include_low=False, include_high=False)
         check_positive_int("reference_batch_size", self.reference_batch_size)
@@ -312,17 +318,19 @@ def make_optimizer(recipe: Recipe, model, learning_rate):
     'SGD'
     """
     schedule = learning_rate
-    scales = {}
+    extra = {}
     if recipe.layer_decay is not None:
-        scales = {"layer_scales": layer_learning_rate_scales(model, recipe.layer_decay)}
+        extra = {"layer_scales": layer_learning_rate_scales(model, recipe.layer_decay)}
+    if recipe.ema_momentum is not None:
+        extra.update(use_ema=True, ema_momentum=recipe.ema_momentum)
     if recipe.optimizer == "sgd":
-        sgd = LayerDecaySGD if scales else keras.optimizers.SGD
-        return sgd(schedule, momentum=recipe.momentum, global_clipnorm=recipe.clip_norm, **scales)
+        sgd = LayerDecaySGD if "layer_scales" in extra else keras.optimizers.SGD
+        return sgd(schedule, momentum=recipe.momentum, global_clipnorm=recipe.clip_norm, **extra)
     if recipe.optimizer != "adamw":
         raise ValueError(f"Invalid optimizer={recipe.optimizer!r} in recipe {recipe.name!r}. Expected 'adamw' or 'sgd'.")
-    adamw = LayerDecayAdamW if scales else keras.optimizers.AdamW
+    adamw = LayerDecayAdamW if "layer_scales" in extra else keras.optimizers.AdamW
     optimizer = adamw(
-        schedule, weight_decay=recipe.weight_decay, beta_2=recipe.beta_2, global_clipnorm=recipe.clip_norm, **scales
+        schedule, weight_decay=recipe.weight_decay, beta_2=recipe.beta_2, global_clipnorm=recipe.clip_norm, **extra
     )
     if not recipe.decay_all:
         optimizer.exclude_from_weight_decay(var_list=no_decay_variables(model))

@@ -24,7 +24,7 @@ def header(plan, model, estimate, progress) -> str:
     tokens = int(blocks[0].input.shape[1]) if blocks else None
     tokenizer = ""
     if plan.stem:
-        tokenizer = f" behind a conv stem ({_stem_text()})"
+        tokenizer = f" behind a conv stem ({_stem_text(plan.model)})"
     elif plan.tokenizer == "shifted":
         tokenizer = " on shifted patches (each with its neighbours half a patch away, no convolution)"
     name = "the checkpoint's ViT" if plan.pretrained is not None else config.variant or "default ViT"
@@ -86,11 +86,11 @@ def _epochs_text(plan) -> str:
     return f"{plan.epochs} epochs"
 
 
-def _stem_text() -> str:
+def _stem_text(spec) -> str:
     from keras_vit.models import stems
 
-    widths = ", ".join(map(str, stems.DEFAULT_FILTERS))
-    return f"3x3 convolutions of {widths} channels, stride {stems.stem_stride()}"
+    widths = ", ".join(map(str, spec.stem_args.get("filters", stems.DEFAULT_FILTERS)))
+    return f"3x3 convolutions of {widths} channels, stride {spec.stem_stride}"
 
 
 def _count_text(source) -> str:

@@ -169,7 +169,7 @@ def _pipeline(plan, source, training=False, whole=False):
         extra["drop_remainder"] = True
     return make_pipeline(
         source, image_size=plan.image_size, channels=plan.channels, scaling=None, batch_size=plan.batch_size,
-        **extra,
+        resize=plan.config.resize, **extra,
     )
 
 
@@ -177,11 +177,7 @@ def _compiled_model(plan):
     """The plan's model, compiled with its recipe inside its strategy's scope; and the learning-rate schedule."""
     recipe = plan.recipe
     with plan.strategy.scope():
-        model = build_model(
-            plan.config, plan.train.num_classes, plan.image_size, recipe.drop_path_rate,
-            architecture=plan.architecture, stem=plan.stem, attention_init=plan.attention_init,
-            pooling=plan.pooling, tokenizer=plan.tokenizer, channels=plan.channels, scaling=plan.scaling,
-        )
+        model = build_model(plan)
         schedule = recipes.make_schedule(recipe, plan.batch_size, plan.steps_per_epoch, plan.epochs)
         model.compile(
             optimizer=recipes.make_optimizer(recipe, model, schedule),
