@@ -107,19 +107,19 @@ def test_header_sizes_match_decoded_sizes(fmt, tmp_path):
 
 
 def test_image_size_is_the_folders_own_or_must_be_given(tmp_path):
-    from keras_vit.training.plan import TrainConfig, resolve_image_size
+    from keras_vit.models.spec import resolve_image_size
 
     same = sources.from_folder(_class_folder(tmp_path / "same", classes=2, per_class=2, size=(32, 32)))
-    assert resolve_image_size(TrainConfig(dataset="same", model_overrides={"patch_size": 4}), same) == (
+    assert resolve_image_size(None, None, same.image_size) == (
         32, "the images' own (32x32)")
     mixed_root = _class_folder(tmp_path / "mixed", classes=2, per_class=2)
     (tmp_path / "mixed" / "c1" / "big.png").write_bytes(_png((16, 16)))
     with pytest.raises(ValueError, match=r"differ in size.*--image-size"):
-        resolve_image_size(TrainConfig(dataset="mixed"), sources.from_folder(mixed_root))
-    assert resolve_image_size(TrainConfig(image_size=24), sources.from_folder(mixed_root))[0] == 24
+        resolve_image_size(None, None, sources.from_folder(mixed_root).image_size)
+    assert resolve_image_size(24, None, sources.from_folder(mixed_root).image_size)[0] == 24
     wide = sources.from_folder(_class_folder(tmp_path / "wide", classes=2, per_class=1, size=(8, 12)))
     with pytest.raises(ValueError, match="8x12, not square"):
-        resolve_image_size(TrainConfig(dataset="wide"), wide)
+        resolve_image_size(None, None, wide.image_size)
 
 
 def test_flat_folder_holds_out_validation_and_has_no_test(tmp_path):

@@ -55,6 +55,38 @@ def default_patch_size(image_size: int) -> tuple[int, str]:
     return patch, f"chosen for {image_size} px images: a {grid}x{grid} grid of patches, as the default model has on 28 px"
 
 
+def resolve_image_size(given: int | None, variant: str | None, images_size, images: str = "the training set") -> tuple[int, str]:
+    """A training run's input side, and why, for the header: given, else the variant's, else the images' own.
+
+    Args:
+        given: int or None. The caller's side (`TrainConfig.image_size`).
+        variant: str or None. A `keras_vit.configs.VARIANTS` name.
+        images_size: (int, int) or None. The size all the training images share; None when they
+            differ or it is unknown (`keras_vit.data.sources.Source.image_size`).
+        images: str. How an error names the images, e.g. "dataset='photos/'". Defaults to "the training set".
+
+    Example:
+
+    >>> resolve_image_size(None, None, (28, 28)), resolve_image_size(None, "tiny", None)
+    ((28, "the images' own (28x28)"), (32, "variant tiny's"))
+    >>> resolve_image_size(None, None, (28, 32))
+    Traceback (most recent call last):
+    ...
+    ValueError: The images of the training set are 28x32, not square: pass image_size (--image-size N) to choose the model's input side.
+    """
+    if given is not None:
+        return int(given), "given"
+    if variant is not None:
+        return configs.get_variant(variant).image_size, f"variant {variant}'s"
+    if images_size is None:
+        raise ValueError(f"The images of {images} differ in size (or it is unknown): pass image_size "
+                         "(--image-size N) to choose the model's input side.")
+    if images_size[0] != images_size[1]:
+        raise ValueError(f"The images of {images} are {images_size[0]}x{images_size[1]}, not square: pass image_size "
+                         "(--image-size N) to choose the model's input side.")
+    return int(images_size[0]), f"the images' own ({images_size[0]}x{images_size[1]})"
+
+
 def resolve_architecture(variant: str | None, overrides: dict, image_size: int | None = None, *,
                          stem_stride: int | None = None, chosen: dict | None = None) -> tuple[dict, str]:
     """The core fields (`keras_vit.choices.MODEL_FIELDS`) of a training run's model, and why its patch.

@@ -393,7 +393,7 @@ def resolve_config(variant=None, checkpoint=None, *, backbone=None, **arguments)
     _fill_defaults(config, checkpoint, given)
     _check_config(config, checkpoint)
     image_size = arguments.get("image_size", "auto")
-    config["image_size"] = _resolve_image_size(image_size, config, row, found, backbone)
+    config["image_size"] = _builder_image_size(image_size, config, row, found, backbone)
     dynamic = config["image_size"] is None or None in config["image_size"]
     config["grid_size"] = _resolve_grid(config, row, found, backbone) if dynamic else None
     if config["naflex"]:  # no image size: the grid the position table is stored for
@@ -598,7 +598,11 @@ def _pixel_patch(config):
     return config["patch_size"] * configs.stem_stride(config["stem"])
 
 
-def _resolve_image_size(image_size, config, row, found, backbone):
+def _builder_image_size(image_size, config, row, found, backbone):
+    """The builder's `image_size` argument resolved: "auto" is the checkpoint's grid or the row's side.
+
+    (A training run's side, chosen from its data, is `keras_vit.models.spec.resolve_image_size`.)
+    """
     if isinstance(image_size, str):
         if image_size != "auto":
             raise ValueError(f"Invalid image_size={image_size!r}. Expected an int, (height, width), None or 'auto'.")

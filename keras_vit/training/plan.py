@@ -34,6 +34,7 @@ from keras_vit.models.spec import (  # noqa: F401  (DEFAULT_MODEL, default_patch
     conv_stem_stride,
     default_patch_size,
     resolve_architecture,
+    resolve_image_size,
 )
 from keras_vit.training import budget, distribute, memory, recipes
 from keras_vit.train_options import TrainConfig, check_config  # noqa: F401  (their home is train_options)
@@ -89,29 +90,6 @@ def build_model(plan):
     if callable(backbone) and not isinstance(backbone, keras.layers.Layer):
         backbone = backbone()
     return build_spec(plan.model, num_classes, drop_path_rate=drop_path_rate, backbone=backbone, seed=config.seed)
-
-
-def resolve_image_size(config, source) -> tuple[int, str]:
-    """The model's input side for `config` on the images of `source`, and why, for the run's header.
-
-    The given one, else the variant's, else the images' own when they share one square size.
-    """
-    if config.image_size is not None:
-        return int(config.image_size), "given"
-    if config.variant is not None:
-        return configs.get_variant(config.variant).image_size, f"variant {config.variant}'s"
-    size = source.image_size
-    if size is None:
-        raise ValueError(
-            f"The images of dataset={config.dataset!r} differ in size (or it is unknown): pass image_size "
-            "(--image-size N) to choose the model's input side."
-        )
-    if size[0] != size[1]:
-        raise ValueError(
-            f"The images of dataset={config.dataset!r} are {size[0]}x{size[1]}, not square: pass image_size "
-            "(--image-size N) to choose the model's input side."
-        )
-    return int(size[0]), f"the images' own ({size[0]}x{size[1]})"
 
 
 def resolve_channels(channels: int | None, data_channels: int, backbone_given: bool = False) -> tuple[int, str]:
@@ -278,7 +256,8 @@ def resolve(config: TrainConfig, *, name=None) -> RunPlan:
         channels_reason = "the checkpoint's" + converted
         scaling, scaling_reason = pretrained.scaling, pretrained.scaling_reason
     else:
-        image_size, image_size_reason = resolve_image_size(config, train_source)
+        image_size, image_size_reason = resolve_image_size(config.image_size, config.variant, train_source.image_size,
+                                                           f"dataset={config.dataset!r}")
         channels, channels_reason = resolve_channels(config.channels, data_channels, config.backbone is not None)
         scaling, scaling_reason = (config.scaling, "given") if config.scaling else ("unit", "the default")
     model_given = (config.variant is not None or config.backbone is not None or pretrained is not None
