@@ -1,11 +1,12 @@
 """The options of a training run, each declared once: `TrainConfig`, the `keras-vit train` flags, the check.
 
 Each row of `OPTIONS` is one option: its name, type, default, choices, check, the text of its
-field (`TrainConfig`'s docstring) and of its flag (`keras-vit train --help`), and whether it
-enters the backup's fingerprint and the settings record of the results
-(`keras_vit.training.plan.RunPlan`). `TrainConfig`, `add_train_flags`, `config_from_flags`
-and `check_config` are made from the rows, so a new option is one row here plus the code that
-uses it. The module imports no Keras or TensorFlow: `keras-vit train --help` reads it.
+field (`TrainConfig`'s docstring) and of its flag (`keras-vit train --help`), whether it enters
+the backup's fingerprint and the settings record of the results
+(`keras_vit.training.plan.RunPlan`), and its part of the header a run prints
+(`keras_vit.training.report.header`). `TrainConfig`, `add_train_flags`, `config_from_flags`,
+`check_config`, the records and the header's parts are made from the rows, so a new option is
+one row here plus the code that uses it. The module imports no Keras or TensorFlow: `keras-vit train --help` reads it.
 
 Example:
 
@@ -80,6 +81,11 @@ class Option:
             for none), True the plan's resolved value of the same name, else the config's.
             Defaults to False.
         settings: bool or callable. The same for the settings record of the results. Defaults to False.
+        header: callable, str or None. Its part of the header a run prints before training
+            (`keras_vit.training.report.header`): `header(plan)` gives the text with its leading
+            separator (None: nothing this run); a str names the option whose part shows it too;
+            None: not shown. An option the header's layout does not place goes at the end of its
+            flag group's line. Defaults to None.
         factory: bool. `default` is a factory. Defaults to False.
     """
 
@@ -92,6 +98,7 @@ class Option:
     check: Callable | None = None
     fingerprint: bool | Callable = False
     settings: bool | Callable = False
+    header: Callable | str | None = None
     factory: bool = False
 
     @property
@@ -181,27 +188,113 @@ def _mesh_of_strategy(plan):
     return "x".join(map(str, plan.strategy.mesh)) if isinstance(plan.strategy, distribute.MeshStrategy) else None
 
 
+# The options' parts of the run's header (`Option.header`), each with its leading separator.
+
+def _count_text(source) -> str:
+    """A split's size as known before training, e.g. "1,000 " or "17 files listed ": a folder's files are
+    decoded while training, and one that fails then is skipped; the summary and vit.json count the images used."""
+    if source.num_examples is None:
+        return ""
+    return f"{source.num_examples:,} {'files listed ' if source.files else ''}"
+
+
+def _test_header(plan):
+    if plan.test is None:
+        return ", no test split"
+    return f", test {_count_text(plan.test)}({plan.config.test_split})"
+
+
+def _unless_default_header(field):
+    def shown(plan):
+        value = getattr(plan.config, field)
+        return None if value == OPTIONS[field].default else f", {field.replace('_', ' ')} {value}"
+
+    return shown
+
+
+def _weights_header(plan):
+    pretrained = plan.pretrained
+    if pretrained is None:
+        return None
+    dropped = ", ".join(pretrained.dropped) if pretrained.dropped else "nothing"
+    return (f"{pretrained.source} ({pretrained.kind}); dropped {dropped}; a new zero head for "
+            f"{plan.train.num_classes} classes")
+
+
+def _adapt_header(plan):
+    if plan.pretrained is None:
+        return None
+    trained = {"finetune": "every weight trained (fine-tuning)",
+               "probe": "the head alone on frozen features (linear probe)",
+               "probe_then_finetune": "a linear probe, then every weight if the budget buys it"}[plan.adapt]
+    return f"; {trained} ({plan.adapt_reason})"
+
+
+def _architecture_header(plan):
+    arch = plan.architecture
+    return (f" (patch {arch['patch_size']} ({plan.patch_reason}), width {arch['hidden_size']}, {arch['num_layers']} "
+            f"layers, {arch['num_heads']} heads, MLP {arch['mlp_dim']})")
+
+
+def _stem_header(plan):
+    if not plan.stem:
+        return None
+    from keras_vit.models import stems
+
+    widths = ", ".join(map(str, plan.stem_args.get("filters", stems.DEFAULT_FILTERS)))
+    return f" behind a conv stem (3x3 convolutions of {widths} channels, stride {plan.model.stem_stride})"
+
+
+def _epochs_header(plan):
+    if plan.config.epochs is None and plan.config.budget_seconds is not None:
+        return f", epochs until the budget is spent x {plan.steps_per_epoch} steps"
+    return f", {plan.epochs} epochs x {plan.steps_per_epoch} steps"
+
+
+def _compilation_header(plan):
+    from keras_vit import backends
+
+    return ", " + backends.compilation(plan.jit_compile)
+
+
+def _strategy_header(plan):
+    replicas = plan.strategy.num_replicas_in_sync
+    return f", strategy {plan.config.strategy} ({replicas} replica{'s' if replicas > 1 else ''})"
+
+
+def _output_header(plan):
+    config = plan.config
+    if not config.output_dir:
+        return "; final model not saved"
+    path = os.path.abspath(os.path.join(config.output_dir, config.name))
+    return f"; final model {path}.keras" + (" + SavedModel + TFLite" if config.export else "")
+
+
 _OPTIONS = (
     Option("dataset", "str", "sample", 'str. "sample", a folder, or a tfds name. Defaults to "sample".',
            Flag("data", "'sample' (shipped Fashion-MNIST sample, the default), a folder of class sub-folders (or of "
                 "train/ and test/ sub-folders), a folder with the Fashion-MNIST IDX files, or a tensorflow-datasets "
                 "name such as cifar10"),
-           fingerprint=True, settings=True),
+           fingerprint=True, settings=True,
+           header=lambda plan: plan.config.dataset),
     Option("data_dir", "str | None", None, "str or None. tfds data_dir. Defaults to None.",
            Flag("data", "tensorflow-datasets data_dir (default: tensorflow-datasets' own)")),
     Option("train_split", "str", "train", 'str. Defaults to "train".',
-           Flag("data", "split to train on (default: train)"), fingerprint=True),
+           Flag("data", "split to train on (default: train)"), fingerprint=True,
+           header=lambda plan: f": train {_count_text(plan.train)}({plan.config.train_split})"),
     Option("test_split", "str | None", "test",
            "str or None. Split evaluated at the end; None skips it. A flat class folder has none (its held-out "
            'validation share is reported instead). Defaults to "test".',
            Flag("data", "split to report test accuracy on, '' for none; a folder of class sub-folders has none "
-                "(default: test)", from_args=lambda args: args.test_split or None)),
+                "(default: test)", from_args=lambda args: args.test_split or None),
+           header=_test_header),
     Option("validation_split", "float | None", None,
            "float or None. Share of the training split held out for per-epoch validation, chosen by `seed`; None "
            "validates on the test split (a flat class folder holds out 0.1). Defaults to None.",
            Flag("data", "share of the training split held out (chosen by --seed) for per-epoch validation (default: "
                 "none, the test split validates; a folder of class sub-folders holds out 0.1)", kwargs={"type": float}),
-           check=lambda label, value, name: _validation.check_fraction(label, value), fingerprint=True),
+           check=lambda label, value, name: _validation.check_fraction(label, value), fingerprint=True,
+           header=lambda plan: f"; validation: {plan.validation.description}" if plan.validation is not None else None),
     Option("download", "bool", False, "bool. Let tfds download. Defaults to False.",
            Flag("data", "let tensorflow-datasets download missing data", kwargs={"action": "store_true"})),
     Option("on_corrupt", "str", "skip", 'str. "skip" or "error" for corrupt image files. Defaults to "skip".',
@@ -213,14 +306,16 @@ _OPTIONS = (
            'and `evaluate` resize bilinearly. Defaults to "bilinear".',
            Flag("data", "images of another size than the model's input: bilinear (resized) or pad (centred zero "
                 "padding, larger images centre-cropped; default: bilinear)"),
-           choices=choices.RESIZES, fingerprint=_unless_default("resize"), settings=_unless_default("resize")),
+           choices=choices.RESIZES, fingerprint=_unless_default("resize"), settings=_unless_default("resize"),
+           header=_unless_default_header("resize")),
     Option("variant", "str | None", None, "str or None. A `configs.VARIANTS` name; None for `DEFAULT_MODEL`.",
            Flag("model", f"ViT variant, one of {', '.join(configs.VARIANTS)} (default: a small ViT: patch 7, D 128, 6 "
                 "layers, 4 heads, MLP 256)",
                 from_args=lambda args: None if args.variant is None else configs.normalize_variant_name(args.variant)),
            check=lambda label, value, name: configs.get_variant(value),
            fingerprint=lambda plan: plan.config.variant or "default",
-           settings=lambda plan: plan.config.variant or "default"),
+           settings=lambda plan: plan.config.variant or "default",
+           header=lambda plan: "the checkpoint's ViT" if plan.pretrained is not None else plan.config.variant or "default ViT"),
     Option("weights", "str | None", None,
            "str or None. A checkpoint to adapt instead of training from scratch: anything "
            "`keras_vit.transfer.load_pretrained` takes (a `.npz`, safetensors file, Hugging Face or timm Hub folder, "
@@ -233,7 +328,8 @@ _OPTIONS = (
                 "scaling and resolution are read from it and its head replaced for the data's classes",
                 kwargs={"metavar": "SPEC"}),
            fingerprint=True,
-           settings=lambda plan: plan.pretrained.source if plan.pretrained is not None else None),
+           settings=lambda plan: plan.pretrained.source if plan.pretrained is not None else None,
+           header=_weights_header),
     Option("adapt", "str", "auto",
            'str. With `weights`: "finetune" (every weight trained), "probe" (a linear probe of the frozen '
            'backbone: features computed once, a head fitted to them), or "auto" (with a budget: the probe first, '
@@ -244,11 +340,13 @@ _OPTIONS = (
                 "budget buys it; without, finetune; default: auto)",
                 extra=(("--probe", {"dest": "adapt", "action": "store_const", "const": "probe",
                                     "help": "the same as --adapt probe"}),)),
-           choices=choices.ADAPTS, fingerprint=True, settings=True),
+           choices=choices.ADAPTS, fingerprint=True, settings=True,
+           header=_adapt_header),
     Option("model_overrides", "dict", dict, "dict. patch_size/hidden_size/num_layers/num_heads/mlp_dim overrides.",
            Flag("model", "override the variant's {field}",
                 from_args=lambda args: {k: getattr(args, k) for k in choices.MODEL_FIELDS}),
-           check=_check_model_overrides, factory=True),
+           check=_check_model_overrides, factory=True,
+           header=_architecture_header),
     Option("backbone", "object", None,
            "Keras model or layer, callable or None. A stem for a hybrid ViT (see `keras_vit.ViT(backbone=)`); a "
            "callable without arguments is called inside the distribution strategy's scope to build it. "
@@ -258,19 +356,22 @@ _OPTIONS = (
            'dict. More `keras_vit.ViT` arguments of a model trained from scratch, e.g. {"position_embedding": '
            '"sincos2d"}; not those other options set (`keras_vit.models.spec.SPEC_VIT_ARGS`). Defaults to {}.',
            check=_check_model_arguments, fingerprint=_set_arguments("vit_args"), settings=_set_arguments("vit_args"),
-           factory=True),
+           factory=True,
+           header=lambda plan: f", ViT arguments {plan.vit_args}" if plan.vit_args else None),
     Option("stem_args", "dict", dict,
            "dict. Arguments of the conv stem (`keras_vit.models.stems.conv_stem`: filters, strides); only with the "
            "conv stem. Defaults to {}.",
            check=_check_model_arguments, fingerprint=_set_arguments("stem_args"), settings=_set_arguments("stem_args"),
-           factory=True),
+           factory=True,
+           header="stem"),
     Option("stem", "str", "auto",
            'str. "auto": the conv stem (`keras_vit.models.stems.conv_stem`) when a budget\'s rules choose it '
            '(`keras_vit.training.budget`); "conv": always (on the default model or the variant); "none": never. '
            'Defaults to "auto".',
            Flag("model", "conv stem before the encoder: auto (when --budget-minutes' rules choose it for images up "
                 "to 64 px and no model flag is given), conv, none (default: auto)"),
-           choices=choices.STEMS, fingerprint=True, settings=True),
+           choices=choices.STEMS, fingerprint=True, settings=True,
+           header=_stem_header),
     Option("tokenizer", "str", "auto",
            'str. "auto": shifted patches (`keras_vit.models.stems.shifted_patch_stem`) for the plain default ViT '
            "when a budget's rules choose them (`keras_vit.training.budget`), else \"patches\", the paper's patch "
@@ -278,78 +379,94 @@ _OPTIONS = (
            Flag("model", "how the plain ViT makes its tokens: patches (the paper's), shifted (shifted-patch "
                 "tokenization, Lee et al. 2021: each patch also holds the pixels half a patch around it); auto: "
                 "shifted when --budget-minutes' rules choose it, else patches (default: auto)"),
-           choices=choices.TOKENIZERS, fingerprint=True, settings=True),
+           choices=choices.TOKENIZERS, fingerprint=True, settings=True,
+           header=lambda plan: (" on shifted patches (each with its neighbours half a patch away, no convolution)"
+                         if plan.tokenizer == "shifted" and not plan.stem else None)),
     Option("pooling", "str", "auto",
            "str. \"auto\": what a budget's rules choose (`keras_vit.training.budget`), else \"token\"; \"token\" "
            '(the class token) or "gap" (the mean of the tokens). Defaults to "auto".',
            Flag("model", "token (the class token) or gap (the mean of the tokens); auto: gap when --budget-minutes' "
                 "rules choose it for a plain ViT, else token (default: auto)"),
-           choices=choices.TRAIN_POOLINGS, fingerprint=True, settings=True),
+           choices=choices.TRAIN_POOLINGS, fingerprint=True, settings=True,
+           header=lambda plan: f", pooling {plan.pooling}"),
     Option("attention_init", "str", "auto",
            'str. "auto": mimetic initialization of the attention kernels (`keras_vit.models.mimetic`) when a '
            'budget\'s rules choose it, else Keras\' own; "mimetic": always; "random": never. Defaults to "auto".',
            Flag("model", "attention kernels: auto (mimetic initialization when --budget-minutes' rules choose it), "
                 "mimetic (Trockman & Kolter 2023) or random, Keras' own initializers (default: auto)"),
-           choices=choices.ATTENTION_INITS, fingerprint=True, settings=True),
+           choices=choices.ATTENTION_INITS, fingerprint=True, settings=True,
+           header=lambda plan: f", attention init {plan.attention_init}"),
     Option("image_size", "int | None", None,
            "int or None. Defaults to the images' own size when they all share one square size (with the default "
            "model; a folder whose images differ needs it), else the variant's.",
            Flag("model", "input side in pixels (default: the variant's, or the images' own when they share one "
                 "square size; needed when a folder's images differ in size)", kwargs={"type": int}),
-           check=_positive_int, fingerprint=True, settings=True),
+           check=_positive_int, fingerprint=True, settings=True,
+           header=lambda plan: (f"; images {plan.image_size}x{plan.image_size}x{plan.channels} ({plan.image_size_reason}; "
+                         f"{plan.channels_reason})")),
     Option("channels", "int | None", None,
            "int or None. Model input channels, 1 or 3; None for the images' own as read (1 for grey data such as "
            "Fashion-MNIST, 3 for colour and for folders, which decode to RGB), or 3 with a backbone given. "
            "Defaults to None.",
            Flag("model", "input channels of the model; default: the images' own as read (1 for grey data, 3 for "
                 "colour and folders)", kwargs={"type": int}),
-           choices=choices.CHANNELS, fingerprint=True, settings=True),
+           choices=choices.CHANNELS, fingerprint=True, settings=True,
+           header="image_size"),
     Option("scaling", "str | None", None,
            'str or None. Pixel scaling put in the model (`configs.SCALINGS`); None for "unit", or with `weights` '
            "the checkpoint's own (refused where it states none). Defaults to None.",
            Flag("model", "pixel scaling built into the model: unit [0,1], symmetric [-1,1], imagenet or clip "
                 "mean/std (default: unit; with --weights the checkpoint's own, read from its files)"),
-           choices=tuple(configs.SCALINGS), fingerprint=True, settings=True),
+           choices=tuple(configs.SCALINGS), fingerprint=True, settings=True,
+           header=lambda plan: f", scaling {plan.scaling} ({plan.scaling_reason})"),
     Option("recipe", "str | recipes.Recipe | None", None,
            "str, `recipes.Recipe` or None. A `recipes.RECIPES` name, or a recipe of your own (e.g. "
            '`dataclasses.replace(recipes.get_recipe("compact"), name="mine", learning_rate=4e-3)`); None for '
            '"compact" ("finetune_adamw" with `weights`). Defaults to None.',
            Flag("training", "optimizer/schedule/regularisation recipe (default: compact; with --weights "
                 "finetune_adamw)", kwargs={"choices": choices.RECIPES}),
-           fingerprint=lambda plan: plan.recipe.name, settings=lambda plan: plan.recipe.name),
+           fingerprint=lambda plan: plan.recipe.name, settings=lambda plan: plan.recipe.name,
+           header=lambda plan: (f"recipe {plan.recipe.name} (peak learning rate {plan.peak_learning_rate:g}, weight decay "
+                         f"{plan.recipe.weight_decay:g})")),
     Option("augment", "object", None,
            "str, `keras_vit.data.augment.AugmentConfig` or None. A preset name (`augment.PRESETS`) or a config of "
            "your own; None for the recipe's, or with a budget and no recipe given the budget's "
            "(`keras_vit.training.budget`). Defaults to None.",
            Flag("training", "augmentation preset (default: the recipe's)", kwargs={"choices": choices.AUGMENT_PRESETS}),
-           fingerprint=lambda plan: plan.augment_name, settings=lambda plan: plan.augment_name),
+           fingerprint=lambda plan: plan.augment_name, settings=lambda plan: plan.augment_name,
+           header=lambda plan: f", augment {plan.augment if isinstance(plan.augment, str) else 'custom'}"),
     Option("epochs", "int | None", None,
            "int or None. Epoch limit; None for 10, or with a budget as many as it buys. Defaults to None.",
            Flag("training", "number of epochs (default: 10, or with --budget-minutes as many as the budget buys)",
                 kwargs={"type": int}),
-           check=_positive_int, fingerprint=True, settings=True),
+           check=_positive_int, fingerprint=True, settings=True,
+           header=_epochs_header),
     Option("batch_size", "int | None", None,
            "int or None. Global batch size; None for the recipe's. Defaults to None.",
            Flag("training", "global batch size, split over replicas (default: the recipe's, smaller for a small "
                 "training set: at least 4 steps an epoch)", kwargs={"type": int}),
-           check=_positive_int, fingerprint=True, settings=True),
+           check=_positive_int, fingerprint=True, settings=True,
+           header=lambda plan: f" at batch {plan.batch_size} ({plan.batch_reason})"),
     Option("precision", "str", "auto",
            'str. "auto", "float32", "mixed_bfloat16", "mixed_float16". Defaults to "auto".',
            Flag("training", "dtype policy (default: auto, by hardware)"),
-           choices=choices.PRECISIONS, fingerprint=True, settings=True),
+           choices=choices.PRECISIONS, fingerprint=True, settings=True,
+           header=lambda plan: f", precision {plan.precision} ({plan.precision_reason})"),
     Option("jit_compile", "bool | None", None,
            "bool or None. None picks by Keras backend, hardware and precision (`distribute.default_jit_compile`). "
            "Defaults to None.",
            Flag("training", "compile the train step: XLA, or torch.compile on PyTorch (default: auto, by Keras "
                 "backend, hardware and precision)", kwargs={"choices": ("auto", "on", "off"), "default": "auto"},
                 from_args=lambda args: {"auto": None, "on": True, "off": False}[args.jit_compile]),
-           settings=True),
+           settings=True,
+           header=_compilation_header),
     Option("strategy", "str", "default",
            'str. "default"; "mirrored", "multi_worker", "tpu" (tf.distribute, TensorFlow only); "data_parallel", '
            '"model_parallel" (keras.distribution, JAX only). Defaults to "default".',
            Flag("training", "mirrored, multi_worker, tpu: tf.distribute (TensorFlow); data_parallel, "
                 "model_parallel: keras.distribution over a device mesh, on JAX (default: default, one device)"),
-           choices=choices.STRATEGIES, settings=lambda plan: plan.config.strategy),
+           choices=choices.STRATEGIES, settings=lambda plan: plan.config.strategy,
+           header=_strategy_header),
     Option("mesh", "str | None", None,
            'str or None. "BATCHxMODEL" device mesh of "model_parallel" (and "data_parallel", "Nx1"); None uses '
            "every device (model parallel: all on the model axis). Defaults to None.",
@@ -360,17 +477,21 @@ _OPTIONS = (
            'str or None. Logs and crash backups; None keeps none. Defaults to "runs/train".',
            Flag("output", "logs (TensorBoard, history.csv) and crash backups; the run touches only the files it "
                 "wrote there (default: runs/train)"),
-           check=_writable_folder),
+           check=_writable_folder,
+           header=lambda plan: f"run dir {os.path.abspath(plan.config.run_dir) if plan.config.run_dir else 'none'}"),
     Option("output_dir", "str | None", "saved_models",
            'str or None. Where the final model goes; None saves nothing. Defaults to "saved_models".',
-           Flag("output", "where the trained model is saved (default: saved_models)"), check=_writable_folder),
+           Flag("output", "where the trained model is saved (default: saved_models)"), check=_writable_folder,
+           header=_output_header),
     Option("name", "str", "vit", 'str. File name stem of the saved model. Defaults to "vit".',
-           Flag("output", "file name stem of the saved model (default: vit)")),
+           Flag("output", "file name stem of the saved model (default: vit)"),
+           header="output_dir"),
     Option("export", "bool", False,
            "bool. Also write the SavedModel (`<output_dir>/<name>/<version>/`) and `<name>.tflite`. "
            "Defaults to False.",
            Flag("output", "skip the SavedModel (<output-dir>/<name>/<version>) and <name>.tflite exports (written "
-                "by default)", spelling="--no-export", kwargs={"dest": "export", "action": "store_false"})),
+                "by default)", spelling="--no-export", kwargs={"dest": "export", "action": "store_false"}),
+           header="output_dir"),
     Option("resume", "bool", True,
            "bool. Resume from the run directory's backup (of the same configuration); False moves an existing "
            "backup aside and starts anew. Defaults to True.",
@@ -386,7 +507,9 @@ _OPTIONS = (
                 "no budget)", spelling="--budget-minutes", kwargs={"type": float},
                 from_args=lambda args: args.budget_minutes * 60 if args.budget_minutes is not None else None,
                 shown=lambda seconds: seconds / 60),
-           check=lambda label, value, name: _validation.check_positive_number(label, value)),
+           check=lambda label, value, name: _validation.check_positive_number(label, value),
+           header=lambda plan: (f", budget {plan.config.budget_seconds / 60:g} min" if plan.config.budget_seconds is not None
+                         else None)),
     Option("max_train_examples", "int | None", None,
            "int or None. Use only the first N training examples. Defaults to None.",
            Flag("data", "use only the first N training examples (default: all)", kwargs={"type": int}),
@@ -554,3 +677,17 @@ def record(plan, which: str) -> dict:
         if value is not UNSET:
             values[option.name] = value
     return values
+
+
+def header_parts(plan) -> dict:
+    """The parts of the run's header the options give for `plan`, by option name (`Option.header`).
+
+    Options shown within another's part, and those with nothing to show this run, are left out.
+    """
+    parts = {}
+    for option in _OPTIONS:
+        if callable(option.header):
+            text = option.header(plan)
+            if text is not None:
+                parts[option.name] = text
+    return parts

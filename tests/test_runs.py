@@ -268,3 +268,39 @@ def test_a_recipe_with_a_moving_average_ends_the_run_with_the_averaged_weights(t
     assert moved[0.999] < 0.1 * moved[None]
     with pytest.raises(ValueError, match="ema_momentum=1.5"):
         dataclasses.replace(recipes.get_recipe("compact"), ema_momentum=1.5)
+
+
+def test_the_header_shows_each_option_as_its_declaration_says(tmp_path):
+    """Each option's part of the header is declared with it; the report's layout only orders the parts."""
+    import types
+
+    from keras_vit import train_options
+    from keras_vit.training import plan as plan_lib, report
+
+    placed = {name for _, names in report.LINES for name in names}
+    for option in train_options.OPTIONS.values():
+        if isinstance(option.header, str):  # shown within another option's part
+            assert callable(train_options.OPTIONS[option.header].header), option.name
+        elif callable(option.header):  # placed by the layout, or at the end of its flag group's line
+            assert option.name in placed or option.flag.group in report.GROUP_LINES, option.name
+    assert placed <= set(train_options.OPTIONS) | set(report.FACTS)
+
+    run = plan_lib.resolve(_config(tmp_path, image_size=32, resize="pad", vit_args={"position_embedding": "sincos2d"},
+                                   budget_seconds=600, run_dir=None))
+    estimate = types.SimpleNamespace(total=2 ** 30)
+    progress = types.SimpleNamespace(directory=None, state=None, finished=False)
+    text = report.header(run, plan_lib.build_model(run), estimate, progress)
+    lines = text.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["Model", "Data", "Training", "Budget", "Memory", "Outputs", "Resume"]
+    assert "attention init mimetic, ViT arguments {'position_embedding': 'sincos2d'}" in lines[0]  # the budget's init
+    assert "images 32x32x1 (given; grey, as read), resize pad, scaling unit" in lines[1]
+    assert lines[2].endswith(", budget 10 min") and "2 epochs x 2 steps at batch 32 (given)" in lines[2]
+    assert lines[5] == "Outputs:  run dir none; final model not saved"
+    # an option the layout does not place goes at the end of its flag group's line
+    unplaced = dataclasses.replace(train_options.OPTIONS["seed"], header=lambda plan: f", seed {plan.config.seed}")
+    options = {**train_options.OPTIONS, "seed": unplaced}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(train_options, "OPTIONS", options)
+        patch.setattr(train_options, "_OPTIONS", tuple(options.values()))
+        assert report.header(run, plan_lib.build_model(run), estimate, progress).splitlines()[2].endswith(
+            ", budget 10 min, seed 0")

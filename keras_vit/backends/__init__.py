@@ -40,3 +40,15 @@ def current():
     if name not in NAMES:
         raise ValueError(f"Unsupported Keras backend {name!r} (KERAS_BACKEND). Expected one of {list(NAMES)}.")
     return importlib.import_module(f"{__name__}.{name}")
+
+
+def compilation(jit_compile) -> str:
+    """How a train step runs on the current backend, for headers and summaries.
+
+    Example:
+
+    >>> compilation(False) == f"{current().COMPILER} off, Keras backend {keras.backend.backend()}"
+    True
+    """
+    backend = current()
+    return f"{backend.COMPILER} {'on' if jit_compile else 'off'}, Keras backend {backend.NAME}"

@@ -2,61 +2,41 @@
 
 from __future__ import annotations
 
-import os
-
-from keras_vit import backends
+from keras_vit import backends, train_options
 from keras_vit.training import distribute, memory
 
+# The header's layout: its lines in order, each a label and its parts in order. A part is an
+# option's (`keras_vit.train_options.Option.header`: the option declares its text) or one of the
+# facts below, which no option states. An option with a header that no line places goes at the end
+# of its flag group's line (`GROUP_LINES`); a line with no part to show is left out.
+LINES = (
+    ("Weights", ("weights", "adapt")),
+    ("Model", ("variant", "stem", "tokenizer", "model_overrides", "tokens", "pooling", "attention_init", "vit_args")),
+    ("Data", ("dataset", "train_split", "test_split", "classes", "image_size", "resize", "scaling", "validation_split")),
+    ("Training", ("recipe", "augment", "epochs", "batch_size", "precision", "jit_compile", "strategy", "budget_seconds")),
+    ("Budget", ("budget_reasons",)),
+    ("Memory", ("memory",)),
+    ("Outputs", ("run_dir", "output_dir")),
+    ("Resume", ("resume",)),
+)
+GROUP_LINES = {"data": "Data", "model": "Model", "training": "Training", "output": "Outputs"}
 
-def header(plan, model, estimate, progress) -> str:
-    """The lines printed before training: model, data, recipe and hardware, memory, outputs, resume state.
 
-    Args:
-        plan: `keras_vit.training.plan.RunPlan`.
-        model: keras.Model. The compiled model.
-        estimate: `keras_vit.training.memory` estimate of a training step.
-        progress: `keras_vit.training.run_dir.RunProgress`. Where the run stands in its run directory.
-    """
-    config, arch, run, state = plan.config, plan.architecture, progress.directory, progress.state
-    train_source, test_source, validation_source = plan.train, plan.test, plan.validation
-    image_size, strategy = plan.image_size, plan.strategy
+def _tokens(plan, model, estimate, progress):
     blocks = [layer for layer in model.layers if layer.name.startswith("encoderblock_")]
     tokens = int(blocks[0].input.shape[1]) if blocks else None
-    tokenizer = ""
-    if plan.stem:
-        tokenizer = f" behind a conv stem ({_stem_text(plan.model)})"
-    elif plan.tokenizer == "shifted":
-        tokenizer = " on shifted patches (each with its neighbours half a patch away, no convolution)"
-    name = "the checkpoint's ViT" if plan.pretrained is not None else config.variant or "default ViT"
-    model_line = (
-        f"Model:    {name}{tokenizer} (patch {arch['patch_size']} ({plan.patch_reason}), width {arch['hidden_size']}, "
-        f"{arch['num_layers']} layers, {arch['num_heads']} heads, MLP {arch['mlp_dim']}), {tokens} tokens, "
-        f"{model.count_params():,} parameters, pooling {plan.pooling}, attention init {plan.attention_init}"
-    )
-    if test_source is not None:
-        test = f"test {_count_text(test_source)}({config.test_split})"
-    else:
-        test = "no test split"
-    validation = f"; validation: {validation_source.description}" if validation_source is not None else ""
-    lines = [
-        model_line,
-        f"Data:     {config.dataset}: train {_count_text(train_source)}({config.train_split}), {test}; {train_source.num_classes} classes; "
-        f"images {image_size}x{image_size}x{plan.channels} ({plan.image_size_reason}; {plan.channels_reason}), "
-        f"scaling {plan.scaling} ({plan.scaling_reason}){validation}",
-        f"Training: recipe {plan.recipe.name} (peak learning rate {plan.peak_learning_rate:g}, weight decay {plan.recipe.weight_decay:g}), augment {plan.augment if isinstance(plan.augment, str) else 'custom'}, {_epochs_text(plan)} x "
-        f"{plan.steps_per_epoch} steps at batch {plan.batch_size} ({plan.batch_reason}), precision {plan.precision} ({plan.precision_reason}), {compilation(plan.jit_compile)}, "
-        f"strategy {config.strategy} ({strategy.num_replicas_in_sync} replica{'s' if strategy.num_replicas_in_sync > 1 else ''})"
-        + (f", budget {config.budget_seconds / 60:g} min" if config.budget_seconds is not None else ""),
-        f"Memory:   about {estimate.total / memory.GIB:.2f} GiB per training step (estimate)"
-        + (f" per device; {strategy.describe(model)}" if isinstance(strategy, distribute.MeshStrategy) else ""),
-        f"Outputs:  run dir {os.path.abspath(config.run_dir) if config.run_dir else 'none'}; final model "
-        + (f"{os.path.abspath(os.path.join(config.output_dir, config.name))}.keras"
-           + (" + SavedModel + TFLite" if config.export else "") if config.output_dir else "not saved"),
-    ]
-    if plan.budget_reasons:
-        lines.insert(3, "Budget:   " + "; ".join(plan.budget_reasons))
-    if plan.pretrained is not None:
-        lines.insert(0, weights_line(plan))
+    return f", {tokens} tokens, {model.count_params():,} parameters"
+
+
+def _memory(plan, model, estimate, progress):
+    text = f"about {estimate.total / memory.GIB:.2f} GiB per training step (estimate)"
+    if isinstance(plan.strategy, distribute.MeshStrategy):
+        text += f" per device; {plan.strategy.describe(model)}"
+    return text
+
+
+def _resume(plan, model, estimate, progress):
+    run, state = progress.directory, progress.state
     if state is None:
         resume = "new run"
     elif progress.finished:
@@ -64,47 +44,45 @@ def header(plan, model, estimate, progress) -> str:
                   f"only (backup in {run.backup_dir})")
     else:
         resume = f"resuming from epoch {state['epoch']} of {plan.epochs} (backup in {run.backup_dir})"
-    lines.append(f"Resume:   {resume}")
-    lines.extend(f"          moved the previous run's files aside to {path}" for path in (run.moved if run else []))
+    moved = "".join(f"\n          moved the previous run's files aside to {path}" for path in (run.moved if run else []))
+    return resume + moved
+
+
+FACTS = {
+    "tokens": _tokens,
+    "classes": lambda plan, model, estimate, progress: f"; {plan.train.num_classes} classes",
+    "budget_reasons": lambda plan, model, estimate, progress: "; ".join(plan.budget_reasons) or None,
+    "memory": _memory,
+    "resume": _resume,
+}
+
+
+def header(plan, model, estimate, progress) -> str:
+    """The lines printed before training: the checkpoint, model, data, recipe and hardware, budget, memory,
+    outputs, resume state (`LINES`).
+
+    Args:
+        plan: `keras_vit.training.plan.RunPlan`.
+        model: keras.Model. The compiled model.
+        estimate: `keras_vit.training.memory` estimate of a training step.
+        progress: `keras_vit.training.run_dir.RunProgress`. Where the run stands in its run directory.
+    """
+    parts = train_options.header_parts(plan)
+    placed = {name for _, names in LINES for name in names}
+    lines = []
+    for label, names in LINES:
+        texts = [FACTS[name](plan, model, estimate, progress) if name in FACTS else parts.get(name) for name in names]
+        texts += [text for name, text in parts.items() if name not in placed
+                  and GROUP_LINES.get(train_options.OPTIONS[name].flag.group) == label]
+        texts = [text for text in texts if text]
+        if texts:
+            lines.append(f"{label + ':':<10}" + "".join(texts))
     return "\n".join(lines)
-
-
-def weights_line(plan) -> str:
-    """What a run from a checkpoint loaded, from where, what it dropped and what it trains."""
-    pretrained = plan.pretrained
-    dropped = ", ".join(pretrained.dropped) if pretrained.dropped else "nothing"
-    trained = {"finetune": "every weight trained (fine-tuning)",
-               "probe": "the head alone on frozen features (linear probe)",
-               "probe_then_finetune": "a linear probe, then every weight if the budget buys it"}[plan.adapt]
-    return (f"Weights:  {pretrained.source} ({pretrained.kind}); dropped {dropped}; a new zero head for "
-            f"{plan.train.num_classes} classes; {trained} ({plan.adapt_reason})")
-
-
-def _epochs_text(plan) -> str:
-    if plan.config.epochs is None and plan.config.budget_seconds is not None:
-        return "epochs until the budget is spent"
-    return f"{plan.epochs} epochs"
-
-
-def _stem_text(spec) -> str:
-    from keras_vit.models import stems
-
-    widths = ", ".join(map(str, spec.stem_args.get("filters", stems.DEFAULT_FILTERS)))
-    return f"3x3 convolutions of {widths} channels, stride {spec.stem_stride}"
-
-
-def _count_text(source) -> str:
-    """A split's size as known before training, e.g. "1,000 " or "17 files listed ": a folder's files are
-    decoded while training, and one that fails then is skipped; the summary and vit.json count the images used."""
-    if source.num_examples is None:
-        return ""
-    return f"{source.num_examples:,} {'files listed ' if source.files else ''}"
 
 
 def compilation(jit_compile) -> str:
     """How the train step runs, e.g. "XLA on, Keras backend jax"."""
-    backend = backends.current()
-    return f"{backend.COMPILER} {'on' if jit_compile else 'off'}, Keras backend {backend.NAME}"
+    return backends.compilation(jit_compile)
 
 
 def format_summary(result) -> str:
