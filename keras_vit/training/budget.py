@@ -234,10 +234,10 @@ def choose(budget_seconds, num_train: int, image_size: int, *, stem: str = "auto
     >>> choice.image_size, choice.reasons[2]
     (32, 'images resized 28 -> 32 px: the conv stem (stride 8) must tile them')
     """
+    # The plan passes a checked config's values (`keras_vit.train_options.check_config`), and the
+    # model choices this returns are checked where they become a `keras_vit.models.spec.ModelSpec`;
+    # only an unknown stem would otherwise pass as "none" unnoticed.
     _validation.check_choice("stem", stem, choices.STEMS)
-    _validation.check_choice("attention_init", attention_init, choices.ATTENTION_INITS)
-    _validation.check_choice("pooling", pooling, choices.TRAIN_POOLINGS)
-    _validation.check_choice("tokenizer", tokenizer, choices.TOKENIZERS)
     reasons = []
     ms = None
     if budget_seconds is not None:
