@@ -175,6 +175,16 @@ def _unless_default(field):
     return recorded
 
 
+def _recipe_fingerprint(plan):
+    """A named recipe by its name; one's own by every field, so that a backup of another is not resumed."""
+    import json
+
+    recipe = plan.config.recipe
+    if recipe is None or isinstance(recipe, str):
+        return plan.recipe.name
+    return json.loads(json.dumps(dataclasses.asdict(recipe)))
+
+
 def _backbone_name(plan):
     backbone = plan.config.backbone
     if backbone is None:
@@ -425,7 +435,7 @@ _OPTIONS = (
            '"compact" ("finetune_adamw" with `weights`). Defaults to None.',
            Flag("training", "optimizer/schedule/regularisation recipe (default: compact; with --weights "
                 "finetune_adamw)", kwargs={"choices": choices.RECIPES}),
-           fingerprint=lambda plan: plan.recipe.name, settings=lambda plan: plan.recipe.name,
+           fingerprint=_recipe_fingerprint, settings=lambda plan: plan.recipe.name,
            header=lambda plan: (f"recipe {plan.recipe.name} (peak learning rate {plan.peak_learning_rate:g}, weight decay "
                          f"{plan.recipe.weight_decay:g})")),
     Option("augment", "object", None,

@@ -268,6 +268,12 @@ def test_a_recipe_with_a_moving_average_ends_the_run_with_the_averaged_weights(t
     assert moved[0.999] < 0.1 * moved[None]
     with pytest.raises(ValueError, match="ema_momentum=1.5"):
         dataclasses.replace(recipes.get_recipe("compact"), ema_momentum=1.5)
+    # a recipe of one's own enters the fingerprint whole: a backup without the average is not resumed
+    from keras_vit.training import plan as plan_lib
+
+    fingerprints = [plan_lib.resolve(_config(tmp_path, run_dir=None, recipe=dataclasses.replace(
+        recipes.get_recipe("compact"), name="mine", ema_momentum=momentum))).fingerprint() for momentum in (None, 0.99)]
+    assert fingerprints[0]["recipe"]["ema_momentum"] is None and fingerprints[1]["recipe"]["ema_momentum"] == 0.99
 
 
 def test_the_header_shows_each_option_as_its_declaration_says(tmp_path):
