@@ -631,15 +631,9 @@ def check_config(config, name=None):
         if option.check is not None:
             option.check(name(option.name), shown, name)
     _check_weights_config(config, name)
-    for field, value, what in (("stem", "conv", "the conv stem"), ("tokenizer", "shifted", "shifted patches")):
-        if getattr(config, field) == value and (config.backbone is not None or config.variant is not None):
-            other = "a backbone" if config.backbone is not None else f"{name('variant')}={config.variant!r}"
-            raise ValueError(f"Contradicting {name(field)}={value!r} and {other}: only the default model is built with {what}.")
-    if config.stem == "conv" and config.tokenizer == "shifted":
-        raise ValueError(
-            f"Contradicting {name('stem')}='conv' and {name('tokenizer')}='shifted': the conv stem makes the tokens. "
-            f"Pass {name('stem')}='none' for shifted patches."
-        )
+    from keras_vit.models.spec import check_tokens  # the rule lives with the spec, which asks it too
+
+    check_tokens(config.stem, config.tokenizer, config.variant, config.backbone is not None, name=name)
 
 
 def _check_weights_config(config, name):

@@ -174,11 +174,7 @@ class ModelSpec:
             raise ValueError("Missing channels: pass channels=1 or 3 (or set TrainConfig.channels); "
                              "`resolve` chooses them from the data (RunPlan.channels).")
         _validation.check_choice("channels", self.channels, choices.CHANNELS)
-        if self.stem and self.tokenizer == "shifted":
-            raise ValueError("Contradicting stem=True and tokenizer='shifted': the conv stem makes the tokens.")
-        if self.tokenizer == "shifted" and self.variant is not None:
-            raise ValueError("Invalid tokenizer='shifted' with a variant: only the default model is built with "
-                             "shifted patches.")
+        check_tokens(self.stem, self.tokenizer, self.variant)
         check_model_arguments("vit_args", self.vit_args)
         check_model_arguments("stem_args", self.stem_args)
         if self.stem_args and not self.stem:
@@ -207,6 +203,40 @@ def conv_stem_stride(stem_args: dict) -> int:
 # `keras_vit.ViT` arguments a spec sets itself: `ModelSpec.vit_args` may not.
 SPEC_VIT_ARGS = (*choices.MODEL_FIELDS, "variant", "backbone", "input_shape", "input_tensor", "num_classes", "classes",
                  "pooling", "preprocessing", "drop_path_rate", "weights", "image_size", "include_top")
+
+
+def check_tokens(stem, tokenizer: str, variant: str | None, backbone: bool = False, *, name=None) -> None:
+    """Refuses settings that would each make the model's tokens: the conv stem, shifted patches, a variant or a backbone.
+
+    Both the config's check (`keras_vit.train_options.check_config`, before any data is read) and
+    `ModelSpec` ask it.
+
+    Args:
+        stem: bool or str. The conv stem: True, or a `TrainConfig.stem` value ("conv" is the stem).
+        tokenizer: str. "shifted" is shifted patches.
+        variant: str or None. A variant's own patch embedding.
+        backbone: bool. A backbone is given. Defaults to False.
+        name: callable or None. How a field is spelled in messages (`keras_vit.train_options.flag_name`).
+            Defaults to None (the field's own name).
+
+    Example:
+
+    >>> check_tokens("conv", "shifted", None)
+    Traceback (most recent call last):
+    ...
+    ValueError: Contradicting stem='conv' and tokenizer='shifted': the conv stem makes the tokens. Pass stem='none' for shifted patches.
+    """
+    name = name or (lambda field: field)
+    has_stem = stem is True or stem == "conv"
+    if has_stem and tokenizer == "shifted":
+        raise ValueError(f"Contradicting {name('stem')}={stem!r} and {name('tokenizer')}='shifted': the conv stem makes "
+                         f"the tokens. Pass {name('stem')}='none' for shifted patches.")
+    for field, value, on, what in (("stem", stem, has_stem, "the conv stem"),
+                                   ("tokenizer", tokenizer, tokenizer == "shifted", "shifted patches")):
+        if on and (backbone or variant is not None):
+            other = "a backbone" if backbone else f"{name('variant')}={variant!r}"
+            raise ValueError(f"Contradicting {name(field)}={value!r} and {other}: only the default model is built "
+                             f"with {what}.")
 
 
 def check_model_arguments(name: str, given) -> None:
