@@ -183,7 +183,7 @@ def train_one(dataset, budget_seconds, setup, seed=0, max_train_examples=None, m
         "learning_rate": settings["learning_rate"], "weight_decay": settings["weight_decay"], "attention_init": settings["attention_init"],
         "pooling": settings["pooling"], "augment": settings["augment"],
         "image_size": settings["image_size"], "channels": settings["channels"], "batch_size": settings["batch_size"], "precision": settings["precision"],
-        "jit_compile": settings["jit_compile"], "curve": curve.points,
+        "jit_compile": settings["jit_compile"], "resize": settings.get("resize", "bilinear"), "curve": curve.points,
     }
 
 

@@ -149,7 +149,7 @@ def test_budget_probes_reach_their_workers_runs(tmp_path):
     # The probe's rate (not the rule's x2 of it) at the batch of 256 examples: 64, below 128 by the square root.
     assert lr2x["learning_rate"] == pytest.approx(4e-3 * 128 / 512 * (64 / 128) ** 0.5)
     assert (lr2x["attention_init"], lr2x["pooling"]) == ("random", "token")  # as before the plain ViT's rules
-    assert (pad["stem"], pad["image_size"]) == (True, 32)
+    assert (pad["stem"], pad["image_size"], pad["resize"], lr2x["resize"]) == (True, 32, "pad", "bilinear")
     # fixed sin-cos position embeddings: no learned embedding of 16 patches + the class token, width 128
     assert (sincos["pooling"], lr2x["params"] - sincos["params"]) == ("gap", 17 * 128)
     three = stems.conv_stem((32, 64, 128), (2, 2, 2)).count_params()  # the stem the probes of its time ran
