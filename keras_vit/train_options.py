@@ -325,7 +325,8 @@ _OPTIONS = (
            check=lambda label, value, name: configs.get_variant(value),
            fingerprint=lambda plan: plan.config.variant or "default",
            settings=lambda plan: plan.config.variant or "default",
-           header=lambda plan: "the checkpoint's ViT" if plan.pretrained is not None else plan.config.variant or "default ViT"),
+           header=lambda plan: ("the checkpoint's ViT" if plan.pretrained is not None
+                                else plan.config.variant or "default ViT")),
     Option("weights", "str | None", None,
            "str or None. A checkpoint to adapt instead of training from scratch: anything "
            "`keras_vit.transfer.load_pretrained` takes (a `.npz`, safetensors file, Hugging Face or timm Hub folder, "
@@ -391,7 +392,7 @@ _OPTIONS = (
                 "shifted when --budget-minutes' rules choose it, else patches (default: auto)"),
            choices=choices.TOKENIZERS, fingerprint=True, settings=True,
            header=lambda plan: (" on shifted patches (each with its neighbours half a patch away, no convolution)"
-                         if plan.tokenizer == "shifted" and not plan.stem else None)),
+                                if plan.tokenizer == "shifted" and not plan.stem else None)),
     Option("pooling", "str", "auto",
            "str. \"auto\": what a budget's rules choose (`keras_vit.training.budget`), else \"token\"; \"token\" "
            '(the class token) or "gap" (the mean of the tokens). Defaults to "auto".',
@@ -412,8 +413,8 @@ _OPTIONS = (
            Flag("model", "input side in pixels (default: the variant's, or the images' own when they share one "
                 "square size; needed when a folder's images differ in size)", kwargs={"type": int}),
            check=_positive_int, fingerprint=True, settings=True,
-           header=lambda plan: (f"; images {plan.image_size}x{plan.image_size}x{plan.channels} ({plan.image_size_reason}; "
-                         f"{plan.channels_reason})")),
+           header=lambda plan: (f"; images {plan.image_size}x{plan.image_size}x{plan.channels} "
+                                f"({plan.image_size_reason}; {plan.channels_reason})")),
     Option("channels", "int | None", None,
            "int or None. Model input channels, 1 or 3; None for the images' own as read (1 for grey data such as "
            "Fashion-MNIST, 3 for colour and for folders, which decode to RGB), or 3 with a backbone given. "
@@ -436,8 +437,8 @@ _OPTIONS = (
            Flag("training", "optimizer/schedule/regularisation recipe (default: compact; with --weights "
                 "finetune_adamw)", kwargs={"choices": choices.RECIPES}),
            fingerprint=_recipe_fingerprint, settings=lambda plan: plan.recipe.name,
-           header=lambda plan: (f"recipe {plan.recipe.name} (peak learning rate {plan.peak_learning_rate:g}, weight decay "
-                         f"{plan.recipe.weight_decay:g})")),
+           header=lambda plan: (f"recipe {plan.recipe.name} (peak learning rate {plan.peak_learning_rate:g}, "
+                                f"weight decay {plan.recipe.weight_decay:g})")),
     Option("augment", "object", None,
            "str, `keras_vit.data.augment.AugmentConfig` or None. A preset name (`augment.PRESETS`) or a config of "
            "your own; None for the recipe's, or with a budget and no recipe given the budget's "
@@ -518,8 +519,8 @@ _OPTIONS = (
                 from_args=lambda args: args.budget_minutes * 60 if args.budget_minutes is not None else None,
                 shown=lambda seconds: seconds / 60),
            check=lambda label, value, name: _validation.check_positive_number(label, value),
-           header=lambda plan: (f", budget {plan.config.budget_seconds / 60:g} min" if plan.config.budget_seconds is not None
-                         else None)),
+           header=lambda plan: (f", budget {plan.config.budget_seconds / 60:g} min"
+                                if plan.config.budget_seconds is not None else None)),
     Option("max_train_examples", "int | None", None,
            "int or None. Use only the first N training examples. Defaults to None.",
            Flag("data", "use only the first N training examples (default: all)", kwargs={"type": int}),

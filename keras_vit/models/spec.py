@@ -55,7 +55,8 @@ def default_patch_size(image_size: int) -> tuple[int, str]:
     return patch, f"chosen for {image_size} px images: a {grid}x{grid} grid of patches, as the default model has on 28 px"
 
 
-def resolve_image_size(given: int | None, variant: str | None, images_size, images: str = "the training set") -> tuple[int, str]:
+def resolve_image_size(given: int | None, variant: str | None, images_size,
+                       images: str = "the training set") -> tuple[int, str]:
     """A training run's input side, and why, for the header: given, else the variant's, else the images' own.
 
     Args:

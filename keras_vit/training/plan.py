@@ -26,7 +26,7 @@ import keras
 
 from keras_vit import _validation, choices, configs, train_options
 from keras_vit.data.sources import Source, load_splits
-from keras_vit.models.spec import (  # noqa: F401  (DEFAULT_MODEL, default_patch_size: public here too)
+from keras_vit.models.spec import (  # noqa: F401  (DEFAULT_MODEL, DEFAULT_GRID, default_patch_size: public here too)
     DEFAULT_GRID,
     DEFAULT_MODEL,
     ModelSpec,
