@@ -58,8 +58,7 @@ FACTS = {
 
 
 def header(plan, model, estimate, progress) -> str:
-    """The lines printed before training: the checkpoint, model, data, recipe and hardware, budget, memory,
-    outputs, resume state (`LINES`).
+    """The lines printed before training (`LINES`): checkpoint, model, data, training, budget, memory, outputs, resume.
 
     Args:
         plan: `keras_vit.training.plan.RunPlan`.
