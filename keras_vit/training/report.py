@@ -100,6 +100,11 @@ def format_summary(result) -> str:
             f"{partial}) in {result['train_seconds']:.0f} s of training"
             f"{' including the resumed parts' if result['initial_epoch'] else ''}{speed} ({settings['precision']}, "
             f"{compilation(settings['jit_compile'])}).")
+    recalibrated = result.get("batch_norm")
+    if recalibrated:
+        lines.append(f"Recomputed the statistics of {recalibrated['layers']} BatchNorm layers from "
+                     f"{recalibrated['images']:,} training images: {recalibrated['steps']} steps had left their "
+                     "moving averages short of the data (precise BatchNorm).")
     if result["test_accuracy"] is not None:
         lines.append(
             f"Test accuracy: {result['test_accuracy']:.4f} (loss {result['test_loss']:.4f}, cross-entropy without "

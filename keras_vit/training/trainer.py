@@ -27,6 +27,7 @@ from keras_vit._validation import check_fraction, check_positive_int
 from keras_vit.data.pipeline import make_pipeline
 from keras_vit.data.sources import load_source, naming_corrupt_files
 from keras_vit.models.head import outputs_probabilities
+from keras_vit.training import batch_norm
 from keras_vit.training import callbacks as callbacks_lib
 from keras_vit.training import distribute, memory, plan as plan_lib, probe as probe_lib, recipes
 from keras_vit.training.artifacts import next_saved_model_version, save_final_artifacts
@@ -120,9 +121,14 @@ def train(config: TrainConfig, *, name=None) -> dict:
         if finetune:
             history, steps_before, process_seconds = _fit(plan, progress, model, train_ds, validation_ds, callbacks,
                                                                 backup)
+            recalibrated = _precise_batch_norm(plan, model, train_ds)
         else:  # the probe is the result: no fit, so no backup to resume from
-            history, steps_before, process_seconds, backup = None, 0, probed.seconds, None
+            history, steps_before, process_seconds, backup, recalibrated = None, 0, probed.seconds, None, None
         result = _results(plan, progress, model, estimate, history, steps_before, process_seconds, backup)
+        result["batch_norm"] = recalibrated
+        if recalibrated and validation_ds is not None:  # the last epoch's score predates the new statistics
+            with plan.strategy.scope():
+                result["validation_accuracy"] = _score(model, validation_ds, plan.jit_compile)["accuracy"]
         result["probe"] = dataclasses.asdict(probed) if probed else None
         if probed and not finetune:
             result["validation_accuracy"] = probed.validation_accuracy
@@ -225,6 +231,17 @@ def _fit(plan, progress, model, train_ds, validation_ds, callbacks, backup):
                 callbacks=callbacks, verbose=plan.config.verbose, shuffle=False, validation_data=validation_ds,
             )
     return history, steps_before, time.perf_counter() - start
+
+
+def _precise_batch_norm(plan, model, train_ds):
+    """Recomputes the BatchNorm statistics a short run left short of the data (`batch_norm`); what it did, or None."""
+    steps = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
+    layers = batch_norm.short_layers(model, steps)
+    if not layers:
+        return None
+    with plan.strategy.scope():
+        images = batch_norm.recalibrate(model, train_ds.take(min(plan.steps_per_epoch, batch_norm.MAX_BATCHES)), layers)
+    return {"layers": len(layers), "images": images, "steps": steps}
 
 
 def _results(plan, progress, model, estimate, history, steps_before, process_seconds, backup):
