@@ -120,7 +120,6 @@ def shifted_patch_stem(patch_size: int, channels: int = 3, name: str = "shifted_
     (None, 10)
     """
     _validation.check_positive_int("channels", channels)
-    _validation.check_number_in("momentum", momentum, 0, 1, include_high=False)
     inputs = keras.Input((None, None, channels), name="images")
     x = ShiftedPatches(patch_size, name="shifted_patches")(inputs)
     x = keras.layers.LayerNormalization(epsilon=1e-6, name="patch_norm")(x)
