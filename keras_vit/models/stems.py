@@ -37,7 +37,7 @@ DEFAULT_STRIDES = (2, 2, 2, 1)
 
 # The BatchNorm momentum of the stem: Keras' default, with which the budget rules were measured.
 # A short run leaves its moving statistics short of the data's (they start at mean 0, variance 1):
-# the trainer then recomputes them (`keras_vit.training.trainer`, "precise BatchNorm").
+# the trainer then recomputes them (`keras_vit.training.batch_norm`, "precise BatchNorm").
 BATCH_NORM_MOMENTUM = 0.99
 
 
