@@ -36,7 +36,6 @@ SEARCH_STEPS = 24
 DEFAULT_MAX_NUM_PATCHES = 256  # Siglip2ImageProcessor's
 
 
-
 def is_naflex(model) -> bool:
     """True for a SigLIP 2 NaFlex model (`naflex=True`): it takes patch sequences, not images.
 
@@ -47,6 +46,7 @@ def is_naflex(model) -> bool:
     (True, False)
     """
     return bool((getattr(model, "vit_config", None) or {}).get("naflex"))
+
 
 def fitted_size(height, width, patch_size, max_num_patches, xp=np):
     """The reference's target (height, width) in pixels, in float64 arrays of the array namespace `xp`.

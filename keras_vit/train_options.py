@@ -155,13 +155,19 @@ def _check_model_arguments(label, value, name):
     spec.check_model_arguments(label, value)
 
 
+def _as_stored(value):
+    """`value` as the backup's JSON gives it back (tuples as lists), so that a resumed run compares equal."""
+    import json
+
+    return json.loads(json.dumps(value))
+
+
 def _set_arguments(field):
     """The record of a dict of arguments: left out when empty, as JSON stores it (tuples as lists) when set."""
-    import json
 
     def recorded(plan):
         value = getattr(plan.config, field)
-        return json.loads(json.dumps(value)) if value else UNSET
+        return _as_stored(value) if value else UNSET
 
     return recorded
 
@@ -178,12 +184,11 @@ def _unless_default(field):
 
 def _recipe_fingerprint(plan):
     """A named recipe by its name; one's own by every field, so that a backup of another is not resumed."""
-    import json
 
     recipe = plan.config.recipe
     if recipe is None or isinstance(recipe, str):
         return plan.recipe.name
-    return json.loads(json.dumps(dataclasses.asdict(recipe)))
+    return _as_stored(dataclasses.asdict(recipe))
 
 
 def _backbone_name(plan):

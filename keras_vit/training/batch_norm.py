@@ -2,9 +2,9 @@
 
 A BatchNormalization layer's moving mean and variance start at 0 and 1 and move towards the
 data's by `momentum` each step, so after `steps` they keep `momentum ** steps` of their start.
-The conv stem's activations have variances near 0.01: after 40 steps at Keras' momentum 0.99 the
-moving variance was 3-30 times the data's, and the model predicted one class in inference (12%
-of its own training images against 71% in training mode). `recalibrate` replaces them by the
+The conv stem's activations have variances of 0.006 to 0.15 on Fashion-MNIST: after 120 steps at
+Keras' momentum 0.99 its moving variances were still 0.30 to 0.54, and after 40 steps the model
+scored 12% of its own training images in inference against 71% in training mode. `recalibrate` replaces them by the
 mean of the batch statistics over training batches (the weights fixed), as in training mode;
 `short_layers` says which layers need it. Long runs are left as they are.
 

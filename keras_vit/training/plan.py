@@ -262,13 +262,14 @@ def resolve(config: TrainConfig, *, name=None) -> RunPlan:
         scaling, scaling_reason = (config.scaling, "given") if config.scaling else ("unit", "the default")
     model_given = (config.variant is not None or config.backbone is not None or pretrained is not None
                    or any(v is not None for v in config.model_overrides.values()))
+    stem_stride = conv_stem_stride(config.stem_args)  # the stem's, should the rules or the config choose it
     choice = budget.choose(
         config.budget_seconds, num_train, image_size, stem=config.stem, model_given=model_given,
         image_size_given=config.image_size is not None or pretrained is not None, epochs_given=config.epochs is not None,
         augment_given=config.augment is not None or config.recipe is not None,
         recipe_given=config.recipe is not None or pretrained is not None, data_channels=data_channels,
         attention_init=config.attention_init, pooling=config.pooling, tokenizer=config.tokenizer,
-        stem_stride=conv_stem_stride(config.stem_args),
+        stem_stride=stem_stride,
     )
     augment = choice.augment or augment
     if choice.learning_rate_scale != 1.0:
@@ -284,7 +285,7 @@ def resolve(config: TrainConfig, *, name=None) -> RunPlan:
     else:
         architecture, patch_reason = resolve_architecture(
             config.variant, config.model_overrides, image_size, chosen=choice.architecture,
-            stem_stride=conv_stem_stride(config.stem_args) if choice.stem else None)
+            stem_stride=stem_stride if choice.stem else None)
         adapt, adapt_reason = "scratch", "no checkpoint given"
     model = ModelSpec(variant=config.variant, architecture=architecture, image_size=image_size, channels=channels,
                       scaling=scaling, stem=choice.stem, tokenizer=choice.tokenizer, pooling=choice.pooling,

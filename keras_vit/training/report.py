@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from keras_vit import backends, train_options
+from keras_vit import train_options
+from keras_vit.backends import compilation
 from keras_vit.training import distribute, memory
 
 # The header's layout: its lines in order, each a label and its parts in order. A part is an
@@ -77,11 +78,6 @@ def header(plan, model, estimate, progress) -> str:
         if texts:
             lines.append(f"{label + ':':<10}" + "".join(texts))
     return "\n".join(lines)
-
-
-def compilation(jit_compile) -> str:
-    """How the train step runs, e.g. "XLA on, Keras backend jax"."""
-    return backends.compilation(jit_compile)
 
 
 def format_summary(result) -> str:
