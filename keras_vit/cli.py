@@ -593,8 +593,9 @@ def _run_fewshot(args) -> int:
 
     shots = _parse_shots(args.shots)
     shots = fewshot.check_fewshot_arguments(shots, args.draws, args.l2_reg, args.seed, name=_flag)
-    train, test, train_features, test_features = _split_features(args, lambda features: fewshot.check_shots(
-        shots, features.labels, range(len(features.class_names)), features.class_names, name=_flag))
+    train, test, train_features, test_features = _split_features(args, lambda features, held_out: fewshot.check_shots(
+        shots, features.labels, range(len(features.class_names)), features.class_names, name=_flag,
+        held_out_labels=held_out))
     result = fewshot.linear_fewshot(train_features.features, train_features.labels, test_features.features,
                                     test_features.labels, shots=shots, draws=args.draws, l2_reg=args.l2_reg,
                                     seed=args.seed)
@@ -634,7 +635,7 @@ def _run_knn(args) -> int:
     from keras_vit.transfer import fewshot
 
     fewshot.check_knn_arguments(args.k, args.temperature, name=_flag)
-    train, test, train_features, test_features = _split_features(args, lambda features: fewshot.check_knn_arguments(
+    train, test, train_features, test_features = _split_features(args, lambda features, _: fewshot.check_knn_arguments(
         args.k, args.temperature, num_train=len(features.labels), name=_flag), k=args.k)
     accuracy = fewshot.knn_accuracy(train_features.features, train_features.labels, test_features.features,
                                     test_features.labels, k=args.k, temperature=args.temperature,
@@ -645,17 +646,32 @@ def _run_knn(args) -> int:
 
 
 def _split_features(args, check_train, k=None):
-    """(train, test, their `Features`) of `fewshot` and `knn`; `check_train` sees the training features first."""
+    """(train, test, their `Features`) of `fewshot` and `knn`.
+
+    `check_train(train_features, held_out_labels)` sees the training features first, with the
+    labels of the share held out of the training images for testing (None when nothing is).
+    """
     from keras_vit.transfer import extract_features
 
-    train, test, model = _probe_data(args, k)
+    train, test, held_out, model = _probe_data(args, k)
     train_features = extract_features(model, train, batch_size=args.batch_size)
-    check_train(train_features)  # files that failed to decode may leave a class short: before the test pass
+    # Files that failed to decode may leave a class short: checked before the test pass.
+    check_train(train_features, None if held_out is None else _held_out_labels(held_out, train))
     return train, test, train_features, extract_features(model, test, batch_size=args.batch_size)
 
 
+def _held_out_labels(held_out, train):
+    """The labels of the files `held_out` took out of `train`'s folder, from the class sub-folder each lies in
+    (nothing is decoded); empty for sources without files."""
+    roots = {os.path.dirname(os.path.dirname(path)) for path in train.files}
+    index = {name: i for i, name in enumerate(train.class_names)}
+    folders = [os.path.split(os.path.dirname(path)) for path in held_out.files]
+    return [index[name] for root, name in folders if root in roots and name in index]
+
+
 def _probe_data(args, k=None):
-    """(train, test, feature model) of `fewshot` and `knn`, every argument checked before the model loads."""
+    """(train, test, held-out share or None, feature model) of `fewshot` and `knn`, every argument checked before
+    the model loads."""
     from keras_vit import _validation
 
     _validation.check_positive_int("--batch-size", args.batch_size)
@@ -670,6 +686,7 @@ def _probe_data(args, k=None):
     train, validation, test = load_splits(
         args.dataset, args.train_split, args.test_split or None, args.validation_split, args.seed, args.data_dir,
         args.on_corrupt, args.download)
+    held_out = validation if validation is not test else None  # load_splits gives the test split when none is held out
     test = test if test is not None else validation
     if test is None:
         raise ValueError(f"--dataset={args.dataset!r} has no test split: pass --test-split or --validation-split.")
@@ -684,7 +701,7 @@ def _probe_data(args, k=None):
 
         fewshot.check_knn_arguments(k, args.temperature, num_train=train.num_examples, name=_flag)
     model, _ = _load_backbone(args)
-    return train, test, model
+    return train, test, held_out, model
 
 
 def _load_backbone(args):

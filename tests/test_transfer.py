@@ -394,3 +394,24 @@ def test_cli_bad_inputs_exit_2_with_one_line(arguments, message, tmp_path, capsy
     # One line of error, no traceback; before it at most the line saying which backbone was loaded.
     assert [line for line in err if "error:" in line] == err[-1:] and len(err) <= 2, err
     assert err[-1].startswith(f"keras-vit {arguments[0]}: error: ") and re.search(message, err[-1]), err
+
+
+def test_cli_fewshot_on_one_image_per_class_says_which_class_is_short_and_why(tmp_path, capsys):
+    """3 classes of 1 image: the held-out share takes one class's only image; no shot count fits that class."""
+    root = _write_folder(tmp_path / "oneper", classes=("cat", "dog", "owl"), per_class=1)
+    spec = _tiny_npz(tmp_path, 16)
+    for shots in ([], ["--shots", "1"]):
+        assert cli.main(["fewshot", spec, "--dataset", root, "--scaling", "unit", *shots]) == 2
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert "at most 0" not in err, err
+        empty = re.search(r"\((?:\w+: 1; )*(\w+): 0, the held-out share took its only image", err)
+        assert empty, err
+        assert re.search(rf"add images to {empty.group(1)}\b.*train/ and test/ sub-folders", err), err
+    # Classes that keep some images: the shot counts that fit are named, and the held-out share's part.
+    root = _write_folder(tmp_path / "six", per_class=6)
+    assert cli.main(["fewshot", spec, "--dataset", root, "--scaling", "unit", "--validation-split", "0.5",
+                     "--shots", "1,2,5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    smallest = re.search(r"Pass --shots of at most (\d)", err)
+    assert smallest and "more held out" in err and "--validation-split" in err, err
+    assert int(smallest.group(1)) >= 1 and f"(of those asked for: 1{',2' if int(smallest.group(1)) >= 2 else ''})" in err

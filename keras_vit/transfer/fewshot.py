@@ -99,8 +99,12 @@ def check_knn_arguments(k=20, temperature=0.07, num_train=None, name=None):
     check_number_in(name("temperature"), temperature, 0, float("inf"), include_low=False, include_high=False)
 
 
-def check_shots(shots, train_labels, classes=None, class_names=None, name=None) -> None:
+def check_shots(shots, train_labels, classes=None, class_names=None, name=None, held_out_labels=None) -> None:
     """Refuses shot counts that some class cannot fill, and data of fewer than two classes.
+
+    The message names each short class with its count and, given `held_out_labels`, what the
+    held-out share took of it; then what to pass: the shot counts that fit, or, for a class left
+    without training examples (no shot count fits it), where its images must come from.
 
     Args:
         shots: sequence of int. Shot counts, as for `linear_fewshot`.
@@ -109,14 +113,17 @@ def check_shots(shots, train_labels, classes=None, class_names=None, name=None) 
             `train_labels`. Defaults to None.
         class_names: sequence of str or None. Name of each label, for the message. Defaults to None.
         name: callable or None. How an argument is spelled in messages. Defaults to None.
+        held_out_labels: array or None. Labels of the examples held out of the same images for
+            testing (a folder's held-out share), to say what it took. Defaults to None.
 
     Example:
 
-    >>> check_shots((1, 5), [0, 0, 0, 1, 1, 1, 1, 1], class_names=["cat", "dog"])
+    >>> check_shots((1, 5), [0, 0, 0, 1, 1, 1, 1, 1], class_names=["cat", "dog"], held_out_labels=[0, 1])
     Traceback (most recent call last):
     ...
-    ValueError: Invalid shots=(1, 5): 1 class(es) have fewer than 5 training examples (cat: 3). Expected
-    shot counts of at most 3, the smallest class's count.
+    ValueError: Invalid shots=(1, 5): 1 class(es) have fewer than 5 training examples (cat: 3, 1 more held out).
+    Pass shots of at most 3, the smallest class's count (of those asked for: 1), add images to cat, or hold out
+    fewer with validation_split.
     """
     name = name or (lambda field: field)
     labels = np.asarray(train_labels)
@@ -129,16 +136,43 @@ def check_shots(shots, train_labels, classes=None, class_names=None, name=None) 
     counts = {int(c): int(np.sum(labels == c)) for c in classes}
     largest = max(shots)
     short = {c: n for c, n in counts.items() if n < largest}
-    if short:
-        def label(c):
-            return class_names[c] if class_names is not None and c < len(class_names) else f"class {c}"
+    if not short:
+        return
+    held = np.asarray(held_out_labels if held_out_labels is not None else [], np.int64)
+    held = {c: int(np.sum(held == c)) for c in counts}
 
-        listed = ", ".join(f"{label(c)}: {n}" for c, n in sorted(short.items())[:5])
-        raise ValueError(
-            f"Invalid {name('shots')}={tuple(shots)}: {len(short)} class(es) have fewer than {largest} training "
-            f"examples ({listed}{', ...' if len(short) > 5 else ''}). Expected shot counts of at most "
-            f"{min(counts.values())}, the smallest class's count."
-        )
+    def label(c):
+        return class_names[c] if class_names is not None and c < len(class_names) else f"class {c}"
+
+    def described(c, n):
+        if not held[c]:
+            return f"{label(c)}: {n}"
+        if n:
+            return f"{label(c)}: {n}, {held[c]} more held out"
+        return f"{label(c)}: 0, the held-out share took " + (
+            "its only image" if held[c] == 1 else f"all {held[c]} of its images")
+
+    listed = "; ".join(described(c, n) for c, n in sorted(short.items())[:5])
+    problem = (f"Invalid {name('shots')}={tuple(shots)}: {len(short)} class(es) have fewer than {largest} training "
+               f"examples ({listed}{'; ...' if len(short) > 5 else ''}).")
+    smallest = min(counts.values())
+    if smallest:
+        fitting = ",".join(str(s) for s in shots if s <= smallest)
+        asked = f" (of those asked for: {fitting})" if fitting else ""
+        fewer = f", or hold out fewer with {name('validation_split')}" if any(held[c] for c in short) else ""
+        advice = (f"Pass {name('shots')} of at most {smallest}, the smallest class's count{asked}, add images to "
+                  f"{', '.join(label(c) for c in sorted(short))}{fewer}.")
+    else:
+        empty = [c for c, n in counts.items() if n == 0]
+        advice = f"No shot count fits a class without training examples: add images to {', '.join(map(label, empty))}"
+        if any(held[c] for c in empty):
+            # The held-out share is at least one image, drawn from every class at random: with so few
+            # images some class can lose all of them whatever the fraction or seed.
+            advice += (f" (the held-out share, at least one image drawn at random by {name('seed')}, comes out of the "
+                       "training images), or pass data with a test split of its own, e.g. a folder with train/ and "
+                       "test/ sub-folders, of which nothing is held out")
+        advice += "."
+    raise ValueError(f"{problem} {advice}")
 
 
 def linear_fewshot(train_features, train_labels, test_features, test_labels, *, shots=SHOTS, draws=5,
