@@ -9,7 +9,7 @@ Keras), and tests/test_runs.py checks they agree.
 Example:
 
 >>> RECIPES
-('deit', 'finetune', 'finetune_adamw', 'compact', 'anchor')
+('deit', 'finetune', 'finetune_adamw', 'lpft', 'compact', 'anchor')
 >>> MODEL_FIELDS
 ('patch_size', 'hidden_size', 'num_layers', 'num_heads', 'mlp_dim')
 """
@@ -18,13 +18,13 @@ import dataclasses
 
 from keras_vit.configs import ARCHITECTURE_FIELDS, SCALINGS, ViTConfig
 
-RECIPES = ("deit", "finetune", "finetune_adamw", "compact", "anchor")
+RECIPES = ("deit", "finetune", "finetune_adamw", "lpft", "compact", "anchor")
 # `keras-vit train --adapt`: how a run from a checkpoint (--weights) adapts it: what a budget's
 # rules choose (a linear probe first, then fine-tuning when the budget buys it; without a budget,
 # fine-tuning), every weight trained, or a linear probe of the frozen backbone
 # (`keras_vit.training.plan.TrainConfig.adapt`).
 ADAPTS = ("auto", "finetune", "probe")
-AUGMENT_PRESETS = ("none", "flip", "shift", "light", "medium", "strong")
+AUGMENT_PRESETS = ("none", "flip", "shift", "pad_crop", "light", "medium", "strong")
 PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
 # What an exported SavedModel or a loaded .keras model computes in (`keras_vit.export`): float32 by
 # default; bfloat16 for CPUs with AMX, whose oneDNN kernels run it several times faster.

@@ -67,6 +67,9 @@ PRESETS: dict[str, AugmentConfig] = {
     "none": AugmentConfig(),
     "flip": AugmentConfig(flip=True),
     "shift": AugmentConfig(flip=True, shift=1 / 16),
+    # The fine-tuning augmentation of small sets in timm's and LP-FT's CIFAR recipes: a 4 px
+    # padded crop of a 32 px image and a flip.
+    "pad_crop": AugmentConfig(flip=True, shift=1 / 8),
     "light": AugmentConfig(crop_scale=(0.35, 1.0), flip=True),
     "medium": AugmentConfig(
         crop_scale=(0.35, 1.0), flip=True, randaugment_ops=2, randaugment_magnitude=10, mixup_alpha=0.2
