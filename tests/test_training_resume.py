@@ -102,3 +102,65 @@ def test_sigkill_at_three_points_then_same_command_finishes_the_run(tmp_path):
     assert not (run_dir / "backup").exists()  # removed once every artefact was written
     assert (run_dir / "checkpoints" / "last.keras").exists()
     assert any((run_dir / "tensorboard").rglob("events.out.tfevents.*"))
+
+
+# Trains with a pause in the first batch: prints "holding" and waits, its run directory held meanwhile.
+HOLDER = """
+import sys, time
+from keras_vit import cli
+from keras_vit.training.callbacks import AtomicBackupAndRestore as Backup
+
+def hold(self, batch, logs=None):
+    print("holding", flush=True)
+    time.sleep(600)
+
+Backup.on_train_batch_end = hold
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def test_a_run_directory_is_held_by_one_process_and_a_killed_holder_leaves_it_free(tmp_path, capsys):
+    from keras_vit import cli
+    from keras_vit.training.run_dir import RunLock
+
+    run_dir = tmp_path / "run"
+    command = ["train", "--variant", "tiny", "--image-size", "28", "--num-layers", "1", "--epochs", "1",
+               "--batch-size", "16", "--max-train-examples", "32", "--max-test-examples", "16", "--jit-compile",
+               "off", "--run-dir", str(run_dir), "--output-dir", str(tmp_path / "out"), "--no-export", "--quiet"]
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), TF_CPP_MIN_LOG_LEVEL="2")
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER] + command, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True, env=env, cwd=str(tmp_path))
+    try:
+        lines = iter(holder.stdout.readline, "")  # the header, then "holding" (or the end: it failed)
+        assert any(line.strip() == "holding" for line in lines), "the first run never reached its first batch"
+        assert cli.main(command) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("keras-vit train: error: --run-dir="), err
+        assert f"'{run_dir}' is in use by another training run: process {holder.pid} holds its lock" in err[0]
+        assert not (run_dir / "backup.old").exists() and not any(p.name.startswith("backup.old") for p in run_dir.iterdir())
+    finally:
+        holder.kill()  # SIGKILL: the kernel lets go of its lock
+        holder.wait(timeout=60)
+    assert holder.returncode == -signal.SIGKILL
+    assert (run_dir / "run.lock").exists()  # left behind by the killed run, and no longer held
+    lock = RunLock(run_dir)
+    assert json.loads((run_dir / "run.lock").read_text())["pid"] == os.getpid()
+    lock.release()
+    assert not (run_dir / "run.lock").exists()
+    # The processes of one multi-process run hold a lock each.
+    locks = [RunLock(run_dir, process=index) for index in range(2)]
+    assert sorted(p.name for p in run_dir.glob("*.lock")) == ["run.process-0.lock", "run.process-1.lock"]
+    for lock in locks:
+        lock.release()
+
+
+def test_without_fcntl_the_run_directory_is_not_locked_and_a_warning_says_so(tmp_path, monkeypatch):
+    import pytest
+
+    from keras_vit.training import run_dir
+
+    monkeypatch.setattr(run_dir, "fcntl", None)
+    with pytest.warns(RuntimeWarning, match=r"no fcntl: run_dir='.*' is not locked"):
+        lock = run_dir.RunLock(tmp_path)
+    lock.release()
+    assert list(tmp_path.iterdir()) == []

@@ -4,7 +4,8 @@ A run directory may hold the user's own files; the run touches only what it wrot
 `manifest.json`. Its crash backup (`backup/`) carries the configuration's fingerprint: a run
 resumes only from a backup of the same configuration, and a new run (`resume=False`) moves an
 existing backup and history aside (`backup.old-<time>`, `history.old-<time>.csv`) instead of
-deleting anything.
+deleting anything. One process at a time holds a run directory (`RunLock`): a second run there
+is refused, naming the holder's process id.
 
 Example:
 
@@ -23,14 +24,24 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import socket
 import time
+import warnings
 
 from keras_vit import _atomic
 from keras_vit.training import run_state
 
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; RunLock warns that it cannot hold the folder
+    fcntl = None
+
 MANIFEST = "manifest.json"
 BACKUP = "backup"
 HISTORY = "history.csv"
+LOCK = "run.lock"
+# How long a refused run waits for the holder to write its process id after taking the lock.
+_HOLDER_WAIT_SECONDS = 1.0
 
 
 def fingerprint_differences(stored: dict, current: dict) -> list:
@@ -184,3 +195,104 @@ class RunProgress:
     def seconds_before(self) -> float:
         """Training seconds of the processes this run resumes from."""
         return self.state["train_seconds"] if self.state else 0.0
+
+
+class RunDirectoryInUse(ValueError):
+    """Another process holds the run directory (`RunLock`)."""
+
+
+class RunLock:
+    """The hold of one process on a run directory: an exclusive `flock` on its `run.lock`.
+
+    The kernel lets go of a flock when its process ends, however it ends (SIGKILL, a crash, a
+    power cut of a container), so a killed run leaves nothing stuck: the next run takes the
+    lock at once. The file holds the holder's process id and host, for the message of a run
+    refused meanwhile; `release` removes it. Where Python has no `fcntl` (Windows) nothing is
+    locked and a RuntimeWarning says so. On a network file system the lock holds only as far as
+    that file system honours flock.
+
+    Args:
+        path: str. The run directory (created if missing).
+        process: int or None. This process's index in a run of several processes, each of which
+            holds a lock of its own (`run.process-<i>.lock`); None for a run of one process.
+            Defaults to None.
+        name: callable or None. How the message spells `run_dir` (`--run-dir` on the command
+            line). Defaults to None.
+
+    Example:
+
+    >>> import tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> lock = RunLock(folder)
+    >>> RunLock(folder)
+    Traceback (most recent call last):
+    ...
+    keras_vit.training.run_dir.RunDirectoryInUse: run_dir=... is in use by another training run: process ... holds its lock ...
+    >>> lock.release()
+    >>> RunLock(folder).release()
+    """
+
+    def __init__(self, path, process=None, name=None):
+        name = name or (lambda field: field)
+        self.path = os.path.join(os.fspath(path), LOCK if process is None else f"run.process-{process}.lock")
+        self._fd = None
+        if fcntl is None:
+            warnings.warn(f"This platform has no fcntl: {name('run_dir')}={os.fspath(path)!r} is not locked, so "
+                          "nothing stops a second run from writing there too. Start one run per run directory.",
+                          RuntimeWarning, stacklevel=2)
+            return
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _holder(fd)
+                os.close(fd)
+                raise RunDirectoryInUse(
+                    f"{name('run_dir')}={os.fspath(path)!r} is in use by another training run: {holder} holds its lock "
+                    f"({self.path}). Wait for that run to end (or stop it), or pass another {name('run_dir')}."
+                ) from None
+            except BaseException:
+                os.close(fd)
+                raise
+            # The holder before this one may have removed the file between our open and our lock:
+            # then this lock is on a file nobody else sees, and the folder's file must be opened again.
+            try:
+                same = os.path.samestat(os.fstat(fd), os.stat(self.path))
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname()}).encode())
+        self._fd = fd
+
+    def release(self):
+        """Removes the lock file and lets go of the lock; nothing happens a second time."""
+        if self._fd is None:
+            return
+        # Removed while still held: a run waiting on this file then sees it gone and opens a new one.
+        try:
+            os.remove(self.path)
+        except FileNotFoundError:
+            pass
+        os.close(self._fd)
+        self._fd = None
+
+
+def _holder(fd):
+    """"process <pid>" (and its host when not this one) of the lock file open at `fd`."""
+    deadline = time.monotonic() + _HOLDER_WAIT_SECONDS
+    while True:
+        try:
+            record = json.loads(os.pread(fd, 4096, 0) or b"null")
+        except ValueError:
+            record = None
+        if isinstance(record, dict) and "pid" in record:
+            host = record.get("host")
+            return f"process {record['pid']}" + (f" on host {host}" if host and host != socket.gethostname() else "")
+        if time.monotonic() > deadline:  # the holder took the lock but has not written who it is yet
+            return "another process"
+        time.sleep(0.05)

@@ -6,7 +6,8 @@ under the plan's strategy and precision, `callbacks` make the fit crash-safe, `r
 the header and the summary, and `artifacts` writes the final files. The run directory keeps the
 crash backup (`backup/`, its pointer owned by `run_state`), the last full model
 (`checkpoints/last.keras`), TensorBoard logs (`tensorboard/`), the CSV history (`history.csv`)
-and the manifest of what the run wrote (`run_dir.RunDirectory`); running the same config again
+and the manifest of what the run wrote (`run_dir.RunDirectory`), and is held by one process at a
+time (`run_dir.RunLock`: a second run there is refused); running the same config again
 after a crash resumes from the last completed epoch, or, when training had finished, writes
 only the final artefacts. The backup is deleted only after every final artefact is written.
 `train`'s docstring has a complete (tiny) run.
@@ -31,7 +32,7 @@ from keras_vit.training import batch_norm
 from keras_vit.training import callbacks as callbacks_lib
 from keras_vit.training import distribute, memory, plan as plan_lib, probe as probe_lib, recipes
 from keras_vit.training.artifacts import next_saved_model_version, save_final_artifacts
-from keras_vit.training.run_dir import RunProgress
+from keras_vit.training.run_dir import RunLock, RunProgress
 from keras_vit.training.callbacks import ResumableCSVLogger, make_callbacks  # noqa: F401  (their old home)
 from keras_vit.training.plan import (  # noqa: F401  (public here too: TrainConfig is the trainer's input)
     DEFAULT_MODEL,
@@ -76,7 +77,9 @@ def train(config: TrainConfig, *, name=None) -> dict:
 
     Before the first step it checks the arguments and output folders, the test split, the
     memory a step needs, and whether the run directory's backup belongs to this configuration;
-    with `verbose` it prints a header of what it is about to do.
+    it holds the run directory until it returns (another process's run there is refused with
+    `run_dir.RunDirectoryInUse`, a ValueError naming its process id); with `verbose` it prints
+    a header of what it is about to do.
 
     Args:
         config: `TrainConfig`. What to train, on what, how and where to save it.
@@ -103,11 +106,13 @@ def train(config: TrainConfig, *, name=None) -> dict:
     ('compact', (None, 28, 28, 1))
     """
     plan = plan_lib.resolve(config, name=name)
-    train_ds = _pipeline(plan, plan.train, training=True)
-    validation_ds = _pipeline(plan, plan.validation, whole=True) if plan.validation is not None else None
+    # Before anything is written there: a second run in the folder is refused, naming the holder.
+    lock = RunLock(config.run_dir, _process_index(plan.strategy), name=name) if config.run_dir else None
     previous_policy = keras.config.dtype_policy()
-    keras.config.set_dtype_policy(plan.precision)
     try:
+        train_ds = _pipeline(plan, plan.train, training=True)
+        validation_ds = _pipeline(plan, plan.validation, whole=True) if plan.validation is not None else None
+        keras.config.set_dtype_policy(plan.precision)
         model, schedule = _compiled_model(plan)
         estimate = _check_memory(model, plan)
         progress = RunProgress.open(config.run_dir, plan.fingerprint(), config.resume)
@@ -150,6 +155,19 @@ def train(config: TrainConfig, *, name=None) -> dict:
         return result
     finally:
         keras.config.set_dtype_policy(previous_policy)
+        if lock is not None:
+            lock.release()
+
+
+def _process_index(strategy):
+    """This process's index in a run of several processes, each of which holds a lock of its own; None for one."""
+    if isinstance(strategy, distribute.MeshStrategy) and strategy.processes > 1:
+        import jax
+
+        return jax.process_index()
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return getattr(strategy.cluster_resolver, "task_id", None)
+    return None
 
 
 def _probe(plan, model, progress):
