@@ -834,3 +834,26 @@ def test_cli_value_errors_are_one_line(argv, text, capsys, tmp_path, monkeypatch
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and text in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.keras", "m.txt"], "a refused command wrote something"
+
+
+@pytest.mark.backends("tensorflow", "jax", "torch")
+def test_a_headless_checkpoint_into_a_model_with_a_head_names_include_top_and_num_classes(tmp_path):
+    """A Hugging Face ViTModel folder (no classifier): the message says how to build without a head or with a new one."""
+    import keras_vit
+    from keras_vit.transfer import load_pretrained
+    from keras_vit.weights import CheckpointError, save_hf
+
+    folder = str(tmp_path / "headless")
+    save_hf(keras_vit.ViT("tiny", include_top=False, image_size=8, num_layers=1), folder)
+    for arguments in ({}, {"num_classes": 5}):
+        with pytest.raises(CheckpointError) as refused:
+            keras_vit.ViT(weights=folder, **arguments)
+        message = str(refused.value)
+        assert "has no classifier head" in message and "include_top=False" in message, message
+        assert "load_pretrained(" in message and "num_classes=" in message, message
+    # What the message says works.
+    assert keras_vit.ViT(weights=folder, include_top=False).output_shape == (None, 32)
+    assert load_pretrained(folder, num_classes=5, scaling="unit")[0].output_shape == (None, 5)
+    model = keras_vit.ViT(weights=folder, include_top=False)
+    headed = keras_vit.ViT("tiny", image_size=8, num_layers=1, num_classes=5)
+    assert len(keras_vit.load_weights(headed, folder, skip_mismatch=True)) == len(model.weights)

@@ -16,7 +16,7 @@ from keras_vit.configs import stated_pooling_fields
 from keras_vit.weights import hub
 from keras_vit.weights.files import CheckpointError, detect_format
 from keras_vit.weights.formats import LAYOUTS, NPZ_NOTES, read_checkpoint  # importing it registers the layer mappings
-from keras_vit.weights.mapping import MappingContext, apply_entries, build_entries, model_tensors
+from keras_vit.weights.mapping import MappingContext, apply_entries, build_entries, headless_hint, model_tensors
 from keras_vit.weights.preprocessing import preprocessing_from_scaling, read_preprocessing
 from keras_vit.weights.registry import CHECKPOINTS, fetch_checkpoint
 
@@ -188,7 +188,7 @@ def load_weights(model, weights, *, skip_mismatch=False, interpolation=None, cac
     _check_activation_and_epsilon(model, arch)
     return apply_entries(
         entries, checkpoint.tensors, names=checkpoint.names, ignored=ignored,
-        skip_mismatch=skip_mismatch, log=logger.warning,
+        skip_mismatch=skip_mismatch, log=logger.warning, hint=headless_hint(head_keys, checkpoint.tensors, model),
     )
 
 

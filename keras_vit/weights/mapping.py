@@ -182,7 +182,7 @@ def _layers_with_weights(model):
             yield layer
 
 
-def apply_entries(entries, tensors, *, names=None, ignored=(), skip_mismatch=False, log=print):
+def apply_entries(entries, tensors, *, names=None, ignored=(), skip_mismatch=False, log=print, hint=""):
     """Checks every entry against `tensors`, then assigns them all; returns the loaded keys.
 
     Each tensor must be present, of the variable's shape once brought to the model's layout,
@@ -198,6 +198,8 @@ def apply_entries(entries, tensors, *, names=None, ignored=(), skip_mismatch=Fal
         skip_mismatch: bool. Load what fits and log what does not instead of raising.
             Defaults to False.
         log: callable. Where the one-line notes go. Defaults to print.
+        hint: str. What to pass instead, when the caller knows why the checkpoint does not fit
+            (`headless_hint`); put before the skip_mismatch advice. Defaults to "".
 
     Example:
 
@@ -256,7 +258,7 @@ def apply_entries(entries, tensors, *, names=None, ignored=(), skip_mismatch=Fal
         problems.append(_listing("tensors with NaN or Inf values", not_finite))
     if problems and not skip_mismatch:
         raise CheckpointError(
-            "The checkpoint does not fit the model:\n" + "\n".join(problems)
+            "The checkpoint does not fit the model:\n" + "\n".join(problems) + (f"\n{hint}" if hint else "")
             + "\nPass skip_mismatch=True to load only the tensors that fit."
         )
     if problems:
@@ -264,6 +266,39 @@ def apply_entries(entries, tensors, *, names=None, ignored=(), skip_mismatch=Fal
     for entry, value in ready:
         entry.variable.assign(value)
     return [entry.key for entry, _ in ready]
+
+
+def headless_hint(head_keys, tensors, model) -> str:
+    """What to pass when a checkpoint without a classifier head meets a model with one; "" otherwise.
+
+    A backbone checkpoint (a Hugging Face `ViTModel` or `Dinov2Model` folder, a timm model saved
+    with `num_classes=0`) holds none of its layout's head keys: the model wants either no head
+    or a new one, and the builder cannot tell which from its arguments.
+
+    Args:
+        head_keys: sequence of str. The layout's head keys (canonical naming).
+        tensors: dict. The checkpoint's tensors, by canonical key.
+        model: keras.Model. The model being loaded.
+
+    Example:
+
+    >>> import keras_vit
+    >>> hint = headless_hint(["head/kernel", "head/bias"], {}, keras_vit.ViT("tiny", num_classes=10))
+    >>> hint.split(":")[0]
+    'The checkpoint has no classifier head (it holds a backbone) and the model has one of 10 classes'
+    >>> headless_hint(["head/kernel", "head/bias"], {}, keras_vit.ViT("tiny", include_top=False))
+    ''
+    """
+    head = next((layer for layer in model.layers if layer.name == "head"), None)
+    if head is None or not head_keys or any(key in tensors for key in head_keys):
+        return ""
+    return (
+        f"The checkpoint has no classifier head (it holds a backbone) and the model has one of {head.units} classes: "
+        "build it with include_top=False for the checkpoint's features (keras_vit.ViT(weights=..., "
+        "include_top=False)); for a new head of N classes on them, keras_vit.transfer.load_pretrained(weights, "
+        "num_classes=N), or keras_vit.load_weights(model, weights, skip_mismatch=True) into a model built with "
+        "num_classes=N (the head keeps its zero initial weights, to train)."
+    )
 
 
 def _checkpoint_shape(entry, shape):
