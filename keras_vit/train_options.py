@@ -198,12 +198,6 @@ def _backbone_name(plan):
     return getattr(backbone, "name", None) or getattr(backbone, "__name__", type(backbone).__name__)
 
 
-def _mesh_of_strategy(plan):
-    from keras_vit.training import distribute
-
-    return "x".join(map(str, plan.strategy.mesh)) if isinstance(plan.strategy, distribute.MeshStrategy) else None
-
-
 # The options' parts of the run's header (`Option.header`), each with its leading separator.
 
 def _count_text(source) -> str:
@@ -253,6 +247,9 @@ def _architecture_header(plan):
 
 
 def _stem_header(plan):
+    """How the pixels become tokens where not the paper's patches: behind the conv stem, or on shifted patches."""
+    if plan.tokenizer == "shifted":
+        return " on shifted patches (each with its neighbours half a patch away, no convolution)"
     if not plan.stem:
         return None
     from keras_vit.models import stems
@@ -397,22 +394,23 @@ _OPTIONS = (
                 "tokenization, Lee et al. 2021: each patch also holds the pixels half a patch around it); auto: "
                 "shifted when --budget-minutes' rules choose it, else patches (default: auto)"),
            choices=choices.TOKENIZERS, fingerprint=True, settings=True,
-           header=lambda plan: (" on shifted patches (each with its neighbours half a patch away, no convolution)"
-                                if plan.tokenizer == "shifted" and not plan.stem else None)),
+           header="stem"),
     Option("pooling", "str", "auto",
            "str. \"auto\": what a budget's rules choose (`keras_vit.training.budget`), else \"token\"; \"token\" "
            '(the class token) or "gap" (the mean of the tokens). Defaults to "auto".',
            Flag("model", "token (the class token) or gap (the mean of the tokens); auto: gap when --budget-minutes' "
                 "rules choose it for a plain ViT, else token (default: auto)"),
            choices=choices.TRAIN_POOLINGS, fingerprint=True, settings=True,
-           header=lambda plan: f", pooling {plan.pooling}"),
+           header=lambda plan: f", pooling {plan.pooling}" if plan.pretrained is None
+           else f", pooling {plan.pretrained.pooling} (the checkpoint's)"
+           + (f", {plan.pretrained.register_tokens} register tokens" if plan.pretrained.register_tokens else "")),
     Option("attention_init", "str", "auto",
            'str. "auto": mimetic initialization of the attention kernels (`keras_vit.models.mimetic`) when a '
            'budget\'s rules choose it, else Keras\' own; "mimetic": always; "random": never. Defaults to "auto".',
            Flag("model", "attention kernels: auto (mimetic initialization when --budget-minutes' rules choose it), "
                 "mimetic (Trockman & Kolter 2023) or random, Keras' own initializers (default: auto)"),
            choices=choices.ATTENTION_INITS, fingerprint=True, settings=True,
-           header=lambda plan: f", attention init {plan.attention_init}"),
+           header=lambda plan: f", attention init {plan.attention_init}" if plan.pretrained is None else None),
     Option("image_size", "int | None", None,
            "int or None. Defaults to the images' own size when they all share one square size (with the default "
            "model; a folder whose images differ needs it), else the variant's.",
@@ -489,7 +487,7 @@ _OPTIONS = (
            "every device (model parallel: all on the model axis). Defaults to None.",
            Flag("training", "BATCHxMODEL devices of --strategy model_parallel, e.g. 2x4 (default: every device on "
                 "the model axis; data_parallel: Nx1)"),
-           check=_check_mesh, settings=_mesh_of_strategy),
+           check=_check_mesh, settings=True),
     Option("run_dir", "str | None", os.path.join("runs", "train"),
            'str or None. Logs and crash backups; None keeps none. Defaults to "runs/train".',
            Flag("output", "logs (TensorBoard, history.csv) and crash backups; the run touches only the files it "

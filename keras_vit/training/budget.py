@@ -88,6 +88,11 @@ SHIFTED_PATCHES = ((4.0, False), (25.0, True), (math.inf, False))
 MIN_FINETUNE_EPOCHS = 3
 
 
+# The options whose "auto" the rules resolve (`keras_vit.train_options`): `choose` takes each as
+# the config gives it and returns it chosen, by the name of its `keras_vit.models.spec.ModelSpec` field.
+CHOSEN = ("stem", "tokenizer", "pooling", "attention_init")
+
+
 @dataclasses.dataclass(frozen=True)
 class BudgetChoice:
     """The settings a budget buys.
@@ -117,6 +122,10 @@ class BudgetChoice:
     tokenizer: str
     pooling: str
     reasons: tuple[str, ...]
+
+    def model_choices(self) -> dict:
+        """The chosen `CHOSEN`, as `keras_vit.models.spec.ModelSpec` takes them."""
+        return {name: getattr(self, name) for name in CHOSEN}
 
 
 def milliseconds_per_image(budget_seconds: float, num_train: int) -> float:
@@ -195,7 +204,8 @@ def _row(table, ms_per_image):
 def choose(budget_seconds, num_train: int, image_size: int, *, stem: str = "auto", model_given: bool = False,
            image_size_given: bool = False, epochs_given: bool = False, augment_given: bool = False,
            recipe_given: bool = False, data_channels: int = 3, attention_init: str = "auto",
-           pooling: str = "auto", tokenizer: str = "auto", stem_stride: int | None = None) -> BudgetChoice:
+           pooling: str = "auto", tokenizer: str = "auto", stem_stride: int | None = None,
+           checkpoint: bool = False) -> BudgetChoice:
     """The model, input size and epoch limit a run buys with `budget_seconds` for `num_train` images.
 
     Args:
@@ -222,6 +232,9 @@ def choose(budget_seconds, num_train: int, image_size: int, *, stem: str = "auto
             default ViT on images up to `STEM_MAX_IMAGE_SIZE`), "patches" or "shifted". Defaults to "auto".
         stem_stride: int or None. The stride of the conv stem, whose map must tile the images;
             None for the default stem's (`keras_vit.models.stems.stem_stride`). Defaults to None.
+        checkpoint: bool. The run adapts a checkpoint: its model, and the recipe's augmentation and
+            learning rate, stay; the rules for a model trained from scratch do not apply (a reason
+            says so). Defaults to False.
 
     Returns:
         A `BudgetChoice`.
@@ -243,6 +256,19 @@ def choose(budget_seconds, num_train: int, image_size: int, *, stem: str = "auto
     if budget_seconds is not None:
         ms = milliseconds_per_image(budget_seconds, num_train)
         reasons.append(f"{budget_seconds / 60:g} min for {num_train:,} training images: {ms:.3g} ms per image")
+    if checkpoint:
+        if ms is not None and not epochs_given:
+            reasons.append("epochs: as many as the budget buys, the cosine fitted to it")
+        if ms is not None:
+            reasons.append("the checkpoint's model and the recipe's augmentation and learning rate: the rules for a "
+                           "model from scratch (conv stem, depth, shifted patches, mimetic initialization, GAP "
+                           "pooling, augmentation, learning rate) do not apply")
+        return BudgetChoice(stem=False, architecture={}, image_size=image_size,
+                            epochs=BUDGET_EPOCHS if ms is not None and not epochs_given else None, augment=None,
+                            learning_rate_scale=1.0, weight_decay=None,
+                            attention_init="random" if attention_init == "auto" else attention_init,
+                            tokenizer="patches" if tokenizer == "auto" else tokenizer,
+                            pooling="token" if pooling == "auto" else pooling, reasons=tuple(reasons))
     small_images = image_size <= STEM_MAX_IMAGE_SIZE
     if stem == "auto":
         use_stem = ms is not None and not model_given and small_images and tokenizer != "shifted"

@@ -45,6 +45,13 @@ DEFAULT_RECIPE = "compact"
 # about this many fine-tuning steps (the paper fine-tunes its small tasks, such as the VTAB-1k
 # sets of 1,000 images, for 500 to 2,500 steps).
 FINETUNE_RECIPE = "finetune_adamw"
+# After a linear probe (`--adapt auto` with a budget) the fine-tuning starts from a head that fits
+# already: LP-FT's recipe.
+LPFT_RECIPE = "lpft"
+# `--adapt auto` keeps fine-tuning only where it beats the probe on images that neither fitted on:
+# this share of the training images, held out (by `seed`) unless --validation-split says another.
+# Never the test split, which reports the result.
+DECISION_SPLIT = 0.2
 FINETUNE_STEPS = 500
 # A small training set gets a batch that still gives this many steps an epoch (the recipe's
 # batch otherwise): 250 images train at batch 32 (7 steps) rather than failing at 256.
@@ -130,9 +137,9 @@ class RunPlan:
 
     Attributes: `config` (the `TrainConfig`), `recipe`, `strategy`, `precision` (a dtype
     policy name) and `precision_reason`, `jit_compile` (bool), `batch_size` (global), `augment` (preset name or
-    config), `model` (the `keras_vit.models.spec.ModelSpec` to build: its architecture, input and choices,
-    read through the properties `architecture`, `image_size`, `channels`, `scaling`, `stem`, `tokenizer`,
-    `pooling`, `attention_init`), `train`, `validation` and `test` (data `Source`s; the last two may be
+    config), `model` (the `keras_vit.models.spec.ModelSpec` to build: its architecture, input and choices;
+    each of its fields is read through as a property of the same name, `plan.pooling`), `mesh`
+    (the device mesh of a keras.distribution strategy, "2x4"; None for tf.distribute's), `train`, `validation` and `test` (data `Source`s; the last two may be
     None), `num_train`, `steps_per_epoch`, why the model's choices are what they are (`image_size_reason`,
     `patch_reason`, `channels_reason`, `scaling_reason`, `budget_reasons`), `batch_reason`, `pretrained`
     (a `keras_vit.transfer.Pretrained` describing the checkpoint of `config.weights`, or None), `adapt`
@@ -167,17 +174,12 @@ class RunPlan:
     adapt_reason: str = ""
     budget_reasons: tuple = ()
 
-    # The model's facts live in its spec; the plan reads them through.
-    architecture = property(lambda self: self.model.architecture, doc="The model's core fields.")
-    image_size = property(lambda self: self.model.image_size, doc="The model's input side.")
-    channels = property(lambda self: self.model.channels, doc="The model's input channels.")
-    scaling = property(lambda self: self.model.scaling, doc="The pixel scaling inside the model.")
-    stem = property(lambda self: self.model.stem, doc="Whether the model has the conv stem.")
-    tokenizer = property(lambda self: self.model.tokenizer, doc='"patches" or "shifted".')
-    pooling = property(lambda self: self.model.pooling, doc='"token" or "gap".')
-    attention_init = property(lambda self: self.model.attention_init, doc='"mimetic" or "random".')
-    vit_args = property(lambda self: self.model.vit_args, doc="More `keras_vit.ViT` arguments of the model.")
-    stem_args = property(lambda self: self.model.stem_args, doc="The conv stem's arguments.")
+    @property
+    def mesh(self) -> str | None:
+        """The device mesh of a keras.distribution strategy, "2x4"; None for a tf.distribute strategy."""
+        if isinstance(self.strategy, distribute.MeshStrategy):
+            return "x".join(map(str, self.strategy.mesh))
+        return None
 
     @property
     def augment_name(self) -> str:
@@ -212,6 +214,15 @@ class RunPlan:
         }
 
 
+# The model's facts live in its spec: the plan reads each field through (`plan.pooling` is
+# `plan.model.pooling`), a field of the plan's own coming first.
+for _field in dataclasses.fields(ModelSpec):
+    if _field.name not in {field.name for field in dataclasses.fields(RunPlan)}:
+        setattr(RunPlan, _field.name, property(lambda self, name=_field.name: getattr(self.model, name),
+                                               doc=f"The model's `{_field.name}` (`keras_vit.models.spec.ModelSpec`)."))
+del _field
+
+
 def resolve(config: TrainConfig, *, name=None) -> RunPlan:
     """Checks `config` and resolves what the run will do; reads the data splits' listings, trains nothing.
 
@@ -224,7 +235,13 @@ def resolve(config: TrainConfig, *, name=None) -> RunPlan:
         A frozen `RunPlan` (the run directory is the run's: `keras_vit.training.run_dir.RunProgress`).
     """
     check_config(config, name=name)
-    recipe = recipes.get_recipe(config.recipe or (FINETUNE_RECIPE if config.weights else DEFAULT_RECIPE))
+    adapt, adapt_reason = (resolve_adapt(config.adapt, config.budget_seconds) if config.weights is not None
+                           else ("scratch", "no checkpoint given"))
+    default_recipe = {"scratch": DEFAULT_RECIPE, "probe_then_finetune": LPFT_RECIPE}.get(adapt, FINETUNE_RECIPE)
+    recipe = recipes.get_recipe(config.recipe or default_recipe)
+    validation_split = config.validation_split
+    if adapt == "probe_then_finetune" and validation_split is None:
+        validation_split = DECISION_SPLIT
     # First: MultiWorkerMirroredStrategy must be created before anything initialises TF's runtime.
     strategy = distribute.get_strategy(config.strategy, mesh=config.mesh)
     distribute.check_jit_compile(config.jit_compile, strategy)
@@ -233,7 +250,7 @@ def resolve(config: TrainConfig, *, name=None) -> RunPlan:
 
     # Every split is found before the first step: a missing one must not cost a training run.
     train_source, validation_source, test_source = load_splits(
-        config.dataset, config.train_split, config.test_split, config.validation_split, config.seed,
+        config.dataset, config.train_split, config.test_split, validation_split, config.seed,
         config.data_dir, config.on_corrupt, config.download,
     )
     train_source = train_source.take(config.max_train_examples)
@@ -264,12 +281,12 @@ def resolve(config: TrainConfig, *, name=None) -> RunPlan:
                    or any(v is not None for v in config.model_overrides.values()))
     stem_stride = conv_stem_stride(config.stem_args)  # the stem's, should the rules or the config choose it
     choice = budget.choose(
-        config.budget_seconds, num_train, image_size, stem=config.stem, model_given=model_given,
+        config.budget_seconds, num_train, image_size, model_given=model_given,
         image_size_given=config.image_size is not None or pretrained is not None, epochs_given=config.epochs is not None,
         augment_given=config.augment is not None or config.recipe is not None,
         recipe_given=config.recipe is not None or pretrained is not None, data_channels=data_channels,
-        attention_init=config.attention_init, pooling=config.pooling, tokenizer=config.tokenizer,
-        stem_stride=stem_stride,
+        stem_stride=stem_stride, checkpoint=config.weights is not None,
+        **{name: getattr(config, name) for name in budget.CHOSEN},
     )
     augment = choice.augment or augment
     if choice.learning_rate_scale != 1.0:
@@ -281,16 +298,13 @@ def resolve(config: TrainConfig, *, name=None) -> RunPlan:
     if pretrained is not None:
         architecture = pretrained_architecture
         patch_reason = "the checkpoint's"
-        adapt, adapt_reason = resolve_adapt(config.adapt, config.budget_seconds)
     else:
         architecture, patch_reason = resolve_architecture(
             config.variant, config.model_overrides, image_size, chosen=choice.architecture,
             stem_stride=stem_stride if choice.stem else None)
-        adapt, adapt_reason = "scratch", "no checkpoint given"
     model = ModelSpec(variant=config.variant, architecture=architecture, image_size=image_size, channels=channels,
-                      scaling=scaling, stem=choice.stem, tokenizer=choice.tokenizer, pooling=choice.pooling,
-                      attention_init=choice.attention_init, vit_args=dict(config.vit_args),
-                      stem_args=dict(config.stem_args))
+                      scaling=scaling, vit_args=dict(config.vit_args), stem_args=dict(config.stem_args),
+                      **choice.model_choices())
     # The AMX rule reads the model's width: resolved once the architecture is.
     precision, precision_reason = distribute.choose_precision(config.precision, width=architecture.get("hidden_size"))
     jit_compile = config.jit_compile
@@ -347,8 +361,9 @@ def resolve_adapt(adapt: str, budget_seconds: float | None) -> tuple[str, str]:
     if budget_seconds is None:
         return "finetune", "no budget: the paper's fine-tuning"
     return "probe_then_finetune", (
-        f"a linear probe first (features computed once), then fine-tuning from it if the rest of the budget buys "
-        f"{budget.MIN_FINETUNE_EPOCHS} epochs at the speed measured by the probe's forward pass")
+        f"a linear probe first (features computed once), then fine-tuning from it ({LPFT_RECIPE}) if the rest of the "
+        f"budget buys {budget.MIN_FINETUNE_EPOCHS} epochs at the speed measured by the probe's forward pass; the "
+        "fine-tuned model is kept only if it beats the probe on the validation images")
 
 
 def finetune_after_probe(plan, probed) -> tuple[bool, str]:

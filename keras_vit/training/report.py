@@ -12,7 +12,7 @@ from keras_vit.training import distribute, memory
 # of its flag group's line (`GROUP_LINES`); a line with no part to show is left out.
 LINES = (
     ("Weights", ("weights", "adapt")),
-    ("Model", ("variant", "stem", "tokenizer", "model_overrides", "tokens", "pooling", "attention_init", "vit_args")),
+    ("Model", ("variant", "stem", "model_overrides", "tokens", "pooling", "attention_init", "vit_args")),
     ("Data", ("dataset", "train_split", "test_split", "classes", "image_size", "resize", "scaling", "validation_split")),
     ("Training", ("recipe", "augment", "epochs", "batch_size", "precision", "jit_compile", "strategy", "budget_seconds")),
     ("Budget", ("budget_reasons",)),

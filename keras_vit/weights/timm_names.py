@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import re
 
-from keras_vit.configs import FAMILY_FIELDS, VARIANTS
+from keras_vit.configs import CORE_FIELDS, FAMILY_FIELDS, VARIANTS
 from keras_vit.layers.rotary_embedding import rope_settings
 from keras_vit.weights.files import CheckpointError
 
@@ -182,8 +182,7 @@ def architecture_fields(name, where):
         )
     row_name, changes = TIMM_ARCHITECTURES[name]
     row = VARIANTS[row_name]
-    fields = {key: getattr(row, key) for key in ("patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim")}
-    fields.update({key: getattr(row, key) for key in FAMILY_FIELDS})
+    fields = {key: getattr(row, key) for key in CORE_FIELDS + FAMILY_FIELDS}
     fields.update(channels=3)  # timm's in_chans default
     fields.update(changes)
     fields["rope"] = rope_settings(fields["rope"])
