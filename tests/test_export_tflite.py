@@ -120,11 +120,12 @@ def test_int8_export_prints_nothing_on_stdout(tmp_path, capfd):
     assert capfd.readouterr().out == ""
 
 
-@pytest.mark.parametrize("quantization, float_ops", [("dynamic", None), ("int8", None), ("int8", ())],
-                         ids=["dynamic", "int8", "int8_full"])
-def test_nan_pixels_at_the_interpreter(quantization, float_ops, tmp_path):
+@pytest.mark.parametrize("quantization, float_ops", [("none", None), ("dynamic", None), ("int8", None), ("int8", ())],
+                         ids=["float32", "dynamic", "int8", "int8_full"])
+def test_non_finite_pixels_at_the_interpreter(quantization, float_ops, tmp_path):
     """Issue 43: the int8 file answered an image with a NaN pixel with plausible probabilities (the float file
-    gives NaN). Now int8 and dynamic files give NaN too; a full-integer file cannot (README, deployment)."""
+    gives NaN); issue 55: the same for +Inf and -Inf. Now int8 and dynamic files give NaN for any non-finite pixel,
+    as the float file does; a full-integer file cannot (README, deployment)."""
     model = random_model()
     x = images(8)
     extra = dict(representative_data=x, calibration_samples=8) if quantization == "int8" else {}
@@ -132,14 +133,16 @@ def test_nan_pixels_at_the_interpreter(quantization, float_ops, tmp_path):
         extra["float_ops"] = float_ops
     path = str(tmp_path / "m.tflite")
     export.tflite(model, path, quantization, **extra)
-    bad = x[:2].copy()
-    bad[0, 5, 7, 1] = np.nan
+    bad = x[:4].copy()
+    for index, value in enumerate((np.nan, np.inf, -np.inf)):
+        bad[index, 5, 7, 1] = value
     out = _run(path, bad)
-    assert np.isfinite(out[1]).all() and abs(out[1].sum() - 1) < 0.02  # the other image is answered
-    if float_ops == ():  # its first op quantizes the NaN like any pixel
-        assert np.isfinite(out[0]).all() and abs(out[0].sum() - 1) < 0.02
-    else:
-        assert np.isnan(out[0]).all(), out[0]
+    assert np.isfinite(out[3]).all() and abs(out[3].sum() - 1) < 0.02  # the clean image is answered
+    for index, value in enumerate(("NaN", "+Inf", "-Inf")):
+        if float_ops == ():  # its first op quantizes the pixel like any other
+            assert np.isfinite(out[index]).all() and abs(out[index].sum() - 1) < 0.02
+        else:
+            assert np.isnan(out[index]).all(), (value, out[index])
 
 
 def test_empty_batch_is_refused(logits_file):

@@ -22,8 +22,8 @@ DEFAULT_CALIBRATION_SAMPLES = 200
 # points of top-1 agreement on the Fashion-MNIST model; with these in float, agreement was
 # >= 97% while every matmul, convolution, GELU and softmax still runs in int8.
 INT8_FLOAT_OPS = ("MEAN", "SQUARED_DIFFERENCE", "RSQRT", "ADD", "MUL")
-# The ops of the NaN guard (`_export_wrapper`), kept in float in an int8 file.
-_NAN_GUARD_OPS = ("NOT_EQUAL", "REDUCE_ANY", "SELECT_V2")
+# The ops of the non-finite guard (`_export_wrapper`), kept in float in an int8 file.
+_NAN_GUARD_OPS = ("NOT_EQUAL", "ABS", "GREATER", "LOGICAL_OR", "REDUCE_ANY", "SELECT_V2")
 # The single signature of every file written here, its input and output names.
 SIGNATURE = "serving_default"
 INPUT_NAME = _common.INPUT_NAME
@@ -98,9 +98,10 @@ def tflite(
       ops named in `float_ops` (by default LayerNorm and the residual adds, see
       `INT8_FLOAT_OPS`); `float_ops=()` gives a strict full-integer file for integer-only
       accelerators, at a cost in accuracy. Input and output stay float32.
-    An image with a NaN pixel gets NaN probabilities from every file but a full-integer one,
-    whose first op quantizes the NaN like any pixel (the quantized files test for it in float,
-    as a float file would propagate it).
+    An image with a non-finite pixel (NaN, +Inf or -Inf) gets NaN probabilities from every file
+    but a full-integer one, whose first op quantizes it like any pixel: the float files propagate
+    it, the quantized ones test for it in float (where quantizing would clip an infinite pixel
+    to the calibrated range and answer with plausible probabilities).
 
     Args:
         model: keras.Model. A built model with a static image size.
@@ -171,7 +172,7 @@ def tflite(
     model = _common.float32_model(model)
     if approximate_gelu:
         model = with_tanh_gelu(model)
-    # Not in a full-integer file: nothing there can hold a NaN (its input is quantized first).
+    # Not in a full-integer file: nothing there can hold a NaN or Inf (its input is quantized first).
     nan_guard = quantization == "dynamic" or (quantization == "int8" and bool(float_ops))
     wrapper = _export_wrapper(model, shape, mean_std, nan_guard, output_name)
     input_signature = [tf.TensorSpec((batch_size,) + tuple(shape), tf.float32, name=INPUT_NAME)]
@@ -344,9 +345,9 @@ def tflite_ops(path):
 def _export_wrapper(model, shape, mean_std, nan_guard=False, output_name=OUTPUT_NAME):
     """A model: [0, 255] pixels -> (scaling) -> model -> (softmax) -> {"probabilities": float32}.
 
-    `nan_guard`: an image with a NaN pixel gets NaN probabilities, as from a float file. A
-    quantized file would otherwise answer it with plausible ones (the NaN is lost where the
-    activations are quantized); the guard's ops stay in float.
+    `nan_guard`: an image with a non-finite pixel (NaN, +Inf, -Inf) gets NaN probabilities, as
+    from a float file. A quantized file would otherwise answer it with plausible ones (the value
+    is lost, or clipped, where the activations are quantized); the guard's ops stay in float.
     """
     wrapper = _ExportWrapper(model, mean_std, nan_guard, output_name, name=f"{model.name}_tflite")
     wrapper.build((None,) + tuple(shape))
@@ -374,8 +375,12 @@ class _ExportWrapper(keras.Model):
     def call(self, images, training=False):
         outputs = self.inner(self._scale(images), training=False)
         probabilities = self._to_probabilities(outputs)
-        if self.nan_guard:  # NOT_EQUAL(x, x) holds only for NaN
-            nan = keras.ops.any(keras.ops.not_equal(images, images), axis=tuple(range(1, len(images.shape))))
+        if self.nan_guard:
+            # NOT_EQUAL(x, x) holds only for NaN, |x| > the largest float32 only for +-Inf (no TFLite
+            # builtin tests both). Not |x| == inf: the int8 converter clips that constant to the largest float32.
+            bad = keras.ops.logical_or(keras.ops.not_equal(images, images),
+                                       keras.ops.greater(keras.ops.abs(images), float(np.finfo("float32").max)))
+            nan = keras.ops.any(bad, axis=tuple(range(1, len(images.shape))))
             nan = keras.ops.reshape(nan, (-1,) + (1,) * (len(probabilities.shape) - 1))
             probabilities = keras.ops.where(nan, float("nan"), probabilities)
         return {self.output_name: probabilities}
