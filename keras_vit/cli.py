@@ -496,10 +496,7 @@ def _run_evaluate(args) -> int:
                       args.download, args.max_examples, args.validation_split, args.seed)
     print(f"{args.dataset}:{args.split}: accuracy {scores['accuracy']:.4f}, loss {scores['loss']:.4f} "
           f"on {scores['num_examples']} examples ({scores['data']})")
-    if scores["skipped_files"]:
-        from keras_vit.training.report import skipped_line
-
-        print(skipped_line(scores["skipped_files"]))
+    _print_skipped(scores["skipped_files"])
     return 0
 
 
@@ -570,6 +567,7 @@ def _run_embed(args) -> int:
             np.savez(f, embeddings=result.features, labels=result.labels, files=np.array(result.files, dtype=str),
                      class_names=np.array(result.class_names, dtype=str))
     print(f"{path}: embeddings {result.features.shape[0]}x{result.features.shape[1]} of {source.description}")
+    _print_skipped(source.corrupt_files())
     return 0
 
 
@@ -605,6 +603,7 @@ def _run_fewshot(args) -> int:
     print("shots  accuracy")
     for count, scores in result.items():
         print(f"{count:5d}  {scores['mean']:.4f} +- {scores['std']:.4f}")
+    _print_skipped(train.corrupt_files() + test.corrupt_files())
     return 0
 
 
@@ -642,6 +641,7 @@ def _run_knn(args) -> int:
                                     num_classes=train.num_classes)
     print(f"{args.k}-NN accuracy (temperature {args.temperature:g}): {accuracy:.4f} on {len(test_features.labels):,} "
           f"test images ({test.description}), {len(train_features.labels):,} train images ({train.description})")
+    _print_skipped(train.corrupt_files() + test.corrupt_files())
     return 0
 
 
@@ -656,7 +656,11 @@ def _split_features(args, check_train, k=None):
     train, test, held_out, model = _probe_data(args, k)
     train_features = extract_features(model, train, batch_size=args.batch_size)
     # Files that failed to decode may leave a class short: checked before the test pass.
-    check_train(train_features, None if held_out is None else _held_out_labels(held_out, train))
+    try:
+        check_train(train_features, None if held_out is None else _held_out_labels(held_out, train))
+    except ValueError:
+        _print_skipped(train.corrupt_files())  # they may be why
+        raise
     return train, test, train_features, extract_features(model, test, batch_size=args.batch_size)
 
 
@@ -717,6 +721,20 @@ def _load_backbone(args):
           f"{info.image_size[0]}x{info.image_size[1]} ({info.image_size_reason}); scaling {info.scaling} "
           f"({info.scaling_reason}){dropped}", file=sys.stderr)
     return model, info
+
+
+def _print_skipped(files) -> None:
+    """Prints the line of `keras_vit.training.report.skipped_line` for the corrupt image files a command left out
+    (each once; a folder's held-out share lists the same ones as its training share), nothing for none.
+
+    Every command that reads a folder calls it once its data has been read (`train` prints the same
+    line in its summary).
+    """
+    files = list(dict.fromkeys(files))
+    if files:
+        from keras_vit.training.report import skipped_line
+
+        print(skipped_line(files))
 
 
 def _flag(field: str) -> str:

@@ -415,3 +415,18 @@ def test_cli_fewshot_on_one_image_per_class_says_which_class_is_short_and_why(tm
     smallest = re.search(r"Pass --shots of at most (\d)", err)
     assert smallest and "more held out" in err and "--validation-split" in err, err
     assert int(smallest.group(1)) >= 1 and f"(of those asked for: 1{',2' if int(smallest.group(1)) >= 2 else ''})" in err
+
+
+def test_cli_commands_that_read_a_folder_say_which_corrupt_files_they_skipped(tmp_path, capsys):
+    """knn, fewshot and embed print the line train and evaluate print, once, for a zero-byte .jpg."""
+    root = _write_folder(tmp_path / "images", per_class=4)
+    broken = os.path.join(root, "a", "broken.jpg")
+    open(broken, "wb").close()
+    spec = _tiny_npz(tmp_path, 16)
+    common = ["--dataset", root, "--scaling", "unit"]
+    for command in (["knn", "--k", "3", "--validation-split", "0.25"],
+                    ["fewshot", "--shots", "1", "--draws", "1", "--validation-split", "0.25"],
+                    ["embed", "--out", str(tmp_path / "e.npz")]):
+        assert cli.main([command[0], spec, *common, *command[1:]]) == 0, command
+        out = capsys.readouterr().out.splitlines()
+        assert out.count(f"Skipped 1 corrupt image file: {broken}") == 1, (command, out)
