@@ -120,7 +120,7 @@ def naflex_image_size(height, width, patch_size, max_num_patches=DEFAULT_MAX_NUM
     return target
 
 
-def naflex_inputs(images, patch_size=None, max_num_patches=None, scaling="auto", *, weights=None):
+def naflex_inputs(images, patch_size=None, max_num_patches=None, scaling="auto", *, weights=None, model=None):
     """A NaFlex model's input from images of any sizes: (inputs, padding_mask).
 
     Each image is resized to `naflex_image_size` with an antialiased bilinear filter
@@ -142,7 +142,15 @@ def naflex_inputs(images, patch_size=None, max_num_patches=None, scaling="auto",
         weights: str, `keras_vit.weights.Checkpoint` or None. The checkpoint the model was
             loaded from (a Hugging Face folder, Hub id or name): its `preprocessor_config.json`
             gives `max_num_patches`, `patch_size` and the scaling; a value passed that
-            contradicts it is refused, and one it lacks must be passed. Defaults to None.
+            contradicts it is refused, and one it lacks must be passed. The images' channels
+            are checked against the ones it states. Defaults to None.
+        model: keras.Model or None. The NaFlex model the inputs are for: its patch size fills
+            `patch_size` (one that contradicts it is refused) and the images' channels are
+            checked against its. Defaults to None.
+
+    Raises:
+        ValueError: images whose channel count is not the one `model` or `weights` takes
+            (naming both), besides the bad values of each argument.
 
     Returns:
         (dict, array): inputs {"patches": (B, max_num_patches, patch_size**2 * channels)
@@ -160,11 +168,27 @@ def naflex_inputs(images, patch_size=None, max_num_patches=None, scaling="auto",
     """
     from keras_vit.applications import preprocess_input
 
-    patch_size, max_num_patches, scaling = processor_settings(weights, patch_size, max_num_patches, scaling)
+    takes = []  # (channels, what states it) of the model and the checkpoint
+    if model is not None:
+        config = _naflex_config(model)
+        if patch_size is None:
+            patch_size = config["patch_size"]
+        elif patch_size != config["patch_size"]:
+            raise ValueError(f"Contradicting patch_size={patch_size!r} and model={model.name!r}, whose patch_size is "
+                             f"{config['patch_size']}. Leave patch_size out to take the model's.")
+        takes.append((config["channels"], f"model={model.name!r}", "its config"))
+    record = _checkpoint_preprocessing(weights) if weights is not None else None
+    patch_size, max_num_patches, scaling = _processor_settings(weights, record, patch_size, max_num_patches, scaling)
+    if weights is not None:
+        stated = _checkpoint_channels(weights, record)
+        if stated is not None:
+            takes.append((stated[0], f"weights={_name(weights)!r}", stated[1]))
     images = _image_list(images)
     channels = {image.shape[-1] for image in images}
     if len(channels) > 1:
         raise ValueError(f"Invalid images: their channels differ ({sorted(channels)}); a batch has one channel count.")
+    for expected, what, source in takes:
+        _check_channels(images[0].shape[-1], expected, what, source)
     batch, depth = len(images), patch_size * patch_size * images[0].shape[-1]
     patches = np.zeros((batch, max_num_patches, depth), "float32")
     shapes = np.zeros((batch, 2), "int32")
@@ -202,6 +226,12 @@ def processor_settings(weights, patch_size=None, max_num_patches=None, scaling="
     >>> processor_settings(None, 16)
     (16, 256, 'symmetric')
     """
+    record = _checkpoint_preprocessing(weights) if weights is not None else None
+    return _processor_settings(weights, record, patch_size, max_num_patches, scaling, with_scaling=with_scaling)
+
+
+def _processor_settings(weights, record, patch_size, max_num_patches, scaling, *, with_scaling=True):
+    """`processor_settings` with the checkpoint's `Preprocessing` (or None) already read."""
     unset = {"patch_size": None, "max_num_patches": None, "scaling": "auto"}
     given = {"patch_size": patch_size, "max_num_patches": max_num_patches}
     if with_scaling:
@@ -209,7 +239,6 @@ def processor_settings(weights, patch_size=None, max_num_patches=None, scaling="
     if weights is None:
         stated, where = {"max_num_patches": DEFAULT_MAX_NUM_PATCHES, "scaling": "symmetric"}, None
     else:
-        record = _checkpoint_preprocessing(weights)
         stated = {} if record is None else {key: getattr(record, key) for key in given}
         stated = {key: value for key, value in stated.items() if value is not None}
         where = f"weights={_name(weights)!r} ({'its' if record is not None else 'it has no'} preprocessor_config.json)"
@@ -250,6 +279,40 @@ def _checkpoint_preprocessing(weights):
 
 def _name(weights):
     return getattr(weights, "source", None) or str(weights)
+
+
+def _naflex_config(model):
+    """The `vit_config` of a NaFlex model; ValueError naming `model` for any other."""
+    if not is_naflex(model):
+        raise ValueError(f"Invalid model={getattr(model, 'name', model)!r}: it takes images, not NaFlex patch "
+                         "sequences (a model built with naflex=True takes them).")
+    return model.vit_config
+
+
+def _checkpoint_channels(weights, record):
+    """(channels, where it is stated) of a checkpoint, or None when it states none.
+
+    A `Checkpoint` read already states them in its architecture. Of a folder, only its
+    processor is read (the weights may be gigabytes): the channels it normalizes, when its mean
+    has one value per channel.
+    """
+    from keras_vit.weights import Checkpoint
+
+    if isinstance(weights, Checkpoint) and weights.architecture.get("channels"):
+        return weights.architecture["channels"], "its architecture"
+    if record is not None and len(record.mean) > 1:
+        return len(record.mean), f"its processor normalizes {len(record.mean)} channels"
+    return None
+
+
+def _check_channels(found, expected, what, source):
+    if found == expected:
+        return
+    fix = {(1, 3): "a grey image becomes 3 equal channels with np.repeat(image, 3, axis=-1)",
+           (3, 1): "a colour image becomes grey with image.mean(axis=-1, keepdims=True)"}.get(
+        (found, expected), f"convert them to {expected}")
+    raise ValueError(f"Invalid images: {found} channel{'s' if found != 1 else ''} each, but {what} takes {expected} "
+                     f"({source}). Pass images of {expected} channels: {fix}.")
 
 
 def resize_antialiased(image, height, width):

@@ -206,6 +206,25 @@ def test_load_pretrained_takes_naflex_weights_at_one_image_size(with_processor):
     np.testing.assert_allclose(to_numpy(model(image[None].astype("float32"))), expected, atol=1e-5)
 
 
+def test_naflex_inputs_check_the_channels_against_the_checkpoint_or_model(with_processor):
+    """A grey image for an RGB model: refused naming the channels, not by Keras' shape message after."""
+    grey = np.zeros((16, 16, 1), "uint8")
+    for weights in (with_processor, keras_vit.weights.Checkpoint(with_processor)):
+        with pytest.raises(ValueError, match=r"Invalid images: 1 channel each, but weights=.* takes 3 \(its "
+                                             r".*\)\. Pass images of 3 channels: .*np\.repeat\(image, 3, axis=-1\)"):
+            naflex_inputs(grey, weights=weights)
+    model = keras_vit.ViT("tiny_siglip2", include_top=False)
+    with pytest.raises(ValueError, match=r"Invalid images: 1 channel each, but model='.*' takes 3"):
+        naflex_inputs(grey, max_num_patches=BUDGET, model=model)
+    # The model gives the patch size; one that contradicts it is refused, and so is a model that is no NaFlex one.
+    inputs, mask = naflex_inputs(np.zeros((16, 16, 3), "uint8"), max_num_patches=BUDGET, model=model)
+    assert to_numpy(model(inputs)).shape == (1, model.output_shape[-1]) and mask.shape == (1, BUDGET)
+    with pytest.raises(ValueError, match=r"Contradicting patch_size=16 and model='.*', whose patch_size is 4"):
+        naflex_inputs(grey, 16, BUDGET, model=model)
+    with pytest.raises(ValueError, match=r"Invalid model='.*': it takes images, not NaFlex patch sequences"):
+        naflex_inputs(grey, PATCH, BUDGET, model=keras_vit.ViT("tiny"))
+
+
 @pytest.mark.parametrize("call, message", [
     (lambda: naflex_inputs(np.zeros((0, 5, 3), "uint8"), PATCH, BUDGET), r"image 0 of shape \(0, 5, 3\): it has no pixels"),
     (lambda: naflex_inputs(np.zeros((8, 8), "uint8"), PATCH, BUDGET), r"image 0 of shape \(8, 8\).*\(height, width, channels\)"),
