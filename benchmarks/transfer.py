@@ -41,7 +41,18 @@ TEST_PER_CLASS = 1000
 BACKBONES = {
     "ti4": {"patch_size": 4, "hidden_size": 192, "num_layers": 12, "num_heads": 3, "mlp_dim": 768},
     "small": {"patch_size": 4, "hidden_size": 128, "num_layers": 6, "num_heads": 4, "mlp_dim": 256},
+    # Issue 50's backbones that differ: a weak one (width 128, 4 blocks, a short pre-training), a
+    # GAP-pooled one and one with registers (TIMM_EXTRAS says how timm builds them).
+    "weak": {"patch_size": 4, "hidden_size": 128, "num_layers": 4, "num_heads": 4, "mlp_dim": 512},
+    "gap6": {"patch_size": 4, "hidden_size": 192, "num_layers": 6, "num_heads": 3, "mlp_dim": 768},
+    "reg6": {"patch_size": 4, "hidden_size": 192, "num_layers": 6, "num_heads": 3, "mlp_dim": 768},
     "smoke": {"patch_size": 4, "hidden_size": 16, "num_layers": 1, "num_heads": 2, "mlp_dim": 32},
+}
+# timm VisionTransformer arguments beyond the widths: GAP (timm then adds fc_norm) and four
+# register tokens without position rows (as DINOv2 with registers stores them).
+TIMM_EXTRAS = {
+    "gap6": {"class_token": False, "global_pool": "avg"},
+    "reg6": {"reg_tokens": 4, "no_embed_class": True},
 }
 DEFAULT_BACKBONE = "ti4"
 SCALING = "symmetric"
@@ -134,6 +145,9 @@ SETUPS = {
     # finetune_adamw at 4x its peak learning rate ("recipe_changes": fields of the recipe replaced).
     "finetune_lr4x_timm": {"weights": "timm", "adapt": "finetune", "recipe_changes": {"learning_rate": 4e-3}},
     "auto_lr4x_timm": {"weights": "timm", "adapt": "auto", "recipe_changes": {"learning_rate": 4e-3}},
+    # The peer: timm's linear probe (weight decay by 5-fold cross-validation), then LP-FT, in torch
+    # (benchmarks/transfer_timm_peer.py); not a TrainConfig.
+    "timm_lpft": {"peer": "benchmarks.transfer_timm_peer:adapt_timm"},
     # From scratch in the same budget: what the budget rules choose for these 250 images ...
     "scratch": {},
     # ... and the backbone's own architecture (its BACKBONES entry, read from pretrain.json).
@@ -166,7 +180,8 @@ def adapt_one(work, setup, budget_seconds, seed=0, epochs=None):
     return {
         "setup": setup, "accuracy": result["test_accuracy"], "num_test": result["num_test_examples"],
         "epochs_done": result["epochs_done"], "steps_done": result["steps_done"], "train_seconds": result["train_seconds"],
-        "probe": result.get("probe"), "adapt": settings.get("adapt"), "recipe": settings["recipe"],
+        "probe": result.get("probe"), "adapt_decision": result.get("adapt_decision"),
+        "adapt": settings.get("adapt"), "recipe": settings["recipe"],
         "batch_size": settings["batch_size"], "learning_rate": settings["learning_rate"], "params": settings["params"],
     }
 
@@ -195,8 +210,13 @@ def adapt(work, budget_minutes, setups, out=None, argv=None, seed=0, epochs=None
         log.add({"setup": "pretrain", **json.load(f)})
     results = []
     for setup in setups:
-        result = run_worker("benchmarks.transfer:adapt_one", dict(work=work, setup=setup, seed=seed, epochs=epochs,
-                                                                  budget_seconds=budget_minutes * 60))
+        if "peer" in SETUPS[setup]:
+            result = run_worker(SETUPS[setup]["peer"], dict(work=work, classes=ADAPT_CLASSES, seed=seed,
+                                                            budget_seconds=budget_minutes * 60,
+                                                            max_steps=epochs and epochs * 7))
+        else:
+            result = run_worker("benchmarks.transfer:adapt_one", dict(work=work, setup=setup, seed=seed, epochs=epochs,
+                                                                      budget_seconds=budget_minutes * 60))
         result.setdefault("setup", setup)
         log.add(result)
         results.append(result)
@@ -207,7 +227,15 @@ def adapt(work, budget_minutes, setups, out=None, argv=None, seed=0, epochs=None
         if "error" in r:
             rows.append(f"| {r['setup']} | error: {r['error']} | | | |")
             continue
-        rows.append(f"| {r['setup']} | {100 * r['accuracy']:.2f}% of {r['num_test']:,} | {r['epochs_done']} "
+        if "probe_accuracy" in r:  # the peer
+            rows.append(f"| {r['setup']} | {100 * r['accuracy']:.2f}% of {r['num_test']:,} (its probe "
+                        f"{100 * r['probe_accuracy']:.2f}%, decay {r['probe_decay']:.3g}) | {r['epochs_done']} "
+                        f"({r['steps_done']}) | {r['train_seconds']} | {r['engine']}, LP-FT, {r['recipe']['batch_size']}, "
+                        f"{r['recipe']['learning_rate']:.3g} |")
+            continue
+        kept = (r.get("adapt_decision") or {}).get("kept")
+        rows.append(f"| {r['setup']} | {100 * r['accuracy']:.2f}% of {r['num_test']:,}"
+                    f"{f' (kept: {kept})' if kept else ''} | {r['epochs_done']} "
                     f"({r['steps_done']}) | {r['train_seconds']} | {r['adapt']}, {r['recipe']}, {r['batch_size']}, "
                     f"{r['learning_rate']:.3g} |")
     if "error" not in backbone:
@@ -260,7 +288,8 @@ def main(argv=None):
         from benchmarks.transfer_torch import pretrain_timm
 
         compile_model = {"auto": None, "on": True, "off": False}[args.compile]
-        print(pretrain_timm(args.work, PRETRAIN_CLASSES, args.budget_minutes * 60, args.backbone, BACKBONES[args.backbone],
+        fields = {**BACKBONES[args.backbone], "timm": TIMM_EXTRAS.get(args.backbone, {})}
+        print(pretrain_timm(args.work, PRETRAIN_CLASSES, args.budget_minutes * 60, args.backbone, fields,
                             args.seed, compile_model=compile_model,
                             max_steps=args.max_steps, batch_size=args.batch_size))
     elif args.step == "folders":

@@ -37,7 +37,7 @@ def timm_model_args(fields, image_size=32):
     """timm VisionTransformer arguments for a `benchmarks.transfer.BACKBONES` entry."""
     return {"img_size": image_size, "patch_size": fields["patch_size"], "embed_dim": fields["hidden_size"],
             "depth": fields["num_layers"], "num_heads": fields["num_heads"],
-            "mlp_ratio": fields["mlp_dim"] / fields["hidden_size"]}
+            "mlp_ratio": fields["mlp_dim"] / fields["hidden_size"], **fields.get("timm", {})}
 
 
 def load_folder(folder, classes):

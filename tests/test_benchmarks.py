@@ -224,6 +224,13 @@ def test_transfer_benchmark_pretrains_with_timm_and_keras_vit_reads_what_timm_wr
                               classifier_activation=None)
         assert model.vit_config["hidden_size"] == module.BACKBONES["smoke"]["hidden_size"]
         np.testing.assert_allclose(np.asarray(model(images)), expected, atol=1e-5)
+    # The peer of issue 50: timm's cross-validated probe, then LP-FT, on the same folders.
+    module.main(["adapt", "--work", work, "--budget-minutes", "0.2", "--epochs", "1", "--setups", "timm_lpft",
+                 "--out", str(tmp_path / "out")])
+    (lines,) = (tmp_path / "out").glob("transfer-*.jsonl")
+    peer = [json.loads(line) for line in lines.read_text().splitlines()][2]
+    assert (peer["setup"], peer["steps_done"], peer["num_test"]) == ("timm_lpft", 7, 10), peer
+    assert 0 <= peer["probe_accuracy"] <= 1 and 0 <= peer["accuracy"] <= 1 and peer["probe_decay"] > 0
 
 
 def test_dense_benchmark_probes_a_weights_folder_and_its_random_control(tmp_path):

@@ -121,7 +121,7 @@ def train(config: TrainConfig, *, name=None) -> dict:
                 with plan.strategy.scope():  # its slots now, created split, so the header can measure them
                     model.optimizer.build(model.trainable_variables)
             print(report.header(plan, model, estimate, progress), flush=True)
-        probed, finetune = _probe(plan, model, progress)
+        prober, probed, finetune = _probe(plan, model, progress)
         callbacks, backup = _callbacks(plan, progress, schedule, spent=probed.seconds if probed else 0.0)
         if finetune:
             history, steps_before, process_seconds = _fit(plan, progress, model, train_ds, validation_ds, callbacks,
@@ -137,6 +137,7 @@ def train(config: TrainConfig, *, name=None) -> dict:
         result["probe"] = dataclasses.asdict(probed) if probed else None
         if probed and not finetune:
             result["validation_accuracy"] = probed.validation_accuracy
+        result["adapt_decision"] = _keep_the_better(plan, model, prober, probed, finetune, validation_ds)
         if plan.test is not None:
             _test(plan, model, result)
         if config.output_dir:
@@ -171,19 +172,58 @@ def _process_index(strategy):
 
 
 def _probe(plan, model, progress):
-    """Fits the linear probe a run from a checkpoint asks for; returns (ProbeResult or None, whether to fine-tune)."""
+    """Fits the linear probe a run from a checkpoint asks for.
+
+    Returns (`probe.LinearProbe` or None, its `ProbeResult` or None, whether to fine-tune). Before
+    fine-tuning from the probe (`--adapt auto`) the probed weights are kept on the LinearProbe
+    (`weights`), for `_keep_the_better`.
+    """
     if plan.adapt not in ("probe", "probe_then_finetune") or progress.state:
-        return None, True
+        return None, None, True
     with plan.strategy.scope():
-        probed = probe_lib.fit_probe(model, plan.train, plan.validation, batch_size=plan.batch_size,
-                                     seed=plan.config.seed)
+        prober = probe_lib.LinearProbe(model, batch_size=plan.batch_size, seed=plan.config.seed)
+        probed = prober.fit(plan.train, plan.validation)
     finetune, why = plan_lib.finetune_after_probe(plan, probed)
+    if finetune:
+        prober.weights = model.get_weights()
     if plan.config.verbose != 0:
         validation = f", validation accuracy {probed.validation_accuracy:.4f}" if probed.validation_accuracy is not None else ""
+        flips = "with" if probed.flips else "without"
         print(f"Probe:    {probed.num_features} features of {plan.num_train:,} images in {probed.seconds:.1f} s "
-              f"({probed.forward_seconds_per_image * 1e3:.2g} ms per image forward); train accuracy "
+              f"({probed.forward_seconds_per_image * 1e3:.2g} ms per image forward); ridge l2 {probed.l2:.3g} "
+              f"{flips} flipped images, chosen on held-out folds ({probed.cv_accuracy:.4f}); train accuracy "
               f"{probed.train_accuracy:.4f}{validation}; {why}", flush=True)
-    return probed, finetune
+    return prober, probed, finetune
+
+
+def _keep_the_better(plan, model, prober, probed, finetuned, validation_ds):
+    """`--adapt auto`: keeps the fine-tuned model only if it scores at least the probe on the validation images.
+
+    Where the probe is the result, its head is fitted again on the training and validation
+    images together (the validation share was held out for this decision alone). Returns what
+    was decided (a dict for the run's results), or None for runs that decide nothing.
+    """
+    if plan.adapt != "probe_then_finetune" or prober is None or probed.validation_accuracy is None:
+        return None
+    decision = {"probe_validation_accuracy": probed.validation_accuracy, "finetuned_validation_accuracy": None}
+    if finetuned:
+        with plan.strategy.scope():
+            tuned = _score(model, validation_ds, plan.jit_compile)["accuracy"]
+        decision["finetuned_validation_accuracy"] = tuned
+        if tuned >= probed.validation_accuracy:
+            if plan.config.verbose != 0:
+                print(f"Kept:     the fine-tuned model (validation accuracy {tuned:.4f} against "
+                      f"{probed.validation_accuracy:.4f} for the probe)", flush=True)
+            return {**decision, "kept": "finetuned"}
+        model.set_weights(prober.weights)
+    fitted = prober.refit_with_validation()
+    decision.update(kept="probe", refit_l2=fitted.l2)
+    if plan.config.verbose != 0:
+        tuned = decision["finetuned_validation_accuracy"]
+        against = f" against {tuned:.4f} fine-tuned" if tuned is not None else ""
+        print(f"Kept:     the probe (validation accuracy {probed.validation_accuracy:.4f}{against}), its head fitted "
+              f"again on the training and validation images", flush=True)
+    return decision
 
 
 def _pipeline(plan, source, training=False, whole=False):

@@ -48,6 +48,8 @@ class Pretrained:
             own", with the position embedding's resampling when there is one.
         dropped: tuple of str. What of the source was not kept, e.g. ("head (1000 classes)",).
         num_features: int. Width of the pooled features (the new head's input).
+        pooling: str. How the model pools its tokens ("token", "gap", "map", ...), as the source has it.
+        register_tokens: int. The source's register tokens (DINOv2's "with registers"), 0 for none.
     """
 
     spec: str
@@ -59,6 +61,8 @@ class Pretrained:
     image_size_reason: str
     dropped: tuple
     num_features: int
+    pooling: str = ""
+    register_tokens: int = 0
 
 
 def load_pretrained(spec, *, num_classes=None, image_size=None, patch_size=None, scaling=None,
@@ -137,7 +141,9 @@ def load_pretrained(spec, *, num_classes=None, image_size=None, patch_size=None,
     else:
         model, info = _from_checkpoint(spec, num_classes, image_size, patch_size, scaling, build_args)
     features = _pooled_features(model, spec, num_classes)
-    return model, dataclasses.replace(info, num_features=features)
+    built = model.vit_config
+    return model, dataclasses.replace(info, num_features=features, pooling=built["pooling"],
+                                      register_tokens=int(built.get("num_register_tokens") or 0))
 
 
 def _check_image_size(image_size):
