@@ -164,3 +164,14 @@ def test_without_fcntl_the_run_directory_is_not_locked_and_a_warning_says_so(tmp
         lock = run_dir.RunLock(tmp_path)
     lock.release()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_run_lock_leaves_no_folder_it_created_for_nothing(tmp_path):
+    from keras_vit.training.run_dir import RunLock
+
+    RunLock(tmp_path / "runs" / "train").release()  # a run refused after taking the lock writes nothing
+    assert list(tmp_path.iterdir()) == []
+    lock = RunLock(tmp_path / "runs" / "train")
+    (tmp_path / "runs" / "train" / "history.csv").write_text("epoch\n")
+    lock.release()
+    assert [p.name for p in (tmp_path / "runs" / "train").iterdir()] == ["history.csv"]

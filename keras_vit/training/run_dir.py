@@ -207,7 +207,8 @@ class RunLock:
     The kernel lets go of a flock when its process ends, however it ends (SIGKILL, a crash, a
     power cut of a container), so a killed run leaves nothing stuck: the next run takes the
     lock at once. The file holds the holder's process id and host, for the message of a run
-    refused meanwhile; `release` removes it. Where Python has no `fcntl` (Windows) nothing is
+    refused meanwhile; `release` removes it, and the folders it had to create if they are still
+    empty (a run refused before writing anything leaves nothing). Where Python has no `fcntl` (Windows) nothing is
     locked and a RuntimeWarning says so. On a network file system the lock holds only as far as
     that file system honours flock.
 
@@ -236,13 +237,14 @@ class RunLock:
         name = name or (lambda field: field)
         self.path = os.path.join(os.fspath(path), LOCK if process is None else f"run.process-{process}.lock")
         self._fd = None
+        self._created = []  # the folders this lock made, deepest first
         if fcntl is None:
             warnings.warn(f"This platform has no fcntl: {name('run_dir')}={os.fspath(path)!r} is not locked, so "
                           "nothing stops a second run from writing there too. Start one run per run directory.",
                           RuntimeWarning, stacklevel=2)
             return
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
         while True:
+            self._make_folders()
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -270,7 +272,7 @@ class RunLock:
         self._fd = fd
 
     def release(self):
-        """Removes the lock file and lets go of the lock; nothing happens a second time."""
+        """Removes the lock file and the folders it created that are empty, and lets go of the lock; once."""
         if self._fd is None:
             return
         # Removed while still held: a run waiting on this file then sees it gone and opens a new one.
@@ -280,6 +282,20 @@ class RunLock:
             pass
         os.close(self._fd)
         self._fd = None
+        for folder in self._created:
+            try:
+                os.rmdir(folder)
+            except OSError:  # the run wrote there (or another run holds it now): kept
+                break
+
+    def _make_folders(self):
+        folder = os.path.abspath(os.path.dirname(self.path))
+        missing = []
+        while not os.path.isdir(folder):
+            missing.append(folder)
+            folder = os.path.dirname(folder)
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        self._created = self._created or missing
 
 
 def _holder(fd):
