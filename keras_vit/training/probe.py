@@ -1,12 +1,12 @@
 """A linear probe of a frozen backbone on features computed once: ridge regression chosen by cross-validation.
 
-The backbone runs once over the training images (no augmentation), once over the same images
-flipped left-right, and once over the validation images. `keras_vit.transfer.linear_probe`
+The backbone runs once over the training images and their mirror images (no other
+augmentation), and once over the validation images. `keras_vit.transfer.linear_probe`
 then fits closed-form ridge regression whose regulariser, and whether the flipped images help,
 are chosen on held-out folds of the training images (never on validation or test images), and
 scales it into calibrated logits. The fit is folded (standardisation included) into the model's
 own `head`, so the model that is saved and exported is the usual classifier: backbone + head.
-Nothing but the head changes; a probe of a folder costs two forward passes plus a second.
+Nothing but the head changes; a probe of a folder costs a forward pass of each image and its mirror.
 
 Example (a tiny model on 32 images of two classes):
 
@@ -35,7 +35,8 @@ class ProbeResult:
     """What a probe measured.
 
     Attributes: `train_accuracy` and `validation_accuracy` (None without validation images),
-    `forward_seconds_per_image` (the backbone's measured inference speed), `seconds` (the
+    `forward_seconds_per_image` (the backbone's measured inference speed, after the batch that
+    traces it), `seconds` (the
     whole probe), `num_features`; `cv_accuracy` (held-out accuracy over folds of the training
     images), `l2` (the regulariser chosen, in units of training rows), `flips` (whether flipped
     images were used), `temperature` (the logits' scale).
@@ -103,13 +104,16 @@ class LinearProbe:
     def __init__(self, model, *, batch_size=256, seed=0, verbose=0):
         self.model, self.batch_size, self.seed, self.verbose = model, batch_size, seed, verbose
         self._features = feature_model(model)
+        self._with_flips = _with_flips(self._features)  # one pass, one trace: each image and its mirror
         self._parts = []  # (features, flipped features, labels) of each source fitted on
 
     def fit(self, train, validation=None) -> ProbeResult:
         """Fits the head on `train`; reports its accuracy on `validation` (None: no report)."""
         start = time.perf_counter()
         train_features = self._extract(train)
-        forward = (time.perf_counter() - start) / max(len(train_features.labels), 1) / 2  # two passes
+        forward = train_features.seconds_per_image  # steady: the first batch also traces the model
+        if forward is None:
+            forward = (time.perf_counter() - start) / max(len(train_features.labels), 1) / 2  # image and mirror
         self._parts = [(train_features.features, self._flipped_features, train_features.labels)]
         fitted = self._fit_head()
         train_accuracy = _accuracy(self.model, train_features)
@@ -128,12 +132,14 @@ class LinearProbe:
         return self._fit_head()
 
     def _extract(self, source):
+        """The features of `source` (its `seconds_per_image` for one forward pass); the flipped ones kept aside."""
         from keras_vit.transfer.features import extract_features
 
-        extracted = extract_features(self._features, source, batch_size=self.batch_size, verbose=self.verbose)
-        self._flipped_features = extract_features(_flipped(self._features), source, batch_size=self.batch_size,
-                                                  verbose=self.verbose).features
-        return extracted
+        both = extract_features(self._with_flips, source, batch_size=self.batch_size, verbose=self.verbose)
+        width = both.features.shape[1] // 2
+        self._flipped_features = both.features[:, width:]
+        per_image = both.seconds_per_image / 2 if both.seconds_per_image is not None else None
+        return dataclasses.replace(both, features=both.features[:, :width], seconds_per_image=per_image)
 
     def _fit_head(self):
         from keras_vit.transfer.linear_probe import fit_ridge_probe
@@ -145,10 +151,12 @@ class LinearProbe:
         return fitted
 
 
-def _flipped(features):
-    """The feature model on its images flipped left-right (width is axis 2 of channels-last images)."""
+def _with_flips(features):
+    """The feature model on its images and on the same images flipped left-right, side by side (batch, 2 D)."""
     inputs = keras.Input(features.inputs[0].shape[1:], dtype=features.inputs[0].dtype)
-    return keras.Model(inputs, features(keras.ops.flip(inputs, axis=2)), name=f"{features.name}_flipped")
+    mirrored = keras.ops.flip(inputs, axis=2)  # width is axis 2 of channels-last images
+    return keras.Model(inputs, keras.layers.Concatenate()([features(inputs), features(mirrored)]),
+                       name=f"{features.name}_and_flipped")
 
 
 def _accuracy(model, extracted):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import numpy as np
 
@@ -17,12 +18,15 @@ class Features:
         files: tuple of str. The image file of each row; empty when the source has no files
             (arrays, tensorflow-datasets).
         class_names: tuple of str. The name of each label.
+        seconds_per_image: float or None. The forward pass's time per image after its first
+            batch (which also traces the model), None for a pass of one batch.
     """
 
     features: np.ndarray
     labels: np.ndarray
     files: tuple
     class_names: tuple
+    seconds_per_image: float | None = None
 
 
 def extract_features(model, source, *, batch_size=64, verbose=0) -> Features:
@@ -73,11 +77,17 @@ def extract_features(model, source, *, batch_size=64, verbose=0) -> Features:
         total = -(-source.num_examples // batch_size) if source.num_examples else None
         progress = keras.utils.Progbar(total, unit_name="batch")
     features, labels = [], []
+    warm, warm_images = None, 0  # timed from the end of the first batch
     for step, (images, one_hot) in enumerate(dataset, 1):
         features.append(np.asarray(model.predict_on_batch(images.numpy()), np.float32))
         labels.append(np.argmax(one_hot.numpy(), axis=-1).astype(np.int32))
+        if warm is None:
+            warm = time.perf_counter()
+        else:
+            warm_images += len(images)
         if progress is not None:
             progress.update(step)
+    seconds_per_image = (time.perf_counter() - warm) / warm_images if warm_images else None
     width_out = output[-1]
     features = np.concatenate(features) if features else np.zeros((0, width_out), np.float32)
     labels = np.concatenate(labels) if labels else np.zeros((0,), np.int32)
@@ -86,7 +96,7 @@ def extract_features(model, source, *, batch_size=64, verbose=0) -> Features:
     files = tuple(path for path in source.files if path not in failed)
     if files and len(files) != len(features):
         raise RuntimeError(f"{len(features)} features for {len(files)} files of {source.description}.")
-    return Features(features, labels, files, tuple(source.class_names))
+    return Features(features, labels, files, tuple(source.class_names), seconds_per_image)
 
 
 def _image_shape(model):
