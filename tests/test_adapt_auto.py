@@ -25,6 +25,8 @@ def test_a_checkpoints_header_describes_its_model_and_says_the_scratch_rules_do_
     assert "pooling gap" not in out
     training_line = next(line for line in out.splitlines() if line.startswith("Training:"))
     assert "recipe lpft" in training_line and "augment pad_crop" in training_line, training_line
+    # The summary says which of probe and fine-tuned model the run kept, and on what figures.
+    assert "Kept the probe: validation accuracy" in out or "Kept the fine-tuned model: validation accuracy" in out
 
 
 def _config(tmp_path, data, checkpoint, budget_seconds=10, **fields):

@@ -90,6 +90,15 @@ def format_summary(result) -> str:
     if probe:
         then = ", then fine-tuned from it" if result["steps_done"] else " (the head alone; the backbone frozen)"
         lines.append(f"Fitted a linear probe of {probe['num_features']} features in {probe['seconds']:.0f} s{then}.")
+    decision = result.get("adapt_decision")
+    if decision:
+        tuned = decision["finetuned_validation_accuracy"]
+        lines.append(
+            f"Kept the {'fine-tuned model' if decision['kept'] == 'finetuned' else 'probe'}: validation accuracy "
+            f"{decision['probe_validation_accuracy']:.4f} probed"
+            + (f", {tuned:.4f} fine-tuned" if tuned is not None else "")
+            + (" (the probe then fitted again on the training and validation images)" if decision["kept"] == "probe"
+               else "") + ".")
     if not probe or result["steps_done"]:
         lines.append(
             f"Trained {settings['params']:,} parameters for {result['epochs_done']} epochs ({result['steps_done']} steps"
