@@ -81,6 +81,30 @@ def check_positive_number(name: str, value) -> None:
         raise ValueError(f"Invalid {name}={value!r}. Expected a number > 0.")
 
 
+def check_new_files(paths, overwrite: bool) -> None:
+    """The overwrite rule of everything that writes a user's file: FileExistsError for one that exists, unless `overwrite`.
+
+    Every `keras-vit` command that writes files the user names takes it as `--overwrite` (README,
+    "Command line"); the library's writers as `overwrite=`.
+
+    Args:
+        paths: iterable of str or path-like. The files (or folders) about to be written.
+        overwrite: bool. Replace what exists.
+
+    Example:
+
+    >>> check_new_files([__file__, "no-such-file.npz"], overwrite=True)
+    >>> check_new_files(["no-such-file.npz", __file__], overwrite=False)
+    Traceback (most recent call last):
+    ...
+    FileExistsError: '..._validation.py' already exists; pass overwrite=True (--overwrite) to replace it.
+    """
+    existing = [os.path.abspath(os.fspath(path)) for path in paths if os.path.lexists(path)]
+    if existing and not overwrite:
+        more = f" (and {len(existing) - 1} more of the files to write)" if len(existing) > 1 else ""
+        raise FileExistsError(f"{existing[0]!r} already exists{more}; pass overwrite=True (--overwrite) to replace it.")
+
+
 def check_writable_folder(name: str, path) -> None:
     """Raises ValueError unless `path` is a folder, or can be created, and a file can be written in it.
 

@@ -9,8 +9,11 @@ loads no Keras, this module's top level imports only the standard library and nu
 
 Each job adds a function `_add_<job>(subparsers)` that registers its sub-parser and sets
 `func=<handler>`, and lists it in `_COMMANDS`. Handlers take the parsed arguments and return an
-exit code. User mistakes (ValueError, FileNotFoundError) and a failed download (ConnectionError) print one clear line and exit 2 without
-a traceback; set KERAS_VIT_DEBUG=1 to see the traceback.
+exit code. User mistakes (ValueError, FileNotFoundError, FileExistsError) and a failed download (ConnectionError)
+print one clear line and exit 2 without a traceback; set KERAS_VIT_DEBUG=1 to see the traceback.
+
+One overwrite rule (README, "Command line"): a command that writes files the user names refuses
+ones that exist unless `--overwrite` is passed (`_validation.check_new_files`, before any work).
 """
 
 from __future__ import annotations
@@ -93,6 +96,7 @@ def _add_inspect(subparsers):
         "test images of the shipped Fashion-MNIST sample",
     )
     parser.add_argument("--out", required=True, metavar="DIR", help="folder to write the PNG files to")
+    parser.add_argument("--overwrite", action="store_true", help="replace figures of these names already in DIR")
     parser.add_argument(
         "--scale",
         default="auto",
@@ -117,8 +121,14 @@ def _add_inspect(subparsers):
     parser.set_defaults(func=_run_inspect)
 
 
+# The figures `inspect` writes in --out (probe_attention.png for a model with attention pooling alone).
+_FIGURES = {"rollout": "attention_rollout.png", "distance": "mean_attention_distance.png",
+            "probe": "probe_attention.png", "similarity": "position_embedding_similarity.png",
+            "filters": "patch_embedding_filters.png"}
+
+
 def _run_inspect(args):
-    from keras_vit._validation import check_positive_int, check_writable_folder
+    from keras_vit._validation import check_new_files, check_positive_int, check_writable_folder
 
     # The user's own mistakes first, then what is missing from the installation.
     if not os.path.isfile(args.model):
@@ -127,6 +137,7 @@ def _run_inspect(args):
         raise ValueError(f"Invalid MODEL={args.model!r}: expected a saved Keras model file ending in .keras.")
     check_positive_int("--components", args.components)
     check_writable_folder("--out", args.out)  # before the model loads: an existing file there is a mistake
+    check_new_files([os.path.join(args.out, name) for name in _FIGURES.values()], args.overwrite)
     try:
         import matplotlib  # noqa: F401
     except ImportError:
@@ -164,29 +175,29 @@ def _run_inspect(args):
 
     os.makedirs(args.out, exist_ok=True)
     written = [
-        plots.plot_attention_rollout(pixels, maps, os.path.join(args.out, "attention_rollout.png"), titles),
+        plots.plot_attention_rollout(pixels, maps, os.path.join(args.out, _FIGURES["rollout"]), titles),
         plots.plot_mean_attention_distance(
-            distances, os.path.join(args.out, "mean_attention_distance.png"), max(size), float(uniform[0])
+            distances, os.path.join(args.out, _FIGURES["distance"]), max(size), float(uniform[0])
         ),
     ]
     if readout is not None:
         probe = vit_inspect.upsample_maps(vit_inspect.readout_to_grid(readout, grid, prefix), size)
         written.append(plots.plot_attention_rollout(
-            pixels, probe, os.path.join(args.out, "probe_attention.png"), titles, label="probe attention"))
+            pixels, probe, os.path.join(args.out, _FIGURES["probe"]), titles, label="probe attention"))
     try:
         similarity = vit_inspect.position_embedding_similarity(vit_inspect.position_embeddings(model))
         written.append(
             plots.plot_position_embedding_similarity(
-                similarity, os.path.join(args.out, "position_embedding_similarity.png")
+                similarity, os.path.join(args.out, _FIGURES["similarity"])
             )
         )
     except ValueError as reason:
-        print(f"keras-vit inspect: skipped position_embedding_similarity.png: {reason}", file=sys.stderr)
+        print(f"keras-vit inspect: skipped {_FIGURES['similarity']}: {reason}", file=sys.stderr)
     try:
         filters = vit_inspect.patch_embedding_filters(model, args.components)
-        written.append(plots.plot_patch_embedding_filters(filters, os.path.join(args.out, "patch_embedding_filters.png")))
+        written.append(plots.plot_patch_embedding_filters(filters, os.path.join(args.out, _FIGURES["filters"])))
     except ValueError as reason:
-        print(f"keras-vit inspect: skipped patch_embedding_filters.png: {reason}", file=sys.stderr)
+        print(f"keras-vit inspect: skipped {_FIGURES['filters']}: {reason}", file=sys.stderr)
     for path in written:
         print(path)
     return 0
@@ -268,6 +279,8 @@ def _run_export(args):
         raise ValueError("--quantization int8 needs --representative-data.")
     if args.max_num_patches is not None:
         _validation.check_positive_int("--max-num-patches", args.max_num_patches)
+    # Before the first export writes anything (the SavedModel's version folder is checked by its writer).
+    _validation.check_new_files([path for path in (args.tflite, args.onnx) if path], args.overwrite)
     class_names = export.read_labels(args.labels) if args.labels else export.labels_beside(args.model)
     model = keras.saving.load_model(args.model)
     if is_naflex(model):
@@ -278,11 +291,8 @@ def _run_export(args):
     data = None
     if args.quantization == "int8":
         data = calibration_images(args.representative_data, model.inputs[0].shape[1:], argument="--representative-data")
-    try:
-        with export.shared_process():
-            _export(args, export, model, class_names, data)
-    except FileExistsError as error:
-        raise ValueError(str(error)) from None
+    with export.shared_process():
+        _export(args, export, model, class_names, data)
     return 0
 
 
@@ -296,10 +306,7 @@ def _export_naflex(args, export, model):
     if unsupported:
         raise ValueError(f"{', '.join(unsupported)}: not for a NaFlex model (naflex=True), whose files compute in "
                          "float32 and return the model's own output.")
-    try:
-        _write_naflex(args, export, model)
-    except FileExistsError as error:
-        raise ValueError(str(error)) from None
+    _write_naflex(args, export, model)
     return 0
 
 
@@ -435,6 +442,8 @@ def _add_train(subparsers) -> None:
     fit.add_argument("--num-processes", type=int, help="processes of a multi-process JAX run "
                      "(default: KERAS_DISTRIBUTION_NUM_PROCESSES)")
     fit.add_argument("--process-id", type=int, help="this process's index, from 0 (default: KERAS_DISTRIBUTION_PROCESS_ID)")
+    parser.add_argument("--overwrite", action="store_true", help="replace the <output-dir>/<name>.* files of an "
+                        "earlier run (a run resumed from its backup rewrites its own without it)")
     parser.set_defaults(func=_run_train)
 
 
@@ -454,12 +463,31 @@ def _run_train(args) -> int:
 
     from keras_vit.training.trainer import format_summary, train
 
+    config = train_options.config_from_flags(args)
+    _check_train_outputs(config, args.overwrite)
     # The options are checked once, by the run's plan, and named by their flags.
-    result = train(train_options.config_from_flags(args), name=train_options.flag_name)
+    result = train(config, name=train_options.flag_name)
     print(format_summary(result))
     for kind, path in result["artifacts"].items():
         print(f"Saved {kind}: {path}")
     return 0
+
+
+def _check_train_outputs(config, overwrite):
+    """The overwrite rule for `train`'s final files, before anything runs.
+
+    A run that will resume from its run directory's backup wrote them itself (it was stopped
+    while writing them, or after): it rewrites them without --overwrite.
+    """
+    if not config.output_dir:
+        return
+    from keras_vit._validation import check_new_files
+    from keras_vit.training.artifacts import artifact_files
+    from keras_vit.training.run_dir import RunDirectory
+
+    if config.run_dir and config.resume and RunDirectory(config.run_dir).backup_state() is not None:
+        return
+    check_new_files(artifact_files(config.output_dir, config.name, config.export).values(), overwrite)
 
 
 def _add_evaluate(subparsers) -> None:
@@ -539,8 +567,8 @@ def _add_embed(subparsers) -> None:
     _add_backbone_arguments(parser, splits=False)
     parser.add_argument("--split", default="train", help="split to embed (default: train)")
     parser.add_argument("--max-examples", type=int, help="embed only the first N examples (default: all)")
-    parser.add_argument("--out", default="embeddings.npz", help="the .npz file to write, replaced if it exists "
-                        "(default: embeddings.npz)")
+    parser.add_argument("--out", default="embeddings.npz", help="the .npz file to write (default: embeddings.npz)")
+    parser.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     parser.set_defaults(func=_run_embed)
 
 
@@ -553,6 +581,7 @@ def _run_embed(args) -> int:
     if not args.out.endswith(".npz") or os.path.isdir(args.out):
         raise ValueError(f"Invalid --out={args.out!r}. Expected a file name ending in .npz.")
     _validation.check_writable_folder("--out", os.path.dirname(os.path.abspath(args.out)))
+    _validation.check_new_files([args.out], args.overwrite)
     from keras_vit.data.sources import load_source
 
     source = load_source(args.dataset, args.split, args.data_dir, args.on_corrupt, args.download).take(args.max_examples)
@@ -765,7 +794,7 @@ def main(argv=None) -> int:
         return 0
     try:
         return args.func(args) or 0
-    except (ValueError, FileNotFoundError, ConnectionError) as error:
+    except (ValueError, FileNotFoundError, FileExistsError, ConnectionError) as error:
         if os.environ.get("KERAS_VIT_DEBUG"):
             raise
         print(f"keras-vit {args.command}: error: {error}", file=sys.stderr)

@@ -71,3 +71,18 @@ def test_bad_input_subprocess_has_no_traceback():
     assert result.returncode == 2
     assert "Traceback" not in result.stderr and "keras-vit train: error: " in result.stderr
     assert "--help" not in result.stdout
+
+
+def test_train_refuses_to_replace_a_saved_model_without_overwrite(tmp_path, capsys):
+    """A new run whose <output-dir>/<name>.keras exists stops before training; a resumed run rewrites its own files
+    (tests/test_training_resume.py)."""
+    out_dir = tmp_path / "saved"
+    out_dir.mkdir()
+    (out_dir / "m.keras").write_bytes(b"precious")
+    argv = ["train", "--variant", "tiny", "--image-size", "28", "--num-layers", "1", "--epochs", "1",
+            "--max-train-examples", "32", "--max-test-examples", "32", "--jit-compile", "off", "--no-export",
+            "--run-dir", str(tmp_path / "run"), "--output-dir", str(out_dir), "--name", "m", "--quiet"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "m.keras' already exists" in err[0] and "(--overwrite)" in err[0], err
+    assert (out_dir / "m.keras").read_bytes() == b"precious" and not (tmp_path / "run").exists()

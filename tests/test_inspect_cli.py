@@ -99,3 +99,16 @@ def test_cli_head_fusions_are_the_library_ones():
 
     action = next(a for a in cli.build_parser()._subparsers._group_actions[0].choices["inspect"]._actions if a.dest == "head_fusion")
     assert tuple(action.choices) == HEAD_FUSIONS
+
+
+def test_inspect_refuses_to_replace_figures_without_overwrite(saved_vit, tmp_path, capsys):
+    out = tmp_path / "figures"
+    out.mkdir()
+    (out / FIGURES[0]).write_bytes(b"precious")
+    assert cli.main(["inspect", saved_vit, "--out", str(out), "--components", "3"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{FIGURES[0]}' already exists; pass overwrite=True (--overwrite)" in err[0], err
+    assert (out / FIGURES[0]).read_bytes() == b"precious" and len(list(out.iterdir())) == 1
+    assert cli.main(["inspect", saved_vit, "--out", str(out), "--components", "3", "--overwrite"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == sorted(FIGURES)
+    _check_pngs([out / FIGURES[0]])

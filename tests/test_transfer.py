@@ -430,3 +430,18 @@ def test_cli_commands_that_read_a_folder_say_which_corrupt_files_they_skipped(tm
         assert cli.main([command[0], spec, *common, *command[1:]]) == 0, command
         out = capsys.readouterr().out.splitlines()
         assert out.count(f"Skipped 1 corrupt image file: {broken}") == 1, (command, out)
+
+
+def test_cli_embed_refuses_an_existing_out_file_without_overwrite(tmp_path, capsys):
+    """One overwrite rule for every command that writes a user's file (README, Command line): as export does."""
+    root = _write_folder(tmp_path / "images", per_class=2)
+    out = tmp_path / "e.npz"
+    out.write_bytes(b"precious")
+    argv = ["embed", _tiny_npz(tmp_path, 16), "--dataset", root, "--scaling", "unit", "--out", str(out)]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"'{out}' already exists; pass overwrite=True (--overwrite) to replace it" in err[0], err
+    assert out.read_bytes() == b"precious"
+    assert cli.main(argv + ["--overwrite"]) == 0
+    with np.load(out) as data:
+        assert data["embeddings"].shape[0] == 5  # 90% of 6 files

@@ -24,6 +24,7 @@ import numpy as np
 from keras_vit import choices, configs
 from keras_vit import _atomic
 from keras_vit._atomic import atomic_directory, atomic_file  # noqa: F401  the package's one atomic-write helper
+from keras_vit._validation import check_new_files
 from keras_vit.models.depth import DepthModel
 from keras_vit.naflex import is_naflex
 from keras_vit.models.head import outputs_probabilities  # noqa: F401  (read by to_probabilities and tflite)
@@ -319,8 +320,7 @@ def output_file(path, suffix, *, overwrite):
     path = os.path.abspath(os.fspath(path))
     if os.path.isdir(path):
         raise ValueError(f"Invalid path={path!r}: it is a folder.")
-    if os.path.exists(path) and not overwrite:
-        raise FileExistsError(f"{path!r} already exists; pass overwrite=True (--overwrite) to replace it.")
+    check_new_files([path], overwrite)
     return path
 
 

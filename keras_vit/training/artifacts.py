@@ -19,6 +19,20 @@ def next_saved_model_version(output_dir, name):
     return _resolve_version(os.path.join(output_dir, name), None)
 
 
+def artifact_files(output_dir, name, export=False) -> dict:
+    """The files `save_final_artifacts` writes in `output_dir`, by kind (the SavedModel's new version folder aside).
+
+    Example:
+
+    >>> sorted(artifact_files("out", "vit", export=True))
+    ['keras', 'labels', 'summary', 'tflite']
+    """
+    files = {"keras": f"{name}.keras", "labels": f"{name}.labels.txt", "summary": f"{name}.json"}
+    if export:
+        files["tflite"] = f"{name}.tflite"
+    return {kind: os.path.join(output_dir, file) for kind, file in files.items()}
+
+
 def save_final_artifacts(model, class_names, output_dir, name, result, export=False, saved_model_version=None,
                          log_dir=None) -> dict:
     """Writes and verifies the final artefacts of a run; the one place both the CLI and `train` use.
@@ -55,16 +69,14 @@ def save_final_artifacts(model, class_names, output_dir, name, result, export=Fa
     >>> open(paths["labels"]).read().split(), json.load(open(paths["summary"]))["test_accuracy"]
     (['cat', 'dog'], 0.5)
     """
-    paths = {
-        "keras": os.path.join(output_dir, f"{name}.keras"),
-        "labels": os.path.join(output_dir, f"{name}.labels.txt"),
-    }
+    files = artifact_files(output_dir, name, export)
+    paths = {kind: files[kind] for kind in ("keras", "labels")}
     callbacks_lib.save_model_atomic(model, paths["keras"])
     write_labels(paths["labels"], class_names)
     if export:
         paths.update(_export(model, class_names, output_dir, name, saved_model_version, log_dir or output_dir,
-                             paths["keras"]))
-    paths["summary"] = os.path.join(output_dir, f"{name}.json")
+                             paths["keras"], files["tflite"]))
+    paths["summary"] = files["summary"]
     summary = {k: v for k, v in result.items() if k not in ("model", "artifacts")}
     summary["input"] = "raw pixels in [0, 255]; scaling is inside the model"
     summary["artifacts"] = dict(paths)
@@ -73,7 +85,7 @@ def save_final_artifacts(model, class_names, output_dir, name, result, export=Fa
     return paths
 
 
-def _export(model, class_names, output_dir, name, saved_model_version, log_dir, keras_path) -> dict:
+def _export(model, class_names, output_dir, name, saved_model_version, log_dir, keras_path, tflite_path) -> dict:
     """Writes the SavedModel and the float32 TFLite file; a failure raises `ExportFailed`, one paragraph.
 
     The converters' output goes to `<log_dir>/<name>.export.log` when one fails, not to the
@@ -85,7 +97,6 @@ def _export(model, class_names, output_dir, name, saved_model_version, log_dir, 
     os.makedirs(log_dir, exist_ok=True)
     log_path = os.path.join(log_dir, f"{name}.export.log")
     saved_model_dir = os.path.join(output_dir, name)
-    tflite_path = os.path.join(output_dir, f"{name}.tflite")
     # The model carries its scaling layer, so both exports take raw [0, 255] pixels.
     steps = (
         ("SavedModel", "saved_model", f"--saved-model {saved_model_dir}", lambda: export_lib.saved_model(
