@@ -353,8 +353,8 @@ def test_resampling_matches_references(old, new):
 
 
 def test_square_grid_is_inferred_in_one_place_and_refused_naming_the_rows():
-    from keras_vit.weights import formats
     from keras_vit.weights.resample import square_grid
+    from keras_vit.weights.timm_layout import timm_position_prefix
 
     assert square_grid(196) == (14, 14) and square_grid(1) == (1, 1)
     assert square_grid(50) is None and square_grid(0) is None and square_grid(-1) is None
@@ -364,9 +364,9 @@ def test_square_grid_is_inferred_in_one_place_and_refused_naming_the_rows():
     # timm's pos_embed: prefix rows when the rest is square, none when the whole is; fewer rows
     # than prefix tokens is no grid either way (not a math error).
     cls = {"cls_token": np.zeros((1, 1, 4))}
-    assert formats._timm_position_prefix({**cls, "pos_embed": np.zeros((1, 50, 4))}) == 1
-    assert formats._timm_position_prefix({**cls, "pos_embed": np.zeros((1, 49, 4))}) == 0
-    assert formats._timm_position_prefix({**cls, "pos_embed": np.zeros((1, 0, 4))}) == 1
+    assert timm_position_prefix({**cls, "pos_embed": np.zeros((1, 50, 4))}) == 1
+    assert timm_position_prefix({**cls, "pos_embed": np.zeros((1, 49, 4))}) == 0
+    assert timm_position_prefix({**cls, "pos_embed": np.zeros((1, 0, 4))}) == 1
 
 
 def test_dynamic_image_size(tmp_path):

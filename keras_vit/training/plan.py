@@ -308,6 +308,12 @@ def resolve(config: TrainConfig, *, name=None) -> RunPlan:
     # The AMX rule reads the model's width: resolved once the architecture is.
     precision, precision_reason = distribute.choose_precision(config.precision, width=architecture.get("hidden_size"))
     jit_compile = config.jit_compile
+    if jit_compile is None and adapt == "probe_then_finetune" and keras.backend.backend() == "tensorflow":
+        # The fine-tuning after a probe is a short part of a budget, and XLA's compilation of its
+        # step (ViT-Ti/4: one step in the first 150 s of a 3-minute run on a loaded 2-core Xeon)
+        # costs more than XLA's faster steps give back in it.
+        jit_compile = False
+        adapt_reason += "; XLA off: its compilation costs more than a short fine-tuning saves"
     if jit_compile is None:
         jit_compile = distribute.default_jit_compile(precision=precision, strategy=strategy)
     steps_per_epoch = num_train // batch_size

@@ -13,9 +13,10 @@ Example:
 
 from keras_vit.layers.grid_resampling import INTERPOLATIONS
 from keras_vit.weights.files import CheckpointError, detect_format, read_npz, read_safetensors, write_safetensors
-from keras_vit.weights.formats import LAYOUTS, Layout
+from keras_vit.weights.formats import LAYOUTS
 from keras_vit.weights.hf_writer import save_hf
 from keras_vit.weights import hub
+from keras_vit.weights.layout import Layout
 from keras_vit.weights.loader import Checkpoint, load_weights, save_npz
 from keras_vit.weights.depth_anything import read_depth_anything
 from keras_vit.weights.mapping import Entry, MappingContext, register_layer_mapping

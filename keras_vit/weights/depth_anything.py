@@ -1,7 +1,7 @@
 """Hugging Face Depth Anything folders (`DepthAnythingForDepthEstimation`): their config and DPT keys.
 
 A depth folder holds a backbone (transformers' `Dinov2Backbone`, keys under `backbone.`), read
-as the Hugging Face DINOv2 checkpoint it is (`keras_vit.weights.formats.read_hf_family`), and
+as the Hugging Face DINOv2 checkpoint it is (`keras_vit.weights.huggingface.read_hf_family`), and
 a DPT decoder: `neck.reassemble_stage.layers.{i}.{projection,resize}`, `neck.convs.{i}`,
 `neck.fusion_stage.layers.{i}.{projection,residual_layer1,residual_layer2}`,
 `head.conv{1,2,3}`, mapped here to keras_vit's DPT layers (`reassemble_{i}`, `fusion_{i}`,
@@ -24,11 +24,11 @@ from keras_vit.layers.dpt_depth_head import DEPTH_ESTIMATION_TYPES
 from keras_vit.layers.dpt_reassemble import resize_stride
 from keras_vit.weights import hub
 from keras_vit.weights.files import CheckpointError, detect_format, read_weights_folder
-from keras_vit.weights.formats import (
-    DEPTH_MODEL_TYPE, _keras_conv_to_torch, _torch_conv, config_value, read_hf_config, read_hf_family,
-)
+from keras_vit.weights.config_json import config_value, read_hf_config
+from keras_vit.weights.huggingface import DEPTH_MODEL_TYPE, read_hf_family
 from keras_vit.weights.loader import Checkpoint
 from keras_vit.weights.mapping import Entry, MappingContext, apply_entries, build_entries, register_layer_mapping
+from keras_vit.weights.torch_entries import from_torch_conv, to_torch_conv
 
 # The reassemble stage drops one prefix token (the class token): backbones with registers do not fit.
 DEPTH_BACKBONES = ("dinov2",)
@@ -186,7 +186,7 @@ def _index(layer, stem):
 
 
 def _conv_entries(conv, key):
-    entries = [Entry(key + ".weight", conv.kernel, _torch_conv, _keras_conv_to_torch)]
+    entries = [Entry(key + ".weight", conv.kernel, from_torch_conv, to_torch_conv)]
     if conv.use_bias:
         entries.append(Entry(key + ".bias", conv.bias))
     return entries

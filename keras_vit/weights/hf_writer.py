@@ -31,7 +31,8 @@ from keras_vit._atomic import atomic_directory, write_json
 from keras_vit.configs import SCALINGS
 from keras_vit.weights.files import CheckpointError, writable_checkpoint_folder, write_safetensors
 from keras_vit.layers.rotary_embedding import rope_settings
-from keras_vit.weights.formats import DINOV3_QKV_BIASES, HF_FAMILIES, LAYOUTS, hf_file_rank, rename_hf_key
+from keras_vit.weights.huggingface import HF_FAMILIES, LAYOUT, hf_file_rank, rename_hf_key
+from keras_vit.weights.huggingface.dinov3 import DINOV3_QKV_BIASES
 from keras_vit.weights.mapping import MappingContext, model_tensors
 
 # What each model_type can hold: field -> the values it allows (_SET: any value but None).
@@ -113,7 +114,7 @@ def save_hf(model, folder, *, overwrite=False):
     """
     config, folder = writable_checkpoint_folder(model, folder, overwrite, "save_hf")
     hf_config, family = hf_config_of(model)
-    context = MappingContext("hf", {}, LAYOUTS["hf"].interpolation, source_prefix_tokens=family.source_prefix)
+    context = MappingContext("hf", {}, LAYOUT.interpolation, source_prefix_tokens=family.source_prefix)
     prefix = family.prefixes[0] if family.nested or config["include_top"] else ""
     tensors = model_tensors(model, context)
     if family.ungroup is not None:

@@ -15,10 +15,11 @@ from keras_vit._atomic import write_bytes
 from keras_vit.configs import stated_pooling_fields
 from keras_vit.weights import hub
 from keras_vit.weights.files import CheckpointError, detect_format
-from keras_vit.weights.formats import LAYOUTS, NPZ_NOTES, read_checkpoint  # importing it registers the layer mappings
+from keras_vit.weights.formats import LAYOUTS, read_checkpoint  # importing it registers the layer mappings
 from keras_vit.weights.mapping import MappingContext, apply_entries, build_entries, headless_hint, model_tensors
 from keras_vit.weights.preprocessing import preprocessing_from_scaling, read_preprocessing
 from keras_vit.weights.registry import CHECKPOINTS, fetch_checkpoint
+from keras_vit.weights.vit_jax_layout import NPZ_NOTES
 
 logger = logging.getLogger("keras_vit.weights")
 
@@ -38,7 +39,7 @@ class Checkpoint:
 
     Attributes:
         format: the file kind, "npz", "safetensors" or "hf_directory". layout: the key naming,
-        "vit_jax", "hf" or "timm" (`record` is its `keras_vit.weights.formats.Layout`).
+        "vit_jax", "hf" or "timm" (`record` is its `keras_vit.weights.layout.Layout`).
         tensors: canonical key -> array. names: canonical key -> key as in the file.
         architecture: dict with every field of `keras_vit.configs.ARCHITECTURE_FIELDS`, None
         where the layout does not store it (timm's fused qkv hides num_heads unless a timm Hub
@@ -90,7 +91,7 @@ class Checkpoint:
 
         Args:
             path: str. The folder (or file), also the checkpoint's `source`.
-            read: tuple. What `keras_vit.weights.formats.read_hf_family` returns for the part.
+            read: tuple. What `keras_vit.weights.huggingface.read_hf_family` returns for the part.
         """
         checkpoint = cls.__new__(cls)
         checkpoint.name = None

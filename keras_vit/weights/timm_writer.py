@@ -25,7 +25,7 @@ import numpy as np
 from keras_vit._atomic import atomic_directory, write_json
 from keras_vit.configs import CORE_FIELDS, FAMILY_FIELDS, SCALINGS, stated_pooling_fields
 from keras_vit.weights.files import CheckpointError, writable_checkpoint_folder, write_safetensors
-from keras_vit.weights.formats import LAYOUTS
+from keras_vit.weights.timm_layout import LAYOUT
 from keras_vit.weights.mapping import MappingContext, model_tensors
 from keras_vit.weights.preprocessing import timm_preprocessing
 from keras_vit.weights.timm_names import (
@@ -76,7 +76,7 @@ def save_timm(model, folder, *, architecture=None, pretrained_cfg=None, overwrit
     config, folder = writable_checkpoint_folder(model, folder, overwrite, "save_timm")
     timm_config = timm_config_of(model, architecture, pretrained_cfg)
     prefix = (config["class_token"] + config["distillation_token"]) if config["prefix_position_embedding"] else 0
-    context = MappingContext("timm", {}, LAYOUTS["timm"].interpolation, source_prefix_tokens=prefix)
+    context = MappingContext("timm", {}, LAYOUT.interpolation, source_prefix_tokens=prefix)
     tensors = {key: np.asarray(array, "float32") for key, array in model_tensors(model, context).items()}
     with atomic_directory(folder, overwrite=os.path.isdir(folder)) as tmp:
         write_json(os.path.join(tmp, "config.json"), timm_config)
