@@ -393,14 +393,15 @@ def _add_predict(subparsers):
     parser.add_argument("--max-num-patches", type=int, help="patch budget each image is resized to fit, at its own "
                         "aspect, for a NaFlex .keras model (SigLIP 2; default: 256)")
     parser.add_argument("--precision", choices=("auto", *choices.EXPORT_PRECISIONS), default="auto",
-                        help="what the model computes in; auto (default): a .keras model in bfloat16 where this CPU has AMX "
-                        "and the model is wide enough to gain (keras_vit.machine), else float32; an exported file as "
-                        "exported")
+                        help="what the model computes in; auto (default): a .keras model in bfloat16 where it runs "
+                        "faster on this machine (keras_vit.machine: on a CPU with native bfloat16 a short timed trial, "
+                        "cached; KERAS_VIT_PRECISION_TRIAL=0 turns it off), else float32; an exported file as exported")
     parser.set_defaults(func=_run_predict)
 
 
 def _run_predict(args):
     from keras_vit import export
+    from keras_vit.precision_trial import MEASURED
     from keras_vit._validation import check_positive_int
 
     check_positive_int("--top-k", args.top_k)
@@ -409,7 +410,7 @@ def _run_predict(args):
     class_names = export.read_labels(args.labels) if args.labels else None
     predictor = export.load_predictor(args.model, class_names=class_names, scaling=args.scaling,
                                       precision=args.precision, max_num_patches=args.max_num_patches)
-    if predictor.precision != "float32":
+    if predictor.precision != "float32" or predictor.precision_reason.startswith(MEASURED):
         print(f"precision {predictor.precision} ({predictor.precision_reason})", file=sys.stderr)
     probabilities = predictor.predict_files(args.images)
     for image, best in zip(args.images, predictor.top_k(probabilities, args.top_k)):

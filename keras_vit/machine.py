@@ -5,16 +5,26 @@
 instructions) on whatever machine the test runs (`tests/test_machine.py` forces every branch,
 `keras-vit train` and its exports included).
 
+`precision="auto"`: the table answers where it can know (GPU, TPU, and CPUs whose bfloat16 is
+emulated); on a CPU with native bfloat16 (avx512_bf16 or amx_bf16) what is fastest depends on the
+CPU, the backend and the model, so a short timed trial of the run's own model and batch decides
+(float32 against mixed_bfloat16, each with the XLA setting below; `keras_vit.precision_trial`),
+cached per machine and model shape. The CPU rows with native bfloat16 are the answer where the
+trial is off (KERAS_VIT_PRECISION_TRIAL=0), fails or runs out of time.
+
 | default | branch | choice | why (measurement) |
 |---|---|---|---|
 | precision | TPU | mixed_bfloat16 | bfloat16 matrix units |
 | precision | GPU, compute capability >= 8 | mixed_bfloat16 | bfloat16 tensor cores, no loss scaling |
 | precision | GPU, compute capability < 8 | mixed_float16 | float16 tensor cores; Keras scales the loss |
-| precision | CPU with amx_bf16, PyTorch backend | mixed_bfloat16 | on a 2-core Xeon with AMX, Keras-on-PyTorch under mixed_bfloat16 trained ViT-Ti/4 2.12x and the default model 1.34x faster than in float32: PyTorch's oneDNN runs bfloat16 products on AMX tiles and ATen the element-wise work (`python -m benchmarks compare --keras-backends tensorflow,torch`, RESULTS "bfloat16 on AMX") |
-| precision | CPU with amx_bf16, TensorFlow, token width >= `TENSORFLOW_AMX_MIN_WIDTH` | mixed_bfloat16 | ViT-B/16 inference 2.27x and ViT-S/16 training (224 px) 1.41x float32 + XLA, through oneDNN outside XLA |
-| precision | CPU with amx_bf16, TensorFlow, narrower | float32 | the default model (width 128) trained 1.54x and ViT-Ti/4 (192) 1.12x faster in float32 + XLA: outside XLA, TensorFlow's casts and element-wise work cost more than its bfloat16 products save |
-| precision | CPU with amx_bf16, JAX | float32 | XLA's CPU bfloat16 ran the default model at 0.77x and ViT-Ti/4 at 0.57x float32 |
-| precision | other CPUs | float32 | on a 2-core AMD EPYC with avx512_bf16 (quiet), the default model trained 1.45-1.48x faster in float32 + XLA than in mixed_bfloat16 without XLA (`python -m benchmarks precision-xla`, RESULTS "Precision x XLA"); whole `keras-vit train` runs on a Zen 5: 1.13-1.22x (issue 24); without avx512_bf16/amx_bf16 bfloat16 is emulated, 2-5x slower |
+| precision | CPU without avx512_bf16 and amx_bf16 | float32, no trial | bfloat16 is emulated, 2-5x slower; without native bfloat16 instructions bfloat16 never beat float32 (AVX2 EPYC: 0.66-1.08x) |
+| precision | CPU with avx512_bf16 or amx_bf16 | the trial's fastest (float32 unless mixed_bfloat16 is >= 5% faster), cached | on a 2-core AMD Zen 4 (avx512_bf16, no AMX) bfloat16 ran 1.7-2.1x faster on PyTorch and ViT-B/16 inference 1.75x faster on TensorFlow, while TensorFlow trained the default model 1.33x faster in float32 + XLA (issue 54): no rule by flags and backend alone fits |
+| precision, no trial | CPU with amx_bf16, PyTorch backend | mixed_bfloat16 | on a 2-core Xeon with AMX, Keras-on-PyTorch under mixed_bfloat16 trained ViT-Ti/4 2.12x and the default model 1.34x faster than in float32: PyTorch's oneDNN runs bfloat16 products on AMX tiles and ATen the element-wise work (`python -m benchmarks compare --keras-backends tensorflow,torch`, RESULTS "bfloat16 on AMX") |
+| precision, no trial | CPU with amx_bf16, TensorFlow, token width >= `TENSORFLOW_AMX_MIN_WIDTH` | mixed_bfloat16 | ViT-B/16 inference 2.27x and ViT-S/16 training (224 px) 1.41x float32 + XLA, through oneDNN outside XLA |
+| precision, no trial | CPU with amx_bf16, TensorFlow, narrower | float32 | the default model (width 128) trained 1.54x and ViT-Ti/4 (192) 1.12x faster in float32 + XLA: outside XLA, TensorFlow's casts and element-wise work cost more than its bfloat16 products save |
+| precision, no trial | CPU with amx_bf16, JAX | float32 | XLA's CPU bfloat16 ran the default model at 0.77x and ViT-Ti/4 at 0.57x float32 |
+| precision, no trial | CPU with avx512_bf16 without AMX, PyTorch | mixed_bfloat16 | on a 2-core Zen 4, Keras on PyTorch trained ViT-Ti/4 1.96x and the default model 1.73x, and ran ViT-B/16 inference 2.1x faster than in float32 (issue 54) |
+| precision, no trial | CPU with avx512_bf16 without AMX, TensorFlow or JAX | float32 | on a 2-core AMD EPYC with avx512_bf16 (quiet), the default model trained 1.33-1.48x faster in float32 + XLA than in mixed_bfloat16 without XLA (`python -m benchmarks precision-xla`, RESULTS "Precision x XLA"; issue 54); whole `keras-vit train` runs on a Zen 5: 1.13-1.22x (issue 24) |
 | jit_compile | TensorFlow, CPU, float32, one replica | XLA on | 1.25x without XLA (RESULTS) |
 | jit_compile | TensorFlow, CPU, mixed precision | XLA off | XLA's bfloat16 matrix products ran below its float32 ones; oneDNN's run ~2x |
 | jit_compile | TensorFlow, CPU, several replicas or workers | XLA off | XLA cannot compile the gradient all-reduce for CPU devices |
@@ -28,7 +38,7 @@ instructions) on whatever machine the test runs (`tests/test_machine.py` forces 
 
 Example:
 
->>> cpu = Machine(accelerator="cpu", cpu_flags=frozenset({"avx2", "avx512_bf16"}))
+>>> cpu = Machine(accelerator="cpu", cpu_flags=frozenset({"avx2", "avx512f"}))  # no native bfloat16: no trial
 >>> default_precision(cpu), default_precision(Machine(accelerator="gpu", gpu_capability=7))
 ('float32', 'mixed_float16')
 """
@@ -105,6 +115,8 @@ class Machine:
         cpu_flags: frozenset of str. The CPU's instruction-set flags (/proc/cpuinfo). Defaults to none.
         memory: (int or None, str). Bytes a training step may use and where that figure comes
             from; None when unknown. Defaults to (None, "no memory figure on this machine").
+        cpu_name: str. The CPU's model name (/proc/cpuinfo), part of a precision trial's cache
+            key. Defaults to "".
 
     Example:
 
@@ -120,6 +132,7 @@ class Machine:
     gpu_capability: int | None = None
     cpu_flags: frozenset = frozenset()
     memory: tuple = (None, "no memory figure on this machine")
+    cpu_name: str = ""
 
     def __post_init__(self):
         if self.accelerator not in ACCELERATORS:
@@ -144,27 +157,87 @@ def detect(cpuinfo: str = "/proc/cpuinfo", meminfo: str = "/proc/meminfo") -> Ma
 
     backend = backends.current()
     accelerator = backend.accelerator()
+    name, flags = read_cpuinfo(cpuinfo)
     return Machine(
         accelerator=accelerator,
         gpu_capability=backend.gpu_compute_capability() if accelerator == "gpu" else None,
-        cpu_flags=frozenset(read_cpuinfo(cpuinfo)[1]),
+        cpu_flags=frozenset(flags),
         memory=available_memory(meminfo),
+        cpu_name=name or "",
     )
 
 
-def default_precision(machine: Machine, backend: str | None = None, width: int | None = None) -> str:
+def default_precision(machine: Machine, backend: str | None = None, width: int | None = None,
+                      workload: dict | None = None, measure=None) -> str:
     """The dtype policy `precision="auto"` picks on `machine` (see the table above): `precision_choice`'s first part.
+
+    On a CPU with native bfloat16 it measures (or reads the cached answer): see `precision_choice`.
 
     Example:
 
     >>> default_precision(Machine("tpu")), default_precision(Machine("gpu", 8)), default_precision(Machine())
     ('mixed_bfloat16', 'mixed_bfloat16', 'float32')
     """
-    return precision_choice(machine, backend, width)[0]
+    return precision_choice(machine, backend, width, workload, measure)[0]
 
 
-def precision_choice(machine: Machine, backend: str | None = None, width: int | None = None) -> tuple[str, str]:
+def needs_trial(machine: Machine) -> bool:
+    """Whether the table cannot know `machine`'s fastest precision: a CPU with native bfloat16 instructions.
+
+    >>> needs_trial(Machine(cpu_flags=frozenset({"avx512_bf16"}))), needs_trial(Machine(cpu_flags=frozenset({"avx512f"})))
+    (True, False)
+    >>> needs_trial(Machine("gpu", 8, cpu_flags=frozenset({"amx_bf16"})))
+    False
+    """
+    return machine.accelerator == "cpu" and bool(native_bfloat16(machine.cpu_flags))
+
+
+def precision_choice(machine: Machine, backend: str | None = None, width: int | None = None,
+                     workload: dict | None = None, measure=None) -> tuple[str, str]:
     """(dtype policy, why) that `precision="auto"` picks for a model of token width `width` on `machine`.
+
+    GPUs, TPUs and CPUs whose bfloat16 is emulated: the table (`table_precision`). A CPU with
+    native bfloat16 (`needs_trial`): a short timed trial of float32 against mixed_bfloat16 on
+    `workload`, or its cached answer (`keras_vit.precision_trial.choose`); the table where the
+    trial is off (KERAS_VIT_PRECISION_TRIAL=0), fails or runs out of time, and the why says so.
+
+    Args:
+        machine: Machine.
+        backend: str or None. The Keras backend's name; None: the one in use. Defaults to None.
+        width: int or None. The model's token width (hidden size); None: unknown, taken as narrow.
+            Defaults to None.
+        workload: dict or None. What a trial times (`keras_vit.precision_trial.training_workload`,
+            or an inference workload); None: the default model at `width`
+            (`keras_vit.precision_trial.width_workload`). Defaults to None.
+        measure: callable or None. The trial's timing function, (workload, policies, seconds) ->
+            results; None: a training trial in a child process. Defaults to None.
+
+    Example:
+
+    >>> precision_choice(Machine("gpu", 7))
+    ('mixed_float16', 'GPU of compute capability 7: float16 tensor cores')
+    >>> precision_choice(Machine(cpu_flags=frozenset({"avx512f"})), "tensorflow")[1]
+    'CPU without native bfloat16, neither avx512_bf16 nor amx_bf16: bfloat16 is emulated, float32 ran fastest'
+    """
+    if backend is None and machine.accelerator == "cpu":
+        from keras_vit import backends
+
+        backend = backends.current().NAME
+    table = table_precision(machine, backend, width)
+    if not needs_trial(machine):
+        return table
+    from keras_vit import precision_trial
+
+    if workload is None:
+        workload = precision_trial.width_workload(width)
+    if measure is None and workload.get("mode", "train") == "train":
+        def measure(workload, policies, seconds):
+            return precision_trial.measure_training(workload, policies, seconds, backend)
+    return precision_trial.choose(machine, backend, workload, table, measure=measure)
+
+
+def table_precision(machine: Machine, backend: str | None = None, width: int | None = None) -> tuple[str, str]:
+    """(dtype policy, why) of the table above, without a trial: what `precision_choice` falls back to.
 
     Args:
         machine: Machine.
@@ -175,9 +248,12 @@ def precision_choice(machine: Machine, backend: str | None = None, width: int | 
     Example:
 
     >>> amx = Machine(cpu_flags=frozenset({"amx_bf16", "amx_tile"}))
-    >>> precision_choice(amx, "tensorflow", 768)[0], precision_choice(amx, "tensorflow", 128)[0]
+    >>> table_precision(amx, "tensorflow", 768)[0], table_precision(amx, "tensorflow", 128)[0]
     ('mixed_bfloat16', 'float32')
-    >>> precision_choice(amx, "torch", 128)[0], precision_choice(amx, "jax", 768)[0]
+    >>> table_precision(amx, "torch", 128)[0], table_precision(amx, "jax", 768)[0]
+    ('mixed_bfloat16', 'float32')
+    >>> zen4 = Machine(cpu_flags=frozenset({"avx512f", "avx512_bf16"}))
+    >>> table_precision(zen4, "torch")[0], table_precision(zen4, "tensorflow", 768)[0]
     ('mixed_bfloat16', 'float32')
     """
     if machine.accelerator == "tpu":
@@ -190,8 +266,15 @@ def precision_choice(machine: Machine, backend: str | None = None, width: int | 
         from keras_vit import backends
 
         backend = backends.current().NAME
+    if not native_bfloat16(machine.cpu_flags):
+        return "float32", ("CPU without native bfloat16, neither avx512_bf16 nor amx_bf16: bfloat16 is emulated, "
+                           "float32 ran fastest")
     if not amx_bfloat16(machine.cpu_flags):
-        return "float32", "CPU without AMX: float32 ran fastest"
+        if backend == "torch":
+            return "mixed_bfloat16", ("avx512_bf16 on this CPU: Keras on PyTorch trained 1.7-2.0x and ran ViT-B/16 "
+                                      "inference 2.1x faster in mixed_bfloat16 than in float32 on a Zen 4")
+        return "float32", ("avx512_bf16 without AMX on this CPU: float32 + XLA trained the default model 1.33-1.48x "
+                           "faster than mixed_bfloat16 on TensorFlow on a Zen 4")
     if backend == "torch":
         return "mixed_bfloat16", ("AMX bfloat16 tiles on this CPU: Keras on PyTorch trained 1.3-2.1x faster "
                                   "in mixed_bfloat16 than in float32")

@@ -4,6 +4,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # The suite runs once per Keras backend (`.ci/run`): `KERAS_BACKEND=jax pytest -q` runs the tests
 # marked for JAX. Unmarked tests and doctests are TensorFlow's.
 BACKEND = os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+# `precision="auto"` takes the table's answer: on a CPU with native bfloat16 it would otherwise time
+# a trial (and cache it in the user's cache folder). tests/test_machine.py forces the trial itself.
+os.environ.setdefault("KERAS_VIT_PRECISION_TRIAL", "0")
 
 import keras  # noqa: E402
 import pytest  # noqa: E402

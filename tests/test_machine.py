@@ -7,15 +7,19 @@ GPU, a TPU or an AVX-512 BF16 CPU would pick, exports included.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import re
 import stat
+import subprocess
 
 import keras
 import numpy as np
 import pytest
 
-from keras_vit import cli, export, machine
+import keras_vit
+from keras_vit import backends, cli, export, machine, precision_trial, train_options
 from keras_vit.machine import Machine
 from keras_vit.training import distribute
 
@@ -33,17 +37,21 @@ def _cpuinfo(tmp_path, flags):
 
 # --- the rules, one branch at a time -------------------------------------------------------
 
+# The table's answers (conftest.py turns the precision trial off; the trial's branches are below).
 @pytest.mark.backends("tensorflow", "jax", "torch")
 @pytest.mark.parametrize("forced, expected", [
     (Machine("tpu"), "mixed_bfloat16"),
     (Machine("gpu", 9), "mixed_bfloat16"),
     (Machine("gpu", 8), "mixed_bfloat16"),
     (Machine("gpu", 7), "mixed_float16"),
-    (Machine("cpu", cpu_flags=AVX512_BF16), "float32"),
+    # avx512_bf16 without AMX: bfloat16 on PyTorch (1.7-2.1x on a Zen 4, issue 54), float32 + XLA elsewhere.
+    (Machine("cpu", cpu_flags=AVX512_BF16), {"torch": "mixed_bfloat16"}),
     (Machine("cpu", cpu_flags=AVX2), "float32"),
     (Machine("cpu"), "float32"),
 ])
 def test_precision_per_branch(forced, expected):
+    if isinstance(expected, dict):
+        expected = expected.get(keras.backend.backend(), "float32")
     assert machine.default_precision(forced) == expected
     assert distribute.resolve_precision("auto", forced) == expected
     assert distribute.resolve_precision("mixed_float16", forced) == "mixed_float16"  # explicit wins
@@ -63,8 +71,10 @@ def test_precision_on_amx_by_backend_and_width(backend, width, expected):
     precision, reason = machine.precision_choice(Machine("cpu", cpu_flags=AMX), backend, width)
     assert precision == expected
     assert "AMX" in reason and (backend != "tensorflow" or str(width if width is not None else "unknown") in reason)
-    # The same CPU without AMX (AVX-512 BF16 only) keeps float32 on every backend and width.
-    assert machine.precision_choice(Machine("cpu", cpu_flags=AVX512_BF16), backend, width)[0] == "float32"
+    assert "no precision trial" in reason  # conftest.py: KERAS_VIT_PRECISION_TRIAL=0
+    # The same CPU without AMX (AVX-512 BF16 only): bfloat16 on PyTorch at every width, float32 elsewhere.
+    zen4 = machine.precision_choice(Machine("cpu", cpu_flags=AVX512_BF16), backend, width)
+    assert zen4[0] == ("mixed_bfloat16" if backend == "torch" else "float32") and "avx512_bf16" in zen4[1]
 
 
 def test_the_current_backend_is_the_rules_default():
@@ -145,6 +155,348 @@ def test_machine_refuses_what_it_cannot_be():
         Machine("gpu")
 
 
+# --- the precision trial: where the table cannot know, measured (timings injected) ----------
+
+ZEN4 = Machine("cpu", cpu_flags=AVX512_BF16, cpu_name="AMD EPYC 9R14")
+TI4 = precision_trial.training_workload({"patch_size": 4, "hidden_size": 192, "num_layers": 12, "num_heads": 3,
+                                         "mlp_dim": 768}, image_size=32, channels=3, batch_size=128)
+
+
+def _timings(float32, bfloat16, steps=3):
+    """A timing function that returns fixed seconds per step (float32's, mixed_bfloat16's) and records its calls."""
+    calls = []
+
+    def measure(workload, policies, seconds):
+        calls.append((workload, tuple(policies), seconds))
+        per_step = {"float32": float32, "mixed_bfloat16": bfloat16}
+        return [{"policy": policy, "label": policy, "seconds": [per_step[policy]] * steps} for policy in policies]
+
+    measure.calls = calls
+    return measure
+
+
+@pytest.fixture
+def trial_on(tmp_path, monkeypatch):
+    """The trial on (30 s cap), its cache in a fresh folder; returns the cache file."""
+    monkeypatch.setenv(precision_trial.ENV, "30")
+    monkeypatch.setenv(precision_trial.CACHE_ENV, str(tmp_path / "cache"))
+    return tmp_path / "cache" / precision_trial.CACHE_FILENAME
+
+
+@pytest.mark.parametrize("forced, trial", [
+    (Machine("cpu", cpu_flags=AMX), True),           # AMX: the backend and model decide, so measured
+    (Machine("cpu", cpu_flags=AVX512_BF16), True),   # avx512_bf16 only (Zen 4): measured
+    (Machine("cpu", cpu_flags=AVX2 | {"avx512f"}), False),  # bfloat16 emulated (this CI's Xeon): the table
+    (Machine("cpu"), False),
+    (Machine("gpu", 8, cpu_flags=AMX), False),        # a GPU computes: the table, whatever the host CPU
+    (Machine("tpu", cpu_flags=AVX512_BF16), False),
+])
+def test_the_trial_runs_only_where_the_table_cannot_know(forced, trial, trial_on):
+    measure = _timings(0.2, 0.1)
+    policy, reason = machine.precision_choice(forced, "tensorflow", 192, TI4, measure)
+    assert machine.needs_trial(forced) is trial
+    assert len(measure.calls) == int(trial)
+    if trial:
+        assert measure.calls[0] == (TI4, ("float32", "mixed_bfloat16"), 30.0)
+        assert (policy, reason.startswith("measured on this")) == ("mixed_bfloat16", True)
+    else:
+        assert (policy, reason) == machine.table_precision(forced, "tensorflow", 192)
+        assert not trial_on.exists()  # nothing measured, nothing cached
+
+
+@pytest.mark.parametrize("float32, bfloat16, expected", [
+    (0.20, 0.10, "mixed_bfloat16"),  # 2x: bfloat16
+    (0.10, 0.20, "float32"),
+    (0.100, 0.096, "float32"),       # 4% faster: within the margin, the exact one
+    (0.100, 0.094, "mixed_bfloat16"),  # 6% faster
+])
+def test_the_trial_picks_the_fastest_beyond_the_margin(float32, bfloat16, expected, trial_on):
+    policy, reason = precision_trial.choose(ZEN4, "torch", TI4, ("float32", "table"), measure=_timings(float32, bfloat16))
+    assert policy == expected
+    figures = {label: float(ips) for label, ips in re.findall(r"(float32|mixed_bfloat16) (\d+) img/s", reason)}
+    assert figures == {"float32": round(128 / float32), "mixed_bfloat16": round(128 / bfloat16)}
+    assert reason.startswith("measured on this avx512_bf16 CPU: ")
+    assert reason.endswith("; 3 timed steps each of width 192, 12 layers, 64 tokens, batch 128")
+    assert reason.split(": ", 1)[1].startswith(expected)  # the chosen first
+
+
+def test_a_trial_that_times_too_little_falls_back_to_the_table_and_is_cached_until_the_cap_grows(trial_on, monkeypatch):
+    empty = _timings(0.1, 0.1, steps=0)
+    table = ("float32", "the table's why")
+    policy, reason = precision_trial.choose(ZEN4, "tensorflow", TI4, table, measure=empty)
+    assert (policy, reason) == ("float32", "the table's why; the precision trial's 30 s ran out before every "
+                                "candidate was timed; a larger KERAS_VIT_PRECISION_TRIAL measures again")
+    # The next run with the same cap does not pay for it again; a larger cap measures.
+    assert precision_trial.choose(ZEN4, "tensorflow", TI4, table, measure=empty)[1].endswith(
+        "timed too little in its 30 s; cached, a larger KERAS_VIT_PRECISION_TRIAL measures again")
+    assert len(empty.calls) == 1
+    monkeypatch.setenv(precision_trial.ENV, "60")
+    assert precision_trial.choose(ZEN4, "tensorflow", TI4, table, measure=_timings(0.2, 0.1))[0] == "mixed_bfloat16"
+
+
+def test_a_failed_trial_falls_back_to_the_table_and_says_why(trial_on):
+    def crashing(workload, policies, seconds):
+        raise precision_trial.TrialError("the trial's process exited with status 1: MemoryError")
+
+    policy, reason = precision_trial.choose(ZEN4, "tensorflow", TI4, ("float32", "table"), measure=crashing)
+    assert (policy, reason) == ("float32", "table; the precision trial failed: TrialError: the trial's process "
+                                "exited with status 1: MemoryError")
+    assert not trial_on.exists()  # a failure is not cached: the next run tries again
+
+
+def test_the_trial_off_is_the_table(trial_on, monkeypatch):
+    monkeypatch.setenv(precision_trial.ENV, "0")
+    measure = _timings(0.2, 0.1)
+    assert machine.precision_choice(ZEN4, "tensorflow", 192, TI4, measure) == (
+        "float32", machine.table_precision(ZEN4, "tensorflow", 192)[1] + "; no precision trial: KERAS_VIT_PRECISION_TRIAL=0")
+    assert not measure.calls
+    monkeypatch.setenv(precision_trial.ENV, "soon")
+    with pytest.raises(ValueError, match="Invalid KERAS_VIT_PRECISION_TRIAL='soon'"):
+        machine.precision_choice(ZEN4, "tensorflow", 192, TI4, measure)
+
+
+# --- its cache --------------------------------------------------------------------------------
+
+def test_the_cache_answers_the_second_run(trial_on):
+    measure = _timings(0.2, 0.1)
+    first = precision_trial.choose(ZEN4, "torch", TI4, ("float32", "table"), measure=measure)
+    second = precision_trial.choose(ZEN4, "torch", TI4, ("float32", "table"), measure=measure)
+    assert len(measure.calls) == 1 and first[0] == second[0] == "mixed_bfloat16"
+    assert re.fullmatch(r"measured on this avx512_bf16 CPU on \d{4}-\d\d-\d\d, cached: " + re.escape(first[1].split(": ", 1)[1]),
+                        second[1]), second[1]
+    # Another backend, model shape, batch or CPU is another entry: measured again.
+    for other in [("tensorflow", TI4, ZEN4), ("torch", {**TI4, "batch_size": 64}, ZEN4),
+                  ("torch", {**TI4, "num_layers": 6}, ZEN4),
+                  ("torch", TI4, Machine("cpu", cpu_flags=AVX512_BF16, cpu_name="AMD EPYC 9R45")),
+                  ("torch", TI4, Machine("cpu", cpu_flags=AMX, cpu_name="AMD EPYC 9R14"))]:
+        backend, workload, forced = other
+        precision_trial.choose(forced, backend, workload, ("float32", "table"), measure=measure)
+    assert len(measure.calls) == 6
+    entries = json.loads(trial_on.read_text())["entries"]
+    assert len(entries) == 6 and all(entry["key"]["cores"] == os.cpu_count() for entry in entries.values())
+    assert {entry["key"]["versions"]["keras"] for entry in entries.values()} == {keras.__version__}
+
+
+@pytest.mark.parametrize("content", ["{not json", "[]", '{"version": 1}', '{"version": 99, "entries": {}}'])
+def test_a_corrupt_cache_is_ignored_with_a_warning_and_rewritten(content, trial_on):
+    trial_on.parent.mkdir()
+    trial_on.write_text(content)
+    measure = _timings(0.2, 0.1)
+    with pytest.warns(UserWarning, match="Ignoring the precision trial cache"):
+        assert precision_trial.choose(ZEN4, "torch", TI4, ("float32", "table"), measure=measure)[0] == "mixed_bfloat16"
+    assert len(measure.calls) == 1
+    assert json.loads(trial_on.read_text())["version"] == precision_trial.CACHE_VERSION  # a valid cache again
+    assert os.listdir(trial_on.parent) == [precision_trial.CACHE_FILENAME]  # written atomically: no temporary left
+
+
+def test_a_corrupt_cache_entry_is_measured_again(trial_on):
+    measure = _timings(0.2, 0.1)
+    precision_trial.choose(ZEN4, "torch", TI4, ("float32", "table"), measure=measure)
+    data = json.loads(trial_on.read_text())
+    (digest,) = data["entries"]
+    data["entries"][digest]["precision"] = "float8"
+    trial_on.write_text(json.dumps(data))
+    with pytest.warns(UserWarning, match="Ignoring 1 corrupt entries"):
+        precision_trial.choose(ZEN4, "torch", TI4, ("float32", "table"), measure=measure)
+    assert len(measure.calls) == 2
+
+
+def test_an_unwritable_cache_warns_and_still_answers(tmp_path, monkeypatch):
+    blocker = tmp_path / "a file"
+    blocker.write_text("")
+    monkeypatch.setenv(precision_trial.ENV, "30")
+    monkeypatch.setenv(precision_trial.CACHE_ENV, str(blocker / "cache"))  # a folder inside a file: cannot exist
+    with pytest.warns(UserWarning, match="Could not cache the precision trial's answer"):
+        assert precision_trial.choose(ZEN4, "torch", TI4, ("float32", "t"), measure=_timings(0.2, 0.1))[0] == "mixed_bfloat16"
+
+
+def test_the_cache_folder(monkeypatch):
+    assert precision_trial.cache_file({"KERAS_VIT_CACHE": "/k", "XDG_CACHE_HOME": "/x", "HOME": "/h"}) == "/k/precision.json"
+    assert precision_trial.cache_file({"XDG_CACHE_HOME": "/x", "HOME": "/h"}) == "/x/keras_vit/precision.json"
+    assert precision_trial.cache_file({"HOME": "/h"}) == "/h/.cache/keras_vit/precision.json"
+
+
+# --- the timing: alternating, capped ----------------------------------------------------------
+
+class FakeClock:
+    """A clock that each step advances by its own duration."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+    def step(self, name, seconds, order):
+        def run():
+            order.append(name)
+            self.now += seconds
+        return run
+
+
+def test_time_alternating_warms_up_alternates_and_stops_at_the_cap():
+    clock, order = FakeClock(), []
+    steps = {"a": clock.step("a", 1.0, order), "b": clock.step("b", 2.0, order)}
+    timed = precision_trial.time_alternating(steps, 100, rounds=3, clock=clock)
+    assert order == ["a", "b", "a", "b", "b", "a", "a", "b"]  # warm-up each, then A B, B A, A B
+    assert timed == {"a": [1.0, 1.0, 1.0], "b": [2.0, 2.0, 2.0]}
+    # A cap of 8 s: warm-ups (3 s) and a round (3 s); a round that would end past the cap does not start...
+    clock, order = FakeClock(), []
+    steps = {"a": clock.step("a", 1.0, order), "b": clock.step("b", 2.0, order)}
+    assert precision_trial.time_alternating(steps, 8, rounds=5, clock=clock) == {"a": [1.0], "b": [2.0]}
+    assert clock.now == 6.0
+    # ...and warm-ups past the cap leave no timed step: the trial is inconclusive.
+    clock, order = FakeClock(), []
+    steps = {"a": clock.step("a", 5.0, order), "b": clock.step("b", 5.0, order)}
+    assert precision_trial.time_alternating(steps, 8, clock=clock) == {"a": [], "b": []}
+    assert precision_trial.decide([{"policy": p, "label": p, "seconds": []} for p in "ab"], 8) is None
+
+
+# --- the trial's own timing functions: a training trial's child process, an inference trial ---
+
+def _completed(stdout, returncode=0, stderr=""):
+    return subprocess.CompletedProcess([], returncode, stdout=stdout, stderr=stderr)
+
+
+def test_measure_training_reads_the_childs_lines(monkeypatch):
+    lines = [{"policy": "float32", "label": "float32 + XLA"}, {"policy": "mixed_bfloat16", "label": "mixed_bfloat16"},
+             {"policy": "float32", "seconds": 0.5}, {"policy": "mixed_bfloat16", "seconds": 0.25}]
+    seen = {}
+
+    def run(command, **kwargs):
+        seen.update(command=command, **kwargs)
+        return _completed("a log line\n" + "\n".join(json.dumps(line) for line in lines) + "\n")
+
+    monkeypatch.setattr(subprocess, "run", run)
+    results = precision_trial.measure_training(TI4, precision_trial.POLICIES, 20, backend="jax")
+    assert results == [{"policy": "float32", "label": "float32 + XLA", "seconds": [0.5]},
+                       {"policy": "mixed_bfloat16", "label": "mixed_bfloat16", "seconds": [0.25]}]
+    assert seen["command"][1:3] == ["-m", "keras_vit.precision_trial"]
+    assert json.loads(seen["command"][3]) == {"workload": TI4, "policies": list(precision_trial.POLICIES), "seconds": 20}
+    assert seen["env"]["KERAS_BACKEND"] == "jax" and seen["timeout"] == 20 + precision_trial.START_SECONDS
+
+    # Stopped at its limit: the steps it timed still count. Failed: the error's last line.
+    def too_slow(command, **kwargs):
+        raise subprocess.TimeoutExpired(command, kwargs["timeout"], output=json.dumps(lines[2]).encode() + b"\n")
+
+    monkeypatch.setattr(subprocess, "run", too_slow)
+    assert [r["seconds"] for r in precision_trial.measure_training(TI4, precision_trial.POLICIES, 20)] == [[0.5], []]
+    monkeypatch.setattr(subprocess, "run", lambda command, **kwargs: _completed("", 1, "Traceback\nMemoryError: oom\n"))
+    with pytest.raises(precision_trial.TrialError, match="exited with status 1: MemoryError: oom"):
+        precision_trial.measure_training(TI4, precision_trial.POLICIES, 20)
+
+
+def test_the_child_prints_a_line_per_label_and_timed_step(monkeypatch, capsys):
+    calls = []
+    monkeypatch.setattr(precision_trial, "training_steps", lambda workload, policies: (
+        {p: (lambda p=p: calls.append(p)) for p in policies}, {p: p.upper() for p in policies}))
+    assert precision_trial.main([json.dumps({"workload": TI4, "policies": ["float32", "mixed_bfloat16"], "seconds": 60})]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert lines[:2] == [{"policy": "float32", "label": "FLOAT32"}, {"policy": "mixed_bfloat16", "label": "MIXED_BFLOAT16"}]
+    assert [line["policy"] for line in lines[2:]] == ["float32", "mixed_bfloat16", "mixed_bfloat16", "float32",
+                                                      "float32", "mixed_bfloat16"]
+    assert len(calls) == 2 + 6  # a warm-up each, then three rounds
+
+
+@pytest.mark.backends("tensorflow", "jax", "torch")
+def test_training_steps_build_each_policy_and_restore_the_global_one():
+    tiny = precision_trial.training_workload({"patch_size": 4, "hidden_size": 8, "num_layers": 1, "num_heads": 2,
+                                              "mlp_dim": 16}, image_size=8, channels=1, batch_size=2, jit_compile=False)
+    steps, labels = precision_trial.training_steps(tiny, precision_trial.POLICIES)
+    assert labels == {"float32": "float32", "mixed_bfloat16": "mixed_bfloat16"}  # jit_compile given: off for both
+    assert keras.config.dtype_policy().name == "float32"
+    for policy, step in steps.items():
+        assert np.isfinite(float(np.ravel(step())[0]))
+        model = step.__defaults__[0]
+        assert model.get_layer("encoderblock_0").dtype_policy.name == policy
+    default = precision_trial.training_workload({**tiny, "num_layers": 1}, 8, 1, 2)  # jit_compile None: the backend's
+    labels = precision_trial.training_steps(default, precision_trial.POLICIES)[1]
+    compiler = backends.current().COMPILER
+    expected = {"tensorflow": {"float32": f"float32 + {compiler}", "mixed_bfloat16": "mixed_bfloat16"},
+                "jax": {"float32": f"float32 + {compiler}", "mixed_bfloat16": f"mixed_bfloat16 + {compiler}"},
+                "torch": {"float32": "float32", "mixed_bfloat16": "mixed_bfloat16"}}[keras.backend.backend()]
+    assert labels == expected
+
+
+# --- where `auto` is chosen: the run's plan and header, default_precision, predict ------------
+
+def test_the_plan_times_the_runs_own_model_and_the_header_shows_the_figures(trial_on, monkeypatch):
+    from keras_vit.training import plan as plan_lib
+
+    measure = _timings(0.2, 0.1)
+    monkeypatch.setattr(machine, "detect", lambda *args, **kwargs: ZEN4)
+    monkeypatch.setattr(precision_trial, "measure_training", lambda workload, policies, seconds, backend=None:
+                        measure(workload, policies, seconds))
+    config = plan_lib.TrainConfig(variant="tiny", image_size=28, model_overrides={"num_layers": 1}, batch_size=16,
+                                  max_train_examples=32, run_dir=None, output_dir=None)
+    plan = plan_lib.resolve(config)
+    ((workload, _, _),) = measure.calls
+    assert workload == precision_trial.training_workload(plan.architecture, 28, plan.channels, 16)
+    assert (plan.precision, plan.jit_compile) == ("mixed_bfloat16", False)
+    parts = train_options.header_parts(plan)
+    assert parts["precision"] == (", precision mixed_bfloat16 (measured on this avx512_bf16 CPU: mixed_bfloat16 160 "
+                                  "img/s, float32 80 img/s; 3 timed steps each of width 32, 1 layers, 49 tokens, "
+                                  "batch 16)")
+    assert parts["jit_compile"].startswith(", XLA off")
+    # A given --jit-compile is timed as given; the second plan reads the cache.
+    jit_on = plan_lib.resolve(dataclasses.replace(config, jit_compile=True))
+    assert measure.calls[-1][0]["jit_compile"] is True and len(measure.calls) == 2
+    plan_lib.resolve(config)
+    assert len(measure.calls) == 2 and jit_on.precision == "mixed_bfloat16"
+
+
+def test_a_step_that_all_reduces_takes_the_table(trial_on, monkeypatch):
+    class TwoReplicas:
+        num_replicas_in_sync = 2
+
+    monkeypatch.setattr(precision_trial, "measure_training", None)  # called: a TypeError
+    policy, reason = distribute.choose_precision("auto", ZEN4, 192, TI4, strategy=TwoReplicas())
+    assert policy == machine.table_precision(ZEN4, width=192)[0]
+    assert reason.endswith("no precision trial: a step that all-reduces over replicas or workers takes the table's answer")
+
+
+def test_default_precision_measures_the_default_model_at_a_width(trial_on, monkeypatch):
+    seen = []
+
+    def measure_training(workload, policies, seconds, backend=None):
+        seen.append((workload, backend))
+        return _timings(0.1, 0.2)(workload, policies, seconds)
+
+    monkeypatch.setattr(precision_trial, "measure_training", measure_training)
+    assert machine.default_precision(ZEN4, "torch", 768) == "float32"
+    assert seen == [(precision_trial.width_workload(768), "torch")]  # on the backend asked for, in its child
+    assert machine.default_precision(ZEN4, "torch", 768) == "float32" and len(seen) == 1  # cached
+    assert distribute.default_precision(ZEN4, width=768) == "float32" and seen[-1][1] == keras.backend.backend()
+
+
+def test_predict_auto_times_the_models_float32_and_bfloat16_copies(trial_on, monkeypatch, tmp_path, capsys):
+    from keras_vit.export import predict
+
+    model = keras_vit.ViT("tiny", num_classes=3, preprocessing="unit")
+    measure = _timings(0.2, 0.1)
+    assert predict.inference_precision(model, "auto", ZEN4, measure) == (
+        "bfloat16", "measured on this avx512_bf16 CPU: mixed_bfloat16 80 img/s, float32 40 img/s; "
+                    "3 timed steps each of width 32, 2 layers, batch 8")
+    ((workload, _, _),) = measure.calls
+    assert workload == precision_trial.inference_workload("VisionTransformer", model.count_params(), (32, 32, 3), 32, 2)
+    assert predict.inference_precision(model, "auto", Machine("cpu", cpu_flags=AVX2), measure)[0] == "float32"
+    assert len(measure.calls) == 1  # emulated bfloat16: the table
+    # The real timing function, on the model's own copies: every candidate timed within a short cap.
+    results = predict.inference_trial(model)(workload, precision_trial.POLICIES, 20)
+    assert [r["label"] for r in results] == ["float32", "bfloat16"] and all(r["seconds"] for r in results)
+    # keras-vit predict says what it measured.
+    path = tmp_path / "m.keras"
+    model.save(path)
+    image = tmp_path / "x.png"
+    keras.utils.save_img(image, np.zeros((32, 32, 3), "uint8"))
+    monkeypatch.setattr(machine, "detect", lambda *args, **kwargs: ZEN4)
+    monkeypatch.setattr(predict, "inference_trial", lambda model: _timings(0.1, 0.2))
+    monkeypatch.setenv(precision_trial.CACHE_ENV, str(tmp_path / "another cache"))  # not the answer above
+    assert cli.main(["predict", str(path), str(image), "--top-k", "1"]) == 0
+    assert "precision float32 (measured on this avx512_bf16 CPU: float32 80 img/s, mixed_bfloat16 40 img/s" in (
+        capsys.readouterr().err)
+
+
 # --- `keras-vit train` end to end under each branch, exports included ----------------------
 
 # branch: (machine, precision, XLA, extra train arguments)
@@ -206,7 +558,9 @@ def test_a_failed_export_prints_one_paragraph_and_keeps_the_model(tmp_path, monk
     printed = capsys.readouterr()
     err = printed.err
     assert code == 1
-    assert "precision float32 (CPU without AMX: float32 ran fastest), XLA on" in printed.out  # the cpu_avx2 branch's defaults, end to end
+    # The cpu_avx2 branch's defaults, end to end: the table answers, with no trial.
+    assert ("precision float32 (CPU without native bfloat16, neither avx512_bf16 nor amx_bf16: bfloat16 is emulated, "
+            "float32 ran fastest), XLA on") in printed.out
     paragraph = err.strip()
     assert len(paragraph.splitlines()) == 1 and "neither a custom op" not in paragraph, paragraph[:2000]
     retry = f"keras-vit export {out / 'm.keras'} --tflite {out / 'm.tflite'} --overwrite"

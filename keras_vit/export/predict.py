@@ -120,8 +120,8 @@ def load_predictor(path, *, class_names=None, scaling=None, precision=None, max_
             Defaults to None.
         precision: str or None. What the model computes in. None: as stored (a `.keras` model
             in float32, an exported file as exported). "auto": a `.keras` model in bfloat16 where
-            `keras_vit.machine.precision_choice` picks it for the model's width on this machine
-            (a CPU with AMX), an exported file as exported. "float32" or "bfloat16": a `.keras`
+            `inference_precision` picks it on this machine (the table for a CPU with AMX, a timed
+            trial on a CPU with native bfloat16), an exported file as exported. "float32" or "bfloat16": a `.keras`
             model converted to it; an exported file must have been exported so (TFLite and ONNX
             files count as float32). Defaults to None.
         max_num_patches: int or None. For a NaFlex `.keras` model (`naflex=True`), which takes
@@ -226,30 +226,66 @@ def _naflex_predictor(path, model, class_names, scaling, precision, max_num_patc
     return Predictor(path, "keras", (None, None, channels), names, run, run_bytes, precision=precision)
 
 
-def inference_precision(model, precision="auto", machine=None):
+def inference_precision(model, precision="auto", machine=None, measure=None):
     """(precision, why) a `.keras` model computes in for `precision` None, "auto", "float32" or "bfloat16".
 
-    "auto" follows the training rule (`keras_vit.machine.precision_choice`) for the model's token
-    width on this machine and Keras backend: bfloat16 on a CPU with AMX where it ran faster.
+    "auto" is `keras_vit.machine.precision_choice` for the model on this machine and Keras
+    backend: the table (bfloat16 on a CPU with AMX where it ran faster), and on a CPU with native
+    bfloat16 a short timed trial of the model's float32 and bfloat16 copies (`inference_trial`),
+    cached per machine and model.
+
+    Args:
+        model: keras.Model. The loaded model.
+        precision: str or None. None, "auto", "float32" or "bfloat16". Defaults to "auto".
+        machine: keras_vit.machine.Machine or None. None detects this one. Defaults to None.
+        measure: callable or None. The trial's timing function (see `keras_vit.precision_trial.choose`);
+            None: `inference_trial(model)`. Defaults to None.
 
     Example:
 
     >>> import keras_vit
     >>> from keras_vit.machine import Machine
-    >>> amx = Machine(cpu_flags=frozenset({"amx_bf16"}))
-    >>> inference_precision(keras_vit.ViT("B16", num_classes=2), "auto", amx)[0]  # on TensorFlow
-    'bfloat16'
-    >>> inference_precision(keras_vit.ViT("tiny", num_classes=2), "auto", amx)[0]
-    'float32'
+    >>> model = keras_vit.ViT("tiny", num_classes=2)
+    >>> inference_precision(model, "auto", Machine("gpu", 8)), inference_precision(model, "auto", Machine())[0]
+    (('bfloat16', 'GPU of compute capability 8: bfloat16 tensor cores'), 'float32')
     """
     from keras_vit import machine as machine_lib
+    from keras_vit import precision_trial
 
     if precision is None:
         return "float32", "the model's own"
     if precision != "auto":
         return precision, "given"
-    policy, reason = machine_lib.precision_choice(machine or machine_lib.detect(), width=_common.token_width(model))
+    machine = machine or machine_lib.detect()
+    width = _common.token_width(model)
+    shape = tuple(model.inputs[0].shape[1:]) if len(getattr(model, "inputs", None) or ()) == 1 else None
+    if shape is None or None in shape:
+        policy, reason = machine_lib.table_precision(machine, width=width)
+        if machine_lib.needs_trial(machine):
+            reason += "; no precision trial: the model takes images of more than one size"
+    else:
+        blocks = sum(layer.name.startswith("encoderblock_") for layer in _common._all_layers(model))
+        workload = precision_trial.inference_workload(type(model).__name__, model.count_params(), shape, width, blocks)
+        policy, reason = machine_lib.precision_choice(machine, width=width, workload=workload,
+                                                      measure=measure or inference_trial(model))
     return ("bfloat16" if policy == "mixed_bfloat16" else "float32"), reason
+
+
+def inference_trial(model):
+    """The timing function of `model`'s inference trial: its float32 and bfloat16 copies
+    (`keras_vit.export._common.compute_model`), `predict_on_batch` on random images, alternating
+    (`keras_vit.precision_trial.time_alternating`)."""
+    from keras_vit import precision_trial
+
+    def measure(workload, policies, seconds):
+        images = np.random.default_rng(0).random((workload["batch_size"], *workload["input_shape"]), dtype="float32")
+        names = {policy: "bfloat16" if policy == "mixed_bfloat16" else "float32" for policy in policies}
+        copies = {policy: _common.compute_model(model, names[policy]) for policy in policies}
+        steps = {policy: (lambda copy=copies[policy]: copy.predict_on_batch(images)) for policy in policies}
+        timed = precision_trial.time_alternating(steps, seconds)
+        return [{"policy": policy, "label": names[policy], "seconds": timed[policy]} for policy in policies]
+
+    return measure
 
 
 def _saved_model_dir(path):

@@ -194,12 +194,13 @@ def default_precision(machine: machine_lib.Machine | None = None, width: int | N
 
     Args:
         machine: keras_vit.machine.Machine or None. None detects this one. Defaults to None.
-        width: int or None. The model's token width, which the rule for AMX CPUs reads. Defaults to None.
+        width: int or None. The model's token width: the table for AMX CPUs reads it, and on a CPU
+            with native bfloat16 a trial times the default model at it. Defaults to None.
 
     Example:
 
     >>> from keras_vit.machine import Machine
-    >>> default_precision(Machine("tpu")), default_precision(Machine("cpu", cpu_flags=frozenset({"avx512_bf16"})))
+    >>> default_precision(Machine("tpu")), default_precision(Machine("cpu", cpu_flags=frozenset({"avx512f"})))
     ('mixed_bfloat16', 'float32')
     """
     return machine_lib.default_precision(machine or machine_lib.detect(), width=width)
@@ -286,8 +287,18 @@ def resolve_precision(precision: str = "auto", machine: machine_lib.Machine | No
 
 
 def choose_precision(precision: str = "auto", machine: machine_lib.Machine | None = None,
-                     width: int | None = None) -> tuple[str, str]:
+                     width: int | None = None, workload: dict | None = None, strategy=None) -> tuple[str, str]:
     """(dtype policy, why) for a run's `precision`: the given one, or the machine's rule for "auto".
+
+    Args:
+        precision: str. "auto" or one of `PRECISIONS`. Defaults to "auto".
+        machine: keras_vit.machine.Machine or None. None detects this one. Defaults to None.
+        width: int or None. The model's token width. Defaults to None.
+        workload: dict or None. The run's model and batch, which a precision trial times on a CPU
+            with native bfloat16 (`keras_vit.precision_trial.training_workload`). Defaults to None.
+        strategy: tf.distribute.Strategy or None. The run's; one whose step all-reduces gradients
+            takes the table's answer, the same on every replica and worker, with no trial.
+            Defaults to None.
 
     Example:
 
@@ -298,7 +309,11 @@ def choose_precision(precision: str = "auto", machine: machine_lib.Machine | Non
         raise ValueError(f"Invalid precision={precision!r}. Expected one of {list(PRECISIONS)}.")
     if precision != "auto":
         return precision, "given"
-    return machine_lib.precision_choice(machine or machine_lib.detect(), width=width)
+    machine = machine or machine_lib.detect()
+    if machine_lib.needs_trial(machine) and _uses_collectives(strategy):
+        policy, why = machine_lib.table_precision(machine, width=width)
+        return policy, f"{why}; no precision trial: a step that all-reduces over replicas or workers takes the table's answer"
+    return machine_lib.precision_choice(machine, width=width, workload=workload)
 
 
 def work_around_multi_worker(model, strategy):

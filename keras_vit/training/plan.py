@@ -24,7 +24,7 @@ import dataclasses
 
 import keras
 
-from keras_vit import _validation, choices, configs, train_options
+from keras_vit import _validation, choices, configs, precision_trial, train_options
 from keras_vit.data.sources import Source, load_splits
 from keras_vit.models.spec import (  # noqa: F401  (DEFAULT_MODEL, DEFAULT_GRID, default_patch_size: public here too)
     DEFAULT_GRID,
@@ -305,8 +305,11 @@ def resolve(config: TrainConfig, *, name=None) -> RunPlan:
     model = ModelSpec(variant=config.variant, architecture=architecture, image_size=image_size, channels=channels,
                       scaling=scaling, vit_args=dict(config.vit_args), stem_args=dict(config.stem_args),
                       **choice.model_choices())
-    # The AMX rule reads the model's width: resolved once the architecture is.
-    precision, precision_reason = distribute.choose_precision(config.precision, width=architecture.get("hidden_size"))
+    # The AMX rule reads the model's width, and a precision trial times the model at the run's batch:
+    # resolved once the architecture is.
+    precision, precision_reason = distribute.choose_precision(
+        config.precision, width=architecture.get("hidden_size"), strategy=strategy,
+        workload=precision_trial.training_workload(architecture, image_size, channels, batch_size, config.jit_compile))
     jit_compile = config.jit_compile
     if jit_compile is None and adapt == "probe_then_finetune" and keras.backend.backend() == "tensorflow":
         # The fine-tuning after a probe is a short part of a budget, and XLA's compilation of its

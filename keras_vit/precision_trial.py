@@ -1,0 +1,476 @@
+"""`precision="auto"` by measurement, where `keras_vit.machine`'s table cannot know: a short timed trial.
+
+On a CPU with native bfloat16 instructions (`keras_vit.machine.native_bfloat16`: avx512_bf16 or
+amx_bf16) whether mixed_bfloat16 beats float32 depends on the CPU, the Keras backend and the
+model: on a 2-core AMD Zen 4 (avx512_bf16, no AMX) bfloat16 ran 1.7-2.1x faster on PyTorch and
+ViT-B/16 inference 1.75x faster on TensorFlow, while the default model trained 1.33x faster in
+float32 + XLA on TensorFlow (issue 54). There `choose` times the candidates on the run's own model
+and batch, random data: every candidate is built and warmed up (one step: tracing, compilation),
+then timed steps alternate between them (A B, then B A) until `rounds` rounds or the time cap,
+whichever comes first; images/s come from each candidate's median step. mixed_bfloat16 wins only
+when it is at least `MARGIN` faster than float32 (a tie keeps the exact one). The answer is cached
+per machine and model shape (`cache_file`), so the next run does not measure again.
+
+A training trial runs in a child process (`python -m keras_vit.precision_trial`): the run's random
+state, global dtype policy and memory stay as they were, a failing trial cannot take the run down,
+and the parent stops it at `seconds` + `START_SECONDS` whatever happens. An inference trial (a
+`.keras` model to predict with) times the loaded model's own float32 and bfloat16 copies in process.
+
+Candidates, per Keras backend (XLA as `keras_vit.backends` defaults it for each precision, unless
+the run gives `jit_compile`): TensorFlow float32 + XLA and mixed_bfloat16 without XLA; PyTorch
+float32 and mixed_bfloat16 (eager); JAX float32 and mixed_bfloat16 under jit.
+
+`KERAS_VIT_PRECISION_TRIAL` sets the cap in seconds (default `DEFAULT_SECONDS`); 0 turns trials
+off, and the table answers. `KERAS_VIT_CACHE` names the cache folder (else `$XDG_CACHE_HOME/keras_vit`,
+else `~/.cache/keras_vit`).
+
+Imports no Keras: `keras_vit.machine` calls it, and the training trial loads Keras in its child.
+
+Example (timings injected, so it does not depend on this machine's speed):
+
+>>> import tempfile
+>>> from keras_vit.machine import Machine
+>>> zen4 = Machine(cpu_flags=frozenset({"avx512f", "avx512_bf16"}), cpu_name="AMD EPYC 9R14")
+>>> def measure(workload, policies, seconds):  # what a trial returns: seconds per timed step
+...     return [{"policy": "float32", "label": "float32", "seconds": [0.20, 0.21, 0.20]},
+...             {"policy": "mixed_bfloat16", "label": "mixed_bfloat16", "seconds": [0.10, 0.11, 0.10]}]
+>>> workload = training_workload({"patch_size": 7, "hidden_size": 128, "num_layers": 6, "num_heads": 4,
+...                               "mlp_dim": 256}, image_size=28, channels=1, batch_size=256)
+>>> cache = os.path.join(tempfile.mkdtemp(), "precision.json")
+>>> choose(zen4, "torch", workload, ("float32", "the table's"), measure=measure, seconds=30, cache=cache)
+('mixed_bfloat16', 'measured on this avx512_bf16 CPU: mixed_bfloat16 2560 img/s, float32 1280 img/s; 3 timed steps each of width 128, 6 layers, 16 tokens, batch 256')
+>>> print(choose(zen4, "torch", workload, ("float32", "the table's"), measure=None, seconds=30, cache=cache)[1])
+measured on this avx512_bf16 CPU on ..., cached: mixed_bfloat16 2560 img/s, float32 1280 img/s; 3 timed steps each of width 128, 6 layers, 16 tokens, batch 256
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import warnings
+
+from keras_vit.choices import MODEL_FIELDS  # the core fields of the ViT a training trial builds
+from keras_vit.machine import native_bfloat16
+
+ENV = "KERAS_VIT_PRECISION_TRIAL"
+CACHE_ENV = "KERAS_VIT_CACHE"
+# The trial's own steps (warm-ups included) stop at this many seconds: about what compiling the run costs.
+DEFAULT_SECONDS = 30.0
+# What starting the child (Python, Keras, the backend) may take on top of the cap before it is stopped.
+START_SECONDS = 60.0
+ROUNDS = 3  # timed steps per candidate, at most
+# mixed_bfloat16 must beat float32 by this share to be picked: a tie keeps float32, the exact one.
+MARGIN = 0.05
+POLICIES = ("float32", "mixed_bfloat16")
+# Images per step of an inference trial: `keras-vit predict` runs a few photos at a time.
+INFERENCE_BATCH = 8
+CACHE_FILENAME = "precision.json"
+MEASURED = "measured on"  # how the why of a trial's answer begins, fresh or cached
+CACHE_VERSION = 1
+# A bare token width (`keras_vit.machine.default_precision(machine, backend, width)`) is timed on
+# the default `keras-vit train` model (28 px grey images, patch 7, 6 layers) at that width.
+WIDTH_MODEL = {"patch_size": 7, "num_layers": 6, "image_size": 28, "channels": 1, "batch_size": 256}
+
+
+class TrialError(RuntimeError):
+    """A trial that could not time its candidates (the child failed or ran past its limit)."""
+
+
+def trial_seconds(environ=None) -> float:
+    """The trial's time cap in seconds from `KERAS_VIT_PRECISION_TRIAL` (default `DEFAULT_SECONDS`); 0: off.
+
+    >>> trial_seconds({}), trial_seconds({ENV: "0"}), trial_seconds({ENV: "12.5"})
+    (30.0, 0.0, 12.5)
+    >>> trial_seconds({ENV: "fast"})
+    Traceback (most recent call last):
+    ...
+    ValueError: Invalid KERAS_VIT_PRECISION_TRIAL='fast'. Expected the trial's time cap in seconds, a number >= 0 (0: no trial, the table answers).
+    """
+    value = (os.environ if environ is None else environ).get(ENV, "").strip()
+    if not value:
+        return DEFAULT_SECONDS
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0 or seconds == float("inf"):
+        raise ValueError(f"Invalid {ENV}={value!r}. Expected the trial's time cap in seconds, a number >= 0 "
+                         "(0: no trial, the table answers).")
+    return seconds
+
+
+def training_workload(architecture: dict, image_size: int, channels: int, batch_size: int, jit_compile=None) -> dict:
+    """The model shape a training trial times (and its cache key): the core fields, the input and the batch.
+
+    Args:
+        architecture: dict. `patch_size`, `hidden_size`, `num_layers`, `num_heads`, `mlp_dim`.
+        image_size: int. Input height and width.
+        channels: int. Input channels.
+        batch_size: int. The global batch.
+        jit_compile: bool or None. The run's; None: each candidate's default (`keras_vit.backends`).
+            Defaults to None.
+
+    >>> training_workload({"patch_size": 4, "hidden_size": 192, "num_layers": 12, "num_heads": 3,
+    ...                    "mlp_dim": 768}, 32, 3, 128)["tokens"]
+    64
+    """
+    workload = {"mode": "train", **{field: _int(architecture.get(field)) for field in MODEL_FIELDS},
+                "image_size": int(image_size), "channels": int(channels), "batch_size": int(batch_size),
+                "jit_compile": jit_compile}
+    # None where the architecture has no patch size (a hybrid's): its trial fails and the table answers.
+    workload["tokens"] = (workload["image_size"] // workload["patch_size"]) ** 2 if workload["patch_size"] else None
+    return workload
+
+
+def _int(value):
+    return None if value is None else int(value)
+
+
+def inference_workload(name: str, params: int, input_shape, width: int | None, num_layers: int) -> dict:
+    """The model shape an inference trial times (and its cache key), at `INFERENCE_BATCH` images a step.
+
+    Args:
+        name: str. The model's class name.
+        params: int. Its parameter count.
+        input_shape: sequence of int. One image's shape.
+        width: int or None. Its token width.
+        num_layers: int. Its encoder blocks.
+
+    >>> describe(inference_workload("VisionTransformer", 86_000_000, (224, 224, 3), 768, 12))
+    'width 768, 12 layers, batch 8'
+    """
+    return {"mode": "predict", "model": name, "params": int(params), "input_shape": [int(n) for n in input_shape],
+            "hidden_size": width, "num_layers": int(num_layers), "batch_size": INFERENCE_BATCH}
+
+
+def width_workload(width: int | None) -> dict:
+    """The training workload a bare token width stands for: `WIDTH_MODEL` at `width` (None: 128).
+
+    Heads of 32 channels, as the default model's (4 of width 128), and an MLP twice the width.
+
+    >>> w = width_workload(768)
+    >>> w["hidden_size"], w["num_heads"], w["mlp_dim"], w["tokens"], w["batch_size"]
+    (768, 24, 1536, 16, 256)
+    """
+    width = 128 if width is None else int(width)
+    heads = max([h for h in range(1, width + 1) if width % h == 0 and width // h >= 32] or [1])
+    model = dict(WIDTH_MODEL)
+    return training_workload({"patch_size": model.pop("patch_size"), "num_layers": model.pop("num_layers"),
+                              "hidden_size": width, "num_heads": heads, "mlp_dim": 2 * width}, **model)
+
+
+def describe(workload: dict) -> str:
+    """The workload in a few words, for the header.
+
+    >>> describe(width_workload(128))
+    'width 128, 6 layers, 16 tokens, batch 256'
+    """
+    what = [f"width {workload['hidden_size']}", f"{workload['num_layers']} layers"]
+    if workload.get("tokens"):
+        what.append(f"{workload['tokens']} tokens")
+    return ", ".join(what + [f"batch {workload['batch_size']}"])
+
+
+def time_alternating(steps: dict, seconds: float, *, rounds: int = ROUNDS, warmup: int = 1,
+                     clock=time.perf_counter, report=None) -> dict:
+    """Seconds per timed call of each of `steps`, after `warmup` calls each, alternating, within `seconds`.
+
+    Round r calls the steps in order (r even) or reversed (r odd), so load that comes and goes
+    falls on all alike. A round starts only while the cap leaves room for it (the last round's
+    time); warm-ups always run, and a candidate left with no timed call makes the trial inconclusive.
+
+    Args:
+        steps: dict of name -> callable. One step of each candidate.
+        seconds: float. The time cap, warm-ups included.
+        rounds: int. Timed calls per candidate, at most. Defaults to `ROUNDS`.
+        warmup: int. Untimed calls per candidate first (tracing, compilation). Defaults to 1.
+        clock: callable. Seconds, monotonic. Defaults to `time.perf_counter`.
+        report: callable or None. Called with (name, seconds) after each timed call. Defaults to None.
+
+    >>> ticks = iter(range(100))
+    >>> time_alternating({"a": lambda: None, "b": lambda: None}, 100, clock=lambda: next(ticks))
+    {'a': [1, 1, 1], 'b': [1, 1, 1]}
+    """
+    start = clock()
+    for name, step in steps.items():
+        for _ in range(warmup):
+            step()
+    timed = {name: [] for name in steps}
+    names = list(steps)
+    last_round = 0.0
+    for round_ in range(rounds):
+        if clock() - start + last_round > seconds:
+            break
+        began = clock()
+        for name in (names if round_ % 2 == 0 else names[::-1]):
+            t0 = clock()
+            steps[name]()
+            timed[name].append(clock() - t0)
+            if report is not None:
+                report(name, timed[name][-1])
+        last_round = clock() - began
+    return timed
+
+
+def decide(results: list, batch_size: int, margin: float = MARGIN):
+    """(policy, figures) from a trial's `results`; None when a candidate has no timed step.
+
+    Args:
+        results: list of dict. Per candidate: "policy", "label" (for the header) and "seconds"
+            (one per timed step).
+        batch_size: int. Images per step.
+        margin: float. How much faster than float32 another candidate must be. Defaults to `MARGIN`.
+
+    Returns:
+        (the fastest candidate's policy, or float32 within `margin` of it; "label N img/s, ...", the chosen first).
+
+    >>> results = [{"policy": "float32", "label": "float32 + XLA", "seconds": [1.0, 1.1]},
+    ...            {"policy": "mixed_bfloat16", "label": "mixed_bfloat16", "seconds": [1.0, 1.02]}]
+    >>> decide(results, 100)  # 4% faster: within the margin
+    ('float32', 'float32 + XLA 95 img/s, mixed_bfloat16 99 img/s')
+    >>> decide(results, 100, margin=0.0)[0]
+    'mixed_bfloat16'
+    """
+    if not results or any(not result["seconds"] for result in results):
+        return None
+    speed = {result["policy"]: batch_size / statistics.median(result["seconds"]) for result in results}
+    best = max(speed, key=speed.get)
+    if best != "float32" and "float32" in speed and speed[best] < speed["float32"] * (1 + margin):
+        best = "float32"
+    ordered = sorted(results, key=lambda result: (result["policy"] != best, -speed[result["policy"]]))
+    return best, ", ".join(f"{result['label']} {speed[result['policy']]:.0f} img/s" for result in ordered)
+
+
+def cache_file(environ=None) -> str:
+    """The cache of trial answers: `KERAS_VIT_CACHE`, else `$XDG_CACHE_HOME/keras_vit`, else ~/.cache/keras_vit.
+
+    >>> cache_file({CACHE_ENV: "/tmp/kv"}), cache_file({"XDG_CACHE_HOME": "/c", "HOME": "/h"})
+    ('/tmp/kv/precision.json', '/c/keras_vit/precision.json')
+    """
+    environ = os.environ if environ is None else environ
+    folder = environ.get(CACHE_ENV)
+    if not folder:
+        base = environ.get("XDG_CACHE_HOME") or os.path.join(environ.get("HOME") or os.path.expanduser("~"), ".cache")
+        folder = os.path.join(base, "keras_vit")
+    return os.path.join(folder, CACHE_FILENAME)
+
+
+def cache_key(machine, backend: str, workload: dict) -> tuple[str, dict]:
+    """(digest, facts) naming a trial's answer: the CPU (model name, flags, cores), the backend, the
+    versions of Keras, TensorFlow and the backend's library, and the workload."""
+    from importlib import metadata
+
+    def version(name):
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+
+    libraries = {"tensorflow": ("tensorflow",), "jax": ("jax", "jaxlib"), "torch": ("torch",)}.get(backend, ())
+    facts = {
+        "cpu": machine.cpu_name, "cores": os.cpu_count(),
+        "flags": hashlib.sha256(" ".join(sorted(machine.cpu_flags)).encode()).hexdigest()[:16],
+        "backend": backend, "versions": {name: version(name) for name in ("keras", "tensorflow", *libraries)},
+        "python": platform.python_version(), "workload": workload,
+    }
+    return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:32], facts
+
+
+def read_cache(path: str) -> dict:
+    """The cached answers in `path` by digest; {} where there is none, or, with a warning, where it is corrupt."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (FileNotFoundError, NotADirectoryError):  # none yet; a folder that cannot be is warned about on writing
+        return {}
+    except (OSError, ValueError) as error:
+        warnings.warn(f"Ignoring the precision trial cache {path!r}: {type(error).__name__}: {error}. "
+                      "The trial measures again and rewrites it.", stacklevel=2)
+        return {}
+    entries = data.get("entries") if isinstance(data, dict) and data.get("version") == CACHE_VERSION else None
+    if not isinstance(entries, dict):
+        warnings.warn(f"Ignoring the precision trial cache {path!r}: not a version {CACHE_VERSION} cache "
+                      "({'version': 1, 'entries': {...}}). The trial measures again and rewrites it.", stacklevel=2)
+        return {}
+    valid = {digest: entry for digest, entry in entries.items() if _valid_entry(entry)}
+    if len(valid) < len(entries):
+        warnings.warn(f"Ignoring {len(entries) - len(valid)} corrupt entries of the precision trial cache {path!r}: "
+                      "their trials measure again.", stacklevel=2)
+    return valid
+
+
+def _valid_entry(entry) -> bool:
+    return (isinstance(entry, dict) and entry.get("precision") in (None, *POLICIES)
+            and isinstance(entry.get("figures"), str) and isinstance(entry.get("measured"), str)
+            and isinstance(entry.get("seconds"), (int, float)) and not isinstance(entry.get("seconds"), bool))
+
+
+def write_cache(path: str, digest: str, entry: dict) -> None:
+    """Adds `entry` under `digest` to the cache in `path`, atomically; warns (never raises) where it cannot."""
+    from keras_vit import _atomic
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a corrupt file was warned about when it was read
+        entries = read_cache(path)
+    entries[digest] = entry
+    try:
+        _atomic.write_json(path, {"version": CACHE_VERSION, "entries": entries})
+    except OSError as error:
+        warnings.warn(f"Could not cache the precision trial's answer in {path!r}: {error}. "
+                      f"The next run measures again (set {CACHE_ENV} to a writable folder).", stacklevel=2)
+
+
+def choose(machine, backend: str, workload: dict, table: tuple, *, measure=None, seconds=None, cache=None):
+    """(policy, why) for `workload` on `machine`: cached, else measured, else `table` with why not.
+
+    A trial that ran out of time is cached too (the table answers; a trial of the same model
+    would cost as much again), until the cap is raised; one that failed is not.
+
+    Args:
+        machine: `keras_vit.machine.Machine`. A CPU with native bfloat16 (the caller's check).
+        backend: str. The Keras backend's name.
+        workload: dict. `training_workload`'s, or an inference workload ("mode": "predict").
+        table: (str, str). The table's (policy, why), the answer where the trial cannot give one.
+        measure: callable or None. (workload, policies, seconds) -> results (see `decide`);
+            None: `measure_training` in a child process. Defaults to None.
+        seconds: float or None. The cap; None: `trial_seconds()`; 0: no trial. Defaults to None.
+        cache: str or None. The cache file; None: `cache_file()`. Defaults to None.
+    """
+    seconds = trial_seconds() if seconds is None else seconds
+    if seconds == 0:
+        return table[0], f"{table[1]}; no precision trial: {ENV}=0"
+    cache = cache_file() if cache is None else cache
+    digest, facts = cache_key(machine, backend, workload)
+    # No parentheses: the header shows the why inside a pair of them.
+    where = f"this {'/'.join(native_bfloat16(machine.cpu_flags))} CPU"
+    cached = read_cache(cache).get(digest)
+    if cached is not None and cached["precision"] is not None:
+        return cached["precision"], f"{MEASURED} {where} on {cached['measured']}, cached: {cached['figures']}"
+    if cached is not None and cached["seconds"] >= seconds:
+        return table[0], (f"{table[1]}; the precision trial on {cached['measured']} timed too little in its "
+                          f"{cached['seconds']:g} s; cached, a larger {ENV} measures again")
+    try:
+        results = (measure or measure_training)(workload, POLICIES, seconds)
+    except Exception as error:  # noqa: BLE001  (the table answers instead; the header says why)
+        return table[0], f"{table[1]}; the precision trial failed: {type(error).__name__}: {_first_line(error)}"
+    today = time.strftime("%Y-%m-%d", time.gmtime())
+    decision = decide(results, workload["batch_size"])
+    if decision is None:
+        write_cache(cache, digest, {"precision": None, "figures": "", "seconds": seconds, "key": facts, "measured": today})
+        return table[0], (f"{table[1]}; the precision trial's {seconds:g} s ran out before every candidate "
+                          f"was timed; a larger {ENV} measures again")
+    policy, figures = decision
+    steps = min(len(result["seconds"]) for result in results)
+    figures = f"{figures}; {steps} timed step{'s' if steps > 1 else ''} each of {describe(workload)}"
+    write_cache(cache, digest, {"precision": policy, "figures": figures, "seconds": seconds, "key": facts,
+                                "measured": today})
+    return policy, f"{MEASURED} {where}: {figures}"
+
+
+def _first_line(error) -> str:
+    return (str(error).strip().splitlines() or [""])[0][:300]
+
+
+def measure_training(workload: dict, policies, seconds: float, backend: str | None = None) -> list:
+    """Times `policies` training `workload` in a child process on `backend` (None: KERAS_BACKEND's).
+
+    The child prints a line per candidate (its label) and per timed step; the parent reads what
+    came before a failure or its limit (`seconds` + `START_SECONDS`), so a slow trial still counts
+    the steps it timed.
+    """
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
+    if backend is not None:
+        env["KERAS_BACKEND"] = backend
+    job = json.dumps({"workload": workload, "policies": list(policies), "seconds": seconds})
+    command = [sys.executable, "-m", "keras_vit.precision_trial", job]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=seconds + START_SECONDS)
+        out, err, failed = done.stdout, done.stderr, done.returncode
+    except subprocess.TimeoutExpired as stopped:
+        out, err, failed = _text(stopped.stdout), "", None
+    labels, timed = {}, {policy: [] for policy in policies}
+    for line in out.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and record.get("policy") in timed:
+            if "label" in record:
+                labels[record["policy"]] = record["label"]
+            if "seconds" in record:
+                timed[record["policy"]].append(float(record["seconds"]))
+    if failed:
+        lines = [line for line in err.splitlines() if line.strip()]
+        raise TrialError(f"the trial's process exited with status {failed}: {lines[-1] if lines else 'no message'}")
+    return [{"policy": policy, "label": labels.get(policy, policy), "seconds": timed[policy]} for policy in policies]
+
+
+def _text(output) -> str:
+    if output is None:
+        return ""
+    return output.decode(errors="replace") if isinstance(output, bytes) else output
+
+
+def training_steps(workload: dict, policies) -> tuple[dict, dict]:
+    """({policy: one train step}, {policy: label}): `workload`'s ViT under each policy, on random data.
+
+    Each model is built under its policy (the global policy is restored), compiled with AdamW
+    and with XLA (or torch.compile) as the run would: `workload["jit_compile"]`, else the
+    backend's default for that policy on CPU.
+    """
+    import keras
+    import numpy as np
+
+    import keras_vit
+    from keras_vit import backends
+
+    backend = backends.current()
+    shape = (workload["image_size"], workload["image_size"], workload["channels"])
+    rng = np.random.default_rng(0)
+    images = rng.random((workload["batch_size"], *shape), dtype="float32")
+    labels_ = rng.integers(0, 10, workload["batch_size"])
+    steps, labels = {}, {}
+    previous = keras.config.dtype_policy()
+    for policy in policies:
+        jit = workload.get("jit_compile")
+        jit = backend.default_jit_compile("cpu", policy, False) if jit is None else bool(jit)
+        keras.config.set_dtype_policy(policy)
+        try:
+            model = keras_vit.ViT(
+                **{field: workload[field] for field in MODEL_FIELDS},
+                input_shape=shape, num_classes=10, classifier_activation=None)
+        finally:
+            keras.config.set_dtype_policy(previous)
+        model.compile(optimizer=keras.optimizers.AdamW(1e-3),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=jit)
+        steps[policy] = lambda model=model: model.train_on_batch(images, labels_)
+        labels[policy] = f"{policy} + {backend.COMPILER}" if jit else policy
+    return steps, labels
+
+
+def main(argv=None) -> int:
+    """The child of `measure_training`: times the job given as JSON, a JSON line per label and timed step."""
+    job = json.loads((sys.argv[1:] if argv is None else argv)[0])
+    import keras  # noqa: F401  (starting Keras is the child's start-up, outside the cap)
+
+    start = time.perf_counter()
+    steps, labels = training_steps(job["workload"], job["policies"])
+    for policy in job["policies"]:
+        print(json.dumps({"policy": policy, "label": labels[policy]}), flush=True)
+
+    def report(policy, seconds):
+        print(json.dumps({"policy": policy, "seconds": seconds}), flush=True)
+
+    # The cap counts from the child's start of work: building the models is part of it.
+    time_alternating(steps, job["seconds"] - (time.perf_counter() - start), report=report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
