@@ -136,8 +136,8 @@ def write_hf_folder(work):
 SETUPS = {
     # What `keras-vit train --weights DIR --budget-minutes N` does: a probe, then fine-tuning from it.
     "auto_timm": {"weights": "timm", "adapt": "auto"},
-    # The same without XLA: in a 3-minute budget the compilation of the fine-tuning step is a cost.
-    "auto_nojit_timm": {"weights": "timm", "adapt": "auto", "jit_compile": False},
+    # The same with XLA, which `auto` leaves off on TensorFlow: compiling the step costs tens of seconds.
+    "auto_xla_timm": {"weights": "timm", "adapt": "auto", "jit_compile": True},
     "finetune_timm": {"weights": "timm", "adapt": "finetune"},
     "probe_timm": {"weights": "timm", "adapt": "probe"},
     # The same backbone read from its Hugging Face folder: the same run through the other reader.

@@ -64,3 +64,19 @@ def test_the_probe_alone_is_fitted_again_on_training_and_validation_images(check
     # --adapt probe decides nothing: no share is held out beyond what the user asked for.
     assert result["adapt_decision"] is None and result["num_train_examples"] == 30
     assert np.isfinite(result["probe"]["l2"]) and result["probe"]["cv_accuracy"] == 1.0
+
+
+def test_auto_fine_tunes_without_xla_on_tensorflow_where_compiling_costs_more_than_it_saves(checkpoint, tmp_path):
+    import keras
+
+    from keras_vit.training import plan as plan_lib
+
+    data = _folder(tmp_path / "data", per_class=4)
+    config = TrainConfig(dataset=data, weights=checkpoint, scaling="symmetric", budget_seconds=180, run_dir=None,
+                         output_dir=None, verbose=0)
+    plan = plan_lib.resolve(config)
+    if keras.backend.backend() == "tensorflow":
+        assert plan.jit_compile is False and "XLA off" in plan.adapt_reason
+    # Given, it is kept; without a budget (plain fine-tuning) the machine's rule stands.
+    assert plan_lib.resolve(dataclasses.replace(config, jit_compile=True)).jit_compile is True
+    assert "XLA off" not in plan_lib.resolve(dataclasses.replace(config, budget_seconds=None)).adapt_reason
