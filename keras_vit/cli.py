@@ -243,9 +243,11 @@ def _add_export(subparsers):
     parser.add_argument("--top-k", type=int, default=5, help="top-k outputs of the SavedModel (default: 5)")
     parser.add_argument("--jit-compile", action="store_true", help="compile the SavedModel's model part with XLA "
                         "(about 1.5x faster on CPU; a CPU TF Serving then needs --xla_cpu_compilation_enabled=true)")
-    parser.add_argument("--precision", choices=choices.EXPORT_PRECISIONS, default="float32",
+    parser.add_argument("--precision", choices=("auto", *choices.EXPORT_PRECISIONS), default="float32",
                         help="what the SavedModel computes in: float32 (default) or bfloat16 (on CPUs with AMX "
-                        "TF Serving runs it on oneDNN's bfloat16 kernels; TFLite and ONNX stay float32)")
+                        "TF Serving runs it on oneDNN's bfloat16 kernels; TFLite and ONNX stay float32); auto: "
+                        "the faster on this machine, as keras-vit predict picks it (a timed trial on a CPU with "
+                        "native bfloat16)")
     parser.add_argument("--max-num-patches", type=int, help="a NaFlex model's patch budget: the length of the "
                         "TFLite/ONNX patch sequence, what the SavedModel resizes each image to fit (default: 256)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing version folder or file")
@@ -287,6 +289,9 @@ def _run_export(args):
         return _export_naflex(args, export, model)
     if args.max_num_patches is not None:
         raise ValueError("--max-num-patches applies to a NaFlex model (naflex=True); this one takes images of one size.")
+    if args.precision == "auto":
+        args.precision, reason = export.predict.saved_model_precision(model)
+        print(f"precision {args.precision} ({reason})", file=sys.stderr)
     # Everything the exports read is checked before the first one writes anything.
     data = None
     if args.quantization == "int8":

@@ -271,6 +271,39 @@ def inference_precision(model, precision="auto", machine=None, measure=None):
     return ("bfloat16" if policy == "mixed_bfloat16" else "float32"), reason
 
 
+def saved_model_precision(model, machine=None, measure=None):
+    """(precision, why) `keras-vit export --precision auto` writes `model`'s SavedModel in.
+
+    On TensorFlow `inference_precision(model, "auto")`, whose trial times the same oneDNN kernels
+    TF Serving runs; on another Keras backend the table's answer for TensorFlow (a trial here
+    would time this backend's kernels, not the SavedModel's).
+
+    Args:
+        model: keras.Model. The model to export.
+        machine: keras_vit.machine.Machine or None. None detects this one. Defaults to None.
+        measure: callable or None. The trial's timing function; None: `inference_trial(model)`.
+            Defaults to None.
+
+    Example:
+
+    >>> import keras_vit
+    >>> from keras_vit.machine import Machine
+    >>> saved_model_precision(keras_vit.ViT("tiny", num_classes=2), Machine(cpu_flags=frozenset({"avx2"})))[0]
+    'float32'
+    """
+    import keras
+
+    from keras_vit import machine as machine_lib
+
+    if keras.backend.backend() == "tensorflow":
+        return inference_precision(model, "auto", machine, measure)
+    machine = machine or machine_lib.detect()
+    policy, reason = machine_lib.table_precision(machine, "tensorflow", _common.token_width(model))
+    if machine_lib.needs_trial(machine):
+        reason += f"; no precision trial: the SavedModel computes in TensorFlow, this process on {keras.backend.backend()}"
+    return ("bfloat16" if policy == "mixed_bfloat16" else "float32"), reason
+
+
 def inference_trial(model):
     """The timing function of `model`'s inference trial: its float32 and bfloat16 copies
     (`keras_vit.export._common.compute_model`), `predict_on_batch` on random images, alternating
