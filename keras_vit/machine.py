@@ -134,6 +134,11 @@ class Machine:
     memory: tuple = (None, "no memory figure on this machine")
     cpu_name: str = ""
 
+    @property
+    def bfloat16_flags(self) -> list:
+        """The CPU's native bfloat16 flags (`native_bfloat16`), sorted; empty where bfloat16 is emulated."""
+        return native_bfloat16(self.cpu_flags)
+
     def __post_init__(self):
         if self.accelerator not in ACCELERATORS:
             raise ValueError(f"Invalid accelerator={self.accelerator!r}. Expected one of {list(ACCELERATORS)}.")
@@ -189,7 +194,7 @@ def needs_trial(machine: Machine) -> bool:
     >>> needs_trial(Machine("gpu", 8, cpu_flags=frozenset({"amx_bf16"})))
     False
     """
-    return machine.accelerator == "cpu" and bool(native_bfloat16(machine.cpu_flags))
+    return machine.accelerator == "cpu" and bool(machine.bfloat16_flags)
 
 
 def precision_choice(machine: Machine, backend: str | None = None, width: int | None = None,

@@ -24,7 +24,7 @@ float32 and mixed_bfloat16 (eager); JAX float32 and mixed_bfloat16 under jit.
 off, and the table answers. `KERAS_VIT_CACHE` names the cache folder (else `$XDG_CACHE_HOME/keras_vit`,
 else `~/.cache/keras_vit`).
 
-Imports no Keras: `keras_vit.machine` calls it, and the training trial loads Keras in its child.
+Imports no Keras, nor `keras_vit.machine`, which calls it: the training trial loads Keras in its child.
 
 Example (timings injected, so it does not depend on this machine's speed):
 
@@ -56,7 +56,6 @@ import time
 import warnings
 
 from keras_vit.choices import MODEL_FIELDS  # the core fields of the ViT a training trial builds
-from keras_vit.machine import native_bfloat16
 
 ENV = "KERAS_VIT_PRECISION_TRIAL"
 CACHE_ENV = "KERAS_VIT_CACHE"
@@ -348,7 +347,7 @@ def choose(machine, backend: str, workload: dict, table: tuple, *, measure=None,
     cache = cache_file() if cache is None else cache
     digest, facts = cache_key(machine, backend, workload)
     # No parentheses: the header shows the why inside a pair of them.
-    where = f"this {'/'.join(native_bfloat16(machine.cpu_flags))} CPU"
+    where = f"this {'/'.join(machine.bfloat16_flags)} CPU"
     cached = read_cache(cache).get(digest)
     if cached is not None and cached["precision"] is not None:
         return cached["precision"], f"{MEASURED} {where} on {cached['measured']}, cached: {cached['figures']}"
