@@ -445,6 +445,24 @@ def test_the_plan_times_the_runs_own_model_and_the_header_shows_the_figures(tria
     assert len(measure.calls) == 2 and jit_on.precision == "mixed_bfloat16"
 
 
+def test_a_resumed_run_keeps_its_backups_precision_without_a_trial(trial_on, monkeypatch, tmp_path):
+    from keras_vit.training import plan as plan_lib
+    from keras_vit.training import run_dir, run_state
+
+    measure = _timings(0.2, 0.1)  # a trial would pick mixed_bfloat16
+    monkeypatch.setattr(machine, "detect", lambda *args, **kwargs: ZEN4)
+    monkeypatch.setattr(precision_trial, "measure_training", lambda workload, policies, seconds, backend=None:
+                        measure(workload, policies, seconds))
+    run_state.commit(tmp_path / "run" / run_dir.BACKUP, {"fingerprint": {"precision": "float32"}})
+    config = plan_lib.TrainConfig(variant="tiny", image_size=28, model_overrides={"num_layers": 1}, batch_size=16,
+                                  max_train_examples=32, run_dir=str(tmp_path / "run"), output_dir=None)
+    plan = plan_lib.resolve(config)
+    assert (plan.precision, plan.precision_reason) == (
+        "float32", "the backup's, which this run resumes: no precision trial to answer otherwise")
+    assert not measure.calls
+    assert plan_lib.resolve(dataclasses.replace(config, resume=False)).precision == "mixed_bfloat16"  # a new run: measured
+
+
 def test_a_step_that_all_reduces_takes_the_table(trial_on, monkeypatch):
     class TwoReplicas:
         num_replicas_in_sync = 2

@@ -287,7 +287,8 @@ def resolve_precision(precision: str = "auto", machine: machine_lib.Machine | No
 
 
 def choose_precision(precision: str = "auto", machine: machine_lib.Machine | None = None,
-                     width: int | None = None, workload: dict | None = None, strategy=None) -> tuple[str, str]:
+                     width: int | None = None, workload: dict | None = None, strategy=None,
+                     resumed: str | None = None) -> tuple[str, str]:
     """(dtype policy, why) for a run's `precision`: the given one, or the machine's rule for "auto".
 
     Args:
@@ -299,6 +300,9 @@ def choose_precision(precision: str = "auto", machine: machine_lib.Machine | Non
         strategy: tf.distribute.Strategy or None. The run's; one whose step all-reduces gradients
             takes the table's answer, the same on every replica and worker, with no trial.
             Defaults to None.
+        resumed: str or None. The precision of the backup the run resumes: where a trial would
+            decide, it stands (a trial again could answer otherwise on a near tie, and the backup
+            would be refused). Defaults to None.
 
     Example:
 
@@ -310,6 +314,8 @@ def choose_precision(precision: str = "auto", machine: machine_lib.Machine | Non
     if precision != "auto":
         return precision, "given"
     machine = machine or machine_lib.detect()
+    if machine_lib.needs_trial(machine) and resumed in PRECISIONS and resumed != "auto":
+        return resumed, "the backup's, which this run resumes: no precision trial to answer otherwise"
     if machine_lib.needs_trial(machine) and _uses_collectives(strategy):
         policy, why = machine_lib.table_precision(machine, width=width)
         return policy, f"{why}; no precision trial: a step that all-reduces over replicas or workers takes the table's answer"

@@ -309,7 +309,8 @@ def resolve(config: TrainConfig, *, name=None) -> RunPlan:
     # resolved once the architecture is.
     precision, precision_reason = distribute.choose_precision(
         config.precision, width=architecture.get("hidden_size"), strategy=strategy,
-        workload=precision_trial.training_workload(architecture, image_size, channels, batch_size, config.jit_compile))
+        workload=precision_trial.training_workload(architecture, image_size, channels, batch_size, config.jit_compile),
+        resumed=_backup_precision(config))
     jit_compile = config.jit_compile
     if jit_compile is None and adapt == "probe_then_finetune" and keras.backend.backend() == "tensorflow":
         # The fine-tuning after a probe is a short part of a budget, and XLA's compilation of its
@@ -333,6 +334,19 @@ def resolve(config: TrainConfig, *, name=None) -> RunPlan:
         budget_reasons=choice.reasons, scaling_reason=scaling_reason, batch_reason=batch_reason,
         pretrained=pretrained, adapt=adapt, adapt_reason=adapt_reason,
     )
+
+
+def _backup_precision(config):
+    """The precision in the fingerprint of the backup `config` resumes from, else None."""
+    if not config.resume or config.run_dir is None or config.precision != "auto":
+        return None
+    from keras_vit.training.run_dir import RunDirectory
+
+    try:
+        fingerprint = (RunDirectory(config.run_dir).backup_state() or {}).get("fingerprint")
+    except (OSError, ValueError, AttributeError):  # the run reports an unreadable backup where it opens it
+        return None
+    return fingerprint.get("precision") if isinstance(fingerprint, dict) else None
 
 
 def resolve_batch_size(batch_size: int | None, recipe_batch_size: int, num_train: int) -> tuple[int, str]:
