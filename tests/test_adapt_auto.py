@@ -37,9 +37,9 @@ def _config(tmp_path, data, checkpoint, budget_seconds=10, **fields):
 def test_auto_decides_on_a_held_out_share_of_the_training_images_never_the_test_split(checkpoint, tmp_path):
     data = _folder(tmp_path / "data", per_class=10)
     result = train(_config(tmp_path, data, checkpoint))
-    # 30 training images: 6 held out (20%) for the decision, 24 fitted on; the test split only reports.
-    assert result["num_train_examples"] == 24
-    assert "held-out 20%" in result["data"]["validation"]
+    # 30 training images: 3 held out (10%) for the decision, 27 fitted on; the test split only reports.
+    assert result["num_train_examples"] == 27
+    assert "held-out 10%" in result["data"]["validation"]
     decision = result["adapt_decision"]
     assert decision["kept"] in ("probe", "finetuned") and decision["probe_validation_accuracy"] is not None
 
