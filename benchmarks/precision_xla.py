@@ -76,7 +76,7 @@ def main(argv=None):
     from keras_vit.machine import native_bfloat16, read_cpuinfo
 
     cpu, flags = read_cpuinfo()
-    this_cpu = machine_lib.Machine("cpu", cpu_flags=frozenset(flags))
+    this_cpu = machine_lib.Machine("cpu", cpu_flags=frozenset(flags), cpu_name=cpu or "")
     auto_precision = machine_lib.default_precision(this_cpu)
     auto = (auto_precision, machine_lib.default_jit_compile(this_cpu, auto_precision, False))
     machine = {"cpu": cpu, "flags": sorted(f for f in flags if f.startswith(("avx", "amx", "fma"))), "cores": os.cpu_count()}
