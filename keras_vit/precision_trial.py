@@ -182,7 +182,8 @@ def time_alternating(steps: dict, seconds: float, *, rounds: int = ROUNDS, warmu
 
     Round r calls the steps in order (r even) or reversed (r odd), so load that comes and goes
     falls on all alike. A round starts only while the cap leaves room for it (the last round's
-    time); warm-ups always run, and a candidate left with no timed call makes the trial inconclusive.
+    time); a warm-up only within the cap. A candidate left with no timed call makes the trial
+    inconclusive.
 
     Args:
         steps: dict of name -> callable. One step of each candidate.
@@ -190,7 +191,8 @@ def time_alternating(steps: dict, seconds: float, *, rounds: int = ROUNDS, warmu
         rounds: int. Timed calls per candidate, at most. Defaults to `ROUNDS`.
         warmup: int. Untimed calls per candidate first (tracing, compilation). Defaults to 1.
         clock: callable. Seconds, monotonic. Defaults to `time.perf_counter`.
-        report: callable or None. Called with (name, seconds) after each timed call. Defaults to None.
+        report: callable or None. Called with (name, seconds, warmup) after each call: warmup
+            True for a warm-up (its seconds include tracing and compiling). Defaults to None.
 
     >>> ticks = iter(range(100))
     >>> time_alternating({"a": lambda: None, "b": lambda: None}, 100, clock=lambda: next(ticks))
@@ -199,7 +201,12 @@ def time_alternating(steps: dict, seconds: float, *, rounds: int = ROUNDS, warmu
     start = clock()
     for name, step in steps.items():
         for _ in range(warmup):
+            if clock() - start > seconds:
+                break
+            t0 = clock()
             step()
+            if report is not None:
+                report(name, clock() - t0, True)
     timed = {name: [] for name in steps}
     names = list(steps)
     last_round = 0.0
@@ -212,7 +219,7 @@ def time_alternating(steps: dict, seconds: float, *, rounds: int = ROUNDS, warmu
             steps[name]()
             timed[name].append(clock() - t0)
             if report is not None:
-                report(name, timed[name][-1])
+                report(name, timed[name][-1], False)
         last_round = clock() - began
     return timed
 
@@ -363,13 +370,22 @@ def choose(machine, backend: str, workload: dict, table: tuple, *, measure=None,
     if decision is None:
         write_cache(cache, digest, {"precision": None, "figures": "", "seconds": seconds, "key": facts, "measured": today})
         return table[0], (f"{table[1]}; the precision trial's {seconds:g} s ran out before every candidate "
-                          f"was timed; a larger {ENV} measures again")
+                          f"was timed{_warmups(results)}; a larger {ENV} measures again")
     policy, figures = decision
     steps = min(len(result["seconds"]) for result in results)
     figures = f"{figures}; {steps} timed step{'s' if steps > 1 else ''} each of {describe(workload)}"
     write_cache(cache, digest, {"precision": policy, "figures": figures, "seconds": seconds, "key": facts,
                                 "measured": today})
     return policy, f"{MEASURED} {where}: {figures}"
+
+
+def _warmups(results) -> str:
+    """", warm-up steps: float32 + XLA 41 s, mixed_bfloat16 not reached" from a trial's results, where it gave them."""
+    if not any("warmup" in result for result in results):
+        return ""
+    return ", warm-up steps: " + ", ".join(
+        f"{result['label']} {sum(result['warmup']):.0f} s" if result.get("warmup") else f"{result['label']} not reached"
+        for result in results)
 
 
 def _first_line(error) -> str:
@@ -379,9 +395,9 @@ def _first_line(error) -> str:
 def measure_training(workload: dict, policies, seconds: float, backend: str | None = None) -> list:
     """Times `policies` training `workload` in a child process on `backend` (None: KERAS_BACKEND's).
 
-    The child prints a line per candidate (its label) and per timed step; the parent reads what
-    came before a failure or its limit (`seconds` + `START_SECONDS`), so a slow trial still counts
-    the steps it timed.
+    The child prints a line per candidate (its label), per warm-up and per timed step; the parent
+    reads what came before a failure or its limit (`seconds` + `START_SECONDS`), so a slow trial
+    still counts the steps it timed. Each result also lists its warm-ups' seconds ("warmup").
     """
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
     if backend is not None:
@@ -393,7 +409,7 @@ def measure_training(workload: dict, policies, seconds: float, backend: str | No
         out, err, failed = done.stdout, done.stderr, done.returncode
     except subprocess.TimeoutExpired as stopped:
         out, err, failed = _text(stopped.stdout), "", None
-    labels, timed = {}, {policy: [] for policy in policies}
+    labels, timed, warmups = {}, {policy: [] for policy in policies}, {policy: [] for policy in policies}
     for line in out.splitlines():
         try:
             record = json.loads(line)
@@ -403,11 +419,12 @@ def measure_training(workload: dict, policies, seconds: float, backend: str | No
             if "label" in record:
                 labels[record["policy"]] = record["label"]
             if "seconds" in record:
-                timed[record["policy"]].append(float(record["seconds"]))
+                (warmups if record.get("warmup") else timed)[record["policy"]].append(float(record["seconds"]))
     if failed:
         lines = [line for line in err.splitlines() if line.strip()]
         raise TrialError(f"the trial's process exited with status {failed}: {lines[-1] if lines else 'no message'}")
-    return [{"policy": policy, "label": labels.get(policy, policy), "seconds": timed[policy]} for policy in policies]
+    return [{"policy": policy, "label": labels.get(policy, policy), "seconds": timed[policy], "warmup": warmups[policy]}
+            for policy in policies]
 
 
 def _text(output) -> str:
@@ -463,8 +480,8 @@ def main(argv=None) -> int:
     for policy in job["policies"]:
         print(json.dumps({"policy": policy, "label": labels[policy]}), flush=True)
 
-    def report(policy, seconds):
-        print(json.dumps({"policy": policy, "seconds": seconds}), flush=True)
+    def report(policy, seconds, warmup):
+        print(json.dumps({"policy": policy, "seconds": seconds, **({"warmup": True} if warmup else {})}), flush=True)
 
     # The cap counts from the child's start of work: building the models is part of it.
     time_alternating(steps, job["seconds"] - (time.perf_counter() - start), report=report)

@@ -234,6 +234,16 @@ def test_a_trial_that_times_too_little_falls_back_to_the_table_and_is_cached_unt
     assert precision_trial.choose(ZEN4, "tensorflow", TI4, table, measure=_timings(0.2, 0.1))[0] == "mixed_bfloat16"
 
 
+def test_a_trial_out_of_time_says_what_its_warm_ups_took(trial_on):
+    def slow(workload, policies, seconds):
+        return [{"policy": "float32", "label": "float32 + XLA", "seconds": [], "warmup": [41.2]},
+                {"policy": "mixed_bfloat16", "label": "mixed_bfloat16", "seconds": [], "warmup": []}]
+
+    assert precision_trial.choose(ZEN4, "tensorflow", TI4, ("float32", "table"), measure=slow)[1] == (
+        "table; the precision trial's 30 s ran out before every candidate was timed, warm-up steps: float32 + XLA 41 s, "
+        "mixed_bfloat16 not reached; a larger KERAS_VIT_PRECISION_TRIAL measures again")
+
+
 def test_a_failed_trial_falls_back_to_the_table_and_says_why(trial_on):
     def crashing(workload, policies, seconds):
         raise precision_trial.TrialError("the trial's process exited with status 1: MemoryError")
@@ -349,6 +359,10 @@ def test_time_alternating_warms_up_alternates_and_stops_at_the_cap():
     clock, order = FakeClock(), []
     steps = {"a": clock.step("a", 5.0, order), "b": clock.step("b", 5.0, order)}
     assert precision_trial.time_alternating(steps, 8, clock=clock) == {"a": [], "b": []}
+    # A warm-up does not start past the cap: the child ends instead of compiling what it cannot time.
+    clock, order = FakeClock(), []
+    steps = {"a": clock.step("a", 5.0, order), "b": clock.step("b", 5.0, order)}
+    assert precision_trial.time_alternating(steps, 4, clock=clock) == {"a": [], "b": []} and order == ["a"]
     assert precision_trial.decide([{"policy": p, "label": p, "seconds": []} for p in "ab"], 8) is None
 
 
@@ -360,6 +374,7 @@ def _completed(stdout, returncode=0, stderr=""):
 
 def test_measure_training_reads_the_childs_lines(monkeypatch):
     lines = [{"policy": "float32", "label": "float32 + XLA"}, {"policy": "mixed_bfloat16", "label": "mixed_bfloat16"},
+             {"policy": "float32", "seconds": 9.0, "warmup": True}, {"policy": "mixed_bfloat16", "seconds": 4.0, "warmup": True},
              {"policy": "float32", "seconds": 0.5}, {"policy": "mixed_bfloat16", "seconds": 0.25}]
     seen = {}
 
@@ -369,15 +384,15 @@ def test_measure_training_reads_the_childs_lines(monkeypatch):
 
     monkeypatch.setattr(subprocess, "run", run)
     results = precision_trial.measure_training(TI4, precision_trial.POLICIES, 20, backend="jax")
-    assert results == [{"policy": "float32", "label": "float32 + XLA", "seconds": [0.5]},
-                       {"policy": "mixed_bfloat16", "label": "mixed_bfloat16", "seconds": [0.25]}]
+    assert results == [{"policy": "float32", "label": "float32 + XLA", "seconds": [0.5], "warmup": [9.0]},
+                       {"policy": "mixed_bfloat16", "label": "mixed_bfloat16", "seconds": [0.25], "warmup": [4.0]}]
     assert seen["command"][1:3] == ["-m", "keras_vit.precision_trial"]
     assert json.loads(seen["command"][3]) == {"workload": TI4, "policies": list(precision_trial.POLICIES), "seconds": 20}
     assert seen["env"]["KERAS_BACKEND"] == "jax" and seen["timeout"] == 20 + precision_trial.START_SECONDS
 
     # Stopped at its limit: the steps it timed still count. Failed: the error's last line.
     def too_slow(command, **kwargs):
-        raise subprocess.TimeoutExpired(command, kwargs["timeout"], output=json.dumps(lines[2]).encode() + b"\n")
+        raise subprocess.TimeoutExpired(command, kwargs["timeout"], output=json.dumps(lines[4]).encode() + b"\n")
 
     monkeypatch.setattr(subprocess, "run", too_slow)
     assert [r["seconds"] for r in precision_trial.measure_training(TI4, precision_trial.POLICIES, 20)] == [[0.5], []]
@@ -393,8 +408,10 @@ def test_the_child_prints_a_line_per_label_and_timed_step(monkeypatch, capsys):
     assert precision_trial.main([json.dumps({"workload": TI4, "policies": ["float32", "mixed_bfloat16"], "seconds": 60})]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert lines[:2] == [{"policy": "float32", "label": "FLOAT32"}, {"policy": "mixed_bfloat16", "label": "MIXED_BFLOAT16"}]
-    assert [line["policy"] for line in lines[2:]] == ["float32", "mixed_bfloat16", "mixed_bfloat16", "float32",
+    assert [(line["policy"], line.get("warmup", False)) for line in lines[2:4]] == [("float32", True), ("mixed_bfloat16", True)]
+    assert [line["policy"] for line in lines[4:]] == ["float32", "mixed_bfloat16", "mixed_bfloat16", "float32",
                                                       "float32", "mixed_bfloat16"]
+    assert not any("warmup" in line for line in lines[4:])
     assert len(calls) == 2 + 6  # a warm-up each, then three rounds
 
 

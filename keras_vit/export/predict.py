@@ -315,8 +315,11 @@ def inference_trial(model):
         names = {policy: "bfloat16" if policy == "mixed_bfloat16" else "float32" for policy in policies}
         copies = {policy: _common.compute_model(model, names[policy]) for policy in policies}
         steps = {policy: (lambda copy=copies[policy]: copy.predict_on_batch(images)) for policy in policies}
-        timed = precision_trial.time_alternating(steps, seconds)
-        return [{"policy": policy, "label": names[policy], "seconds": timed[policy]} for policy in policies]
+        warmups = {policy: [] for policy in policies}
+        timed = precision_trial.time_alternating(
+            steps, seconds, report=lambda policy, took, warmup: warmup and warmups[policy].append(took))
+        return [{"policy": policy, "label": names[policy], "seconds": timed[policy], "warmup": warmups[policy]}
+                for policy in policies]
 
     return measure
 
