@@ -7,7 +7,7 @@ import pytest
 import keras_vit
 from helpers import ALL_BACKENDS, FAMILY_ROWS, to_numpy
 from keras_vit.layers import TokenMap
-from keras_vit.models.vit import block_indices
+from keras_vit.models.vit_model import block_indices
 
 pytestmark = ALL_BACKENDS
 

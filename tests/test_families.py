@@ -227,9 +227,9 @@ def test_family_onnx_export_gives_keras_probabilities(variant, tmp_path):
 def test_no_private_keras_api_in_the_model_weights_and_inspection_code():
     root = os.path.join(os.path.dirname(keras_vit.__file__))
     files = [os.path.join(root, "configs.py"), os.path.join(root, "inspect", "attention.py")]
-    for folder in ("models", "layers", "weights"):
-        files += [os.path.join(root, folder, name) for name in os.listdir(os.path.join(root, folder))
-                  if name.endswith(".py")]
+    for folder in ("models", "layers", "weights"):  # with their subpackages (weights/huggingface)
+        files += [os.path.join(path, name) for path, _, names in os.walk(os.path.join(root, folder))
+                  for name in names if name.endswith(".py")]
     for path in files:
         with open(path, encoding="utf-8") as f:
             text = f.read()
@@ -237,7 +237,7 @@ def test_no_private_keras_api_in_the_model_weights_and_inspection_code():
             assert private not in text, f"{path} uses {private}"
     # Keras rebases a functional-constructor subclass onto its Functional class at first use; the
     # source subclasses the public keras.Model.
-    with open(os.path.join(root, "models", "vit.py"), encoding="utf-8") as f:
+    with open(os.path.join(root, "models", "vit_model.py"), encoding="utf-8") as f:
         assert "class VisionTransformer(keras.Model):" in f.read()
     assert isinstance(keras_vit.ViT("tiny", num_classes=2), keras.Model)
 

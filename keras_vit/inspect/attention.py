@@ -9,7 +9,7 @@ import keras
 import numpy as np
 
 from keras_vit.layers import PatchEncoder, TransformerBlock
-from keras_vit.models.vit import _WithAttention  # one wrapper for this probe and intermediates_model
+from keras_vit.models.vit_graph import WithAttention  # one wrapper for this probe and intermediates_model
 
 
 def _check_graph_model(model, argument="model"):
@@ -133,7 +133,7 @@ def _clone_collecting(model):
 
     def call_function(layer, *args, **kwargs):
         if isinstance(layer, TransformerBlock):
-            tokens, attention = _WithAttention(layer)(*args, **kwargs)
+            tokens, attention = WithAttention(layer)(*args, **kwargs)
             scores.append(attention)
             return tokens
         if isinstance(layer, keras.Model) and transformer_blocks(layer):

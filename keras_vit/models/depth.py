@@ -8,7 +8,9 @@ import keras
 
 from keras_vit._validation import check_positive_int
 from keras_vit.layers import DPTDepthHead, DPTFusion, DPTReassemble
-from keras_vit.models.vit import VisionTransformer, ViT, block_indices, checked_image_sides
+from keras_vit.models.vit import ViT
+from keras_vit.models.vit_inputs import checked_image_sides
+from keras_vit.models.vit_model import VisionTransformer, block_indices
 from keras_vit.weights.depth_anything import DEPTH_ANYTHING_DEFAULTS, load_decoder, read_depth_anything
 
 # The decoder of Depth Anything V2 Small (Hugging Face's DepthAnythingConfig defaults): what a

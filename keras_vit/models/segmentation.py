@@ -17,7 +17,7 @@ import keras
 
 from keras_vit._validation import check_positive_int
 from keras_vit.layers import InferenceMode, ResizeLike
-from keras_vit.models.vit import VisionTransformer
+from keras_vit.models.vit_model import VisionTransformer
 
 
 def LinearSegmenter(backbone, num_classes, indices=1, norm=True, name=None):
