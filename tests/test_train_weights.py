@@ -161,7 +161,9 @@ def test_probe_trains_only_the_head_on_features_computed_once(checkpoint, tmp_pa
 
 def test_a_budget_probes_first_then_fine_tunes_when_the_budget_buys_it(checkpoint, tmp_path, capsys):
     data = _folder(tmp_path / "data")
-    assert _train(tmp_path, data, "--weights", checkpoint, "--scaling", "symmetric", "--budget-minutes", "0.5") == 0
+    # A budget that buys fine-tuning on a loaded machine too; two epochs end the run well before it.
+    assert _train(tmp_path, data, "--weights", checkpoint, "--scaling", "symmetric", "--budget-minutes", "5",
+                  "--epochs", "2") == 0
     out = capsys.readouterr().out
     assert "a linear probe, then every weight if the budget buys it" in out
     assert "fine-tuning from the probe: the" in out and "Test accuracy:" in out
