@@ -141,9 +141,7 @@ def load_pretrained(spec, *, num_classes=None, image_size=None, patch_size=None,
     else:
         model, info = _from_checkpoint(spec, num_classes, image_size, patch_size, scaling, build_args)
     features = _pooled_features(model, spec, num_classes)
-    built = model.vit_config
-    return model, dataclasses.replace(info, num_features=features, pooling=built["pooling"],
-                                      register_tokens=int(built.get("num_register_tokens") or 0))
+    return model, dataclasses.replace(info, num_features=features)
 
 
 def _check_image_size(image_size):
@@ -216,7 +214,7 @@ def _from_checkpoint(spec, num_classes, image_size, patch_size, scaling, build_a
     info = Pretrained(
         spec=spec, source=checkpoint.source, kind=checkpoint.layout,
         scaling=scaling, scaling_reason=scaling_reason, image_size=size, image_size_reason=size_reason,
-        dropped=tuple(dropped), num_features=0,
+        dropped=tuple(dropped), num_features=0, **_pooling_facts(built),
     )
     return model, info
 
@@ -295,8 +293,14 @@ def _from_keras_file(spec, num_classes, image_size, scaling, build_args):
     info = Pretrained(
         spec=spec, source=os.path.abspath(spec), kind="keras", scaling=scaling, scaling_reason=scaling_reason,
         image_size=tuple(image_size), image_size_reason=size_reason, dropped=tuple(dropped), num_features=0,
+        **_pooling_facts(config),
     )
     return model, info
+
+
+def _pooling_facts(config):
+    """The `Pretrained` fields of how a model's config pools its tokens: pooling and register tokens."""
+    return {"pooling": config["pooling"], "register_tokens": int(config.get("num_register_tokens") or 0)}
 
 
 def _rebuild(source, config, num_classes, image_size, scaling, build_args):
