@@ -86,6 +86,8 @@ SHIFTED_PATCHES = ((4.0, False), (25.0, True), (math.inf, False))
 # epochs at the speed the probe's forward pass measured (a training step costing three forward
 # passes); otherwise the probe is the result.
 MIN_FINETUNE_EPOCHS = 3
+# The header's reason for a budget's epoch count, from scratch or from a checkpoint.
+EPOCHS_REASON = "epochs: as many as the budget buys, the cosine fitted to it"
 
 
 # The options whose "auto" the rules resolve (`keras_vit.train_options`): `choose` takes each as
@@ -258,7 +260,7 @@ def choose(budget_seconds, num_train: int, image_size: int, *, stem: str = "auto
         reasons.append(f"{budget_seconds / 60:g} min for {num_train:,} training images: {ms:.3g} ms per image")
     if checkpoint:
         if ms is not None and not epochs_given:
-            reasons.append("epochs: as many as the budget buys, the cosine fitted to it")
+            reasons.append(EPOCHS_REASON)
         if ms is not None:
             reasons.append("the checkpoint's model and the recipe's augmentation and learning rate: the rules for a "
                            "model from scratch (conv stem, depth, shifted patches, mimetic initialization, GAP "
@@ -298,7 +300,7 @@ def choose(budget_seconds, num_train: int, image_size: int, *, stem: str = "auto
     epochs = None
     if ms is not None and not epochs_given:
         epochs = BUDGET_EPOCHS
-        reasons.append("epochs: as many as the budget buys, the cosine fitted to it")
+        reasons.append(EPOCHS_REASON)
     augment = None
     if ms is not None and not augment_given:
         kind = "single-channel" if data_channels == 1 else "colour"
