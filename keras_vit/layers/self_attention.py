@@ -29,7 +29,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     product and one output product over all tokens of the batch: a small ViT trains about 30%
     faster on CPU (see benchmarks/RESULTS.md). Call with `padding_mask` (B, T), True for the
     real tokens, to keep padding tokens out of every token's attention (SigLIP 2 NaFlex batches
-    of different patch grids); the padding tokens' own outputs are computed but meaningless.
+    of different patch grids); the padding tokens' own outputs are computed but meaningless. Call
+    with `causal=True` to let each token attend only to itself and the tokens before it (CLIP's
+    text tower).
 
     Args:
         hidden_size: int. Token width D.
@@ -97,7 +99,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         layers = {"query": self.query, "key": self.key, "value": self.value, "output": self.attention_output}
         return {name: (layer.kernel, layer.bias) for name, layer in layers.items()}
 
-    def call(self, inputs, training=None, return_attention_scores=False, rope=None, padding_mask=None):
+    def call(self, inputs, training=None, return_attention_scores=False, rope=None, padding_mask=None, causal=False):
         dim, heads = self.hidden_size, self.num_heads
         width = dim // heads
         batch, tokens = ops.shape(inputs)[0], ops.shape(inputs)[1]
@@ -119,14 +121,15 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             # width) layout the projection gives, with no transposes; it keeps no weights to
             # return and has no dropout, so those calls take the explicit path below.
             mask = None if padding_mask is None else ops.cast(padding_mask, "bool")[:, None, None, :]
-            context = ops.dot_product_attention(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], scale=scale, mask=mask)
+            context = ops.dot_product_attention(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], scale=scale, mask=mask,
+                                                is_causal=causal)
             context = ops.reshape(context, (-1, dim))
             weights = None
         else:
             qkv = ops.transpose(qkv, (2, 0, 3, 1, 4))
             query, key, value = qkv[0] * ops.cast(scale, qkv.dtype), qkv[1], qkv[2]
             scores = ops.matmul(query, ops.transpose(key, (0, 1, 3, 2)))
-            weights = masked_softmax(scores, padding_mask)
+            weights = masked_softmax(scores, padding_mask, causal=causal)
             context = ops.matmul(self.dropout(weights, training=training), value)
             context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (-1, dim))
         output = self.attention_output
@@ -139,7 +142,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     def compute_output_shape(self, input_shape):
         return input_shape
 
-    def compute_output_spec(self, inputs, training=None, return_attention_scores=False, rope=None, padding_mask=None):
+    def compute_output_spec(self, inputs, training=None, return_attention_scores=False, rope=None, padding_mask=None,
+                            causal=False):
         outputs = keras.KerasTensor(inputs.shape, dtype=self.compute_dtype)
         if not return_attention_scores:
             return outputs
@@ -162,7 +166,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
 MASKED_SCORE = -1e9
 
 
-def masked_softmax(scores, padding_mask=None, compute_dtype=None):
+def masked_softmax(scores, padding_mask=None, compute_dtype=None, causal=False):
     """Attention weights from scores (..., queries, keys), the keys where `padding_mask` (B, keys) is False left out.
 
     Args:
@@ -170,6 +174,8 @@ def masked_softmax(scores, padding_mask=None, compute_dtype=None):
         padding_mask: tensor (B, keys) of bool (True for real tokens) or None. Defaults to None.
         compute_dtype: str or None. The softmax's dtype; None picks `_softmax_dtype` of the
             scores'. The weights come back in the scores' dtype. Defaults to None.
+        causal: bool. Also leave out the keys after each query (query i sees keys 0..i).
+            Defaults to False.
 
     Example:
 
@@ -184,6 +190,10 @@ def masked_softmax(scores, padding_mask=None, compute_dtype=None):
     if padding_mask is not None:
         mask = ops.cast(padding_mask, "bool")[:, None, None, :]
         scores = ops.where(mask, scores, ops.cast(MASKED_SCORE, scores.dtype))
+    if causal:
+        queries, keys = ops.shape(scores)[-2], ops.shape(scores)[-1]
+        earlier = ops.arange(queries)[:, None] >= ops.arange(keys)[None, :]
+        scores = ops.where(earlier, scores, ops.cast(MASKED_SCORE, scores.dtype))
     return ops.cast(ops.softmax(scores, axis=-1), dtype)
 
 

@@ -71,8 +71,9 @@ class TransformerBlock(keras.layers.Layer):
     `LayerScale` (`layer_scale_1`, `layer_scale_2`) before the residual sum. Stochastic depth drops
     each residual branch per sample. Call with `return_attention_scores=True` to also get the
     attention weights (B, heads, T, T); with `rope=` (what `RotaryPositionEmbedding` returns)
-    to rotate the attention's queries and keys by position, and with `padding_mask` (B, T) (True
-    for real tokens) to keep padding tokens out of the attention (see `MultiHeadSelfAttention`).
+    to rotate the attention's queries and keys by position, with `padding_mask` (B, T) (True
+    for real tokens) to keep padding tokens out of the attention, and with `causal=True` to let
+    each token attend only to the tokens up to it (see `MultiHeadSelfAttention`).
 
     Args:
         hidden_size: int. Token width D.
@@ -187,12 +188,13 @@ class TransformerBlock(keras.layers.Layer):
             self.layer_scale_2.build(input_shape)
         super().build(input_shape)
 
-    def call(self, inputs, training=None, return_attention_scores=False, rope=None, padding_mask=None):
+    def call(self, inputs, training=None, return_attention_scores=False, rope=None, padding_mask=None, causal=False):
         x = self.norm1(inputs)
+        masks = dict(rope=rope, padding_mask=padding_mask, causal=causal)
         if return_attention_scores:
-            x, scores = self.attention(x, return_attention_scores=True, training=training, rope=rope, padding_mask=padding_mask)
+            x, scores = self.attention(x, return_attention_scores=True, training=training, **masks)
         else:
-            x = self.attention(x, training=training, rope=rope, padding_mask=padding_mask)
+            x = self.attention(x, training=training, **masks)
         x = self.attention_dropout(x, training=training)
         if self.layer_scale_1 is not None:
             x = self.layer_scale_1(x)
@@ -216,7 +218,8 @@ class TransformerBlock(keras.layers.Layer):
     def compute_output_shape(self, input_shape):
         return input_shape
 
-    def compute_output_spec(self, inputs, training=None, return_attention_scores=False, rope=None, padding_mask=None):
+    def compute_output_spec(self, inputs, training=None, return_attention_scores=False, rope=None, padding_mask=None,
+                            causal=False):
         # Residual blocks keep the token shape: the block returns what its attention returns.
         return self.attention.compute_output_spec(inputs, return_attention_scores=return_attention_scores)
 
