@@ -9,9 +9,11 @@ from keras_vit.layers.dpt_reassemble import DPTReassemble
 from keras_vit.layers.dpt_residual_unit import DPTResidualUnit
 from keras_vit.layers.inference_mode import InferenceMode
 from keras_vit.layers.layer_scale import LayerScale
+from keras_vit.layers.mask_tokens import MaskTokens
 from keras_vit.layers.naflex_patch_encoder import NaFlexPatchEncoder
 from keras_vit.layers.patch_encoder import PatchEncoder, sincos2d_embedding
 from keras_vit.layers.patches import Patches
+from keras_vit.layers.random_masking import RandomPatchMasking
 from keras_vit.layers.resize_like import ResizeLike
 from keras_vit.layers.rotary_embedding import RotaryPositionEmbedding
 from keras_vit.layers.self_attention import MultiHeadSelfAttention
@@ -31,11 +33,13 @@ __all__ = [
     "DropPath",
     "InferenceMode",
     "LayerScale",
+    "MaskTokens",
     "MultiHeadSelfAttention",
     "NaFlexPatchEncoder",
     "ShiftedPatches",
     "PatchEncoder",
     "Patches",
+    "RandomPatchMasking",
     "ResizeLike",
     "RotaryPositionEmbedding",
     "StandardizedConv2D",
