@@ -20,7 +20,8 @@ import sys
 
 # Every subpackage and module that imports Keras (or TensorFlow) when imported.
 SUBPACKAGES = (
-    "applications", "backends", "data", "export", "inspect", "layers", "models", "training", "transfer", "weights",
+    "applications", "backends", "data", "export", "inspect", "layers", "models", "pretraining", "training", "transfer",
+    "weights",
 )
 _WATCHED = frozenset(["keras"] + [f"keras_vit.{name}" for name in SUBPACKAGES])
 
