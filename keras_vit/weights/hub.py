@@ -71,7 +71,7 @@ def parse_hub_id(spec):
     return repo, (revision if at else None)
 
 
-def download(spec, *, token=None, cache_dir=None):
+def download(spec, *, token=None, cache_dir=None, extra_files=()):
     """Fetches the checkpoint files of Hub id `spec` into the huggingface_hub cache (once) and returns the folder.
 
     The folder is the cache's snapshot of the resolved commit (its name is the commit hash). With
@@ -83,6 +83,8 @@ def download(spec, *, token=None, cache_dir=None):
             `HF_TOKEN` or the saved login. Defaults to None.
         cache_dir: str or None. huggingface_hub cache root; None is its default
             (`HF_HUB_CACHE`, ~/.cache/huggingface/hub). Defaults to None.
+        extra_files: tuple of str. Files fetched beside the weights where the repository has
+            them (an image-text model's tokenizer files). Defaults to ().
 
     Example:
 
@@ -108,13 +110,15 @@ def download(spec, *, token=None, cache_dir=None):
     if not offline and revision is not None and _COMMIT.fullmatch(revision):
         # A commit never changes: its cached snapshot needs no Hub call (which, unreachable, retries for ~20 s).
         try:
-            cached = _fetch_weights(fetch, local_files_only=True)
+            cached = _fetch_weights(fetch, local_files_only=True, extra_files=extra_files)
         except (errors.LocalEntryNotFoundError, CheckpointError):
             cached = None
-        if cached is not None and _holds_weights(cached):
+        extras = not extra_files or any(os.path.isfile(os.path.join(cached, name)) for name in extra_files) \
+            if cached is not None else False
+        if cached is not None and _holds_weights(cached) and extras:
             return checked_folder(spec, cached)
     try:
-        folder = _fetch_weights(fetch, local_files_only=offline)
+        folder = _fetch_weights(fetch, local_files_only=offline, extra_files=extra_files)
     except errors.GatedRepoError as error:
         raise CheckpointError(
             f"{spec!r} is a gated repository: accept its terms on huggingface.co, then pass token= or set HF_TOKEN."
@@ -145,11 +149,12 @@ def download(spec, *, token=None, cache_dir=None):
     return checked_folder(spec, folder)
 
 
-def _fetch_weights(fetch, local_files_only):
-    """The snapshot folder with FILES, then with the shards its index lists (a sharded repository)."""
-    folder = fetch(local_files_only=local_files_only, allow_patterns=list(FILES))
+def _fetch_weights(fetch, local_files_only, extra_files=()):
+    """The snapshot folder with FILES (and `extra_files`), then with the shards its index lists (a sharded repository)."""
+    files = list(FILES) + list(extra_files)
+    folder = fetch(local_files_only=local_files_only, allow_patterns=files)
     if not os.path.isfile(os.path.join(folder, WEIGHTS_FILE)) and os.path.isfile(os.path.join(folder, SHARDED_INDEX)):
-        folder = fetch(local_files_only=local_files_only, allow_patterns=list(FILES) + shard_files(folder)[0])
+        folder = fetch(local_files_only=local_files_only, allow_patterns=files + shard_files(folder)[0])
     return folder
 
 
