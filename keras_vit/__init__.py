@@ -31,8 +31,9 @@ _NAMES = {
         "AttentionPooling", "BottleneckUnit", "DPTDepthHead", "DPTFusion", "DPTReassemble", "DPTResidualUnit",
         "DropPath", "InferenceMode", "LayerScale", "MultiHeadSelfAttention",
         "NaFlexPatchEncoder", "PatchEncoder", "Patches", "ResizeLike", "RotaryPositionEmbedding", "ShiftedPatches",
-        "StandardizedConv2D", "TokenMap", "TokenPooling", "TransformerBlock",
+        "StandardizedConv2D", "TextEmbedding", "TextPooling", "TokenMap", "TokenPooling", "TransformerBlock",
     ),
+    "text": ("ImageTextModel",),
     "models": ("BiTResNet", "DepthEstimator", "DepthModel", "LinearSegmenter", "ViT", "compile_segmenter",
                "segmentation_metrics", *configs.NAMED_BUILDERS),
 }

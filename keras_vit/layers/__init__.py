@@ -19,6 +19,8 @@ from keras_vit.layers.rotary_embedding import RotaryPositionEmbedding
 from keras_vit.layers.self_attention import MultiHeadSelfAttention
 from keras_vit.layers.shifted_patches import ShiftedPatches
 from keras_vit.layers.standardized_conv import StandardizedConv2D
+from keras_vit.layers.text_embedding import TextEmbedding
+from keras_vit.layers.text_pooling import TextPooling
 from keras_vit.layers.token_map import TokenMap
 from keras_vit.layers.token_pooling import TokenPooling
 from keras_vit.layers.transformer_block import TransformerBlock
@@ -43,6 +45,8 @@ __all__ = [
     "ResizeLike",
     "RotaryPositionEmbedding",
     "StandardizedConv2D",
+    "TextEmbedding",
+    "TextPooling",
     "TokenMap",
     "TokenPooling",
     "TransformerBlock",

@@ -1,9 +1,16 @@
-"""Text for image-text models: where the tokenizers and the text towers of CLIP, SigLIP and SigLIP 2 land (issue 52).
+"""Text for image-text models: the tokenizers and text towers of CLIP, SigLIP and SigLIP 2, and `ImageTextModel` (issue 52).
 
-Empty so far. What lands here: the tokenizers read from a checkpoint's own files (`tokenizer.json`,
-vocab and merges, `spiece.model`), the text towers as Keras layers and models built from rows of
-a table as the image towers are, and the zero-shot classifier that pairs a tower with an image
-model. Their checkpoint keys are read and written as records of the Hugging Face families in
-`keras_vit.weights.huggingface` (`clip`, `siglip`), whose image-tower readers skip the text keys
-today (`keras_vit.weights.huggingface.clip.TEXT_TOWER`).
+- `tokenizers`: the tokenizers read from a checkpoint's own files (`tokenizer.json`, vocab and
+  merges, `spiece.model`), giving the ids transformers' zero-shot pipeline gives.
+- `text_tower`: the text towers as Keras models built from a row of a table per family.
+- `image_text_model`: `ImageTextModel`, a two-tower checkpoint's encoders, tokenizer and scores.
+
+Their checkpoint keys are read and written by `keras_vit.weights.huggingface.text_tower`; the
+image towers' readers skip them (`keras_vit.weights.huggingface.clip.TEXT_TOWER`).
 """
+
+from keras_vit.text.image_text_model import ImageTextModel
+from keras_vit.text.text_tower import build_text_tower, text_tower_config
+from keras_vit.text.tokenizers import TextTokenizer, read_tokenizer
+
+__all__ = ["ImageTextModel", "TextTokenizer", "build_text_tower", "read_tokenizer", "text_tower_config"]
