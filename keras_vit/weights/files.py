@@ -314,7 +314,8 @@ def write_safetensors(path, tensors, metadata=None):
     header, offset, chunks = {}, 0, []
     names = {np.dtype(v): k for k, v in _SAFETENSORS_DTYPES.items()}
     for name in sorted(tensors):
-        array = np.ascontiguousarray(tensors[name])
+        # np.ascontiguousarray makes a 0-d array 1-d: the reshape keeps a scalar (CLIP's logit_scale) a scalar.
+        array = np.ascontiguousarray(tensors[name]).reshape(np.shape(tensors[name]))
         array = array.astype(array.dtype.newbyteorder("<"))
         code = names.get(array.dtype)
         if code is None:
