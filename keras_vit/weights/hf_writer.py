@@ -173,8 +173,7 @@ def hf_config_of(model):
     # A config saved before these fields existed does not state them.
     config = {"naflex": False, "pooling_heads": None, "pooling_mlp_dim": None, **model.vit_config}
     model_type = _model_type(config)
-    problems = [f"{field}={config[field]!r}" for field, allowed in _HOLDS[model_type].items()
-                if not any(config[field] is not None if value is _SET else config[field] == value for value in allowed)]
+    problems = unheld_fields(config, model_type)
     if config["backbone"] is not None or config["stem"] is not None:
         problems.append("a ResNet stem (hybrid)")
     position = "none" if model_type == "dinov3_vit" else "learned"
@@ -249,6 +248,20 @@ def hf_config_of(model):
         hf["id2label"] = {str(i): f"LABEL_{i}" for i in range(config["num_classes"])}
         hf["label2id"] = {f"LABEL_{i}": i for i in range(config["num_classes"])}
     return hf, HF_FAMILIES[model_type]
+
+
+def unheld_fields(config, model_type):
+    """"field=value" of each architecture field of a model's `vit_config` that Hugging Face `model_type` cannot hold.
+
+    Example:
+
+    >>> import keras_vit
+    >>> unheld_fields(keras_vit.ViT("tiny_dinov2", include_top=False).vit_config, "vit")
+    ['num_register_tokens=3', 'layer_scale_init=0.1']
+    """
+    config = {"naflex": False, "pooling_heads": None, "pooling_mlp_dim": None, **config}
+    return [f"{field}={config[field]!r}" for field, allowed in _HOLDS[model_type].items()
+            if not any(config[field] is not None if value is _SET else config[field] == value for value in allowed)]
 
 
 def _model_type(config):

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from keras_vit.weights.config_json import config_value
 from keras_vit.weights.files import CheckpointError
-from keras_vit.weights.huggingface import clip, deit, dinov2, dinov3, siglip, vit
+from keras_vit.weights.huggingface import clip, deit, dinov2, dinov3, siglip, vit, vit_mae
 
-_MODULES = (vit, deit, dinov2, dinov3, siglip, clip)
+_MODULES = (vit, deit, dinov2, dinov3, siglip, clip, vit_mae)
 # model_type (config.json) -> family.
 HF_FAMILIES = {model_type: family for module in _MODULES for model_type, family in module.FAMILIES.items()}
 

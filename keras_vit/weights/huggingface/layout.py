@@ -62,7 +62,11 @@ register_layer_mapping("hf", "projection", lambda layer, context: dense_entries(
 
 @register_layer_mapping("hf", "TransformerBlock")
 def _hf_block(layer, context):
-    prefix = f"encoder.layer.{block_index(layer)}."
+    return hf_block_entries(layer, f"encoder.layer.{block_index(layer)}.")
+
+
+def hf_block_entries(layer, prefix):
+    """The entries of a `TransformerBlock` under Hugging Face ViT's names, each key starting with `prefix`."""
     parts = attention_parts(layer)
     keys = {
         "query": "attention.attention.query", "key": "attention.attention.key",
