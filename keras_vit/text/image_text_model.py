@@ -20,6 +20,7 @@ import keras
 import numpy as np
 
 from keras_vit._atomic import atomic_directory, write_json
+from keras_vit.models.vit import ViT
 from keras_vit.text.text_tower import TEXT_FAMILIES, build_text_tower, text_tower_config
 from keras_vit.text.tokenizers import TOKENIZER_CONFIG, TOKENIZER_FILES, read_tokenizer
 from keras_vit.weights import hub
@@ -82,8 +83,6 @@ class ImageTextModel:
         apply_entries(entries, tensors, names=names)
         self.logit_scale = math.exp(_scalar(raw, "logit_scale", self.path))
         self.logit_bias = None if self.kind == "clip" else _scalar(raw, "logit_bias", self.path)
-        from keras_vit.models.vit import ViT  # the image tower's builder (models sit below this module)
-
         self.image_encoder = ViT(weights=self.path, include_top=False)
         self.tokenizer = read_tokenizer(self.path, self.kind, text_config["max_length"])
         self.naflex = bool(self.image_encoder.vit_config.get("naflex"))
