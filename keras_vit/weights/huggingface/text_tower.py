@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from keras_vit.weights.huggingface.clip import RENAMES
 from keras_vit.weights.huggingface.family import HFFamily
-from keras_vit.weights.huggingface.layout import _hf_block, rename_hf_key
+from keras_vit.weights.huggingface.layout import hf_block_entries, rename_hf_key
+from keras_vit.weights.layout import block_index
 from keras_vit.weights.mapping import Entry, register_layer_mapping
 from keras_vit.weights.torch_entries import dense_entries, norm_entries
 
@@ -65,7 +66,8 @@ def _embedding(layer, context):
 
 
 # The blocks: the image towers' Hugging Face block mapping (canonical ViT names).
-register_layer_mapping(LAYOUT_NAME, "TransformerBlock", _hf_block)
+register_layer_mapping(LAYOUT_NAME, "TransformerBlock",
+                       lambda layer, context: hf_block_entries(layer, f"encoder.layer.{block_index(layer)}."))
 register_layer_mapping(LAYOUT_NAME, "final_norm", lambda layer, context: norm_entries(layer, "final_layer_norm"))
 register_layer_mapping(LAYOUT_NAME, "text_projection", lambda layer, context: dense_entries(layer, "text_projection"))
 register_layer_mapping(LAYOUT_NAME, "head", lambda layer, context: dense_entries(layer, "head"))
