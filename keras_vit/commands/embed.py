@@ -23,6 +23,9 @@ def add(subparsers) -> None:
     parser.add_argument("--max-examples", type=int, help="embed only the first N examples (default: all)")
     parser.add_argument("--out", default="embeddings.npz", help="the .npz file to write (default: embeddings.npz)")
     parser.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    parser.add_argument("--texts", metavar="FILE", help="embed the lines of FILE with SPEC's text tower instead (a CLIP, "
+                        "SigLIP or SigLIP 2 two-tower folder): an .npz with embeddings (N, D) float32, L2-normalised "
+                        "(transformers' text_embeds), and texts (N,); keras-vit search ranks images by a sentence")
     parser.set_defaults(func=run)
 
 
@@ -36,6 +39,8 @@ def run(args) -> int:
         raise ValueError(f"Invalid --out={args.out!r}. Expected a file name ending in .npz.")
     _validation.check_writable_folder("--out", os.path.dirname(os.path.abspath(args.out)))
     _validation.check_new_files([args.out], args.overwrite)
+    if args.texts is not None:
+        return _embed_texts(args)
     from keras_vit.data.sources import load_source
 
     source = load_source(args.dataset, args.split, args.data_dir, args.on_corrupt, args.download).take(args.max_examples)
@@ -51,4 +56,24 @@ def run(args) -> int:
                      class_names=np.array(result.class_names, dtype=str))
     print(f"{path}: embeddings {result.features.shape[0]}x{result.features.shape[1]} of {source.description}")
     print_skipped(source.corrupt_files())
+    return 0
+
+
+def _embed_texts(args) -> int:
+    """`embed --texts FILE`: each non-empty line of FILE by the text tower of the image-text checkpoint SPEC."""
+    if not os.path.isfile(args.texts):
+        raise FileNotFoundError(f"Texts file not found: --texts={args.texts!r}.")
+    with open(args.texts, encoding="utf-8") as f:
+        texts = [line.rstrip("\r\n") for line in f if line.strip()]
+    if not texts:
+        raise ValueError(f"Invalid --texts={args.texts!r}: the file holds no text; expected one per line.")
+    from keras_vit._atomic import atomic_file
+    from keras_vit.text.image_text_model import ImageTextModel
+
+    embeddings = ImageTextModel(weights=args.spec).encode_texts(texts, batch_size=args.batch_size)
+    path = os.path.abspath(args.out)
+    with atomic_file(path) as tmp:
+        with open(tmp, "wb") as f:
+            np.savez(f, embeddings=embeddings, texts=np.array(texts, dtype=str))
+    print(f"{path}: text embeddings {embeddings.shape[0]}x{embeddings.shape[1]} of {args.texts}")
     return 0

@@ -105,6 +105,24 @@ def input_spec(model, *, what="export"):
     return shape[1:]
 
 
+def image_processor(model):
+    """The checkpoint's processor a model of one image size keeps (`vit_config["image_processor"]`), or None.
+
+    None: files are resized to the model's size (`keras_vit.data.image_io.decode_images`).
+
+    Example:
+
+    >>> import keras_vit
+    >>> image_processor(keras_vit.ViT("tiny", num_classes=3)) is None
+    True
+    """
+    processor = (getattr(model, "vit_config", None) or {}).get("image_processor")
+    inputs = getattr(model, "inputs", None) or ()
+    if processor is None or len(inputs) != 1 or len(inputs[0].shape) != 4 or None in inputs[0].shape[1:3]:
+        return None
+    return processor
+
+
 def has_preprocessing(model) -> bool:
     """True when the model scales [0, 255] pixels itself (built with `preprocessing=`)."""
     return any(layer.name == "preprocessing" for layer in model.layers)
@@ -283,6 +301,20 @@ def output_kind(model, *, what="export"):
     if isinstance(model, DepthModel):
         return DEPTH_OUTPUT_NAME, None
     return OUTPUT_NAME, num_classes(model, what=what)
+
+
+def class_names_of(model, class_names=None):
+    """`class_names` when given, else the ones the model keeps (`vit_config["class_names"]`: a zero-shot classifier's), or None.
+
+    Example:
+
+    >>> import keras_vit
+    >>> class_names_of(keras_vit.ViT("tiny", num_classes=2), ["a", "b"]), class_names_of(keras_vit.ViT("tiny")) is None
+    (['a', 'b'], True)
+    """
+    if class_names is not None:
+        return class_names
+    return (getattr(model, "vit_config", None) or {}).get("class_names")
 
 
 def check_output_names(class_names, classes):
@@ -591,6 +623,8 @@ def failure_reported(fmt, model_path, retry, log_path):
 def to_probabilities(model):
     """Returns a function: `model`'s outputs -> float32 probabilities, softmax only when its head gives logits.
 
+    A softmax or sigmoid head's outputs pass as they are.
+
     Every export and `predict` applies it, so each artifact returns probabilities whichever head
     the model has, and never softmax twice.
 
@@ -603,7 +637,10 @@ def to_probabilities(model):
     """
     import tensorflow as tf
 
-    from_probabilities = outputs_probabilities(model)
+    from keras_vit.models.head import head_activation
+
+    # A sigmoid head (SigLIP's zero-shot classifier) gives each class its own probability already.
+    from_probabilities = head_activation(model) == "sigmoid" or outputs_probabilities(model)
 
     def apply(outputs):
         outputs = tf.cast(outputs, tf.float32)

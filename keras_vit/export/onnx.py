@@ -82,7 +82,7 @@ def onnx(model, path, *, scaling=None, class_names=None, opset=DEFAULT_OPSET, ov
     """
     shape = _common.static_image_shape(model, what="export to ONNX")
     classes = _common.num_classes(model, what="export to ONNX")
-    names = _common.check_class_names(class_names, classes)
+    names = _common.check_class_names(_common.class_names_of(model, class_names), classes)
     mean_std = _common.resolve_scaling(model, scaling, shape[-1])
     check_positive_int("opset", opset, minimum=13)
     path = _common.output_file(path, ".onnx", overwrite=overwrite)

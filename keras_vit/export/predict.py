@@ -8,6 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_vit.data import image_io
+from keras_vit.data.processor_graph import decode_processed_images
 from keras_vit.export import _common, tflite_metadata
 from keras_vit.export.onnx import LABELS_KEY as ONNX_LABELS_KEY
 from keras_vit.export.onnx import require
@@ -83,8 +84,10 @@ class Predictor:
     def predict_files(self, paths):
         """Returns probabilities (N, classes) for image files (JPEG, PNG, GIF, BMP, WebP), resized to the model's size.
 
-        A SavedModel exported by `keras_vit.export.saved_model` gets the encoded bytes through
-        its `serve_bytes` signature, exactly as TF Serving would.
+        A model that keeps its checkpoint's image processor (`keras_vit.image_processor`: CLIP's
+        shortest-edge resize and centre crop, timm's crop_pct) resizes and crops as it does. A
+        SavedModel exported by `keras_vit.export.saved_model` gets the encoded bytes through its
+        `serve_bytes` signature, exactly as TF Serving would.
         """
         if self._run_bytes is None:
             return self.predict(image_io.read_image_files(paths, *self.image_shape))
@@ -109,7 +112,8 @@ def load_predictor(path, *, class_names=None, scaling=None, precision=None, max_
     Class names come from `class_names`, else from the labels the export stored (SavedModel
     `assets.extra/labels.txt`, the .tflite file's labels metadata, the .onnx file's
     `metadata_props`), else from
-    `<stem>.labels.txt` or `labels.txt` beside (or inside) `path`.
+    `<stem>.labels.txt` or `labels.txt` beside (or inside) `path`, else from the `.keras`
+    model's own (a zero-shot classifier keeps them in its `vit_config`).
 
     Args:
         path: str. The model file or folder. A folder holding numbered versions opens the
@@ -178,10 +182,29 @@ def _names(class_names, stored, classes):
     return _common.check_class_names(names, classes) if names is not None else None
 
 
-def _keras_predictor(path, class_names, scaling, precision, max_num_patches):
+def model_predictor(model, class_names=None, scaling=None):
+    """A `Predictor` of a Keras classifier in memory, as `load_predictor` makes one of its `.keras` file.
+
+    Args:
+        model: keras.Model. A classifier taking images (a keras_vit model keeps its labels and
+            image processor in its `vit_config`).
+        class_names: sequence of str or None. Defaults to the model's own, else None.
+        scaling: None or str or (mean, std). See `load_predictor`. Defaults to None.
+
+    Example:
+
+    >>> import numpy as np, keras_vit
+    >>> model_predictor(keras_vit.ViT("tiny", num_classes=2, preprocessing="unit")).predict(np.zeros((1, 32, 32, 3))).shape
+    (1, 2)
+    """
+    return _keras_predictor(getattr(model, "name", "model"), class_names, scaling, None, None, model=model)
+
+
+def _keras_predictor(path, class_names, scaling, precision, max_num_patches, model=None):
     import keras
 
-    model = keras.saving.load_model(path)
+    if model is None:
+        model = keras.saving.load_model(path)
     precision = inference_precision(model, precision)
     model = _common.compute_model(model, precision[0])
     if _common.is_naflex(model):
@@ -193,12 +216,20 @@ def _keras_predictor(path, class_names, scaling, precision, max_num_patches):
     classes = _common.num_classes(model, what="predict with")
     scale = _common.scale_pixels(_common.resolve_scaling(model, scaling, shape[-1]))
     to_probabilities = _common.to_probabilities(model)
-    names = _names(class_names, _common.labels_beside(path), classes)
+    names = _names(class_names, (_common.labels_beside(path) if path.endswith(".keras") else None)
+                   or _common.class_names_of(model), classes)
 
     def run(images):
         return np.asarray(to_probabilities(model.predict(scale(images), verbose=0, batch_size=64)))
 
-    return Predictor(path, "keras", shape, names, run, precision=precision)
+    processor = _common.image_processor(model)
+    run_bytes = None
+    if processor is not None:  # the checkpoint's own resize and crop, as the SavedModel's serve_bytes runs it
+
+        def run_bytes(data):
+            return run(decode_processed_images(tf.constant(data), processor, *shape).numpy())
+
+    return Predictor(path, "keras", shape, names, run, run_bytes, precision=precision)
 
 
 def _naflex_predictor(path, model, class_names, scaling, precision, max_num_patches):

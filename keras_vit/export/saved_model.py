@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from keras_vit._validation import check_positive_int
 from keras_vit.data.image_io import MAX_PIXELS, decode_image, decode_images, error_text, require  # noqa: F401  (the signatures' decoder)
+from keras_vit.data.processor_graph import decode_processed_images
 from keras_vit.export import _common, _tensorflow_process
 from keras_vit.naflex import fitted_size, processor_settings
 
@@ -41,7 +42,9 @@ def saved_model(
     - `serve_bytes`: input `image_bytes`, a (batch,) string tensor of encoded JPEG, PNG, GIF
       (first frame), BMP or WebP files of any size, greyscale, colour or with alpha; decoded,
       converted to the model's channels, resized bilinearly (antialiased) and scaled in the
-      graph (see `keras_vit.data.image_io.decode_images`).
+      graph (see `keras_vit.data.image_io.decode_images`); a model that keeps its checkpoint's
+      image processor (`vit_config["image_processor"]`) is given the processor's resize and
+      centre crop instead (`keras_vit.data.processor_graph`).
 
     A bad request fails with INVALID_ARGUMENT and a message naming the problem: an empty
     batch, images of the wrong shape, NaN or infinite pixels, an empty string, bytes that are not an image, or an
@@ -95,7 +98,7 @@ def saved_model(
     """
     height, width, channels = _common.input_spec(model, what="export to SavedModel")
     _, classes = _common.output_kind(model, what="export to SavedModel")
-    names = _common.check_output_names(class_names, classes)
+    names = _common.check_output_names(_common.class_names_of(model, class_names), classes)
     mean_std = _common.resolve_scaling(model, scaling, channels)
     check_positive_int("top_k", top_k)
     check_positive_int("max_pixels", max_pixels)
@@ -199,8 +202,13 @@ def _serving_module(model, image_shape, mean_std, k, names, *, jit_compile, max_
     # pixel signature.
     if height is not None and width is not None:
 
+        processor = _common.image_processor(model)
+
         @tf.function(input_signature=[tf.TensorSpec((None,), tf.string, name="image_bytes")])
         def serve_bytes(image_bytes):
+            if processor is not None:  # the checkpoint's own resize and centre crop
+                return outputs(decode_processed_images(image_bytes, processor, height, width, channels,
+                                                       max_pixels=max_pixels))
             return outputs(decode_images(image_bytes, height, width, channels, max_pixels=max_pixels))
 
         signatures["serve_bytes"] = serve_bytes

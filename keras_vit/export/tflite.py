@@ -143,7 +143,7 @@ def tflite(
         raise ValueError(f"Invalid quantization={quantization!r}. Expected one of {list(QUANTIZATIONS)}.")
     shape = _common.static_image_shape(model, what="export to TFLite")
     output_name, classes = _common.output_kind(model, what="export to TFLite")
-    names = _common.check_output_names(class_names, classes)
+    names = _common.check_output_names(_common.class_names_of(model, class_names), classes)
     mean_std = _common.resolve_scaling(model, scaling, shape[-1])
     path = _common.output_file(path, ".tflite", overwrite=overwrite)
     # One labels file per model file, so several models can share a folder.

@@ -147,6 +147,10 @@ def _resolve_build_arguments(config, arguments, checkpoint, variant, backbone):
         NAFLEX_INTERPOLATION if config["naflex"]
         else checkpoint.record.interpolation if checkpoint is not None else "bicubic")
     config["name"] = config["name"] or _default_name(variant)
+    if config["image_processor"] is None and checkpoint is not None and not config["naflex"]:
+        # The checkpoint's own resize and crop of a photo (keras_vit.image_processor), which predictors apply.
+        record = checkpoint.preprocessing
+        config["image_processor"] = None if record is None else record.processor
     config["backbone"] = getattr(backbone, "name", type(backbone).__name__) if backbone is not None else None
     _check_build_arguments(config)
     if config["naflex"] and (config["preprocessing"] is not None or backbone is not None):
@@ -163,7 +167,9 @@ def _resolve_build_arguments(config, arguments, checkpoint, variant, backbone):
 BUILD_DEFAULTS = {
     "include_top": True, "classifier_activation": "softmax", "preprocessing": None, "dropout_rate": 0.0,
     "attention_dropout_rate": 0.0, "drop_path_rate": 0.0, "fused_attention": False, "name": None,
+    "image_processor": None, "head_norm": None, "class_names": None,
 }
+HEAD_NORMS = (None, "l2")
 
 
 def _variant_row(variant):
@@ -303,6 +309,14 @@ def _check_naflex(config):
 
 def _check_build_arguments(config):
     check_choice("interpolation", config["interpolation"], INTERPOLATIONS)
+    check_choice("head_norm", config["head_norm"], HEAD_NORMS)
+    names = config["class_names"]
+    if names is not None:
+        if not (isinstance(names, (list, tuple)) and all(isinstance(name, str) and name for name in names)
+                and len(set(names)) == len(names) and config["include_top"] and len(names) == config["num_classes"]):
+            raise ValueError(f"Invalid class_names={names!r}: expected num_classes={config['num_classes']} distinct "
+                             "non-empty names of a model with include_top=True.")
+        config["class_names"] = list(names)
     check_choice("preprocessing", config["preprocessing"], tuple(configs.SCALINGS) + (None,))
     check_bool("include_top", config["include_top"])
     config["include_top"] = bool(config["include_top"])

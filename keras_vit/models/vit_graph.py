@@ -149,6 +149,8 @@ def _pooled(config, x, layer, encoder, masked, collect):
 def _heads(config, x, tokens, layer, encoder):
     """The classification head on embedding x; a distilled DeiT's two heads averaged."""
     activation = config["classifier_activation"]
+    if config.get("head_norm") == "l2":  # a zero-shot head scores the unit embedding (keras_vit.text.zeroshot)
+        x = layer("head_norm", lambda: keras.layers.UnitNormalization(axis=-1, dtype="float32", name="head_norm"))(x)
     if not config["distillation_token"]:
         return layer("head", lambda: _head(config["num_classes"], activation, "head"))(x)
     # DeiT distilled: the mean of the class-token and distillation-token heads' logits.

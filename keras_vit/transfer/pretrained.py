@@ -310,7 +310,8 @@ def _rebuild(source, config, num_classes, image_size, scaling, build_args):
     arguments.update(
         image_size=image_size, include_top=num_classes is not None, preprocessing=scaling,
         attention_dropout_rate=0.0, fused_attention=config.get("fused_attention", False),
-        interpolation=config["interpolation"], name=config["name"], **build_args,
+        interpolation=config["interpolation"], name=config["name"], image_processor=config.get("image_processor"),
+        **build_args,
     )
     if num_classes is not None:
         arguments.update(num_classes=num_classes, representation_size=None)

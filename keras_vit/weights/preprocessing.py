@@ -21,6 +21,7 @@ import math
 import os
 
 from keras_vit.configs import SCALINGS
+from keras_vit.image_processor import processor_record
 from keras_vit.weights.files import CheckpointError, read_json_object
 
 HF_PREPROCESSOR_FILE = "preprocessor_config.json"
@@ -30,6 +31,12 @@ SCALING_TOLERANCE = 1e-3
 # PIL's resampling filters, by the integer Hugging Face image processors store in `resample`.
 PIL_RESAMPLE = {0: "nearest", 1: "lanczos", 2: "bilinear", 3: "bicubic", 4: "box", 5: "hamming"}
 INTERPOLATIONS = tuple(PIL_RESAMPLE.values())
+# transformers' image processor classes whose own `resample` (used where the file states none) is
+# not the library's bilinear.
+HF_BICUBIC_PROCESSORS = ("CLIPImageProcessor", "SiglipImageProcessor", "BitImageProcessor")
+# timm's eval transform where a pretrained_cfg states none (timm.data.resolve_data_config).
+TIMM_EVAL_DEFAULTS = {"crop_pct": 0.875, "crop_mode": "center", "interpolation": "bicubic"}
+TIMM_CROP_MODES = ("center", "squash")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +56,9 @@ class Preprocessing:
             `Siglip2ImageProcessor`), else None. Defaults to None.
         patch_size: int or None. The patch side a NaFlex processor cuts, else None. Defaults to
             None.
+        processor: dict or None. How a photo of any size becomes `image_size`: resize, centre
+            crop and PIL filter (`keras_vit.image_processor`), or None where the files state
+            none (a NaFlex processor, a preset). Defaults to None.
 
     Example:
 
@@ -66,6 +76,7 @@ class Preprocessing:
     source: str
     max_num_patches: int | None = None
     patch_size: int | None = None
+    processor: dict | None = None
 
 
 def match_scaling(mean, std):
@@ -177,8 +188,27 @@ def timm_preprocessing(config, file):
     crop_pct = cfg.get("crop_pct")
     if crop_pct is not None and not (_is_number(crop_pct) and 0 < crop_pct <= 1):
         raise CheckpointError(f"timm config {file!r}: {prefix}crop_pct is {crop_pct!r}; expected a number in (0, 1].")
+    crop_mode = cfg.get("crop_mode")
+    if crop_mode is not None and crop_mode not in TIMM_CROP_MODES:
+        raise CheckpointError(f"timm config {file!r}: {prefix}crop_mode is {crop_mode!r}; keras_vit applies timm's "
+                              f"eval transform for {list(TIMM_CROP_MODES)}.")
+    processor = None if size is None else _timm_processor(size, crop_pct, crop_mode, interpolation, f"{file} ({prefix})")
     return Preprocessing(match_scaling(mean, std), mean, std, size, interpolation,
-                         float(crop_pct) if crop_pct is not None else None, where)
+                         float(crop_pct) if crop_pct is not None else None, where, processor=processor)
+
+
+def _timm_processor(size, crop_pct, crop_mode, interpolation, source):
+    """timm's eval transform (`transforms_imagenet_eval`) for `size`, as a processor dict."""
+    crop_pct = crop_pct or TIMM_EVAL_DEFAULTS["crop_pct"]
+    scaled = [math.floor(side / crop_pct) for side in size]
+    if (crop_mode or TIMM_EVAL_DEFAULTS["crop_mode"]) == "squash":
+        resize, target = "squash", scaled
+    elif scaled[0] == scaled[1]:
+        resize, target = "shortest_edge", scaled[0]
+    else:
+        resize, target = "keep_ratio", scaled
+    return processor_record(resize, target, list(size), interpolation or TIMM_EVAL_DEFAULTS["interpolation"], "round",
+                            source + "input_size, crop_pct, crop_mode, interpolation", crop_pct=crop_pct)
 
 
 def _read_hf(file):
@@ -217,7 +247,7 @@ def _read_hf(file):
                               f"of PIL's filters {PIL_RESAMPLE}.")
     naflex = {key: _side(config[key], file, key) if key in config else None for key in ("max_num_patches", "patch_size")}
     return Preprocessing(match_scaling(mean, std), mean, std, size, PIL_RESAMPLE.get(resample), crop_pct,
-                         f"{file} ({', '.join(keys)})", **naflex)
+                         f"{file} ({', '.join(keys)})", **naflex, processor=_hf_processor(config, file))
 
 
 def _hf_size(config, file):
@@ -241,6 +271,35 @@ def _hf_size(config, file):
         cropped = _height_width(crop, file, "crop_size")
         return cropped, (round(min(cropped) / short_edge, 6) if short_edge else None)
     return resized, None
+
+
+def _hf_processor(config, file):
+    """The resize and crop of a Hugging Face image processor, as a processor dict, or None where it states none.
+
+    A plain `size` {height, width} (or one integer) is a squash to it, {shortest_edge} the short
+    side to it; `do_center_crop` then crops `crop_size`. Other sizes (NaFlex's patch budget, a
+    longest edge) leave None: the model's own resize.
+    """
+    size = config.get("size")
+    if not config.get("do_resize", True) or size is None or config.get("max_num_patches") is not None:
+        return None
+    if isinstance(size, dict) and set(size) - {"height", "width", "shortest_edge"}:
+        return None
+    resample = config.get("resample")
+    if resample is None:
+        resample = 3 if config.get("image_processor_type", "").removesuffix("Fast") in HF_BICUBIC_PROCESSORS else 2
+    crop = config.get("crop_size")
+    cropping = config.get("do_center_crop", crop is not None)
+    crop = _height_width(crop, file, "crop_size") if cropping else None
+    if isinstance(size, dict) and "shortest_edge" in size:
+        resize, target = "shortest_edge", _side(size["shortest_edge"], file, "size.shortest_edge")
+    else:
+        resize, target = "squash", list(_height_width(size, file, "size"))
+    try:
+        return processor_record(resize, target, crop, PIL_RESAMPLE[resample], "floor",
+                                f"{file} (do_resize, size, do_center_crop, crop_size, resample)")
+    except ValueError as error:
+        raise CheckpointError(f"Hugging Face preprocessor config {error}") from None
 
 
 def _height_width(value, file, key):
