@@ -24,7 +24,7 @@ import argparse
 import os
 import sys
 
-from keras_vit.commands import embed, evaluate, export, fewshot, inspect, knn, predict, train
+from keras_vit.commands import embed, evaluate, export, fewshot, inspect, knn, predict, search, train, zeroshot
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,7 +77,8 @@ class _VersionAction(argparse.Action):
 
 
 # Each job's module (keras_vit.commands.<job>) registers its sub-parser; the order is `--help`'s.
-_COMMANDS = [train.add, evaluate.add, export.add, predict.add, inspect.add, embed.add, fewshot.add, knn.add]
+_COMMANDS = [train.add, evaluate.add, export.add, predict.add, inspect.add, embed.add, fewshot.add, knn.add,
+             zeroshot.add, search.add]
 
 
 def main(argv=None) -> int:
