@@ -34,6 +34,7 @@ _NAMES = {
         "StandardizedConv2D", "TextEmbedding", "TextPooling", "TokenMap", "TokenPooling", "TransformerBlock",
     ),
     "text": ("ImageTextModel",),
+    "text.zeroshot": ("zeroshot_classifier",),
     "models": ("BiTResNet", "DepthEstimator", "DepthModel", "LinearSegmenter", "ViT", "compile_segmenter",
                "segmentation_metrics", *configs.NAMED_BUILDERS),
 }
