@@ -27,11 +27,20 @@ _WATCHED = frozenset(["keras"] + [f"keras_vit.{name}" for name in SUBPACKAGES])
 
 
 def finish_import() -> None:
-    """Imports every keras_vit subpackage, registering everything keras_vit serializes."""
+    """Imports every keras_vit subpackage, registering everything keras_vit serializes.
+
+    Keras on JAX or PyTorch runs without TensorFlow installed (a GPU machine with JAX alone): the
+    subpackages that need it (data pipelines, training, export) are then left out, and say so
+    when used, rather than failing `import keras_vit` for the layers and models that need none.
+    """
     if _finder in sys.meta_path:
         sys.meta_path.remove(_finder)
     for name in SUBPACKAGES:
-        importlib.import_module(f"keras_vit.{name}")
+        try:
+            importlib.import_module(f"keras_vit.{name}")
+        except ModuleNotFoundError as error:
+            if error.name != "tensorflow":
+                raise
 
 
 def install() -> None:

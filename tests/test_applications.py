@@ -159,6 +159,29 @@ def test_import_exposes_subpackages_and_registers_the_schedule(tmp_path, imports
     assert result.stdout.strip().splitlines()[-1] == "WarmupCosine"
 
 
+# Keras on JAX needs no TensorFlow: a GPU machine with JAX alone builds and runs keras_vit's models.
+_WITHOUT_TENSORFLOW = """
+import importlib.abc, sys
+class NoTensorFlow(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] == "tensorflow":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, NoTensorFlow())
+import keras, keras_vit
+model = keras_vit.ViT("tiny", num_classes=3)
+print(tuple(model(keras.ops.zeros((1, 32, 32, 3))).shape), "tensorflow" in sys.modules)
+"""
+
+
+@pytest.mark.backends("jax")
+def test_keras_vit_builds_and_runs_models_on_jax_where_tensorflow_is_not_installed():
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), KERAS_BACKEND="jax")
+    result = subprocess.run([sys.executable, "-c", _WITHOUT_TENSORFLOW], capture_output=True, text=True, env=env,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == "(1, 3) False"
+
+
 @pytest.mark.parametrize(
     "mode, expected",
     [("unit", [0.0, 0.5, 1.0]), ("symmetric", [-1.0, 0.0, 1.0])],
