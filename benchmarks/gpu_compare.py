@@ -23,7 +23,9 @@ in the same run. One command, printing a table last (and JSON lines under --out)
 Keras runs on KERAS_BACKEND=jax (set for the workers unless given): the GPU image has JAX, not
 TensorFlow. Implementations: keras_vit (as shipped), keras_vit_fused / keras_vit_unfused (attention
 forced either way), keras_vit_fused_xla (keras.ops.dot_product_attention without flash),
-keras_vit_cudnn (jax.nn.dot_product_attention(implementation="cudnn")), keras_hub, timm.
+keras_vit_cudnn (jax.nn.dot_product_attention(implementation="cudnn")), keras_vit_cudnn_pad16 /
+keras_vit_cudnn_pad64 (the same with the 197 tokens padded to a multiple of 16 or 64 and the padding
+masked by sequence lengths: cuDNN refused 197 tokens' gradient in JAX 0.11.2), keras_hub, timm.
 """
 
 import argparse
@@ -36,7 +38,8 @@ from benchmarks.workers import ResultLog, run_worker
 from benchmarks.workloads import KERAS_IMPLS, TRAINING, architecture, compile_for_training
 from benchmarks.workloads import keras_model, timm_model, vit_flops, workload
 
-IMPLS = (*KERAS_IMPLS, "keras_vit_fused_xla", "keras_vit_cudnn", "timm")
+CUDNN_PADDED = {"keras_vit_cudnn_pad16": 16, "keras_vit_cudnn_pad64": 64}
+IMPLS = (*KERAS_IMPLS, "keras_vit_fused_xla", "keras_vit_cudnn", *CUDNN_PADDED, "timm")
 PROFILE = os.environ.get("GPU_COMPARE_PROFILE") == "1"  # print where each step's device time goes
 PEAK_TFLOPS = {"H100": 989.4, "H200": 989.4}  # dense bfloat16, SXM data sheets
 
@@ -84,13 +87,32 @@ def _jax_profile(step, sync, steps=3):
     _print_top("kernels", kernels, steps)
 
 
+def _padded_cudnn_attention(query, key, value, bias=None, mask=None, scale=None, is_causal=False, multiple=64,
+                            **unused):
+    """cuDNN attention on (batch, tokens, heads, dim) padded to a multiple of `multiple` tokens; the padded
+    keys are left out through the sequence lengths, the padded queries' outputs dropped."""
+    import jax
+    import jax.numpy as jnp
+
+    if bias is not None or mask is not None:
+        raise ValueError("the padded cuDNN attention takes no bias or mask")
+    tokens = query.shape[1]
+    padded = -(-tokens // multiple) * multiple
+    pad = ((0, 0), (0, padded - tokens), (0, 0), (0, 0))
+    lengths = jnp.full((query.shape[0],), tokens, "int32")
+    out = jax.nn.dot_product_attention(jnp.pad(query, pad), jnp.pad(key, pad), jnp.pad(value, pad), scale=scale,
+                                       is_causal=is_causal, query_seq_lengths=lengths, key_value_seq_lengths=lengths,
+                                       implementation="cudnn")
+    return out[:, :tokens]
+
+
 def keras_worker(impl, batch, steps, workload_name="train_b16"):
     import keras
     import numpy as np
 
     keras.config.set_dtype_policy("mixed_bfloat16")
     c = workload(workload_name)
-    if impl in ("keras_vit_fused_xla", "keras_vit_cudnn"):
+    if impl in ("keras_vit_fused_xla", "keras_vit_cudnn", *CUDNN_PADDED):
         import functools
 
         import jax
@@ -100,6 +122,7 @@ def keras_worker(impl, batch, steps, workload_name="train_b16"):
         self_attention.ops = types.SimpleNamespace(**vars(keras.ops))
         self_attention.ops.dot_product_attention = (
             functools.partial(keras.ops.dot_product_attention, flash_attention=False) if impl == "keras_vit_fused_xla"
+            else functools.partial(_padded_cudnn_attention, multiple=CUDNN_PADDED[impl]) if impl in CUDNN_PADDED
             else functools.partial(jax.nn.dot_product_attention, implementation="cudnn"))
         impl = "keras_vit_fused"
     model, version = keras_model(impl, c)
