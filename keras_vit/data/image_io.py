@@ -132,11 +132,50 @@ def image_size(path: str) -> tuple[int, int] | None:
         return None
 
 
+# PNG colour types (IHDR byte 25): grey, grey with alpha; every other type is colour (RGB, palette, RGBA).
+_PNG_GREY = (0, 4)
+
+
+def image_channels(path: str) -> int | None:
+    """1 (grey) or 3 (colour) as the header of the JPEG or PNG file at `path` states it; None elsewhere or if unreadable.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "x.png")
+    >>> _ = open(path, "wb").write(bytes.fromhex("89504e470d0a1a0a") + bytes(4) + b"IHDR" + bytes(8) + bytes([8, 0]))
+    >>> image_channels(path)
+    1
+    """
+    try:
+        with open(path, "rb") as file:
+            head = file.read(26)
+            kind = format_of(head)
+            if kind == PNG and len(head) == 26 and head[12:16] == b"IHDR":
+                return 1 if head[25] in _PNG_GREY else 3
+            if kind == JPEG:
+                file.seek(2)
+                components = _jpeg_frame(file, 6)
+                return None if components is None else (1 if components[-1] == 1 else 3)
+    except OSError:
+        return None
+    return None
+
+
 def _int_at(head, offset, count, order, signed=False):
     return int.from_bytes(head[offset : offset + count], order, signed=signed)
 
 
 def _jpeg_size(file):
+    frame = _jpeg_frame(file, 5)
+    if frame is None:
+        return None
+    _, height, width = struct.unpack(">BHH", frame)
+    return (height, width) if height and width else None
+
+
+def _jpeg_frame(file, count):
+    """The first `count` bytes of a JPEG's frame header (precision, height, width, components), or None."""
     while True:
         byte = file.read(1)
         while byte == b"\xff":  # fill bytes before a marker
@@ -155,11 +194,8 @@ def _jpeg_size(file):
             return None
         (length,) = struct.unpack(">H", length)
         if code in JPEG_FRAMES:
-            frame = file.read(5)
-            if len(frame) < 5:
-                return None
-            _, height, width = struct.unpack(">BHH", frame)
-            return (height, width) if height and width else None
+            frame = file.read(count)
+            return frame if len(frame) == count else None
         if code == 0xD9 or length < 2:  # end of image before any frame
             return None
         file.seek(length - 2, 1)

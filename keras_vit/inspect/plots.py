@@ -240,3 +240,41 @@ def plot_patch_embedding_filters(filters, path, max_cols=7):
     figure.suptitle("embedding filters (principal components)", fontsize=9)
     figure.tight_layout()
     return _save(figure, path)
+
+
+def plot_mae_reconstructions(images, masked, reconstructions, path):
+    """Draws one row per image: the original, what the encoder saw (hidden patches grey), the reconstruction; a PNG.
+
+    What `keras-vit pretrain` writes at its end (MAE paper Fig. 2).
+
+    Args:
+        images: array (B, H, W, C). The originals, pixels in [0, 255].
+        masked: array (B, H, W, C). The originals with the hidden patches blanked.
+        reconstructions: array (B, H, W, C). The visible patches and the predicted hidden ones.
+        path: str. PNG file to write.
+
+    Returns:
+        `path`.
+
+    Example:
+
+    >>> import tempfile
+    >>> from matplotlib.image import imread
+    >>> path = os.path.join(tempfile.mkdtemp(), "mae.png")
+    >>> images = np.zeros((2, 8, 8, 3))
+    >>> imread(plot_mae_reconstructions(images, images, images, path)).shape
+    (360, 540, 4)
+    """
+    rows = np.asarray(images).shape[0]
+    figure = _figure(5.4, 1.8 * rows)
+    for row, triple in enumerate(zip(images, masked, reconstructions)):
+        for col, (image, title) in enumerate(zip(triple, ("original", "masked", "reconstruction"))):
+            axes = figure.add_subplot(rows, 3, 3 * row + col + 1)
+            image = np.clip(np.asarray(image, "float32"), 0, 255) / 255.0
+            axes.imshow(image[..., 0] if image.shape[-1] == 1 else image, cmap="gray", vmin=0, vmax=1)
+            axes.set_xticks([])
+            axes.set_yticks([])
+            if row == 0:
+                axes.set_title(title, fontsize=9)
+    figure.tight_layout()
+    return _save(figure, path)
