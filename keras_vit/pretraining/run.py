@@ -1,0 +1,402 @@
+"""One pre-training run (`keras-vit pretrain`): data, the masked autoencoder, a crash-safe fit, a checkpoint and a figure.
+
+It behaves as `keras_vit.training.trainer.train` does and reuses its parts: the data sources and
+pipeline (`keras_vit.data`), the batch rule (`training.plan.resolve_batch_size`), the precision and
+XLA rules (`training.distribute`), AdamW with warm-up and cosine (`training.recipes`), the run
+directory (its lock, backup, history, last model: `training.run_dir`, `training.callbacks`) and the
+budget's cosine fitted to the measured pace (`training.callbacks.TimeBudget`). What differs: the
+model (`keras_vit.pretraining.mae`), the data need no labels, and the output folder is a Hugging
+Face ViT-MAE checkpoint (`keras_vit.pretraining.hf`) that `keras-vit train --weights`, `embed`,
+`fewshot` and `knn` read as it is, with `reconstructions.png` beside it in the run directory.
+
+Example (two steps of a tiny model on 32 images of the shipped sample):
+
+>>> import tempfile
+>>> out = os.path.join(tempfile.mkdtemp(), "mae")
+>>> result = pretrain(PretrainConfig(dataset="sample", max_train_examples=32, batch_size=16, epochs=1,
+...                                  model={"patch_size": 7, "hidden_size": 16, "num_layers": 1, "num_heads": 2,
+...                                         "mlp_dim": 32}, decoder="test", run_dir=None, output_dir=out,
+...                                  verbose=0, jit_compile=False, figure=False))
+>>> result["steps_done"], sorted(os.listdir(out))
+(2, ['config.json', 'model.safetensors', 'preprocessor_config.json'])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import time
+
+import keras
+import numpy as np
+
+from keras_vit import _validation, configs
+from keras_vit.pretraining import hf, mae
+
+# MAE's recipe (He et al. 2022, Table 8): AdamW, betas (0.9, 0.95), weight decay 0.05, peak 1.5e-4 per 256
+# images of the batch, warm-up then cosine; MAE warms up for 40 of 800 epochs, a run of minutes for one.
+RECIPE = None  # made on first use (`recipe()`): keras_vit.training imports TensorFlow
+# The encoder a budget buys, by ms of budget per training image (`training.budget.milliseconds_per_image`):
+# (bound, encoder fields). A short budget buys passes over the data, not width and depth; the last row is
+# ViT-Ti, the model of the small-data MAE results (IcarusWizard/MAE: CIFAR-10 74.1% -> 89.8%).
+BUDGET_MODELS = (
+    (20.0, {"hidden_size": 128, "num_layers": 4, "num_heads": 4, "mlp_dim": 256}),
+    (80.0, {"hidden_size": 192, "num_layers": 6, "num_heads": 3, "mlp_dim": 768}),
+    (math.inf, {"hidden_size": 192, "num_layers": 12, "num_heads": 3, "mlp_dim": 768}),
+)
+DEFAULT_MODEL = BUDGET_MODELS[1][1]  # without a budget
+DEFAULT_EPOCHS = 10
+# The image side over the patch: 8x8 patches on small images (64 patches, 16 seen at 75% hidden).
+DEFAULT_GRID = 8
+# MAE's own augmentation (random resized crops and flips), the closest preset.
+AUGMENT = "light"
+FIGURE = "reconstructions.png"
+FIGURE_IMAGES = 6
+
+
+def recipe():
+    """MAE's recipe as a `keras_vit.training.recipes.Recipe` (see `RECIPE`)."""
+    global RECIPE
+    if RECIPE is None:
+        from keras_vit.training.recipes import Recipe
+
+        RECIPE = Recipe("mae", "adamw", 1.5e-4, 256, weight_decay=0.05, warmup_epochs=1, beta_2=0.95, batch_size=256,
+                        augment=AUGMENT)
+    return RECIPE
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainConfig:
+    """A pre-training run. Every field is a `keras-vit pretrain` flag of the same name (dashes for underscores).
+
+    Args:
+        dataset: str or array. A folder of images (flat, or sub-folders whose names are ignored; a folder
+            with train/ ... sub-folders reads `split`), "sample", a Fashion-MNIST IDX folder or a
+            tensorflow-datasets name (as `keras-vit train` takes them), or uint8 images (N, H, W[, C]).
+        split: str. The split of a tfds name or split folders. Defaults to "train".
+        data_dir, download, on_corrupt: as for `keras-vit train`.
+        max_train_examples: int or None. Use only the first N images. Defaults to None.
+        image_size: int or None. Square input side; None: the images' own (or the checkpoint's). Defaults to None.
+        channels: int or None. 1 or 3; None: the images' own. Defaults to None.
+        scaling: str or None. Pixel scaling in the encoder; None: "unit" (or the checkpoint's). Defaults to None.
+        model: dict. Encoder fields (patch_size, hidden_size, num_layers, num_heads, mlp_dim); those left out the
+            budget's or the default's. Defaults to {}.
+        weights: str or None. A checkpoint to continue pre-training (`keras_vit.pretraining.hf.load_mae`). Defaults
+            to None.
+        mask_ratio: float or None. In (0, 1); None: the checkpoint's, else 0.75. Defaults to None.
+        decoder: str or None. A `keras_vit.pretraining.mae.DECODERS` name; None: by the encoder's width. Defaults
+            to None.
+        epochs, batch_size, budget_seconds, precision, jit_compile, seed: as for `keras-vit train`.
+        run_dir: str or None. Logs, crash backup, history, the figure. Defaults to "runs/pretrain".
+        output_dir: str or None. The checkpoint folder written at the end. Defaults to "pretrained".
+        resume: bool. Resume from the run directory's backup. Defaults to True.
+        overwrite: bool. Replace an existing `output_dir`. Defaults to False.
+        figure: bool. Write the PNG of originals, masks and reconstructions (needs matplotlib). Defaults to True.
+        verbose: int or str. Keras verbosity; 0 prints nothing. Defaults to "auto".
+    """
+
+    dataset: object = "sample"
+    split: str = "train"
+    data_dir: str | None = None
+    download: bool = False
+    on_corrupt: str = "skip"
+    max_train_examples: int | None = None
+    image_size: int | None = None
+    channels: int | None = None
+    scaling: str | None = None
+    model: dict = dataclasses.field(default_factory=dict)
+    weights: str | None = None
+    mask_ratio: float | None = None
+    decoder: str | None = None
+    epochs: int | None = None
+    batch_size: int | None = None
+    budget_seconds: float | None = None
+    precision: str = "auto"
+    jit_compile: bool | None = None
+    seed: int = 0
+    run_dir: str | None = os.path.join("runs", "pretrain")
+    output_dir: str | None = "pretrained"
+    resume: bool = True
+    overwrite: bool = False
+    figure: bool = True
+    verbose: object = "auto"
+
+
+def check_config(config, name=None):
+    """Checks what can be checked before any image is read; ValueError naming the argument (`name(field)`)."""
+    name = name or (lambda field: field)
+    for field in ("max_train_examples", "image_size", "epochs", "batch_size"):
+        if getattr(config, field) is not None:
+            _validation.check_positive_int(name(field), getattr(config, field))
+    if config.mask_ratio is not None:
+        _validation.check_number_in(name("mask_ratio"), config.mask_ratio, 0, 1, include_low=False, include_high=False)
+    if config.budget_seconds is not None:
+        _validation.check_positive_number(name("budget_seconds"), config.budget_seconds)
+    if config.channels is not None:
+        _validation.check_choice(name("channels"), config.channels, (1, 3))
+    if config.scaling is not None:
+        _validation.check_choice(name("scaling"), config.scaling, tuple(configs.SCALINGS))
+    if config.decoder is not None:
+        _validation.check_choice(name("decoder"), config.decoder, tuple(mae.DECODERS))
+    for field, value in config.model.items():
+        if value is not None:
+            _validation.check_positive_int(name(field), value)
+    _validation.check_seed(name("seed"), config.seed)
+    for field in ("run_dir", "output_dir"):
+        if getattr(config, field):
+            _validation.check_writable_folder(name(field), getattr(config, field))
+    if config.weights is not None and any(v is not None for k, v in config.model.items() if k != "patch_size"):
+        raise ValueError(f"Contradicting {name('weights')}={config.weights!r} and the model flags: the checkpoint "
+                         f"states the encoder (only {name('patch_size')} may resize its patch). Leave them out.")
+
+
+def load_images(config, name):
+    """The `keras_vit.data.sources.Source` of the run's images (labels ignored), the first `max_train_examples`."""
+    from keras_vit.data import sources, unlabeled
+
+    dataset = config.dataset
+    if isinstance(dataset, np.ndarray):
+        source = sources.from_arrays(dataset, np.zeros(len(dataset), "int32"), class_names=unlabeled.UNLABELED)
+    elif isinstance(dataset, str) and os.path.isdir(dataset) and not sources._has_idx_files(dataset):
+        root = os.path.join(dataset, config.split) if sources._split_dirs(dataset) else dataset
+        source = unlabeled.from_unlabeled_folder(root, config.on_corrupt, config.channels, name=name("dataset"))
+    else:
+        source = sources.load_source(dataset, config.split, config.data_dir, config.on_corrupt, config.download)
+    return source.take(config.max_train_examples)
+
+
+def budget_model(budget_seconds, num_train):
+    """(encoder fields, why) a budget buys for `num_train` images (`BUDGET_MODELS`); the default without one.
+
+    Example:
+
+    >>> budget_model(1200, 25_000)[0]["num_layers"], budget_model(None, 25_000)[1]
+    (6, 'the default encoder (no budget)')
+    """
+    if budget_seconds is None:
+        return dict(DEFAULT_MODEL), "the default encoder (no budget)"
+    from keras_vit.training import budget
+
+    ms = budget.milliseconds_per_image(budget_seconds, num_train)
+    fields = next(dict(row) for bound, row in BUDGET_MODELS if ms < bound)
+    return fields, (f"{budget_seconds / 60:g} min for {num_train:,} images: {ms:.3g} ms per image buys "
+                    f"{fields['num_layers']} blocks of width {fields['hidden_size']}")
+
+
+def pretrain(config: PretrainConfig, *, name=None) -> dict:
+    """Runs one pre-training run (see the module docstring) and returns its results.
+
+    Args:
+        config: `PretrainConfig`.
+        name: callable or None. How messages name a field (`keras-vit pretrain` passes its flags). Defaults to None.
+
+    Returns:
+        dict: epochs_done, steps_done, train_seconds, loss (the last epoch's), settings, reasons, and the paths
+        written ("checkpoint", "figure"), the model ("model").
+    """
+    from keras_vit.training import callbacks as callbacks_lib, distribute, recipes
+    from keras_vit.training.plan import resolve_batch_size
+    from keras_vit.training.run_dir import RunLock, RunProgress
+
+    name = name or (lambda field: field)
+    check_config(config, name)
+    keras.utils.set_random_seed(config.seed)
+    source = load_images(config, name)
+    num_train = source.count()
+    if num_train < 2:
+        raise ValueError(f"Invalid {name('dataset')}={_shown(config.dataset)}: it holds {num_train} image; "
+                         "pre-training learns from many images of the kind to adapt to.")
+    batch_size, batch_reason = resolve_batch_size(config.batch_size, recipe().batch_size, num_train)
+    if num_train < batch_size:
+        raise ValueError(f"Invalid {name('batch_size')}={batch_size}: more than the {num_train} images of "
+                         f"{name('dataset')}={_shown(config.dataset)}. Pass a smaller batch or more images.")
+    data_channels = source.dataset.element_spec[0].shape[-1] or 3
+    model, reasons = _model(config, name, source, num_train, data_channels)
+    hf.check_hf_holds(model.encoder, name("weights"))
+    if config.output_dir and not config.overwrite:
+        _validation.check_new_files([os.path.join(config.output_dir, "config.json")], False)
+    image_size = model.grid_size[0] * model.patch_size
+    channels = model.channels
+    precision, precision_reason = distribute.choose_precision(config.precision, width=model.encoder.vit_config[
+        "hidden_size"])
+    jit_compile = config.jit_compile if config.jit_compile is not None else distribute.default_jit_compile(precision)
+    steps_per_epoch = num_train // batch_size
+    epochs = config.epochs or (BUDGET_EPOCHS() if config.budget_seconds is not None else DEFAULT_EPOCHS)
+    run_recipe = recipe()
+    fingerprint = {"dataset": _shown(config.dataset), "split": config.split, "num_train_examples": num_train,
+                   "image_size": image_size, "channels": channels, "batch_size": batch_size, "precision": precision,
+                   "weights": config.weights, "mask_ratio": model.mask_ratio, "seed": config.seed,
+                   "encoder": {k: model.encoder.vit_config[k] for k in configs.CORE_FIELDS},
+                   "decoder": dataclasses.asdict(model.decoder_size)}
+    lock = RunLock(config.run_dir, name=name) if config.run_dir else None
+    previous_policy = keras.config.dtype_policy()
+    try:
+        keras.config.set_dtype_policy(precision)
+        if precision != "float32":  # the model was built to read the facts: built again under the policy
+            model, _ = _model(config, name, source, num_train, data_channels)
+        schedule = recipes.make_schedule(run_recipe, batch_size, steps_per_epoch, epochs)
+        optimizer = recipes.make_optimizer(run_recipe, model, schedule)
+        optimizer.exclude_from_weight_decay(var_names=["mask_token"])
+        optimizer.beta_1 = 0.9
+        model.compile(optimizer=optimizer, jit_compile=jit_compile)
+        progress = RunProgress.open(config.run_dir, fingerprint, config.resume)
+        if config.verbose != 0:
+            print(_header(config, model, source, reasons, dict(
+                batch=f"{batch_size} ({batch_reason})", precision=f"{precision} ({precision_reason})",
+                jit=jit_compile, epochs=epochs, peak=run_recipe.learning_rate_for(batch_size)), progress), flush=True)
+        callbacks = callbacks_lib.make_callbacks(config.run_dir, fingerprint)
+        backup = callbacks[-1] if callbacks else None
+        if config.budget_seconds is not None and not progress.finished:
+            spent = progress.seconds_before
+            if config.budget_seconds <= spent:
+                progress.finished = True
+            else:
+                callbacks.insert(len(callbacks) - 1 if backup else 0,
+                                 callbacks_lib.TimeBudget(config.budget_seconds - spent, steps_per_epoch, schedule))
+        from keras_vit.data.pipeline import make_pipeline
+
+        train_ds = make_pipeline(source, image_size=image_size, channels=channels, scaling=None, batch_size=batch_size,
+                                 training=True, augment=AUGMENT, seed=config.seed, drop_remainder=True,
+                                 cache=source.keys is None and num_train <= 200_000).map(lambda images, labels: images)
+        start = time.perf_counter()
+        history = None
+        if progress.state:
+            backup.restore(model)
+        if not progress.finished:
+            history = model.fit(train_ds, epochs=epochs, initial_epoch=backup.restored_epoch if backup else 0,
+                                callbacks=callbacks, verbose=config.verbose, shuffle=False)
+        seconds = time.perf_counter() - start
+        steps = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
+        if backup is not None and not progress.finished:
+            backup.commit(finished=True, train_seconds=round(backup.train_seconds(), 1), steps=steps)
+        result = {
+            "epochs_done": backup.state["epoch"] if backup is not None and backup.state else len(history.epoch),
+            "steps_done": steps, "train_seconds": round(backup.state["train_seconds"] if backup and backup.state
+                                                        else seconds, 1),
+            "loss": float(history.history["loss"][-1]) if history is not None and history.history.get("loss") else None,
+            "num_train_examples": num_train, "reasons": reasons, "model": model,
+            "settings": {**fingerprint, "precision": precision, "jit_compile": jit_compile, "epochs": epochs},
+            "artifacts": {},
+        }
+        if config.figure and config.run_dir:
+            result["artifacts"]["figure"] = write_figure(model, source, image_size, channels,
+                                                         os.path.join(config.run_dir, FIGURE), config.seed)
+        if config.output_dir:
+            hf.save_mae_hf(model, config.output_dir, overwrite=True)
+            result["artifacts"]["checkpoint"] = os.path.abspath(config.output_dir)
+        if progress.directory is not None:
+            progress.directory.remove_backup()
+        return result
+    finally:
+        keras.config.set_dtype_policy(previous_policy)
+        if lock is not None:
+            lock.release()
+
+
+def BUDGET_EPOCHS():  # noqa: N802  (the trainer's epoch limit of a budgeted run)
+    from keras_vit.training import budget
+
+    return budget.BUDGET_EPOCHS
+
+
+def _shown(dataset):
+    return f"<{len(dataset)} images>" if isinstance(dataset, np.ndarray) else dataset
+
+
+def _model(config, name, source, num_train, data_channels):
+    """(`MaskedAutoencoder`, reasons for the header) of the run: loaded from `weights`, or built for the data."""
+    if config.weights is not None:
+        model, info = hf.load_mae(config.weights, scaling=config.scaling, image_size=config.image_size,
+                                  patch_size=config.model.get("patch_size"), mask_ratio=config.mask_ratio,
+                                  decoder=config.decoder, seed=config.seed, log=lambda line: None)
+        reasons = [f"weights {config.weights}: " + (f"image {info.image_size[0]} px ({info.image_size_reason}), "
+                                                    f"scaling {info.scaling} ({info.scaling_reason})"
+                                                    if info is not None else "a saved masked autoencoder")]
+        if config.channels is not None and config.channels != model.channels:
+            raise ValueError(f"Contradicting {name('channels')}={config.channels} and {name('weights')}="
+                             f"{config.weights!r}: the checkpoint takes {model.channels}-channel images.")
+        return model, reasons
+    size, size_reason = config.image_size, "given"
+    if size is None:
+        own = source.image_size
+        if own is None or own[0] != own[1]:
+            raise ValueError(f"{name('dataset')}={_shown(config.dataset)} has images of several sizes or not square "
+                             f"({own}): pass {name('image_size')}.")
+        size, size_reason = own[0], "the images' own"
+    fields, model_reason = budget_model(config.budget_seconds, num_train)
+    given = {k: v for k, v in config.model.items() if v is not None}
+    if given:
+        fields.update(given)
+        model_reason += f"; given: {', '.join(f'{name(k)} {v}' for k, v in given.items())}"
+    patch_reason = "given"
+    if "patch_size" not in fields:
+        divisors = [p for p in range(1, size + 1) if size % p == 0]
+        fields["patch_size"] = min(divisors, key=lambda p: (abs(p - size / DEFAULT_GRID), p))
+        patch_reason = f"{size // fields['patch_size']}x{size // fields['patch_size']} patches"
+    if size % fields["patch_size"]:
+        raise ValueError(f"Invalid {name('image_size')}={size}: not a multiple of {name('patch_size')}="
+                         f"{fields['patch_size']}; the patches must tile the image.")
+    ratio, patches = config.mask_ratio or mae.MASK_RATIO, (size // fields["patch_size"]) ** 2
+    if int(patches * (1 - ratio)) < 1:
+        raise ValueError(f"Invalid {name('mask_ratio')}={ratio:g}: it leaves none of the {patches} patches visible. "
+                         f"Lower it, or pass a smaller {name('patch_size')}.")
+    channels = config.channels or data_channels
+    scaling = config.scaling or "unit"
+    model = mae.build_mae(image_size=size, channels=channels, scaling=scaling, decoder=config.decoder,
+                          mask_ratio=config.mask_ratio or mae.MASK_RATIO, seed=config.seed, **fields)
+    reasons = [model_reason, f"image {size} px ({size_reason}), patch {fields['patch_size']} ({patch_reason}), "
+               f"{channels} channel{'s' if channels > 1 else ''}, scaling {scaling}"]
+    return model, reasons
+
+
+def _header(config, model, source, reasons, facts, progress):
+    """The lines printed before the first step: every choice and why."""
+    encoder, size = model.encoder.vit_config, model.decoder_size
+    visible = model.masking.visible_count(model.num_patches)
+    if progress.state is None:
+        resume = "new run"
+    elif progress.finished:
+        resume = f"pre-training had finished (epoch {progress.state['epoch']}); writing the outputs only"
+    else:
+        resume = f"resuming from epoch {progress.state['epoch']} (backup in {progress.directory.backup_dir})"
+    budget = f", budget {config.budget_seconds / 60:g} min (the cosine fitted to the measured pace)" \
+        if config.budget_seconds is not None else ""
+    lines = [
+        ("Model", f"MAE: encoder {encoder['num_layers']} block(s) of width {encoder['hidden_size']} ({encoder['num_heads']} "
+                  f"heads, MLP {encoder['mlp_dim']}), {model.encoder.count_params():,} parameters; decoder "
+                  f"{size.num_layers} block(s) of width {size.hidden_size}; {model.num_patches} patches, {visible} seen "
+                  f"(mask ratio {model.mask_ratio:g}); loss on {'per-patch normalised ' if model.norm_pix_loss else ''}"
+                  "pixels of the hidden patches"),
+        ("Data", f"{source.description} (labels ignored), augment {AUGMENT} (MAE's crops and flips)"),
+        ("Training", f"AdamW (MAE's: peak learning rate {facts['peak']:g}, weight decay 0.05, betas 0.9/0.95, warm-up "
+                     f"then cosine), batch {facts['batch']}, epochs {facts['epochs']}, precision {facts['precision']}, "
+                     f"{'XLA' if facts['jit'] else 'no XLA'}{budget}"),
+        ("Choices", "; ".join(reasons)),
+        ("Outputs", f"checkpoint {os.path.abspath(config.output_dir) if config.output_dir else 'none'} (a Hugging Face "
+                    f"ViT-MAE folder: keras-vit train --weights DIR adapts it); run dir "
+                    f"{os.path.abspath(config.run_dir) if config.run_dir else 'none'}"),
+        ("Resume", resume),
+    ]
+    return "\n".join(f"{label + ':':<10}{text}" for label, text in lines)
+
+
+def write_figure(model, source, image_size, channels, path, seed=0):
+    """Writes the PNG of `FIGURE_IMAGES` images: originals, what the encoder saw, reconstructions; its path, or None
+    without matplotlib (a line says so)."""
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        print(f"keras-vit pretrain: no {FIGURE}: it needs matplotlib (pip install \"keras_vit[plot]\")")
+        return None
+    from keras_vit.data.pipeline import make_pipeline
+    from keras_vit.inspect.plots import plot_mae_reconstructions
+
+    batch = next(iter(make_pipeline(source.take(FIGURE_IMAGES), image_size=image_size, channels=channels,
+                                    scaling=None, batch_size=FIGURE_IMAGES)))[0]
+    images = np.asarray(batch, "float32")
+    noise = np.random.default_rng(seed).random((len(images), model.num_patches)).astype("float32")
+    mask, reconstructions = model.reconstruct(images, noise=noise)
+    hidden = np.repeat(np.repeat(mask.reshape(-1, *model.grid_size), model.patch_size, 1), model.patch_size, 2)
+    masked = np.where(hidden[..., None] > 0, 127.5, images)
+    return plot_mae_reconstructions(images, masked, reconstructions, path)
