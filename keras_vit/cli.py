@@ -24,7 +24,7 @@ import argparse
 import os
 import sys
 
-from keras_vit.commands import embed, evaluate, export, fewshot, inspect, knn, predict, search, train, zeroshot
+from keras_vit.commands import embed, evaluate, export, fewshot, inspect, knn, predict, pretrain, search, train, zeroshot
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -78,7 +78,7 @@ class _VersionAction(argparse.Action):
 
 # Each job's module (keras_vit.commands.<job>) registers its sub-parser; the order is `--help`'s.
 _COMMANDS = [train.add, evaluate.add, export.add, predict.add, inspect.add, embed.add, fewshot.add, knn.add,
-             zeroshot.add, search.add]
+             zeroshot.add, search.add, pretrain.add]
 
 
 def main(argv=None) -> int:
