@@ -158,13 +158,16 @@ SETUPS = {
 }
 
 
-def adapt_one(work, setup, budget_seconds, seed=0, epochs=None):
-    """One adaptation run (in a worker process): its test accuracy on the 5,000 test images and what it did."""
+def adapt_one(work, setup, budget_seconds, seed=0, epochs=None, weights=None):
+    """One adaptation run (in a worker process): its test accuracy on the 5,000 test images and what it did.
+
+    `weights`: another checkpoint than the set-up's folder of work/backbone (benchmarks/pretrain.py's MAE).
+    """
     from keras_vit.training import TrainConfig, train
 
     fields = dict(SETUPS[setup])
     if "weights" in fields:
-        fields["weights"] = os.path.join(work, "backbone", fields["weights"])
+        fields["weights"] = weights or os.path.join(work, "backbone", fields["weights"])
     if "recipe_changes" in fields:  # TrainConfig takes a Recipe of the set-up's own
         import dataclasses
 
@@ -188,12 +191,12 @@ def adapt_one(work, setup, budget_seconds, seed=0, epochs=None):
     }
 
 
-def evaluate_backbone(work, shots=(1, 5, 10, 25), draws=5, seed=0):
-    """Linear few-shot and k-NN accuracy of the pre-trained backbone (timm folder) on the adaptation folders."""
+def evaluate_backbone(work, shots=(1, 5, 10, 25), draws=5, seed=0, weights=None):
+    """Linear few-shot and k-NN accuracy of the pre-trained backbone (timm folder, or `weights`) on the adaptation folders."""
     from keras_vit.data.sources import load_source
     from keras_vit.transfer import extract_features, knn_accuracy, linear_fewshot, load_pretrained
 
-    model, _ = load_pretrained(os.path.join(work, "backbone", "timm"))
+    model, _ = load_pretrained(weights or os.path.join(work, "backbone", "timm"))
     train = extract_features(model, load_source(os.path.join(work, "adapt"), "train"))
     test = extract_features(model, load_source(os.path.join(work, "adapt"), "test"))
     smallest = min(int((train.labels == label).sum()) for label in range(len(train.class_names)))
