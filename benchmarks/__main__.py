@@ -30,6 +30,7 @@ SUBCOMMANDS = {
     "bfloat16": ("bfloat16_inference", "Does bfloat16 inference (Keras, SavedModel) agree with float32 on photos, and how much faster is it?"),
     "load-weights": ("load_weights", "How long and how much memory does loading ViT-B/16 weights take?"),
     "transfer": ("transfer", "Does a pre-trained backbone adapted to 50 images per class beat training from scratch, and by how much?"),
+    "pretrain": ("pretrain", "Does masked-autoencoder pre-training on unlabeled images make a better start for few labels?"),
     "dense": ("dense", "How well does a linear probe segment from a backbone's frozen patch features (Fashion-MNIST canvases)?"),
     "house": ("house", "How large are keras_vit's modules and functions, and do its imports run downward?"),
 }
