@@ -107,8 +107,9 @@ def keras_model(impl, w):
         raise SystemExit(f"impl={impl!r}: expected one of {KERAS_IMPLS}")
     import keras_vit
 
-    fused = impl == "keras_vit_fused"
-    return keras_vit.ViT(**vit_arguments(w), fused_attention=fused), keras_vit.__version__
+    # keras_vit as shipped takes the default ("auto"); the other two force the attention path.
+    attention = {} if impl == "keras_vit" else {"fused_attention": impl == "keras_vit_fused"}
+    return keras_vit.ViT(**vit_arguments(w), **attention), keras_vit.__version__
 
 
 def compile_for_training(model, jit_compile=True, **kwargs):

@@ -155,20 +155,43 @@ def test_fused_attention_path_equals_the_explicit_one():
     assert not np.allclose(dropped, explicit, atol=1e-3)
 
 
-def test_fused_attention_is_off_in_configs_saved_before_it_existed():
-    # A .keras file written before the argument existed holds configs without it: they load
-    # with the explicit path, as they were saved.
+def test_configs_saved_before_fused_existed_load_with_auto_the_explicit_path_off_a_jax_gpu():
+    # A .keras file written before the argument existed holds configs without it: they load with
+    # the default, "auto" (same outputs; one fused kernel only under JAX on a recent GPU).
     attention = MultiHeadSelfAttention(16, 4, fused=True)
     config = attention.get_config()
     assert config["fused"] is True
     del config["fused"]
-    assert MultiHeadSelfAttention.from_config(config).fused is False
+    assert MultiHeadSelfAttention.from_config(config).fused == "auto"
     block = TransformerBlock(16, 4, 32, fused_attention=True)
     assert block.attention.fused is True
     config = block.get_config()
     del config["fused_attention"]
     restored = TransformerBlock.from_config(config)
-    assert restored.fused_attention is False and restored.attention.fused is False
+    assert restored.fused_attention == "auto" and restored.attention.fused == "auto"
+    from keras_vit import machine
+
+    assert machine.default_fused_attention(machine.detect(), keras.backend.backend()) is False  # CI has no GPU
+    with pytest.raises(ValueError, match="fused='yes'"):
+        MultiHeadSelfAttention(16, 4, fused="yes")
+
+
+@pytest.mark.backends("jax")
+def test_flash_attention_pads_the_tokens_and_leaves_the_padding_out():
+    # cuDNN's flash attention runs on tokens padded to a multiple of 16 (197 -> 208); checked here
+    # with JAX's XLA implementation of the same call, against the unpadded attention.
+    from keras_vit.backends import jax as jax_backend
+
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.normal(size=(2, 21, 2, 8)).astype("float32") for _ in range(3))
+    for causal in (False, True):
+        scores = np.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(8)
+        if causal:
+            scores = np.where(np.tril(np.ones((21, 21), bool)), scores, -np.inf)
+        weights = np.exp(scores - scores.max(-1, keepdims=True))
+        expected = np.einsum("bhqk,bkhd->bqhd", weights / weights.sum(-1, keepdims=True), v)
+        got = jax_backend.flash_attention(q, k, v, 8 ** -0.5, causal, implementation="xla")
+        np.testing.assert_allclose(np.asarray(got), expected, atol=1e-5)
 
 
 def _rotary(grid_size=(3, 5), prefix=2, width=8, **settings):

@@ -35,6 +35,43 @@ def gpu_compute_capability() -> int | None:
     return int(str(capability).split(".")[0]) if capability else None
 
 
+# cuDNN's flash attention (JAX 0.11) has no gradient for 197 tokens; padded to a multiple of 16 it
+# has, and ViT-B/16 trained 1.19x faster than with the explicit softmax on an H100 (issue 54).
+FLASH_TOKEN_MULTIPLE = 16
+
+
+def flash_attention(query, key, value, scale, causal=False, implementation="cudnn"):
+    """Attention of (batch, tokens, heads, width) tensors through one fused kernel, padding the tokens to a
+    multiple of `FLASH_TOKEN_MULTIPLE`: the padded keys are left out through the sequence lengths and the
+    padded queries' outputs dropped, so the result is that of the unpadded tokens.
+
+    Args:
+        query, key, value: arrays (batch, tokens, heads, width).
+        scale: float. The factor of the scores.
+        causal: bool. Each token attends to itself and the tokens before it. Defaults to False.
+        implementation: str. `jax.nn.dot_product_attention`'s ("cudnn", or "xla" to check it on a CPU).
+            Defaults to "cudnn".
+
+    Example:
+
+    >>> import numpy as np
+    >>> q = np.random.default_rng(0).normal(size=(1, 5, 2, 8)).astype("float32")
+    >>> tuple(flash_attention(q, q, q, 8 ** -0.5, implementation="xla").shape)
+    (1, 5, 2, 8)
+    """
+    import jax
+    import jax.numpy as jnp
+
+    tokens = query.shape[1]
+    padded = -(-tokens // FLASH_TOKEN_MULTIPLE) * FLASH_TOKEN_MULTIPLE
+    pad = ((0, 0), (0, padded - tokens), (0, 0), (0, 0))
+    lengths = jnp.full((query.shape[0],), tokens, "int32")
+    out = jax.nn.dot_product_attention(
+        jnp.pad(query, pad), jnp.pad(key, pad), jnp.pad(value, pad), scale=scale, is_causal=causal,
+        query_seq_lengths=lengths, key_value_seq_lengths=lengths, implementation=implementation)
+    return out[:, :tokens]
+
+
 def has_float64() -> bool:
     """Only with jax_enable_x64: by default JAX truncates float64 to float32, with a warning."""
     import jax

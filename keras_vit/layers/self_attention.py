@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import keras
@@ -14,6 +15,15 @@ PROJECTIONS = ("query", "key", "value")
 # Which projections have a bias: all three (the ViT paper), query and value (DINOv3, EVA: a key
 # bias would add a position-dependent term once rotary position turns the keys), or none.
 QKV_BIASES = ("qkv", "qv", "none")
+FUSED_CHOICES = (True, False, "auto")
+
+
+@functools.cache
+def _flash_attention_here() -> bool:
+    """Whether this process's Keras backend and device fuse attention by default (`machine.default_fused_attention`)."""
+    from keras_vit import machine
+
+    return machine.default_fused_attention(machine.detect(), keras.backend.backend())
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
@@ -37,12 +47,14 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         hidden_size: int. Token width D.
         num_heads: int. Attention heads; each has width D / num_heads.
         dropout_rate: float. Dropout on the attention weights. Defaults to 0.
-        fused: bool. Calls that need neither the attention weights nor attention dropout run
-            `keras.ops.dot_product_attention` (cuDNN flash attention on GPU under JAX) instead
-            of the explicit softmax; same variables, same outputs. Off by default: it trained
-            ViT-B/16 16% slower on an H100 under JAX (cuDNN's flash attention has no gradient
-            for 197 tokens) and a small ViT slower on CPU under TensorFlow
-            (benchmarks/RESULTS.md). Defaults to False.
+        fused: bool or "auto". Calls that need neither the attention weights nor attention
+            dropout run one fused kernel instead of the explicit softmax; same variables, same
+            outputs. On JAX with a GPU of compute capability >= 8 it is cuDNN's flash attention
+            on tokens padded to a multiple of 16 (`keras_vit.backends.jax.flash_attention`:
+            unpadded, cuDNN has no gradient for 197 tokens), elsewhere
+            `keras.ops.dot_product_attention`. "auto" fuses where it pays
+            (`keras_vit.machine.default_fused_attention`: ViT-B/16 trained 1.19x faster on an
+            H100 under JAX, a small ViT slower on CPU under TensorFlow). Defaults to "auto".
         qkv_bias: str. Which of query, key and value have a bias: "qkv", "qv" (no key bias)
             or "none". Defaults to "qkv".
 
@@ -54,17 +66,18 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     ((2, 5, 64), (2, 4, 5, 5), (64, 4, 16))
     """
 
-    def __init__(self, hidden_size, num_heads, dropout_rate=0.0, fused=False, qkv_bias="qkv", **kwargs):
+    def __init__(self, hidden_size, num_heads, dropout_rate=0.0, fused="auto", qkv_bias="qkv", **kwargs):
         super().__init__(**kwargs)
         check_positive_int("hidden_size", hidden_size)
         check_positive_int("num_heads", num_heads)
         check_divisible("hidden_size", hidden_size, "num_heads", num_heads)
         check_rate("dropout_rate", dropout_rate)
         check_choice("qkv_bias", qkv_bias, QKV_BIASES)
+        check_choice("fused", fused, FUSED_CHOICES)
         self.hidden_size = hidden_size
         self.num_heads = num_heads
         self.dropout_rate = dropout_rate
-        self.fused = bool(fused)
+        self.fused = fused
         self.qkv_bias = qkv_bias
         self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy, name="dropout")
 
@@ -116,13 +129,19 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         if rope is not None:
             qkv = ops.stack([apply_rotary(qkv[:, :, 0], rope), apply_rotary(qkv[:, :, 1], rope), qkv[:, :, 2]], axis=2)
         scale = 1.0 / math.sqrt(width)
-        if self.fused and not return_attention_scores and not (training and self.dropout_rate > 0):
-            # One fused kernel (cuDNN flash attention on GPU under JAX) on the (B, T, heads,
-            # width) layout the projection gives, with no transposes; it keeps no weights to
-            # return and has no dropout, so those calls take the explicit path below.
-            mask = None if padding_mask is None else ops.cast(padding_mask, "bool")[:, None, None, :]
-            context = ops.dot_product_attention(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], scale=scale, mask=mask,
-                                                is_causal=causal)
+        fused = _flash_attention_here() if self.fused == "auto" else self.fused
+        if fused and not return_attention_scores and not (training and self.dropout_rate > 0):
+            # One fused kernel on the (B, T, heads, width) layout the projection gives, with no
+            # transposes; it keeps no weights to return and has no dropout, so those calls take
+            # the explicit path below.
+            if padding_mask is None and _flash_attention_here():
+                from keras_vit.backends import jax as jax_backend
+
+                context = jax_backend.flash_attention(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], scale, causal)
+            else:
+                mask = None if padding_mask is None else ops.cast(padding_mask, "bool")[:, None, None, :]
+                context = ops.dot_product_attention(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], scale=scale, mask=mask,
+                                                    is_causal=causal)
             context = ops.reshape(context, (-1, dim))
             weights = None
         else:

@@ -89,8 +89,8 @@ class TransformerBlock(keras.layers.Layer):
             Defaults to "gelu".
         layer_scale_init: float or None. Initial LayerScale value; None has no LayerScale.
             Defaults to None.
-        fused_attention: bool. The attention's `fused` path (`keras.ops.dot_product_attention`,
-            see `MultiHeadSelfAttention`); same weights, same outputs. Defaults to False.
+        fused_attention: bool or "auto". The attention's `fused` path (one fused kernel, see
+            `MultiHeadSelfAttention`); same weights, same outputs. Defaults to "auto".
         qkv_bias: str. Which of the attention's query, key and value have a bias: "qkv", "qv"
             or "none" (see `MultiHeadSelfAttention`). Defaults to "qkv".
         mlp_norm: bool. A LayerNorm on the MLP's hidden layer, after the activation (timm's
@@ -117,7 +117,7 @@ class TransformerBlock(keras.layers.Layer):
         layer_norm_epsilon=1e-6,
         mlp_activation="gelu",
         layer_scale_init=None,
-        fused_attention=False,
+        fused_attention="auto",
         qkv_bias="qkv",
         mlp_norm=False,
         **kwargs,
@@ -141,7 +141,7 @@ class TransformerBlock(keras.layers.Layer):
         self.layer_norm_epsilon = layer_norm_epsilon
         self.mlp_activation = mlp_activation
         self.layer_scale_init = layer_scale_init
-        self.fused_attention = bool(fused_attention)
+        self.fused_attention = fused_attention
         self.qkv_bias = qkv_bias
         self.mlp_norm = bool(mlp_norm)
 

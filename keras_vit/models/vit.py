@@ -55,7 +55,7 @@ def ViT(
     dropout_rate=0.0,
     attention_dropout_rate=0.0,
     drop_path_rate=0.0,
-    fused_attention=False,
+    fused_attention="auto",
     approximate_gelu=None,
     layer_norm_epsilon=None,
     interpolation=None,
@@ -154,9 +154,10 @@ def ViT(
         attention_dropout_rate: float. Dropout on attention weights. Defaults to 0.
         drop_path_rate: float. Stochastic depth rate of the last block, rising linearly from 0
             in the first. Defaults to 0.
-        fused_attention: bool. Each block's attention runs `keras.ops.dot_product_attention`
-            where it needs neither the weights nor dropout (see `MultiHeadSelfAttention`'s
-            `fused`): same weights and outputs, another speed. Defaults to False.
+        fused_attention: bool or "auto". Each block's attention runs one fused kernel where it
+            needs neither the weights nor dropout (see `MultiHeadSelfAttention`'s `fused`): same
+            weights and outputs, another speed; "auto" where it pays (cuDNN flash attention
+            under JAX on recent GPUs). Defaults to "auto".
         approximate_gelu: bool or None. tanh-approximate GELU, as the original checkpoints.
             None picks the checkpoint's (tanh for Google `.npz`, the config's for Hugging Face,
             exact for timm) and exact erf GELU without weights. Defaults to None.

@@ -166,7 +166,7 @@ def _resolve_build_arguments(config, arguments, checkpoint, variant, backbone):
 # them into a config saved before one of them existed.
 BUILD_DEFAULTS = {
     "include_top": True, "classifier_activation": "softmax", "preprocessing": None, "dropout_rate": 0.0,
-    "attention_dropout_rate": 0.0, "drop_path_rate": 0.0, "fused_attention": False, "name": None,
+    "attention_dropout_rate": 0.0, "drop_path_rate": 0.0, "fused_attention": "auto", "name": None,
     "image_processor": None, "head_norm": None, "class_names": None,
 }
 HEAD_NORMS = (None, "l2")
