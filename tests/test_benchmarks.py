@@ -352,3 +352,16 @@ def test_bfloat16_inference_benchmark_reports_agreement_and_speed(tmp_path):
                  "| SavedModel bfloat16 (TF Serving's way) |", "CPU flags:"):
         assert part in out.stdout, part
     assert len(list((tmp_path / "out").glob("bfloat16-*.md"))) == 1
+
+
+def test_pretrain_benchmark_pretrains_adapts_and_probes(tmp_path):
+    """benchmarks/pretrain.py on 10 classes of 12 tiny images: keras-vit pretrain, the transfer adaptation, the probes."""
+    module = _benchmark("pretrain")
+    work = _transfer_work(_benchmark("transfer"), tmp_path, images=12, per_class=4)
+    module.main(["--work", work, "--minutes", "0.1", "--adapt-minutes", "0.1", "--epochs", "1", "--model", "smoke",
+                 "--out", str(tmp_path / "out")])
+    (lines,) = (tmp_path / "out").glob("pretrain-*.jsonl")
+    _, pretrained, adapted, features = [json.loads(line) for line in lines.read_text().splitlines()]
+    assert "error" not in pretrained and os.path.isfile(os.path.join(pretrained["checkpoint"], "config.json"))
+    assert adapted["setup"] == "mae_0.1min_adapted" and 0 <= adapted["accuracy"] <= 1, adapted
+    assert set(features["fewshot"]) == {"1"} and 0 <= features["knn"] <= 1, features
