@@ -84,13 +84,28 @@ def zeroshot_classifier(weights, class_names, templates=None, *, name=None):
     pair = weights if isinstance(weights, ImageTextModel) else ImageTextModel(weights=weights)
     activation = ACTIVATIONS[pair.kind]
     names = check_class_names(class_names, activation)
-    prompts = _check_templates(templates)
-    kernel = pair.logit_scale * class_embeddings(pair, names, prompts).T  # (d, classes)
-    bias = np.full(len(names), pair.logit_bias or 0.0, "float32")
+    kernel, bias = zeroshot_head(pair, names, templates)
     tower = _image_tower(pair)
     model = _build(tower, pair, names, activation, name or f"zeroshot_{pair.kind}")
-    model.get_layer("head").set_weights([kernel.astype("float32"), bias])
+    model.get_layer("head").set_weights([kernel, bias])
     return model
+
+
+def zeroshot_head(pair, class_names, templates=None):
+    """(kernel (d, classes), bias (classes,)) float32 of the head folded from `class_names`, on unit image embeddings.
+
+    The kernel is the labels' unit text embeddings (`class_embeddings`) times the stored logit
+    scale; the bias is SigLIP's stored logit bias (0 for CLIP): the head's outputs are
+    transformers' `logits_per_image`.
+
+    Args:
+        pair: `keras_vit.ImageTextModel`.
+        class_names: sequence of str. Checked as `check_class_names` does.
+        templates: None, str or sequence of str. As `zeroshot_classifier` takes them. Defaults to None.
+    """
+    names = check_class_names(class_names, ACTIVATIONS[pair.kind])
+    kernel = pair.logit_scale * class_embeddings(pair, names, _check_templates(templates)).T
+    return kernel.astype("float32"), np.full(len(names), pair.logit_bias or 0.0, "float32")
 
 
 def class_embeddings(pair, class_names, templates):
