@@ -24,6 +24,10 @@ RECIPES = ("deit", "finetune", "finetune_adamw", "lpft", "compact", "anchor")
 # fine-tuning), every weight trained, or a linear probe of the frozen backbone
 # (`keras_vit.training.plan.TrainConfig.adapt`).
 ADAPTS = ("auto", "finetune", "probe")
+# `keras-vit train --head`: where a run from a checkpoint starts its head: a new zero-initialised one,
+# or the zero-shot head an image-text checkpoint's text tower folds from the class names
+# (`keras_vit.transfer.zeroshot_head`).
+HEADS = ("zero", "zeroshot")
 AUGMENT_PRESETS = ("none", "flip", "shift", "pad_crop", "light", "medium", "strong")
 PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
 # What an exported SavedModel or a loaded .keras model computes in (`keras_vit.export`): float32 by

@@ -227,8 +227,9 @@ def _weights_header(plan):
     if pretrained is None:
         return None
     dropped = ", ".join(pretrained.dropped) if pretrained.dropped else "nothing"
-    return (f"{pretrained.source} ({pretrained.kind}); dropped {dropped}; a new zero head for "
-            f"{plan.train.num_classes} classes")
+    head = (plan.zeroshot_head.describe() if plan.zeroshot_head is not None
+            else f"a new zero head for {plan.train.num_classes} classes")
+    return f"{pretrained.source} ({pretrained.kind}); dropped {dropped}; {head}"
 
 
 def _adapt_header(plan):
@@ -348,7 +349,7 @@ _OPTIONS = (
            'str. With `weights`: "finetune" (every weight trained), "probe" (a linear probe of the frozen '
            'backbone: features computed once, a head fitted to them), or "auto" (with a budget: the probe first, '
            "then fine-tuning from it when the rest of the budget buys `budget.MIN_FINETUNE_EPOCHS` epochs at the "
-           'measured speed; without one: "finetune"). Defaults to "auto".',
+           'measured speed; without one, or with `head` "zeroshot": "finetune"). Defaults to "auto".',
            Flag("model", "with --weights: finetune (every weight), probe (a linear probe of the frozen backbone: "
                 "features computed once), auto (with --budget-minutes a probe, then fine-tuning from it when the "
                 "budget buys it; without, finetune; default: auto)",
@@ -356,6 +357,16 @@ _OPTIONS = (
                                     "help": "the same as --adapt probe"}),)),
            choices=choices.ADAPTS, fingerprint=True, settings=True,
            header=_adapt_header),
+    Option("head", "str", "zero",
+           'str. With `weights`: "zero" (a new zero-initialised head) or "zeroshot" (an image-text checkpoint\'s '
+           "zero-shot head: each class name in \"This is a photo of {}.\", embedded by its text tower, scaled and "
+           "folded into the head on the unit image embedding; fine-tuned from under softmax cross-entropy, "
+           '`keras_vit.transfer.zeroshot_head`). Defaults to "zero".',
+           Flag("model", "with --weights: zero (a new zero-initialised head) or zeroshot (a CLIP or SigLIP "
+                "checkpoint's text tower folds the class names into the head, which fine-tuning starts from; "
+                "no linear probe; default: zero)"),
+           choices=choices.HEADS, fingerprint=_unless_default("head"), settings=_unless_default("head"),
+           header="weights"),
     Option("model_overrides", "dict", dict, "dict. patch_size/hidden_size/num_layers/num_heads/mlp_dim overrides.",
            Flag("model", "override the variant's {field}",
                 from_args=lambda args: {k: getattr(args, k) for k in choices.MODEL_FIELDS}),
@@ -644,9 +655,15 @@ def check_config(config, name=None):
 def _check_weights_config(config, name):
     """Refuses the settings that contradict adapting a checkpoint (or that need one), by name."""
     if config.weights is None:
-        if config.adapt != "auto":
-            raise ValueError(f"{name('adapt')}={config.adapt!r} adapts a checkpoint: pass {name('weights')} too.")
+        for field in ("adapt", "head"):
+            if getattr(config, field) != OPTIONS[field].default:
+                raise ValueError(f"{name(field)}={getattr(config, field)!r} adapts a checkpoint: pass "
+                                 f"{name('weights')} too.")
         return
+    if config.head == "zeroshot" and config.adapt == "probe":
+        raise ValueError(f"Contradicting {name('head')}='zeroshot' and {name('adapt')}='probe': a linear probe fits "
+                         f"the head anew, throwing the zero-shot head away. Pass {name('adapt')} finetune (or auto), "
+                         f"or leave {name('head')} out.")
     if not isinstance(config.weights, str) or not config.weights:
         raise ValueError(f"Invalid {name('weights')}={config.weights!r}. Expected a checkpoint path, name or hf-hub: id.")
     # The checkpoint states the model: settings that build another one contradict it.

@@ -71,8 +71,9 @@ def build_model(plan):
     """Builds the model of `plan` with scaling inside it: its `ModelSpec`, or its checkpoint with a new head.
 
     With `config.weights`, the checkpoint's model with a new zero-initialised head
-    (`keras_vit.transfer.load_pretrained`); else `keras_vit.models.spec.build_spec` of `plan.model`
-    with the config's backbone. Stochastic depth is the recipe's. Call it inside the plan's
+    (`keras_vit.transfer.load_pretrained`), or with `config.head` "zeroshot" its text tower's
+    zero-shot head on the unit image embedding (`plan.zeroshot_head`); else
+    `keras_vit.models.spec.build_spec` of `plan.model` with the config's backbone. Stochastic depth is the recipe's. Call it inside the plan's
     strategy's scope.
 
     Args:
@@ -92,9 +93,12 @@ def build_model(plan):
     if config.weights is not None:
         from keras_vit.transfer.pretrained import load_pretrained
 
+        head = plan.zeroshot_head
         model, _ = load_pretrained(config.weights, num_classes=num_classes, image_size=plan.image_size,
                                    scaling=plan.scaling, patch_size=config.model_overrides.get("patch_size"),
-                                   drop_path_rate=drop_path_rate)
+                                   drop_path_rate=drop_path_rate, head_norm="l2" if head is not None else None)
+        if head is not None:
+            head.set_on(model)
         return model
     backbone = config.backbone
     if callable(backbone) and not isinstance(backbone, keras.layers.Layer):
@@ -146,7 +150,8 @@ class RunPlan:
     None), `num_train`, `steps_per_epoch`, why the model's choices are what they are (`image_size_reason`,
     `patch_reason`, `channels_reason`, `scaling_reason`, `budget_reasons`), `batch_reason`, `pretrained`
     (a `keras_vit.transfer.Pretrained` describing the checkpoint of `config.weights`, or None), `adapt`
-    ("scratch", "finetune", "probe" or "probe_then_finetune") and `adapt_reason`, `cache`. Frozen: where
+    ("scratch", "finetune", "probe" or "probe_then_finetune") and `adapt_reason`, `zeroshot_head` (a
+    `keras_vit.transfer.zeroshot_head.ZeroshotHead` the head starts from, or None), `cache`. Frozen: where
     the run stands in its run directory is the run's (`keras_vit.training.run_dir.RunProgress`), not the
     plan's.
     """
@@ -176,6 +181,7 @@ class RunPlan:
     adapt: str = "scratch"
     adapt_reason: str = ""
     budget_reasons: tuple = ()
+    zeroshot_head: object = None
 
     @property
     def mesh(self) -> str | None:
@@ -238,7 +244,7 @@ def resolve(config: TrainConfig, *, name=None) -> RunPlan:
         A frozen `RunPlan` (the run directory is the run's: `keras_vit.training.run_dir.RunProgress`).
     """
     check_config(config, name=name)
-    adapt, adapt_reason = (resolve_adapt(config.adapt, config.budget_seconds) if config.weights is not None
+    adapt, adapt_reason = (resolve_adapt(config.adapt, config.budget_seconds, config.head) if config.weights is not None
                            else ("scratch", "no checkpoint given"))
     default_recipe = {"scratch": DEFAULT_RECIPE, "probe_then_finetune": LPFT_RECIPE}.get(adapt, FINETUNE_RECIPE)
     recipe = recipes.get_recipe(config.recipe or default_recipe)
@@ -268,9 +274,13 @@ def resolve(config: TrainConfig, *, name=None) -> RunPlan:
         validation_source = validation_source.take(config.max_test_examples)
     cache = config.cache if config.cache is not None else train_source.keys is None and num_train <= 200_000
     data_channels = train_source.dataset.element_spec[0].shape[-1] or 3
-    pretrained = None
+    pretrained = zeroshot_head = None
     if config.weights is not None:
         pretrained, pretrained_architecture, channels = describe_pretrained(config, train_source.num_classes)
+        if config.head == "zeroshot":
+            from keras_vit.transfer.zeroshot_head import fold_head
+
+            zeroshot_head = fold_head(config.weights, train_source.class_names, name=name)
         image_size, image_size_reason = pretrained.image_size[0], pretrained.image_size_reason
         converted = {(1, 3): ", grey images repeated", (3, 1): ", colour images to grey"}.get((data_channels, channels), "")
         channels_reason = "the checkpoint's" + converted
@@ -335,7 +345,7 @@ def resolve(config: TrainConfig, *, name=None) -> RunPlan:
         validation=validation_source, test=test_source, num_train=num_train, steps_per_epoch=steps_per_epoch,
         image_size_reason=image_size_reason, cache=cache, epochs=epochs, channels_reason=channels_reason,
         budget_reasons=choice.reasons, scaling_reason=scaling_reason, batch_reason=batch_reason,
-        pretrained=pretrained, adapt=adapt, adapt_reason=adapt_reason,
+        pretrained=pretrained, adapt=adapt, adapt_reason=adapt_reason, zeroshot_head=zeroshot_head,
     )
 
 
@@ -373,17 +383,24 @@ def resolve_batch_size(batch_size: int | None, recipe_batch_size: int, num_train
     return min(small, recipe_batch_size), f"for {num_train:,} training images: at least {MIN_STEPS_PER_EPOCH} steps an epoch"
 
 
-def resolve_adapt(adapt: str, budget_seconds: float | None) -> tuple[str, str]:
+def resolve_adapt(adapt: str, budget_seconds: float | None, head: str = "zero") -> tuple[str, str]:
     """How a run from a checkpoint adapts it, and why, for the header.
+
+    A zero-shot head (`head` "zeroshot") is fine-tuned from: a linear probe would fit the head
+    anew and throw it away (`check_config` refuses "probe" with it).
 
     Example:
 
     >>> resolve_adapt("auto", None)[0], resolve_adapt("auto", 180)[0], resolve_adapt("probe", 180)
     ('finetune', 'probe_then_finetune', ('probe', 'given'))
+    >>> resolve_adapt("auto", 180, "zeroshot")
+    ('finetune', "from the zero-shot head, which takes the linear probe's place")
     """
     _validation.check_choice("adapt", adapt, choices.ADAPTS)
     if adapt != "auto":
         return adapt, "given"
+    if head == "zeroshot":
+        return "finetune", "from the zero-shot head, which takes the linear probe's place"
     if budget_seconds is None:
         return "finetune", "no budget: the paper's fine-tuning"
     return "probe_then_finetune", (

@@ -66,7 +66,7 @@ class Pretrained:
 
 
 def load_pretrained(spec, *, num_classes=None, image_size=None, patch_size=None, scaling=None,
-                    classifier_activation="softmax", drop_path_rate=0.0, dropout_rate=0.0):
+                    classifier_activation="softmax", drop_path_rate=0.0, dropout_rate=0.0, head_norm=None):
     """Loads a pre-trained backbone as a feature model, or with a new zero-initialised head.
 
     Pixel scaling, first found wins: `scaling`; the checkpoint's own statement (its
@@ -98,6 +98,8 @@ def load_pretrained(spec, *, num_classes=None, image_size=None, patch_size=None,
             Defaults to "softmax".
         drop_path_rate: float. Stochastic depth of the blocks, for fine-tuning. Defaults to 0.
         dropout_rate: float. Dropout in the blocks, for fine-tuning. Defaults to 0.
+        head_norm: None or "l2". "l2": the new head reads the unit features (a zero-shot head's
+            input, `keras_vit.transfer.zeroshot_head`); needs `num_classes`. Defaults to None.
 
     Returns:
         (keras.Model, Pretrained). The model takes raw [0, 255] pixels (batch, height, width,
@@ -130,6 +132,11 @@ def load_pretrained(spec, *, num_classes=None, image_size=None, patch_size=None,
         check_choice("scaling", scaling, tuple(configs.SCALINGS))
     build_args = dict(classifier_activation=classifier_activation, drop_path_rate=drop_path_rate,
                       dropout_rate=dropout_rate)
+    if head_norm is not None:
+        check_choice("head_norm", head_norm, ("l2",))
+        if num_classes is None:
+            raise ValueError(f"Invalid head_norm={head_norm!r} without num_classes: it normalises a new head's input.")
+        build_args["head_norm"] = head_norm
     if spec.endswith(".keras"):
         model, info = _from_keras_file(spec, num_classes, image_size, scaling, build_args)
         if patch_size is not None and patch_size != model.vit_config["patch_size"]:
