@@ -19,7 +19,9 @@ A processor is a small JSON dict, read from the checkpoint's files by
 
 The resize is PIL's `Image.resize` (what transformers' PIL processors and timm's eval transforms
 call), reproduced exactly: PIL's filter weights over PIL's window, turned into its 22-bit
-fixed-point coefficients, the width resized and rounded to uint8 first, then the height. The
+fixed-point coefficients, one side resized and rounded to uint8, then the other, in Pillow's
+order (`vertical_first`: the height first where it shrinks by more than twice the width's
+pixels, Pillow 13's Resample.c; older Pillow always went width first). The
 arithmetic is written once for NumPy and TensorFlow's NumPy API (`xp`), so the SavedModel's
 `serve_bytes` signature runs the same steps in its graph (`keras_vit.data.processor_graph`).
 
@@ -74,6 +76,25 @@ def processor_record(resize, size, crop, interpolation, crop_offset, source, cro
     return {"resize": resize, "size": size, "crop": crop, "output": list(output),
             "crop_pct": None if crop_pct is None else float(crop_pct), "interpolation": interpolation,
             "crop_offset": crop_offset, "source": str(source)}
+
+
+def model_processor(model):
+    """The checkpoint's processor a model of one image size keeps (`vit_config["image_processor"]`), or None.
+
+    None also for a model without a `vit_config` or of another input (NaFlex patches, a dynamic
+    size): its images are resized to the model's size the ordinary way.
+
+    Example:
+
+    >>> import keras_vit
+    >>> model_processor(keras_vit.ViT("tiny", num_classes=3)) is None
+    True
+    """
+    processor = (getattr(model, "vit_config", None) or {}).get("image_processor")
+    inputs = getattr(model, "inputs", None) or ()
+    if processor is None or len(inputs) != 1 or len(inputs[0].shape) != 4 or None in inputs[0].shape[1:3]:
+        return None
+    return processor
 
 
 def sizes_for(processor, model_size):
@@ -199,19 +220,67 @@ def _pass(values, xp):
     return xp.clip(xp.floor((values + float(1 << (PRECISION_BITS - 1))) / float(1 << PRECISION_BITS)), 0.0, 255.0)
 
 
+def vertical_first(height, width, new_height, new_width):
+    """Whether Pillow resizes the height before the width: where the height shrinks by more than twice the width's pixels.
+
+    Pillow 13's `ImagingResampleInner` rule (the order moves a rounding to uint8, so a pixel
+    here and there one level). Scalars of NumPy or of TensorFlow's NumPy API.
+
+    Example:
+
+    >>> vertical_first(100, 37, 64, 24), vertical_first(40, 52, 24, 32)
+    (True, False)
+    """
+    return (height - new_height > 0) & (height - new_height > 2 * (width - new_width))
+
+
+def _resample(image, rows, cols, height_first, xp):
+    """Both fixed-point passes of `rows` and `cols` weights over `image`, each rounded, in the order Pillow takes."""
+    def width_then_height():
+        return _pass(xp.einsum("ih,hjc->ijc", rows, _pass(xp.einsum("hwc,jw->hjc", image, cols), xp)), xp)
+
+    def height_then_width():
+        return _pass(xp.einsum("iwc,jw->ijc", _pass(xp.einsum("ih,hwc->iwc", rows, image), xp), cols), xp)
+
+    if xp is np:
+        return height_then_width() if height_first else width_then_height()
+    return xp.cond(height_first, height_then_width, width_then_height)
+
+
 def resize_crop(image, height, width, processor, model_size, xp=np):
     """An image (height, width, channels) of uint8 values as float64 -> the model's (H, W, channels), float64 values.
 
-    The processor's resize and crop: the crop's rows and columns of PIL's resize, the width
-    pass first, each pass rounded to uint8 as PIL rounds it (PIL skips the pass of a side it
-    keeps; identity weights give the same pixels). `height` and `width` are float64 scalars of
-    `xp`, as in `geometry`.
+    The processor's resize and crop: the crop's rows and columns of PIL's resize, its two
+    passes in Pillow's order (`vertical_first`), each rounded to uint8 as PIL rounds it (PIL
+    skips the pass of a side it keeps; identity weights give the same pixels). `height` and
+    `width` are float64 scalars of `xp`, as in `geometry`.
     """
     (new_h, new_w), (top, left) = geometry(processor, height, width, model_size, xp)
     rows = coefficients(height, new_h, top + xp.arange(model_size[0], dtype="float64"), processor["interpolation"], xp)
     cols = coefficients(width, new_w, left + xp.arange(model_size[1], dtype="float64"), processor["interpolation"], xp)
-    wide = _pass(xp.einsum("hwc,jw->hjc", image, cols), xp)
-    return _pass(xp.einsum("ih,hjc->ijc", rows, wide), xp)
+    return _resample(image, rows, cols, vertical_first(height, width, new_h, new_w), xp)
+
+
+def pil_resize(image, height, width, new_height, new_width, interpolation, xp=np):
+    """PIL's `Image.resize` of an image (height, width, channels) of uint8 values as float64, to float64 uint8 values.
+
+    Args:
+        image: float64 array of `xp`. Whole numbers in [0, 255].
+        height: float64 scalar of `xp`. The image's height.
+        width: float64 scalar of `xp`. The image's width.
+        new_height: float64 scalar of `xp`. The height to resize to.
+        new_width: float64 scalar of `xp`. The width to resize to.
+        interpolation: str. A PIL filter of `FILTERS`.
+        xp: module. `numpy` or `keras_vit.data.processor_graph.TF_OPS`. Defaults to numpy.
+
+    Example:
+
+    >>> pil_resize(np.full((4, 6, 3), 200.0), 4.0, 6.0, 2.0, 3.0, "bilinear")[0, 0].tolist()
+    [200.0, 200.0, 200.0]
+    """
+    rows = coefficients(height, new_height, xp.arange(new_height, dtype="float64"), interpolation, xp)
+    cols = coefficients(width, new_width, xp.arange(new_width, dtype="float64"), interpolation, xp)
+    return _resample(image, rows, cols, vertical_first(height, width, new_height, new_width), xp)
 
 
 def process_image(image, processor, model_size):

@@ -5,9 +5,10 @@ images but, for each image, its own grid of patches: the image is resized, its a
 the largest size whose sides are multiples of the patch size and whose patches fit
 `max_num_patches` (`naflex_image_size`), cut into rows x cols patches and padded to
 `max_num_patches`. `naflex_inputs` does all of it as Hugging Face's `Siglip2ImageProcessor`
-does: the same target size, the same antialiased bilinear resize (torchvision's and PIL's
-filter, a uint8 image rounded to uint8 after each of its two passes as they do; their
-fixed-point weights put a pixel here and there one level apart), the same patch order.
+does: the same target size, the same antialiased bilinear resize (a uint8 image: PIL's
+`Image.resize`, exactly, as `Siglip2ImageProcessorPil` calls it; torchvision's uint8 kernel, which
+the default backend calls where torchvision is installed, rounds its 16-bit weights otherwise and
+puts a pixel here and there one level apart), the same patch order.
 
 Example:
 
@@ -34,6 +35,7 @@ SEARCH_EPS = 1e-5
 SCALE_RANGE = (SEARCH_EPS / 10, 100.0)
 SEARCH_STEPS = 24
 DEFAULT_MAX_NUM_PATCHES = 256  # Siglip2ImageProcessor's
+NAFLEX_FILTER = "bilinear"  # Siglip2ImageProcessor's resample (PIL's BILINEAR: antialiased when it shrinks)
 
 
 def is_naflex(model) -> bool:
@@ -320,31 +322,25 @@ def resize_antialiased(image, height, width):
 
     The filter of PIL's BILINEAR and of torch's `interpolate(mode="bilinear", antialias=True)`
     ("bilinear_antialias" of `keras_vit.layers.grid_resampling`). A float image is resized in
-    one float pass; a uint8 image as torchvision's uint8 kernel does it: the width, rounded to
-    uint8, then the height, rounded again (their fixed-point weights still put a pixel here and
-    there one level apart).
+    one float pass; a uint8 image exactly as PIL's `Image.resize` does it
+    (`keras_vit.image_processor.pil_resize`: fixed-point weights, each pass rounded to uint8).
 
     Example:
 
     >>> resize_antialiased(np.full((4, 6, 3), 200, "uint8"), 2, 3)[0, 0].tolist()
     [200, 200, 200]
     """
+    from keras_vit.image_processor import pil_resize
     from keras_vit.layers.grid_resampling import NUMPY_OPS, interpolation_matrix
 
     image = np.asarray(image)
+    if image.dtype == np.uint8:
+        sizes = (np.float64(side) for side in (image.shape[0], image.shape[1], height, width))
+        return pil_resize(image.astype("float64"), *sizes, NAFLEX_FILTER).astype("uint8")
     rows, cols = (interpolation_matrix(old, new, "bilinear_antialias", "float64", xp=NUMPY_OPS)
                   for old, new in ((image.shape[0], height), (image.shape[1], width)))
-    if image.dtype != np.uint8:
-        resized = np.einsum("ih,hwc,jw->ijc", rows, image.astype("float64"), cols)
-        return resized.astype(image.dtype if image.dtype.kind == "f" else "float32")
-    # torchvision's uint8 kernel (and PIL) resize the width, round to uint8, then the height.
-    wide = _to_uint8_values(np.einsum("hwc,jw->hjc", image.astype("float64"), cols))
-    return _to_uint8_values(np.einsum("ih,hjc->ijc", rows, wide)).astype("uint8")
-
-
-def _to_uint8_values(x):
-    """Rounded (halves up, as fixed-point kernels round) and clipped to [0, 255]."""
-    return np.clip(np.floor(x + 0.5), 0, 255)
+    resized = np.einsum("ih,hwc,jw->ijc", rows, image.astype("float64"), cols)
+    return resized.astype(image.dtype if image.dtype.kind == "f" else "float32")
 
 
 def _image_list(images):

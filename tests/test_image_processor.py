@@ -79,7 +79,8 @@ def test_every_pil_filter_equals_pil_resize():
     rng = np.random.default_rng(1)
     codes = {"nearest": 0, "lanczos": 1, "bilinear": 2, "bicubic": 3, "box": 4, "hamming": 5}
     for name in FILTERS:
-        for source, target in (((37, 53), (16, 12)), ((9, 5), (13, 17))):
+        # Width first, and height first (Pillow's order where the height shrinks by over twice the width's pixels).
+        for source, target in (((37, 53), (16, 12)), ((9, 5), (13, 17)), ((50, 19), (16, 12))):
             image = rng.integers(0, 256, (*source, 3), dtype=np.uint8)
             expected = np.asarray(PIL.fromarray(image).resize(target[::-1], resample=codes[name]))
             record = processor_record("squash", list(target), None, name, "floor", "x")

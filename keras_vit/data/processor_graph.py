@@ -31,11 +31,13 @@ from keras_vit.data.image_io import MAX_PIXELS, decode_image
 from keras_vit.image_processor import resize_crop
 
 
-# The array functions `keras_vit.image_processor` uses, in TensorFlow's NumPy API; `arange` of a tensor's length.
+# The array functions `keras_vit.image_processor` uses, in TensorFlow's NumPy API; `arange` of a tensor's length,
+# `cond` for its branch.
 TF_OPS = types.SimpleNamespace(
     **{name: getattr(tnp, name) for name in ("asarray", "minimum", "maximum", "floor", "ceil", "round", "where", "abs",
                                              "sin", "cos", "sum", "clip", "einsum")},
     arange=lambda size, dtype: tf.cast(tf.range(tf.cast(size, tf.int32)), dtype),
+    cond=tf.cond,  # Pillow's pass order, decided by each image's size
 )
 
 
@@ -60,11 +62,28 @@ def decode_processed_images(image_bytes, processor, height, width, channels, *, 
 
     def one(index):
         image = decode_image(image_bytes[index], channels, max_pixels=max_pixels, index=index)
-        size = tf.cast(tf.shape(image), tf.float64)
-        pixels = resize_crop(tf.cast(image, tf.float64), size[0], size[1], processor, (height, width), xp=TF_OPS)
-        return tf.ensure_shape(tf.cast(pixels, tf.float32), (height, width, channels))
+        return process_image_tensor(image, processor, height, width)
 
     return tf.map_fn(one, indices, fn_output_signature=tf.TensorSpec((height, width, channels), tf.float32))
+
+
+def process_image_tensor(image, processor, height, width):
+    """One decoded image tensor (h, w, channels) of [0, 255] values -> float32 (height, width, channels) by `processor`.
+
+    Float values are rounded to uint8 levels first, as `keras_vit.image_processor.process_image`
+    rounds them: the processors resize 8-bit images.
+
+    Example:
+
+    >>> from keras_vit.image_processor import processor_record
+    >>> squash = processor_record("squash", [2, 2], None, "bilinear", "floor", "x")
+    >>> process_image_tensor(tf.fill((4, 6, 3), 200.0), squash, 2, 2).numpy()[0, 0].tolist()
+    [200.0, 200.0, 200.0]
+    """
+    size = tf.cast(tf.shape(image), tf.float64)
+    levels = tf.round(tf.cast(image, tf.float64))
+    pixels = resize_crop(levels, size[0], size[1], processor, (height, width), xp=TF_OPS)
+    return tf.ensure_shape(tf.cast(pixels, tf.float32), (height, width, image.shape[-1]))
 
 
 _GRAPHS = {}

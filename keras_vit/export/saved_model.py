@@ -9,9 +9,10 @@ import tensorflow as tf
 
 from keras_vit._validation import check_positive_int
 from keras_vit.data.image_io import MAX_PIXELS, decode_image, decode_images, error_text, require  # noqa: F401  (the signatures' decoder)
-from keras_vit.data.processor_graph import decode_processed_images
+from keras_vit.data.processor_graph import TF_OPS, decode_processed_images
 from keras_vit.export import _common, _tensorflow_process
-from keras_vit.naflex import fitted_size, processor_settings
+from keras_vit.image_processor import pil_resize
+from keras_vit.naflex import NAFLEX_FILTER, fitted_size, processor_settings
 
 DEFAULT_TOP_K = 5
 SIGNATURES = ("serving_default", "serve_bytes")
@@ -305,8 +306,6 @@ def _naflex_graph_inputs(config, max_num_patches, scale, max_pixels):
     """The graph function: encoded images (batch,) -> a NaFlex model's inputs, as `keras_vit.naflex.naflex_inputs`."""
     import tensorflow.experimental.numpy as tnp
 
-    from keras_vit.layers.grid_resampling import interpolation_matrix
-
     patch, channels = config["patch_size"], config["channels"]
     depth = patch * patch * channels
 
@@ -320,11 +319,9 @@ def _naflex_graph_inputs(config, max_num_patches, scale, max_pixels):
                        f"image_bytes[{{}}] of {{}} x {{}} pixels needs a {{}} x {{}} grid of {patch}-pixel patches even "
                        f"at the smallest scale, over max_num_patches={max_num_patches}; crop it.",
                        index, size[1], size[0], rows, cols)
-        row_matrix, col_matrix = (interpolation_matrix(old, new, "bilinear_antialias", "float64")
-                                  for old, new in ((size[0], height), (size[1], width)))
-        # As keras_vit.naflex.resize_antialiased resizes uint8: the width, rounded, then the height, rounded.
-        wide = _to_uint8_values(tf.einsum("hwc,jw->hjc", tf.cast(image, tf.float64), col_matrix))
-        pixels = scale(tf.cast(_to_uint8_values(tf.einsum("ih,hjc->ijc", row_matrix, wide)), tf.float32))
+        # As keras_vit.naflex.resize_antialiased resizes uint8: PIL's resize, in the same arithmetic.
+        sides = [tf.cast(side, tf.float64) for side in (size[0], size[1], height, width)]
+        pixels = scale(tf.cast(pil_resize(tf.cast(image, tf.float64), *sides, NAFLEX_FILTER, xp=TF_OPS), tf.float32))
         cut = tf.transpose(tf.reshape(pixels, (rows, patch, cols, patch, channels)), (0, 2, 1, 3, 4))
         with tf.control_dependencies([fits]):
             patches = tf.pad(tf.reshape(cut, (rows * cols, depth)), [[0, max_num_patches - rows * cols], [0, 0]])
@@ -340,10 +337,6 @@ def _naflex_graph_inputs(config, max_num_patches, scale, max_pixels):
         return {"patches": patches, "spatial_shapes": shapes}
 
     return inputs
-
-
-def _to_uint8_values(x):
-    return tf.clip_by_value(tf.floor(x + 0.5), 0.0, 255.0)
 
 
 def _checked_base_dir(base_dir):
