@@ -203,15 +203,50 @@ def images(count=2, seed=1, size=(40, 52)):
     return np.random.default_rng(seed).integers(0, 256, size=(count, *size, 3)).astype("uint8")
 
 
+def photos():
+    """Two non-square uint8 images, one wide and one tall (Pillow resizes a tall one's height first)."""
+    return [images(1, seed=1, size=(40, 52))[0], images(1, seed=2, size=(70, 23))[0]]
+
+
 _MADE = {}
 
 
 def made(kind, tmp_path_factory):
-    """(folder, torch model) of `kind`, made once per test process (both image-text test modules share it)."""
+    """(folder, torch model) of `kind`, made once per test process (every image-text test module shares it)."""
     if kind not in _MADE:
         folder = str(tmp_path_factory.mktemp(f"image_text_{kind}"))
         _MADE[kind] = (folder, MAKERS[kind](folder))
     return _MADE[kind]
+
+
+_LOADED = {}
+
+
+def loaded(kind, tmp_path_factory):
+    """`keras_vit.ImageTextModel` of `made(kind)`'s folder, read once per test process (tests only read it)."""
+    if kind not in _LOADED:
+        import keras_vit
+
+        _LOADED[kind] = keras_vit.ImageTextModel(weights=made(kind, tmp_path_factory)[0])
+    return _LOADED[kind]
+
+
+def reference_pixels(folder, images):
+    """The pixel inputs transformers' PIL image processor of `folder` gives (what keras_vit reproduces to the level)."""
+    import transformers
+
+    processor = transformers.AutoImageProcessor.from_pretrained(folder, backend="pil")
+    return processor(images=[np.asarray(image) for image in images], return_tensors="pt")
+
+
+def reference_image_embeddings(model, pixels):
+    """transformers' L2-normalised image embedding (`get_image_features`, normalised as its `image_embeds`)."""
+    import torch
+
+    with torch.no_grad():
+        out = model.get_image_features(**pixels)
+    embeds = getattr(out, "pooler_output", out).numpy()
+    return embeds / np.linalg.norm(embeds, axis=-1, keepdims=True)
 
 
 def torch_inputs(arrays):

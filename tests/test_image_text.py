@@ -27,13 +27,7 @@ TOLERANCE = 1e-4
 
 def _model(kind, tmp_path_factory):
     folder, reference = fixtures.made(kind, tmp_path_factory)
-    return keras_vit.ImageTextModel(weights=folder), reference
-
-
-def _pixels(kind, folder, images):
-    import transformers
-
-    return transformers.AutoImageProcessor.from_pretrained(folder)(images=list(images), return_tensors="pt")
+    return fixtures.loaded(kind, tmp_path_factory), reference
 
 
 def _close(found, expected):
@@ -47,9 +41,10 @@ def test_embeddings_and_logits_match_transformers(kind, tmp_path_factory):
 
     model, reference = _model(kind, tmp_path_factory)
     assert model.kind == kind and (model.logit_bias is None) == (kind == "clip")
-    # Images at the tower's size: the processor's resize and crop change nothing (SigLIP 2 cuts its own patches).
-    images = fixtures.images(2, size=(fixtures.IMAGE, fixtures.IMAGE) if kind != "siglip2" else (40, 52))
-    pixels = _pixels(kind, model.path, images)
+    # A wide and a tall photo: CLIP's processor resizes the short side and crops, SigLIP's squashes, SigLIP 2's
+    # cuts its own grid; each resized as PIL resizes (a tall one's height first).
+    images = fixtures.photos()
+    pixels = fixtures.reference_pixels(model.path, images)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the long text's truncation is said; tested with the tokenizers
         tokens = model.tokenize(TEXTS)
@@ -58,17 +53,23 @@ def test_embeddings_and_logits_match_transformers(kind, tmp_path_factory):
         expected = reference(**fixtures.torch_inputs(tokens), **pixels)
     _close(texts, expected.text_embeds.numpy())
     np.testing.assert_allclose(np.linalg.norm(texts, axis=1), 1.0, atol=1e-6)
-    if kind == "siglip2":  # its processor's resize is not ours to a pixel level yet: the tower on its patches
-        inputs = {"patches": pixels["pixel_values"].numpy(), "spatial_shapes": pixels["spatial_shapes"].numpy()}
-        embeds = to_numpy(model.image_encoder(inputs))
-        images_normalised = embeds / np.linalg.norm(embeds, axis=1, keepdims=True)
-        logits = model.logit_scale * images_normalised @ texts.T + model.logit_bias
-    else:
-        images_normalised = model.encode_images(images)
-        logits = model.logits(images, TEXTS)
-    _close(images_normalised, expected.image_embeds.numpy())
+    _close(model.encode_images(images), expected.image_embeds.numpy())
+    logits = model.logits(images, TEXTS)
     _close(logits, expected.logits_per_image.numpy())
     assert logits.shape == (2, len(TEXTS))
+
+
+def test_processor_config_json_alone_states_the_processor(tmp_path_factory, tmp_path):
+    """transformers 5 writes a whole processor's image settings to processor_config.json, not preprocessor_config.json."""
+    model, reference = _model("clip", tmp_path_factory)
+    folder = tmp_path / "processor_config_only"
+    shutil.copytree(model.path, folder, ignore=shutil.ignore_patterns("preprocessor_config.json"))
+    assert (folder / "processor_config.json").is_file()
+    images = fixtures.photos()
+    expected = fixtures.reference_image_embeddings(reference, fixtures.reference_pixels(model.path, images))
+    again = keras_vit.ImageTextModel(weights=str(folder))
+    assert again.image_encoder.vit_config["image_processor"]["resize"] == "shortest_edge"
+    _close(again.encode_images(images), expected)
 
 
 @pytest.mark.backends("tensorflow", "jax", "torch")
@@ -95,9 +96,9 @@ def test_save_hf_writes_a_folder_transformers_loads(kind, reference_class, tmp_p
         model.save_hf(folder)
     loaded = getattr(transformers, reference_class).from_pretrained(folder).eval()
     tokens = model.tokenize(TEXTS[:3])
-    images = fixtures.images(2, size=(fixtures.IMAGE, fixtures.IMAGE))
+    images = fixtures.photos()
     with torch.no_grad():
-        expected = loaded(**fixtures.torch_inputs(tokens), **_pixels(kind, folder, images))
+        expected = loaded(**fixtures.torch_inputs(tokens), **fixtures.reference_pixels(folder, images))
     _close(model.logits(images, TEXTS[:3]), expected.logits_per_image.numpy())
     again = keras_vit.ImageTextModel(weights=str(folder))
     np.testing.assert_array_equal(again.tokenize(TEXTS[:3])["input_ids"], tokens["input_ids"])

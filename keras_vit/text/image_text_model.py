@@ -20,6 +20,7 @@ import keras
 import numpy as np
 
 from keras_vit._atomic import atomic_directory, write_json
+from keras_vit.image_processor import process_images
 from keras_vit.models.vit import ViT
 from keras_vit.text.text_tower import TEXT_FAMILIES, build_text_tower, text_tower_config
 from keras_vit.text.tokenizers import TOKENIZER_CONFIG, TOKENIZER_FILES, read_tokenizer
@@ -30,13 +31,13 @@ from keras_vit.weights.files import WEIGHTS_FILE, CheckpointError, read_safetens
 from keras_vit.weights.hf_writer import save_hf as save_image_tower
 from keras_vit.weights.huggingface import text_tower as text_keys
 from keras_vit.weights.mapping import MappingContext, apply_entries, build_entries, model_tensors
-from keras_vit.weights.preprocessing import HF_PREPROCESSOR_FILE, read_preprocessing
+from keras_vit.weights.preprocessing import HF_PREPROCESSOR_FILE, HF_PROCESSOR_FILE, read_preprocessing
 
 KINDS = tuple(TEXT_FAMILIES)
 # Files beside the weights that a two-tower folder keeps and save_hf copies: tokenizer and processors.
 SIDE_FILES = tuple(dict.fromkeys(
     [name for options in TOKENIZER_FILES.values() for names in options for name in names]
-    + [TOKENIZER_CONFIG, "special_tokens_map.json", HF_PREPROCESSOR_FILE, "processor_config.json"]))
+    + [TOKENIZER_CONFIG, "special_tokens_map.json", HF_PREPROCESSOR_FILE, HF_PROCESSOR_FILE]))
 # Keras' resize names of the processors' PIL filters.
 _RESIZE = {"bilinear": "bilinear", "bicubic": "bicubic", "nearest": "nearest", "lanczos": "lanczos3"}
 
@@ -47,7 +48,8 @@ class ImageTextModel:
     Args:
         weights: str. A Hugging Face two-tower folder (`config.json` of model_type "clip",
             "siglip" or "siglip2", `model.safetensors`, its tokenizer files and
-            `preprocessor_config.json` beside) or a Hub id "hf-hub:ORG/NAME[@REVISION]".
+            `preprocessor_config.json` or `processor_config.json` beside) or a Hub id
+            "hf-hub:ORG/NAME[@REVISION]".
         cache_dir: str or None. huggingface_hub cache root for a Hub id. Defaults to None.
         token: str or None. Hugging Face token for a gated or private repository. Defaults to None.
 
@@ -105,28 +107,37 @@ class ImageTextModel:
         return scores + self.logit_bias if self.logit_bias is not None else scores
 
     def _prepare_images(self, images):
-        """What `image_encoder` takes from images in [0, 255]: resized to its input and scaled as its processor states."""
+        """What `image_encoder` takes from images in [0, 255]: the checkpoint's processor, resize to scaling.
+
+        Float pixels are rounded to uint8 values first, as the processors resize 8-bit images.
+        A processor that states its resize and crop (`keras_vit.image_processor`) is applied
+        exactly; NaFlex cuts its patches (`keras_vit.naflex`); a processor that states neither
+        (no resize) leaves an antialiased resize to the tower's size in its filter.
+        """
+        images = [np.asarray(image) for image in (images if isinstance(images, (list, tuple)) else np.asarray(images))]
+        if not images or any(image.ndim != 3 or image.dtype.kind not in "uif" for image in images):
+            raise ValueError("Invalid images: expected a batch (n, height, width, channels) or a list of "
+                             "(height, width, channels) arrays in [0, 255], with at least one image.")
+        images = [image if image.dtype == np.uint8 else np.clip(np.round(image.astype("float64")), 0, 255).astype("uint8")
+                  for image in images]
         if self.naflex:
             from keras_vit.naflex import naflex_inputs
 
             return naflex_inputs(images, weights=self.path, model=self.image_encoder)[0]
         processor = read_preprocessing(self.path, "hf")
         if processor is None:
-            raise CheckpointError(f"{self.path!r} has no {HF_PREPROCESSOR_FILE}: the image processor's mean and std "
-                                  "(save_pretrained of the checkpoint's processor writes it).")
-        images = [np.asarray(image, "float32") for image in (images if isinstance(images, (list, tuple)) else
-                                                                 np.asarray(images))]
-        if not images or any(image.ndim != 3 for image in images):
-            raise ValueError("Invalid images: expected a batch (n, height, width, channels) or a list of "
-                             "(height, width, channels) arrays in [0, 255], with at least one image.")
+            raise CheckpointError(f"{self.path!r} has no {HF_PREPROCESSOR_FILE} or {HF_PROCESSOR_FILE}: the image "
+                                  "processor's mean and std (save_pretrained of the checkpoint's processor writes it).")
         size = tuple(self.image_encoder.input_shape[1:3])
-        method = _RESIZE.get(processor.interpolation, "bicubic")
-        resized = [image if image.shape[:2] == size else
-                   keras.ops.convert_to_numpy(keras.ops.image.resize(image, size, interpolation=method,
-                                                                     antialias=True))
-                   for image in images]
+        if processor.processor is not None:
+            resized = process_images(images, processor.processor, size)
+        else:
+            method = _RESIZE.get(processor.interpolation, "bicubic")
+            resized = np.stack([image.astype("float32") if image.shape[:2] == size else keras.ops.convert_to_numpy(
+                keras.ops.image.resize(image.astype("float32"), size, interpolation=method, antialias=True))
+                for image in images])
         mean, std = np.asarray(processor.mean, "float32"), np.asarray(processor.std, "float32")
-        return (np.stack(resized) / 255.0 - mean) / std
+        return (resized / 255.0 - mean) / std
 
     def save_hf(self, folder, *, overwrite=False):
         """Writes the two towers as a Hugging Face two-tower folder (config, weights, tokenizer and processor files).

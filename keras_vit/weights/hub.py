@@ -24,10 +24,11 @@ import os
 import re
 
 from keras_vit.weights.files import SHARDED_INDEX, WEIGHTS_FILE, CheckpointError, missing_shards, shard_files
+from keras_vit.weights.preprocessing import HF_PREPROCESSOR_FILE, HF_PROCESSOR_FILE
 
 PREFIX = "hf-hub:"
 # What a keras_vit checkpoint folder holds; with the index, the shards it lists are fetched next.
-FILES = ("config.json", WEIGHTS_FILE, "preprocessor_config.json", SHARDED_INDEX)
+FILES = ("config.json", WEIGHTS_FILE, HF_PREPROCESSOR_FILE, HF_PROCESSOR_FILE, SHARDED_INDEX)
 _REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _COMMIT = re.compile(r"[0-9a-f]{40}")

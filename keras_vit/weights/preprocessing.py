@@ -2,7 +2,7 @@
 
 Three sources: a Hugging Face `preprocessor_config.json` (image_mean, image_std, do_normalize,
 do_rescale and rescale_factor, size, crop_size, resample; a NaFlex processor's max_num_patches and
-patch_size), the `pretrained_cfg` of a timm
+patch_size; else the same keys under "image_processor" in `processor_config.json`), the `pretrained_cfg` of a timm
 `config.json` (mean, std, input_size, interpolation, crop_pct), and the `preprocessing` and
 `resolution` fields of a named preset (`keras_vit.weights.CHECKPOINTS`). Mean and std are kept in
 [0, 1] pixel units, as both ecosystems write them; `scaling` names the entry of
@@ -25,6 +25,8 @@ from keras_vit.image_processor import processor_record
 from keras_vit.weights.files import CheckpointError, read_json_object
 
 HF_PREPROCESSOR_FILE = "preprocessor_config.json"
+# What transformers 5's `save_pretrained` of a whole processor writes: the image processor's dict under "image_processor".
+HF_PROCESSOR_FILE = "processor_config.json"
 TIMM_CONFIG_FILE = "config.json"
 # How close (in [0, 1] units) a stated mean and std must be to a SCALINGS entry to be named by it.
 SCALING_TOLERANCE = 1e-3
@@ -124,7 +126,8 @@ def read_preprocessing(path, layout):
 
     Only the file of the checkpoint's own ecosystem is read, in the folder of `path` (or `path`
     itself): a timm checkpoint's `config.json` (`pretrained_cfg`), a Hugging Face one's
-    `preprocessor_config.json`. A vit_jax `.npz` comes with neither.
+    `preprocessor_config.json`, else the "image_processor" of its `processor_config.json` (what
+    transformers 5 writes for a processor of image and text). A vit_jax `.npz` comes with neither.
 
     Args:
         path: str. A checkpoint file or folder.
@@ -140,12 +143,16 @@ def read_preprocessing(path, layout):
     >>> p.scaling, p.image_size, p.interpolation
     ('symmetric', (224, 224), 'bilinear')
     """
-    name, reader = {"timm": (TIMM_CONFIG_FILE, _read_timm), "hf": (HF_PREPROCESSOR_FILE, _read_hf)}.get(
-        layout, (None, None))
     folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
-    if name is None or not os.path.isfile(os.path.join(folder, name)):
+    if layout == "timm":
+        file = os.path.join(folder, TIMM_CONFIG_FILE)
+        return _read_timm(file) if os.path.isfile(file) else None
+    if layout != "hf":
         return None
-    return reader(os.path.join(folder, name))
+    for name in (HF_PREPROCESSOR_FILE, HF_PROCESSOR_FILE):
+        if os.path.isfile(os.path.join(folder, name)):
+            return _read_hf(os.path.join(folder, name))
+    return None
 
 
 def _read_timm(file):
@@ -213,6 +220,11 @@ def _timm_processor(size, crop_pct, crop_mode, interpolation, source):
 
 def _read_hf(file):
     config = read_json_object(file, "Hugging Face preprocessor config")
+    if os.path.basename(file) == HF_PROCESSOR_FILE:
+        config = config.get("image_processor")
+        if not isinstance(config, dict):
+            return None  # a processor of text alone
+        file = f"{file} (image_processor)"
     if config.get("rescale_offset"):
         raise CheckpointError(f"Hugging Face preprocessor config {file!r}: rescale_offset is "
                               f"{config['rescale_offset']!r}; keras_vit reads only a plain rescale (x * rescale_factor).")
