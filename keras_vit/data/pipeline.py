@@ -24,6 +24,7 @@ from keras_vit import choices, configs
 from keras_vit._validation import check_choice, check_positive_int
 from keras_vit.applications import scale_pixels
 from keras_vit.data.augment import Augmenter
+from keras_vit.data.processor_graph import process_image_tensor
 
 
 def make_pipeline(
@@ -44,6 +45,7 @@ def make_pipeline(
     cache: bool = False,
     repeat: bool = False,
     resize: str = "bilinear",
+    processor=None,
 ):
     """Builds a batched, prefetched tf.data pipeline of (images, one-hot labels) from a `Source`.
 
@@ -77,6 +79,11 @@ def make_pipeline(
         resize: str. How images of another size reach `image_size` (unless an augmentation crop
             resizes them): "bilinear" (resized) or "pad" (centred zero padding, larger images
             centre-cropped; 28 px Fashion-MNIST on a 32 px input as LeNet had it). Defaults to "bilinear".
+        processor: dict or None. A checkpoint's own image processor (`keras_vit.image_processor`:
+            CLIP's shortest-edge resize and centre crop, SigLIP's PIL resize) that takes each
+            image to `image_size` instead of `resize` and `crop_fraction`, exactly as the
+            checkpoint's processor does; evaluation only (training augments its own crops).
+            Defaults to None.
 
     Example:
 
@@ -96,6 +103,9 @@ def make_pipeline(
     check_choice("scaling", scaling, tuple(configs.SCALINGS) + (None,))
     check_positive_int("batch_size", batch_size)
     check_choice("resize", resize, choices.RESIZES)
+    if processor is not None and training:
+        raise ValueError("Invalid processor= with training=True: a checkpoint's image processor resizes evaluation "
+                         "images; training images take the augmentation's crops. Pass processor=None to train.")
     num_classes = num_classes or source.num_classes
     drop_remainder = training if drop_remainder is None else drop_remainder
     augmenter = Augmenter(augment if training else "none", image_size, seed=seed)
@@ -113,7 +123,9 @@ def make_pipeline(
         return image, label
 
     def per_example(image, label):
-        if augmenter.resizes:
+        if processor is not None:
+            image = process_image_tensor(image, processor, *image_size)
+        elif augmenter.resizes:
             image = augmenter.per_example(image)
         else:
             image = _resize(image, image_size, None if training else crop_fraction, resize)

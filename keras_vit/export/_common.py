@@ -106,21 +106,13 @@ def input_spec(model, *, what="export"):
 
 
 def image_processor(model):
-    """The checkpoint's processor a model of one image size keeps (`vit_config["image_processor"]`), or None.
+    """The checkpoint's processor a model of one image size keeps, or None (`keras_vit.image_processor.model_processor`).
 
     None: files are resized to the model's size (`keras_vit.data.image_io.decode_images`).
-
-    Example:
-
-    >>> import keras_vit
-    >>> image_processor(keras_vit.ViT("tiny", num_classes=3)) is None
-    True
     """
-    processor = (getattr(model, "vit_config", None) or {}).get("image_processor")
-    inputs = getattr(model, "inputs", None) or ()
-    if processor is None or len(inputs) != 1 or len(inputs[0].shape) != 4 or None in inputs[0].shape[1:3]:
-        return None
-    return processor
+    from keras_vit.image_processor import model_processor
+
+    return model_processor(model)
 
 
 def has_preprocessing(model) -> bool:

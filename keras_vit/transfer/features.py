@@ -34,7 +34,9 @@ def extract_features(model, source, *, batch_size=64, verbose=0) -> Features:
 
     The model's input shape gives the image size and channels (grey images are repeated to 3
     channels, colour averaged to 1, as the model takes); pixels go in raw [0, 255], the model
-    scaling them itself (`load_pretrained` puts the scaling inside). Files that fail to decode
+    scaling them itself (`load_pretrained` puts the scaling inside); a model that keeps its
+    checkpoint's image processor (`vit_config["image_processor"]`: CLIP's shortest-edge resize and
+    centre crop, SigLIP's resize) gets its images as that processor makes them. Files that fail to decode
     are skipped by the data pipeline (`Source.corrupt_files`) and left out of `files` too.
 
     Args:
@@ -58,6 +60,7 @@ def extract_features(model, source, *, batch_size=64, verbose=0) -> Features:
     """
     from keras_vit._validation import check_positive_int, check_choice
     from keras_vit.data.pipeline import make_pipeline  # tf.data stays in data/
+    from keras_vit.image_processor import model_processor
 
     check_positive_int("batch_size", batch_size)
     check_choice("verbose", verbose, (0, 1))
@@ -68,8 +71,10 @@ def extract_features(model, source, *, batch_size=64, verbose=0) -> Features:
             f"Invalid model={model.name!r}: its output has shape {output}; expected one feature vector per "
             "image (batch, features), e.g. the feature model of keras_vit.transfer.load_pretrained."
         )
+    # A model that keeps its checkpoint's processor (CLIP's crop, SigLIP's resize) sees its images as that processor
+    # makes them, as its exports and load_predictor do.
     dataset = make_pipeline(source, image_size=(height, width), channels=channels, scaling=None,
-                            batch_size=batch_size)
+                            batch_size=batch_size, processor=model_processor(model))
     progress = None
     if verbose:
         import keras
