@@ -20,29 +20,25 @@ LABELS = ["cat", "dog", "airplane"]
 
 @pytest.fixture(scope="module")
 def towers(tmp_path_factory):
-    """kind -> (folder, the transformers model, ImageTextModel), made once for the module."""
-    from keras_vit.text.image_text_model import ImageTextModel
-
-    made = {}
-    for kind in ("clip", "siglip"):
-        folder = str(tmp_path_factory.mktemp(kind))
-        made[kind] = (folder, fixtures.MAKERS[kind](folder), ImageTextModel(weights=folder))
-    return made
+    """kind -> (folder, the transformers model, ImageTextModel), shared with the other image-text modules."""
+    return {kind: (*fixtures.made(kind, tmp_path_factory), fixtures.loaded(kind, tmp_path_factory))
+            for kind in ("clip", "siglip")}
 
 
 def _pipeline_scores(folder, hf, kind, images, labels=LABELS):
     """transformers' zero-shot pipeline's scores: its processor's pixels and tokens, softmax or sigmoid of the logits."""
-    import PIL.Image
     import torch
-    import transformers
 
-    processor = transformers.AutoImageProcessor.from_pretrained(folder)
-    pixels = processor(images=[PIL.Image.fromarray(image) for image in images], return_tensors="pt")["pixel_values"]
+    pixels = fixtures.reference_pixels(folder, images)["pixel_values"]
     tokens = fixtures.reference_tokenizer(folder)([f"This is a photo of {label}." for label in labels],
                                                   return_tensors="pt", **fixtures.pipeline_kwargs(kind))
     with torch.no_grad():
         logits = hf(pixel_values=pixels, **tokens).logits_per_image
     return (logits.softmax(-1) if kind == "clip" else logits.sigmoid()).numpy()
+
+
+def _scores(model, pixels):
+    return np.asarray(model(pixels, training=False))
 
 
 @pytest.mark.parametrize("kind", ["clip", "siglip"])
@@ -52,9 +48,9 @@ def test_probabilities_equal_the_zero_shot_pipeline(towers, kind):
 
     folder, hf, pair = towers[kind]
     model = keras_vit.zeroshot_classifier(pair, LABELS)
-    images = fixtures.images(2)
+    images = fixtures.photos()
     pixels = process_images(images, model.vit_config["image_processor"], model.input_shape[1:3])
-    np.testing.assert_allclose(model.predict(pixels, verbose=0), _pipeline_scores(folder, hf, kind, images), atol=1e-5)
+    np.testing.assert_allclose(_scores(model, pixels), _pipeline_scores(folder, hf, kind, images), atol=1e-5)
     assert model.layers[-1].activation.__name__ == ("softmax" if kind == "clip" else "sigmoid")
 
 
@@ -76,10 +72,31 @@ def test_keras_file_and_saved_model_keep_labels_and_scores(towers, tmp_path):
     loaded = keras.saving.load_model(path)
     assert loaded.vit_config["class_names"] == LABELS
     pixels = np.random.default_rng(0).uniform(0, 255, (1, *model.input_shape[1:])).astype("float32")
-    np.testing.assert_allclose(loaded.predict(pixels, verbose=0), model.predict(pixels, verbose=0), atol=1e-6)
+    np.testing.assert_allclose(_scores(loaded, pixels), _scores(model, pixels), atol=1e-6)
     served = load_predictor(saved_model(loaded, str(tmp_path / "serving")))  # labels and processor from the model
     assert served.class_names == tuple(LABELS)
     np.testing.assert_allclose(served.predict_files([photo]), expected, atol=1e-5)
+
+
+def test_sigmoid_classifier_exports_to_tflite_and_onnx(towers, tmp_path):
+    """SigLIP's zero-shot head (sigmoid: each label its own probability) through TFLite (float, int8) and ONNX."""
+    import keras_vit
+    from keras_vit import export
+
+    model = keras_vit.zeroshot_classifier(towers["siglip"][2], LABELS)
+    pixels = np.random.default_rng(0).uniform(0, 255, (8, *model.input_shape[1:])).astype("float32")
+    expected = _scores(model, pixels)
+    assert np.abs(expected.sum(axis=1) - 1).max() > 0.05  # not a softmax: applying one would show
+    files = {"float": export.tflite(model, str(tmp_path / "float.tflite"), class_names=LABELS).path,
+             "onnx": export.onnx(model, str(tmp_path / "m.onnx"), class_names=LABELS).path}
+    for kind, path in files.items():
+        predictor = export.load_predictor(path)
+        assert predictor.class_names == tuple(LABELS), kind
+        np.testing.assert_allclose(predictor.predict(pixels), expected, atol=1e-4, err_msg=kind)
+    int8 = export.tflite(model, str(tmp_path / "int8.tflite"), "int8", representative_data=pixels).path
+    quantized = export.load_predictor(int8).predict(pixels)
+    assert quantized.shape == expected.shape and np.isfinite(quantized).all()
+    assert (quantized.argmax(axis=1) == expected.argmax(axis=1)).mean() >= 0.75
 
 
 @pytest.mark.parametrize("class_names, templates, message", [
@@ -109,13 +126,14 @@ def test_imagenet_templates_average_the_normalised_prompt_embeddings(towers):
 
 
 def test_cli_zeroshot_embed_texts_and_search(towers, tmp_path, capsys):
+    """zeroshot on a folder, embed of texts and of images (through the checkpoint's processor), search of the images."""
     import PIL.Image
 
     from keras_vit import cli
 
-    folder, _, pair = towers["clip"]
+    folder, _, pair = towers["siglip"]  # its processor resizes with PIL's bicubic, not the data pipeline's bilinear
     data = tmp_path / "pets"
-    images = fixtures.images(4)
+    images = fixtures.photos() + [fixtures.images(1, seed=5, size=(36, 60))[0], fixtures.images(1, seed=6, size=(64, 30))[0]]
     files = [str(data / LABELS[i % 2] / f"{i}.png") for i in range(4)]
     for path, image in zip(files, images):
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -131,11 +149,16 @@ def test_cli_zeroshot_embed_texts_and_search(towers, tmp_path, capsys):
     out = str(tmp_path / "texts.npz")
     assert cli.main(["embed", folder, "--texts", str(texts), "--out", out]) == 0
     np.testing.assert_allclose(np.load(out)["embeddings"], pair.encode_texts(["a red car", "a cat"]), atol=1e-6)
-    embeddings = pair.encode_images(images)
-    np.savez(tmp_path / "images.npz", embeddings=embeddings, files=np.array(files))
+    embedded = str(tmp_path / "images.npz")
+    assert cli.main(["embed", folder, "--dataset", str(data), "--out", embedded]) == 0
+    with np.load(embedded) as found:
+        order = [files.index(path) for path in found["files"]]
+        embeddings = found["embeddings"] / np.linalg.norm(found["embeddings"], axis=1, keepdims=True)
+    np.testing.assert_allclose(embeddings, pair.encode_images([images[i] for i in order]), atol=1e-5)
     capsys.readouterr()
-    assert cli.main(["search", str(tmp_path / "images.npz"), "--text", "a cat", "--weights", folder, "--top-k", "4"]) == 0
+    assert cli.main(["search", embedded, "--text", "a cat", "--weights", folder, "--top-k", "4"]) == 0
     ranked = [line.split()[-1] for line in capsys.readouterr().out.splitlines()]
-    assert ranked == [files[i] for i in np.argsort(-(embeddings @ pair.encode_texts(["a cat"])[0]), kind="stable")]
+    scores = embeddings @ pair.encode_texts(["a cat"])[0]
+    assert ranked == [files[order[i]] for i in np.argsort(-scores, kind="stable")]
     assert cli.main(["search", out, "--text", "a cat", "--weights", folder]) == 2
     assert "text embeddings" in capsys.readouterr().err
