@@ -234,13 +234,27 @@ def vertical_first(height, width, new_height, new_width):
     return (height - new_height > 0) & (height - new_height > 2 * (width - new_width))
 
 
+def _along_width(image, cols, xp):
+    """(h, w, c) -> (h, j, c) by the weights `cols` (j, w): sums of whole numbers, exact in float64 in any order."""
+    if xp is np:  # batched matrix products (NumPy's einsum would not use BLAS)
+        return np.matmul(cols, image)
+    return xp.einsum("hwc,jw->hjc", image, cols)
+
+
+def _along_height(rows, image, xp):
+    """(h, w, c) -> (i, w, c) by the weights `rows` (i, h)."""
+    if xp is np:
+        return np.tensordot(rows, image, axes=(1, 0))
+    return xp.einsum("ih,hwc->iwc", rows, image)
+
+
 def _resample(image, rows, cols, height_first, xp):
     """Both fixed-point passes of `rows` and `cols` weights over `image`, each rounded, in the order Pillow takes."""
     def width_then_height():
-        return _pass(xp.einsum("ih,hjc->ijc", rows, _pass(xp.einsum("hwc,jw->hjc", image, cols), xp)), xp)
+        return _pass(_along_height(rows, _pass(_along_width(image, cols, xp), xp), xp), xp)
 
     def height_then_width():
-        return _pass(xp.einsum("iwc,jw->ijc", _pass(xp.einsum("ih,hwc->iwc", rows, image), xp), cols), xp)
+        return _pass(_along_width(_pass(_along_height(rows, image, xp), xp), cols, xp), xp)
 
     if xp is np:
         return height_then_width() if height_first else width_then_height()
