@@ -34,8 +34,15 @@ import numpy as np
 from keras_vit import _validation, configs
 from keras_vit.pretraining import hf, mae
 
-# MAE's recipe (He et al. 2022, Table 8): AdamW, betas (0.9, 0.95), weight decay 0.05, peak 1.5e-4 per 256
-# images of the batch, warm-up then cosine; MAE warms up for 40 of 800 epochs, a run of minutes for one.
+# MAE's recipe (He et al. 2022, Table 8) but its peak: AdamW, betas (0.9, 0.95), weight decay 0.05, warm-up
+# then cosine. MAE's peak, 1.5e-4 per 256 images, is set for ViT-B/L over 800-1600 epochs; a run of minutes
+# on a small ViT takes PEAK_LEARNING_RATE per 256 instead: the compact recipe's (keras_vit.training.recipes,
+# the rate this project measured for small ViTs in budgets of minutes: 2e-3 per 512), between the small-data
+# MAE runs' rates at batch 256: IcarusWizard/MAE's ViT-T on CIFAR-10, 2.4e-3 at batch 4096 (1.5e-4 x 4096/256),
+# is 6e-4 at 256 by Adam's square-root rule, and the keras.io MAE example trains at 5e-3 at 256.
+# Not yet compared with MAE's rate in a measured run of minutes (issue 53).
+PEAK_LEARNING_RATE = 1e-3
+# MAE warms up for 40 of 800 epochs (5%); a budgeted run warms up for its first epoch (`BUDGET_EPOCH_STEPS`).
 RECIPE = None  # made on first use (`recipe()`): keras_vit.training imports TensorFlow
 # The encoder a budget buys, by ms of budget per training image (`training.budget.milliseconds_per_image`):
 # (bound, encoder fields). A short budget buys passes over the data, not width and depth; the last row is
@@ -47,6 +54,18 @@ BUDGET_MODELS = (
 )
 DEFAULT_MODEL = BUDGET_MODELS[1][1]  # without a budget
 DEFAULT_EPOCHS = 10
+# A budgeted run's epochs are at most this many steps (the data set repeats across them): `TimeBudget`
+# fits the cosine to the measured pace from the first epoch's end, the warm-up is that first epoch, and
+# a killed run resumes from a backup at most this many steps old. With whole passes, a step of 256
+# images at 2.5-5 s on a loaded 2-core CPU made one pass over 25,000 images (97 steps) outlast budgets
+# of minutes: 2 min ran 18 steps, all of them in the warm-up (at most a fifth of the peak rate), and
+# the cosine was never fitted.
+BUDGET_EPOCH_STEPS = 10
+# Under TensorFlow on a CPU, budgets shorter than this pre-train without XLA (`choose_jit_compile`), as
+# `keras-vit train --adapt auto` fine-tunes: on a loaded 2-core Xeon the MAE step of the 2-minute budget's
+# encoder (4 blocks of width 128, batch 256) took 70 s to its first step under XLA against 39 s without,
+# then 3.7 s a step against 4.1 s: the compilation is paid back after ~80 steps, some 6 minutes.
+XLA_MIN_BUDGET_SECONDS = 600
 # The image side over the patch: 8x8 patches on small images (64 patches, 16 seen at 75% hidden).
 DEFAULT_GRID = 8
 # MAE's own augmentation (random resized crops and flips), the closest preset.
@@ -61,7 +80,7 @@ def recipe():
     if RECIPE is None:
         from keras_vit.training.recipes import Recipe
 
-        RECIPE = Recipe("mae", "adamw", 1.5e-4, 256, weight_decay=0.05, warmup_epochs=1, beta_2=0.95, batch_size=256,
+        RECIPE = Recipe("mae", "adamw", PEAK_LEARNING_RATE, 256, weight_decay=0.05, warmup_epochs=1, beta_2=0.95, batch_size=256,
                         augment=AUGMENT)
     return RECIPE
 
@@ -220,13 +239,16 @@ def pretrain(config: PretrainConfig, *, name=None) -> dict:
     channels = model.channels
     precision, precision_reason = distribute.choose_precision(config.precision, width=model.encoder.vit_config[
         "hidden_size"])
-    jit_compile = config.jit_compile if config.jit_compile is not None else distribute.default_jit_compile(precision)
+    jit_compile, jit_reason = choose_jit_compile(config.jit_compile, precision, config.budget_seconds)
     steps_per_epoch = num_train // batch_size
+    if config.budget_seconds is not None:
+        steps_per_epoch = min(steps_per_epoch, BUDGET_EPOCH_STEPS)
     epochs = config.epochs or (BUDGET_EPOCHS() if config.budget_seconds is not None else DEFAULT_EPOCHS)
     run_recipe = recipe()
     fingerprint = {"dataset": _shown(config.dataset), "split": config.split, "num_train_examples": num_train,
                    "image_size": image_size, "channels": channels, "batch_size": batch_size, "precision": precision,
                    "weights": config.weights, "mask_ratio": model.mask_ratio, "seed": config.seed,
+                   "steps_per_epoch": steps_per_epoch,
                    "encoder": {k: model.encoder.vit_config[k] for k in configs.CORE_FIELDS},
                    "decoder": dataclasses.asdict(model.decoder_size)}
     lock = RunLock(config.run_dir, name=name) if config.run_dir else None
@@ -244,7 +266,8 @@ def pretrain(config: PretrainConfig, *, name=None) -> dict:
         if config.verbose != 0:
             print(_header(config, model, source, reasons, dict(
                 batch=f"{batch_size} ({batch_reason})", precision=f"{precision} ({precision_reason})",
-                jit=jit_compile, epochs=epochs, peak=run_recipe.learning_rate_for(batch_size)), progress), flush=True)
+                jit=f"{'XLA' if jit_compile else 'no XLA'} ({jit_reason})", epochs=epochs,
+                steps_per_epoch=steps_per_epoch, num_train=num_train, peak=run_recipe.learning_rate_for(batch_size)), progress), flush=True)
         callbacks = callbacks_lib.make_callbacks(config.run_dir, fingerprint)
         backup = callbacks[-1] if callbacks else None
         if config.budget_seconds is not None and not progress.finished:
@@ -258,14 +281,15 @@ def pretrain(config: PretrainConfig, *, name=None) -> dict:
 
         train_ds = make_pipeline(source, image_size=image_size, channels=channels, scaling=None, batch_size=batch_size,
                                  training=True, augment=AUGMENT, seed=config.seed, drop_remainder=True,
-                                 cache=source.keys is None and num_train <= 200_000).map(lambda images, labels: images)
+                                 cache=source.keys is None and num_train <= 200_000,
+                                 repeat=True).map(lambda images, labels: images)
         start = time.perf_counter()
         history = None
         if progress.state:
             backup.restore(model)
         if not progress.finished:
             history = model.fit(train_ds, epochs=epochs, initial_epoch=backup.restored_epoch if backup else 0,
-                                callbacks=callbacks, verbose=config.verbose, shuffle=False)
+                                steps_per_epoch=steps_per_epoch, callbacks=callbacks, verbose=config.verbose, shuffle=False)
         seconds = time.perf_counter() - start
         steps = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
         if backup is not None and not progress.finished:
@@ -369,9 +393,9 @@ def _header(config, model, source, reasons, facts, progress):
                   f"(mask ratio {model.mask_ratio:g}); loss on {'per-patch normalised ' if model.norm_pix_loss else ''}"
                   "pixels of the hidden patches"),
         ("Data", f"{source.description} (labels ignored), augment {AUGMENT} (MAE's crops and flips)"),
-        ("Training", f"AdamW (MAE's: peak learning rate {facts['peak']:g}, weight decay 0.05, betas 0.9/0.95, warm-up "
-                     f"then cosine), batch {facts['batch']}, epochs {facts['epochs']}, precision {facts['precision']}, "
-                     f"{'XLA' if facts['jit'] else 'no XLA'}{budget}"),
+        ("Training", f"AdamW (MAE's weight decay 0.05, betas 0.9/0.95, warm-up then cosine; peak learning rate "
+                     f"{facts['peak']:g}, the short-run rate), batch {facts['batch']}, {_epochs_text(facts)}, precision {facts['precision']}, "
+                     f"{facts['jit']}{budget}"),
         ("Choices", "; ".join(reasons)),
         ("Outputs", f"checkpoint {os.path.abspath(config.output_dir) if config.output_dir else 'none'} (a Hugging Face "
                     f"ViT-MAE folder: keras-vit train --weights DIR adapts it); run dir "
@@ -379,6 +403,34 @@ def _header(config, model, source, reasons, facts, progress):
         ("Resume", resume),
     ]
     return "\n".join(f"{label + ':':<10}{text}" for label, text in lines)
+
+
+def _epochs_text(facts):
+    full = facts["num_train"] // int(str(facts["batch"]).split()[0])
+    if facts["steps_per_epoch"] == full:
+        return f"epochs {facts['epochs']}"
+    return (f"epochs of {facts['steps_per_epoch']} steps, at most {facts['epochs']} (a budget's: a pass is {full} steps; "
+            "the first epoch warms up)")
+
+
+def choose_jit_compile(jit_compile, precision, budget_seconds=None):
+    """(XLA or not, why) for the pre-training step: `keras-vit train`'s default, but off for short budgets on TensorFlow CPUs.
+
+    Example:
+
+    >>> choose_jit_compile(True, "float32")
+    (True, 'given')
+    """
+    if jit_compile is not None:
+        return bool(jit_compile), "given"
+    from keras_vit import machine
+    from keras_vit.training import distribute
+
+    if (keras.backend.backend() == "tensorflow" and machine.detect().accelerator == "cpu"
+            and budget_seconds is not None and budget_seconds < XLA_MIN_BUDGET_SECONDS):
+        return False, (f"TensorFlow on a CPU, a budget under {XLA_MIN_BUDGET_SECONDS // 60:g} min: XLA's compilation "
+                       "costs more than its faster steps give back")
+    return distribute.default_jit_compile(precision), "the backend's and machine's default"
 
 
 def write_figure(model, source, image_size, channels, path, seed=0):
