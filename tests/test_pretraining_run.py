@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import keras
+
 from keras_vit import cli
 from keras_vit.pretraining import hf, run
 
@@ -48,23 +50,41 @@ def test_pretrain_writes_a_checkpoint_that_train_adapts(tmp_path, capsys):
     assert os.path.exists(tmp_path / "saved" / "vit.keras")
 
 
-def test_a_run_killed_before_its_output_resumes_and_writes_it(tmp_path, monkeypatch, capsys):
+def test_a_run_killed_mid_epoch_then_before_its_output_resumes_and_writes_it(tmp_path, monkeypatch, capsys):
+    from keras_vit.training import callbacks as callbacks_lib
+
     images = np.random.RandomState(0).randint(0, 256, (8, 16, 16, 3)).astype("uint8")
-    config = run.PretrainConfig(dataset=images, batch_size=4, epochs=1, model={"patch_size": 4, "hidden_size": 16,
+    config = run.PretrainConfig(dataset=images, batch_size=4, epochs=2, model={"patch_size": 4, "hidden_size": 16,
                                 "num_layers": 1, "num_heads": 2, "mlp_dim": 32}, decoder="test", jit_compile=False,
                                 run_dir=str(tmp_path / "run"), output_dir=str(tmp_path / "out"), verbose=0, figure=False)
+
+    class Kill(keras.callbacks.Callback):  # the process dies in the second epoch, after its first step
+        def on_train_batch_end(self, batch, logs=None):
+            if int(keras.ops.convert_to_numpy(self.model.optimizer.iterations)) == 3:
+                raise KeyboardInterrupt
+
+    def with_kill(*args, **kwargs):
+        made = make_callbacks(*args, **kwargs)
+        return made[:-1] + [Kill()] + made[-1:]
 
     def killed(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(hf, "save_mae_hf", killed)
+    make_callbacks = callbacks_lib.make_callbacks
+    monkeypatch.setattr(callbacks_lib, "make_callbacks", with_kill)
     with pytest.raises(KeyboardInterrupt):
         run.pretrain(config)
+    monkeypatch.setattr(callbacks_lib, "make_callbacks", make_callbacks)
+    monkeypatch.setattr(hf, "save_mae_hf", killed)  # then dies again, trained, before writing its output
+    with pytest.raises(KeyboardInterrupt):
+        run.pretrain(run.PretrainConfig(**{**config.__dict__, "verbose": 1}))
+    # The second epoch ran again from the first's backup: 2 + 2 steps, not 3 + 2.
+    assert "resuming from epoch 1" in capsys.readouterr().out
     assert not os.path.exists(tmp_path / "out")
     monkeypatch.undo()
     result = run.pretrain(run.PretrainConfig(**{**config.__dict__, "verbose": 1}))
     assert "pre-training had finished" in capsys.readouterr().out
-    assert result["steps_done"] == 2 and os.path.isfile(tmp_path / "out" / "model.safetensors")
+    assert result["steps_done"] == 4 and os.path.isfile(tmp_path / "out" / "model.safetensors")
     assert not os.path.exists(tmp_path / "run" / "backup")
 
 
