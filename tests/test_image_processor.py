@@ -121,3 +121,19 @@ def test_predict_files_scores_as_the_processor(clip_classifier):
     square = clip_classifier[0].predict(squashed[None], verbose=0)
     assert np.abs(square - expected).max() > 1e-3  # resizing the photo to the square scores it otherwise
     np.testing.assert_allclose(got, expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("offset", ["floor", "round"])
+def test_the_graph_processor_in_tf_data_equals_the_numpy_one(offset):
+    # timm's centre crop rounds its offsets: in a tf.data map (a graph, no numpy behaviour) tnp.round failed
+    # ("SymbolicTensor object has no attribute 'astype'") where `keras-vit embed` fed a timm checkpoint.
+    import tensorflow as tf
+
+    from keras_vit.data.processor_graph import process_image_tensor
+    from keras_vit.image_processor import process_image, processor_record
+
+    timm = processor_record("shortest_edge", 36, [32, 32], "bicubic", offset, "x", crop_pct=0.875)
+    images = np.random.default_rng(0).integers(0, 256, (2, 45, 37, 3)).astype("uint8")
+    graph = tf.data.Dataset.from_tensor_slices(images).map(lambda image: process_image_tensor(image, timm, 32, 32))
+    for image, pixels in zip(images, graph):
+        np.testing.assert_array_equal(pixels.numpy(), process_image(image, timm, (32, 32)))

@@ -34,8 +34,11 @@ from keras_vit.image_processor import resize_crop
 # The array functions `keras_vit.image_processor` uses, in TensorFlow's NumPy API; `arange` of a tensor's length,
 # `cond` for its branch.
 TF_OPS = types.SimpleNamespace(
-    **{name: getattr(tnp, name) for name in ("asarray", "minimum", "maximum", "floor", "ceil", "round", "where", "abs",
+    **{name: getattr(tnp, name) for name in ("asarray", "minimum", "maximum", "floor", "ceil", "where", "abs",
                                              "sin", "cos", "sum", "clip", "einsum")},
+    # tnp.round calls .astype, which a graph tensor has only under numpy behaviour (tf.data, tf.function);
+    # tf.round rounds half to even, as np.round does.
+    round=lambda x: tf.round(tf.convert_to_tensor(x)),
     arange=lambda size, dtype: tf.cast(tf.range(tf.cast(size, tf.int32)), dtype),
     cond=tf.cond,  # Pillow's pass order, decided by each image's size
 )
