@@ -29,8 +29,8 @@ _NAMES = {
     # Every layer class of keras_vit.layers (tests/test_applications.py checks the two agree).
     "layers": (
         "AttentionPooling", "BottleneckUnit", "DPTDepthHead", "DPTFusion", "DPTReassemble", "DPTResidualUnit",
-        "DropPath", "InferenceMode", "LayerScale", "MultiHeadSelfAttention",
-        "NaFlexPatchEncoder", "PatchEncoder", "Patches", "ResizeLike", "RotaryPositionEmbedding", "ShiftedPatches",
+        "DropPath", "InferenceMode", "LayerScale", "MaskTokens", "MultiHeadSelfAttention",
+        "NaFlexPatchEncoder", "PatchEncoder", "RandomPatchMasking", "Patches", "ResizeLike", "RotaryPositionEmbedding", "ShiftedPatches",
         "StandardizedConv2D", "TextEmbedding", "TextPooling", "TokenMap", "TokenPooling", "TransformerBlock",
     ),
     "text": ("ImageTextModel",),
