@@ -1,7 +1,8 @@
 """Tiny two-tower checkpoints (CLIP, SigLIP, SigLIP 2) saved by transformers, with real-format tokenizer files.
 
 Each folder is what `save_pretrained` writes for a `CLIPModel`, `SiglipModel` or `Siglip2Model`
-of random weights (hidden 32, 2 layers) beside its tokenizer and image processor: CLIP's real
+of random weights (`SIZES`: "tiny", hidden 32 and 2 layers, for the tests; "small", a CLIP
+B/32-like text width 512, for benchmarks/image_text.py) beside its tokenizer and image processor: CLIP's real
 vocabulary and merges (open_clip's `bpe_simple_vocab_16e6.txt.gz`), a SentencePiece model
 trained here for SigLIP, a Gemma-style BPE `tokenizer.json` trained here for SigLIP 2. The local
 text they learn from is keras_vit's README and ImageNet class names. Every weight is redrawn away
@@ -18,8 +19,15 @@ import os
 
 import numpy as np
 
-HIDDEN, LAYERS, HEADS, MLP, PROJECTION = 32, 2, 2, 48, 24
-IMAGE, PATCH = 32, 8
+# Tower sizes: text and vision (width, layers, heads, MLP); CLIP's projection; image side; CLIP's patch and SigLIP's;
+# SigLIP 2's patch budget; the std of the redrawn weights.
+SIZES = {
+    "tiny": dict(text=(32, 2, 2, 48), vision=(32, 2, 2, 48), projection=24, image=32, patch=8, siglip_patch=8,
+                 budget=16, noise=0.3),
+    "small": dict(text=(512, 4, 8, 2048), vision=(384, 4, 6, 1536), projection=512, image=224, patch=32,
+                  siglip_patch=16, budget=256, noise=0.05),  # CLIP B/32 and SigLIP B/16 grids, 4 blocks each
+}
+IMAGE, PATCH = SIZES["tiny"]["image"], SIZES["tiny"]["patch"]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -41,13 +49,13 @@ def local_text():
     return lines
 
 
-def _redraw(model, seed=0):
+def _redraw(model, noise_std, seed=0):
     import torch
 
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, param in model.named_parameters():
-            noise = torch.randn(param.shape, generator=generator) * 0.3
+            noise = torch.randn(param.shape, generator=generator) * noise_std
             norm = "norm" in name and param.ndim == 1 and not name.endswith("bias")
             param.copy_(1.0 + noise if norm else noise)
         if hasattr(model, "logit_scale"):
@@ -57,8 +65,9 @@ def _redraw(model, seed=0):
     return model.eval()
 
 
-def _tower(transformers, kind, **kwargs):
-    common = dict(hidden_size=HIDDEN, intermediate_size=MLP, num_hidden_layers=LAYERS, num_attention_heads=HEADS)
+def _tower(transformers, kind, shape, **kwargs):
+    hidden, layers, heads, mlp = shape
+    common = dict(hidden_size=hidden, intermediate_size=mlp, num_hidden_layers=layers, num_attention_heads=heads)
     return getattr(transformers, kind)(**common, **kwargs).to_dict()
 
 
@@ -95,20 +104,24 @@ def write_clip_vocabulary(folder):
     return len(vocab)
 
 
-def make_clip(folder):
+def make_clip(folder, size="tiny"):
     """A CLIPModel two-tower folder with CLIP's real tokenizer; returns the torch model."""
     import transformers
+
+    sizes = SIZES[size]
+    image, projection = sizes["image"], sizes["projection"]
 
     vocab_size = write_clip_vocabulary(folder)
     tokenizer = transformers.CLIPTokenizer(vocab=os.path.join(folder, "vocab.json"),
                                            merges=os.path.join(folder, "merges.txt"))
-    text = _tower(transformers, "CLIPTextConfig", vocab_size=vocab_size, max_position_embeddings=77,
-                  projection_dim=PROJECTION, eos_token_id=vocab_size - 1, bos_token_id=vocab_size - 2,
+    text = _tower(transformers, "CLIPTextConfig", sizes["text"], vocab_size=vocab_size, max_position_embeddings=77,
+                  projection_dim=projection, eos_token_id=vocab_size - 1, bos_token_id=vocab_size - 2,
                   pad_token_id=vocab_size - 1)
-    vision = _tower(transformers, "CLIPVisionConfig", image_size=IMAGE, patch_size=PATCH, projection_dim=PROJECTION)
-    config = transformers.CLIPConfig(text_config=text, vision_config=vision, projection_dim=PROJECTION)
-    model = _redraw(transformers.CLIPModel(config))
-    images = transformers.CLIPImageProcessor(size={"shortest_edge": IMAGE}, crop_size={"height": IMAGE, "width": IMAGE})
+    vision = _tower(transformers, "CLIPVisionConfig", sizes["vision"], image_size=image, patch_size=sizes["patch"],
+                    projection_dim=projection)
+    config = transformers.CLIPConfig(text_config=text, vision_config=vision, projection_dim=projection)
+    model = _redraw(transformers.CLIPModel(config), sizes["noise"])
+    images = transformers.CLIPImageProcessor(size={"shortest_edge": image}, crop_size={"height": image, "width": image})
     model.save_pretrained(folder)
     transformers.CLIPProcessor(image_processor=images, tokenizer=tokenizer).save_pretrained(folder)
     images.save_pretrained(folder)  # preprocessor_config.json, as the Hub's folders keep it
@@ -130,18 +143,22 @@ def train_sentencepiece(folder, vocab_size=400):
     return os.path.join(folder, "spiece.model"), vocab_size
 
 
-def make_siglip(folder):
+def make_siglip(folder, size="tiny"):
     """A SiglipModel two-tower folder with a SentencePiece tokenizer; returns the torch model."""
     import transformers
+
+    sizes = SIZES[size]
+    image, patch = sizes["image"], sizes["siglip_patch"]
 
     os.makedirs(folder, exist_ok=True)
     model_file, vocab_size = train_sentencepiece(folder)
     tokenizer = transformers.SiglipTokenizer(model_file)
-    text = _tower(transformers, "SiglipTextConfig", vocab_size=vocab_size, max_position_embeddings=64,
-                  projection_size=HIDDEN, pad_token_id=1, eos_token_id=1)
-    vision = _tower(transformers, "SiglipVisionConfig", image_size=IMAGE, patch_size=PATCH)
-    model = _redraw(transformers.SiglipModel(transformers.SiglipConfig(text_config=text, vision_config=vision)))
-    images = transformers.SiglipImageProcessor(size={"height": IMAGE, "width": IMAGE})
+    text = _tower(transformers, "SiglipTextConfig", sizes["text"], vocab_size=vocab_size, max_position_embeddings=64,
+                  projection_size=sizes["vision"][0], pad_token_id=1, eos_token_id=1)
+    vision = _tower(transformers, "SiglipVisionConfig", sizes["vision"], image_size=image, patch_size=patch)
+    model = _redraw(transformers.SiglipModel(transformers.SiglipConfig(text_config=text, vision_config=vision)),
+                    sizes["noise"])
+    images = transformers.SiglipImageProcessor(size={"height": image, "width": image})
     model.save_pretrained(folder)
     transformers.SiglipProcessor(image_processor=images, tokenizer=tokenizer).save_pretrained(folder)
     images.save_pretrained(folder)  # preprocessor_config.json, as the Hub's folders keep it
@@ -162,9 +179,12 @@ def train_gemma_style(vocab_size=600):
     return tokenizer
 
 
-def make_siglip2(folder):
+def make_siglip2(folder, size="tiny"):
     """A Siglip2Model (NaFlex) two-tower folder with a Gemma-style tokenizer.json; returns the torch model."""
     import transformers
+
+    sizes = SIZES[size]
+    patch, budget = sizes["siglip_patch"], sizes["budget"]
 
     os.makedirs(folder, exist_ok=True)
     backend = train_gemma_style()
@@ -172,11 +192,12 @@ def make_siglip2(folder):
     tokenizer = transformers.GemmaTokenizer(tokenizer_object=backend, add_bos_token=False, add_eos_token=True,
                                             padding_side="right", model_max_length=64, pad_token="<pad>",
                                             eos_token="<eos>", bos_token="<bos>", unk_token="<unk>")
-    text = _tower(transformers, "Siglip2TextConfig", vocab_size=vocab_size, max_position_embeddings=64,
-                  projection_size=HIDDEN, pad_token_id=0, eos_token_id=1, bos_token_id=2)
-    vision = _tower(transformers, "Siglip2VisionConfig", patch_size=PATCH, num_patches=16)
-    model = _redraw(transformers.Siglip2Model(transformers.Siglip2Config(text_config=text, vision_config=vision)))
-    images = transformers.Siglip2ImageProcessor(patch_size=PATCH, max_num_patches=16)
+    text = _tower(transformers, "Siglip2TextConfig", sizes["text"], vocab_size=vocab_size, max_position_embeddings=64,
+                  projection_size=sizes["vision"][0], pad_token_id=0, eos_token_id=1, bos_token_id=2)
+    vision = _tower(transformers, "Siglip2VisionConfig", sizes["vision"], patch_size=patch, num_patches=budget)
+    model = _redraw(transformers.Siglip2Model(transformers.Siglip2Config(text_config=text, vision_config=vision)),
+                    sizes["noise"])
+    images = transformers.Siglip2ImageProcessor(patch_size=patch, max_num_patches=budget)
     model.save_pretrained(folder)
     transformers.Siglip2Processor(image_processor=images, tokenizer=tokenizer).save_pretrained(folder)
     images.save_pretrained(folder)  # preprocessor_config.json, as the Hub's folders keep it
