@@ -394,3 +394,17 @@ def test_pretrain_benchmark_pretrains_adapts_and_probes(tmp_path, monkeypatch):
     assert (adapted["setup"], features["setup"]) == ("mae_0.1min_adapted", "mae_0.1min_features")
     table = next((tmp_path / "out").glob("pretrain-*.md")).read_text()
     assert "| MAE 0.1 min | 50.00% | 1-shot 25.0% | 75.0% |" in table, table
+
+
+def test_image_text_benchmark_checks_parity_and_times(tmp_path, capsys):
+    """benchmarks/image_text.py in this process on the tests' tiny SigLIP towers, no exports, one round."""
+    pytest.importorskip("transformers")
+    pytest.importorskip("sentencepiece")
+    module = _benchmark("image_text")
+    module.main(["--size", "tiny", "--kinds", "siglip", "--formats", "none", "--backends", "tensorflow",
+                 "--rounds", "1", "--photos", "2", "--out", str(tmp_path / "out")])
+    table = next((tmp_path / "out").glob("image-text-*.md")).read_text()
+    row = next(line for line in table.splitlines() if line.startswith("| tensorflow | siglip |"))
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells[2] == "exact" and all(float(value) < 1e-4 for value in cells[3:]), row
+    assert "| siglip | transformers |" in table and "| siglip | keras_vit tensorflow |" in table
