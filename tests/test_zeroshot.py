@@ -114,6 +114,17 @@ def test_bad_labels_and_templates_are_refused_by_name(towers, class_names, templ
     assert message in str(error.value)
 
 
+def test_a_folder_without_processor_files_is_refused_naming_them(towers, tmp_path):
+    import shutil
+
+    import keras_vit
+
+    folder = tmp_path / "no_processor"
+    shutil.copytree(towers["siglip"][0], folder, ignore=shutil.ignore_patterns("*processor_config.json"))
+    with pytest.raises(ValueError, match="no preprocessor_config.json or processor_config.json"):
+        keras_vit.zeroshot_classifier(str(folder), LABELS)
+
+
 def test_imagenet_templates_average_the_normalised_prompt_embeddings(towers):
     from keras_vit.text.zeroshot import IMAGENET_TEMPLATES, class_embeddings
 

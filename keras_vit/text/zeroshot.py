@@ -181,14 +181,15 @@ def _image_tower(pair):
 def _build(tower, pair, names, activation, name):
     """The classifier's VisionTransformer: the tower's config with the pixel scaling, a unit-norm and a head; its weights."""
     from keras_vit.models.vit import build, resolve_config
-    from keras_vit.weights.preprocessing import read_preprocessing
+    from keras_vit.weights.preprocessing import HF_PREPROCESSOR_FILE, HF_PROCESSOR_FILE, read_preprocessing
 
     config = tower.vit_config
     record = read_preprocessing(pair.path, "hf")
     if record is None or record.scaling is None:
-        stated = "states none" if record is None else f"states mean={list(record.mean)}, std={list(record.std)}"
-        raise ValueError(f"Invalid weights={pair.path!r}: its preprocessor_config.json {stated}, which is none of "
-                         f"keras_vit's pixel scalings {sorted(configs.SCALINGS)}; the classifier scales pixels inside.")
+        stated = (f"it has no {HF_PREPROCESSOR_FILE} or {HF_PROCESSOR_FILE}, so states no pixel mean and std"
+                  if record is None else f"{record.source} states mean={list(record.mean)}, std={list(record.std)}")
+        raise ValueError(f"Invalid weights={pair.path!r}: {stated}, which is none of keras_vit's pixel scalings "
+                         f"{sorted(configs.SCALINGS)}; the classifier scales pixels inside.")
     arguments = {field: config[field] for field in configs.ARCHITECTURE_FIELDS}
     arguments.update(
         image_size=config["image_size"], include_top=True, num_classes=len(names),
