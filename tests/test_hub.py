@@ -278,8 +278,11 @@ def test_save_timm_round_trip_and_timm_parity(tmp_path, variant, arguments):
     folder = str(tmp_path / "timm")
     save_timm(model, folder, pretrained_cfg=IMAGENET)
     loaded = keras_vit.ViT(weights=folder, classifier_activation=None)
-    assert {k: v for k, v in loaded.vit_config.items() if k != "name"} == \
-        {k: v for k, v in model.vit_config.items() if k != "name"}
+    # The architecture round-trips; the folder's pretrained_cfg (timm's default crop_pct 0.9, centre crop) becomes the
+    # loaded model's image processor, applied to files as timm's evaluation applies it (issue 52).
+    assert {k: v for k, v in loaded.vit_config.items() if k not in ("name", "image_processor")} == \
+        {k: v for k, v in model.vit_config.items() if k not in ("name", "image_processor")}
+    assert loaded.vit_config["image_processor"]["crop_pct"] == 0.9 and model.vit_config["image_processor"] is None
     images = _images(model)
     expected = to_numpy(model(images))
     np.testing.assert_array_equal(to_numpy(loaded(images)), expected)
