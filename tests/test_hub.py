@@ -326,7 +326,10 @@ def test_preprocessing_from_hugging_face_preprocessor_config(tmp_path):
               "size": {"shortest_edge": 256}, "do_center_crop": True, "crop_size": {"height": 224, "width": 224}}
     found = read(dinov2)
     assert found == Preprocessing("imagenet", tuple(IMAGENET["mean"]), tuple(IMAGENET["std"]), (224, 224), "bicubic",
-                                  0.875, found.source)
+                                  0.875, found.source, processor=found.processor)
+    # The processor itself (issue 52): the shortest edge to 256, the centre 224 x 224, bicubic.
+    assert {key: found.processor[key] for key in ("resize", "size", "crop", "interpolation")} == \
+        {"resize": "shortest_edge", "size": 256, "crop": [224, 224], "interpolation": "bicubic"}
     assert "preprocessor_config.json" in found.source and "image_mean" in found.source
     clip = read({"image_mean": [0.48145466, 0.4578275, 0.40821073], "image_std": [0.26862954, 0.26130258, 0.27577711],
                  "size": {"height": 16, "width": 16}, "resample": 2})
