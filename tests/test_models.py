@@ -287,15 +287,15 @@ def test_pre_logits_and_softmax_head():
 def test_fused_attention_is_a_build_argument_with_the_same_weights_and_outputs():
     plain = keras_vit.ViT("tiny", include_top=False, pooling=None)
     fused = keras_vit.ViT("tiny", include_top=False, pooling=None, fused_attention=True)
-    assert fused.vit_config["fused_attention"] is True and plain.vit_config["fused_attention"] is False
+    assert fused.vit_config["fused_attention"] is True and plain.vit_config["fused_attention"] == "auto"
     assert all(fused.get_layer(f"encoderblock_{i}").attention.fused for i in range(2))
     assert [v.path for v in fused.weights] == [v.path for v in plain.weights]
     fused.set_weights(plain.get_weights())
     pixels = np.random.default_rng(0).normal(size=(2, 32, 32, 3)).astype("float32")
     np.testing.assert_allclose(to_numpy(fused(pixels)), to_numpy(plain(pixels)), atol=1e-5)
-    # A config saved before the argument existed builds the explicit path.
+    # A config saved before the argument existed builds the default, "auto" (the explicit path off a JAX GPU).
     old = {key: value for key, value in fused.vit_config.items() if key != "fused_attention"}
-    assert not keras_vit.models.vit.build(old).get_layer("encoderblock_0").attention.fused
+    assert keras_vit.models.vit.build(old).get_layer("encoderblock_0").attention.fused == "auto"
 
 
 def test_non_square_input_shape_and_grayscale():
