@@ -87,23 +87,14 @@ def _jax_profile(step, sync, steps=3):
     _print_top("kernels", kernels, steps)
 
 
-def _padded_cudnn_attention(query, key, value, bias=None, mask=None, scale=None, is_causal=False, multiple=64,
+def _padded_cudnn_attention(query, key, value, bias=None, mask=None, scale=None, is_causal=False, multiple=16,
                             **unused):
-    """cuDNN attention on (batch, tokens, heads, dim) padded to a multiple of `multiple` tokens; the padded
-    keys are left out through the sequence lengths, the padded queries' outputs dropped."""
-    import jax
-    import jax.numpy as jnp
+    """keras_vit's padded cuDNN attention (`keras_vit.backends.jax.flash_attention`) at another token multiple."""
+    from keras_vit.backends.jax import flash_attention
 
     if bias is not None or mask is not None:
         raise ValueError("the padded cuDNN attention takes no bias or mask")
-    tokens = query.shape[1]
-    padded = -(-tokens // multiple) * multiple
-    pad = ((0, 0), (0, padded - tokens), (0, 0), (0, 0))
-    lengths = jnp.full((query.shape[0],), tokens, "int32")
-    out = jax.nn.dot_product_attention(jnp.pad(query, pad), jnp.pad(key, pad), jnp.pad(value, pad), scale=scale,
-                                       is_causal=is_causal, query_seq_lengths=lengths, key_value_seq_lengths=lengths,
-                                       implementation="cudnn")
-    return out[:, :tokens]
+    return flash_attention(query, key, value, scale, is_causal, multiple=multiple)
 
 
 def keras_worker(impl, batch, steps, workload_name="train_b16"):

@@ -40,7 +40,7 @@ def gpu_compute_capability() -> int | None:
 FLASH_TOKEN_MULTIPLE = 16
 
 
-def flash_attention(query, key, value, scale, causal=False, implementation="cudnn"):
+def flash_attention(query, key, value, scale, causal=False, implementation="cudnn", multiple=FLASH_TOKEN_MULTIPLE):
     """Attention of (batch, tokens, heads, width) tensors through one fused kernel, padding the tokens to a
     multiple of `FLASH_TOKEN_MULTIPLE`: the padded keys are left out through the sequence lengths and the
     padded queries' outputs dropped, so the result is that of the unpadded tokens.
@@ -51,6 +51,7 @@ def flash_attention(query, key, value, scale, causal=False, implementation="cudn
         causal: bool. Each token attends to itself and the tokens before it. Defaults to False.
         implementation: str. `jax.nn.dot_product_attention`'s ("cudnn", or "xla" to check it on a CPU).
             Defaults to "cudnn".
+        multiple: int. The tokens are padded to a multiple of it. Defaults to `FLASH_TOKEN_MULTIPLE`.
 
     Example:
 
@@ -63,7 +64,7 @@ def flash_attention(query, key, value, scale, causal=False, implementation="cudn
     import jax.numpy as jnp
 
     tokens = query.shape[1]
-    padded = -(-tokens // FLASH_TOKEN_MULTIPLE) * FLASH_TOKEN_MULTIPLE
+    padded = -(-tokens // multiple) * multiple
     pad = ((0, 0), (0, padded - tokens), (0, 0), (0, 0))
     lengths = jnp.full((query.shape[0],), tokens, "int32")
     out = jax.nn.dot_product_attention(
