@@ -338,19 +338,21 @@ print("exiting", flush=True)
 
 def test_on_corrupt_error_closes_the_pipeline_and_the_process_exits(tmp_path):
     """Issue 43: after the one-line error, evaluate --on-corrupt error never exited in 3 of 10 runs (its
-    pipeline decoded through Python, whose threads were still at work while the interpreter shut down)."""
+    pipeline decoded through Python, whose threads were still at work while the interpreter shut down).
+    Two evaluations: the script checks after each that no input pipeline is left open, which is what
+    made the exit hang, so a repeat proves no more than the first run did."""
     import os
     import subprocess
     import sys
 
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     try:
-        result = subprocess.run([sys.executable, "-c", _EXIT_SCRIPT, str(tmp_path / "data"), "6"],
+        result = subprocess.run([sys.executable, "-c", _EXIT_SCRIPT, str(tmp_path / "data"), "2"],
                                 capture_output=True, text=True, env=env, timeout=150)
     except subprocess.TimeoutExpired as timeout:
         pytest.fail(f"the process did not exit: {(timeout.stdout or b'')[-300:]!r}")
     assert result.returncode == 0 and result.stdout.strip().endswith("exiting"), result.stderr[-2000:]
-    assert result.stderr.count("Corrupt image file") == 6 and "00cut.jpg" in result.stderr
+    assert result.stderr.count("Corrupt image file") == 2 and "00cut.jpg" in result.stderr
 
 
 def test_counts_are_of_images_used_and_evaluate_reports_skipped_files(tmp_path, capsys):
