@@ -9,6 +9,7 @@ this; keras_vit itself never imports timm or torchvision.
 
 from __future__ import annotations
 
+import importlib
 import importlib.abc
 import importlib.machinery
 import sys
@@ -45,9 +46,14 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 def import_timm():
-    """Returns the timm module, or None when timm is not installed.
+    """Returns the timm module, or None when timm is not installed."""
+    return import_beside_placeholder("timm")
 
-    The placeholder serves timm's import only: it is taken away again afterwards, so that
+
+def import_beside_placeholder(name):
+    """Module `name` (timm, open_clip), imported beside the placeholder where torchvision does not load; None if absent.
+
+    The placeholder serves this import only: it is taken away again afterwards, so that
     transformers, imported later in the same process, does not find a torchvision without a
     version (it then fails to parse "N/A").
     """
@@ -59,14 +65,13 @@ def import_timm():
         finder = _Finder()
         sys.meta_path.insert(0, finder)
     try:
-        import timm
+        return importlib.import_module(name)
     except ImportError:
         return None
     finally:
         if finder is not None:
             sys.meta_path.remove(finder)
             _forget_torchvision()
-    return timm
 
 
 def _forget_torchvision():

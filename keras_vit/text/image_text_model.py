@@ -6,7 +6,9 @@ head); the text tower is `keras_vit.text.text_tower`'s, its weights read from th
 (`keras_vit.weights.huggingface.text_tower`); the tokenizer is `keras_vit.text.tokenizers`'s.
 Scores are transformers' `logits_per_image`: the stored scale (exp'd) times the cosine
 similarity, plus SigLIP's stored bias; CLIP's zero-shot pipeline takes their softmax, SigLIP's
-their sigmoid.
+their sigmoid. An open_clip folder (`open_clip_config.json`, `open_clip_model.safetensors`) of
+open_clip's own CLIP is read as a CLIP one (`keras_vit.weights.open_clip_layout`), with
+open_clip's tokenizer rules and eval transform.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import math
 import os
 import shutil
 import tempfile
+import warnings
 
 import keras
 import numpy as np
@@ -24,12 +27,12 @@ from keras_vit.image_processor import process_images
 from keras_vit.models.vit import ViT
 from keras_vit.text.text_tower import TEXT_FAMILIES, build_text_tower, text_tower_config
 from keras_vit.text.tokenizers import TOKENIZER_CONFIG, TOKENIZER_FILES, read_tokenizer
-from keras_vit.weights import hub
+from keras_vit.weights import Checkpoint, hub, open_clip_layout
 from keras_vit.weights.config_json import config_value, read_hf_config
 from keras_vit.weights.files import WEIGHTS_FILE, CheckpointError, read_safetensors, read_weights_folder, \
     write_safetensors
 from keras_vit.weights.hf_writer import save_hf as save_image_tower
-from keras_vit.weights.huggingface import text_tower as text_keys
+from keras_vit.weights.huggingface import read_hf_family, text_tower as text_keys
 from keras_vit.weights.mapping import MappingContext, apply_entries, build_entries, model_tensors
 from keras_vit.weights.preprocessing import HF_PREPROCESSOR_FILE, HF_PROCESSOR_FILE, read_preprocessing
 
@@ -38,6 +41,8 @@ KINDS = tuple(TEXT_FAMILIES)
 SIDE_FILES = tuple(dict.fromkeys(
     [name for options in TOKENIZER_FILES.values() for names in options for name in names]
     + [TOKENIZER_CONFIG, "special_tokens_map.json", HF_PREPROCESSOR_FILE, HF_PROCESSOR_FILE]))
+# What a Hub repository without a Hugging Face model.safetensors is fetched for: open_clip's config and weights.
+OPEN_CLIP_FILES = (open_clip_layout.CONFIG_FILE, open_clip_layout.WEIGHTS_FILE)
 # Keras' resize names of the processors' PIL filters.
 _RESIZE = {"bilinear": "bilinear", "bicubic": "bicubic", "nearest": "nearest", "lanczos": "lanczos3"}
 
@@ -48,15 +53,18 @@ class ImageTextModel:
     Args:
         weights: str. A Hugging Face two-tower folder (`config.json` of model_type "clip",
             "siglip" or "siglip2", `model.safetensors`, its tokenizer files and
-            `preprocessor_config.json` or `processor_config.json` beside) or a Hub id
-            "hf-hub:ORG/NAME[@REVISION]".
+            `preprocessor_config.json` or `processor_config.json` beside), an open_clip
+            folder of open_clip's CLIP (`open_clip_config.json`, `open_clip_model.safetensors`
+            and Hugging Face CLIP tokenizer files, as open_clip's Hub push writes them), or a
+            Hub id "hf-hub:ORG/NAME[@REVISION]" of either.
         cache_dir: str or None. huggingface_hub cache root for a Hub id. Defaults to None.
         token: str or None. Hugging Face token for a gated or private repository. Defaults to None.
 
     Attributes:
         kind: "clip", "siglip" or "siglip2". image_encoder, text_encoder: keras.Model, to
         the unnormalised embeddings. tokenizer: `keras_vit.text.tokenizers.TextTokenizer`.
-        logit_scale: float, already exp'd. logit_bias: float, None for CLIP. path: the folder.
+        logit_scale: float, already exp'd. logit_bias: float, None for CLIP (but an open_clip
+        CLIP's that stores one). path: the folder. open_clip: whether it is an open_clip folder.
 
     Example:
 
@@ -69,11 +77,19 @@ class ImageTextModel:
 
     def __init__(self, weights, *, cache_dir=None, token=None):
         self.path = _folder(weights, cache_dir, token)
-        config_path = os.path.join(self.path, "config.json")
-        self.hf_config = read_hf_config(config_path, self.path)
+        self.open_clip = open_clip_layout.is_open_clip_folder(self.path)
+        if self.open_clip:
+            folder = open_clip_layout.read_open_clip_folder(self.path)
+            config_path, self.hf_config, raw = folder.config_path, folder.hf_config, folder.tensors
+            origins = folder.origins
+            self._preprocessing = folder.preprocessing
+        else:
+            config_path = os.path.join(self.path, "config.json")
+            self.hf_config = read_hf_config(config_path, self.path)
+            raw, origins, self._preprocessing = read_weights_folder(self.path), {}, None
         self.kind = _kind(self.hf_config, config_path, self.path)
-        raw = read_weights_folder(self.path)
         tensors, names = text_keys.text_tensors(raw)
+        names = {key: origins.get(name, name) for key, name in names.items()}
         family = TEXT_FAMILIES[self.kind]
         projection = tensors.get(f"{family.projection}.weight")
         if projection is None:
@@ -84,10 +100,24 @@ class ImageTextModel:
         entries = build_entries(self.text_encoder, MappingContext(text_keys.LAYOUT_NAME, tensors, "bilinear"))
         apply_entries(entries, tensors, names=names)
         self.logit_scale = math.exp(_scalar(raw, "logit_scale", self.path))
-        self.logit_bias = None if self.kind == "clip" else _scalar(raw, "logit_bias", self.path)
-        self.image_encoder = ViT(weights=self.path, include_top=False)
-        self.tokenizer = read_tokenizer(self.path, self.kind, text_config["max_length"])
+        stores_bias = self.kind != "clip" or (self.open_clip and "logit_bias" in raw)
+        self.logit_bias = _scalar(raw, "logit_bias", self.path) if stores_bias else None
+        if self.open_clip:
+            read = read_hf_family(raw, self.hf_config, config_path, folder.weights_path)
+            read[2].update({key: origins.get(name, name) for key, name in read[2].items()})
+            image_weights = Checkpoint.of_part(folder.weights_path, read, folder.preprocessing)
+        else:
+            image_weights = self.path
+        self.image_encoder = ViT(weights=image_weights, include_top=False)
+        self.tokenizer = read_tokenizer(self.path, self.kind, text_config["max_length"], open_clip=self.open_clip)
         self.naflex = bool(self.image_encoder.vit_config.get("naflex"))
+
+    @property
+    def preprocessing(self):
+        """The checkpoint's `keras_vit.weights.Preprocessing` (mean, std, resize, crop); None where none is stated."""
+        if self._preprocessing is None:
+            self._preprocessing = read_preprocessing(self.path, "hf")
+        return self._preprocessing
 
     def tokenize(self, texts):
         """{"input_ids", "attention_mask"} int32 arrays of `texts`, as the checkpoint's processor gives them."""
@@ -124,7 +154,7 @@ class ImageTextModel:
             from keras_vit.naflex import naflex_inputs
 
             return naflex_inputs(images, weights=self.path, model=self.image_encoder)[0]
-        processor = read_preprocessing(self.path, "hf")
+        processor = self.preprocessing
         if processor is None:
             raise CheckpointError(f"{self.path!r} has no {HF_PREPROCESSOR_FILE} or {HF_PROCESSOR_FILE}: the image "
                                   "processor's mean and std (save_pretrained of the checkpoint's processor writes it).")
@@ -142,6 +172,11 @@ class ImageTextModel:
     def save_hf(self, folder, *, overwrite=False):
         """Writes the two towers as a Hugging Face two-tower folder (config, weights, tokenizer and processor files).
 
+        An open_clip folder's CLIP is written as transformers' `CLIPModel`, with the
+        `preprocessor_config.json` of its eval transform (`CLIPImageProcessor`, which crops at
+        floor((side - crop) / 2) where open_clip rounds: said once); one that stores a logit
+        bias, which `CLIPModel` has no place for, is refused.
+
         Args:
             folder: str. The folder to write; written whole, then renamed into place.
             overwrite: bool. Replace an existing non-empty `folder`. Defaults to False.
@@ -149,6 +184,15 @@ class ImageTextModel:
         folder = os.fspath(folder)
         if os.path.isdir(folder) and os.listdir(folder) and not overwrite:
             raise FileExistsError(f"{folder!r} already exists and is not empty; pass overwrite=True to replace it.")
+        processor = None
+        if self.open_clip:
+            if self.logit_bias is not None:
+                raise ValueError(f"{self.path!r} is an open_clip CLIP with a logit_bias ({self.logit_bias:g}), which "
+                                 "transformers' CLIPModel has no place for: save_hf would drop it.")
+            processor = open_clip_layout.clip_processor_config(self.preprocessing)
+            warnings.warn("The preprocessor_config.json written for an open_clip model is transformers' "
+                          "CLIPImageProcessor, which centre-crops at floor((side - crop) / 2) where open_clip's eval "
+                          "transform rounds: photos whose margin is odd are cropped one pixel apart.", stacklevel=2)
         family = TEXT_FAMILIES[self.kind]
         scratch = tempfile.mkdtemp(prefix="keras_vit_image_tower_")
         try:
@@ -164,6 +208,8 @@ class ImageTextModel:
         with atomic_directory(folder, overwrite=os.path.isdir(folder)) as tmp:
             write_json(os.path.join(tmp, "config.json"), self.hf_config)
             write_safetensors(os.path.join(tmp, WEIGHTS_FILE), tensors, {"format": "pt"})
+            if processor is not None:
+                write_json(os.path.join(tmp, HF_PREPROCESSOR_FILE), processor)
             for name in SIDE_FILES:
                 if os.path.isfile(os.path.join(self.path, name)):
                     shutil.copyfile(os.path.join(self.path, name), os.path.join(tmp, name))
@@ -174,10 +220,12 @@ class ImageTextModel:
 
 def _folder(weights, cache_dir, token):
     if hub.is_hub_id(weights):
-        return hub.download(weights, token=token, cache_dir=cache_dir, extra_files=SIDE_FILES)
+        return hub.download(weights, token=token, cache_dir=cache_dir, extra_files=SIDE_FILES,
+                            alternative=OPEN_CLIP_FILES)
     if not isinstance(weights, (str, os.PathLike)) or not os.path.isdir(weights):
         raise ValueError(f"Invalid weights={weights!r}: expected a Hugging Face two-tower folder (config.json of "
-                         f"model_type {list(KINDS)}, model.safetensors, tokenizer files) or a Hub id 'hf-hub:ORG/NAME'.")
+                         f"model_type {list(KINDS)}, model.safetensors, tokenizer files), an open_clip folder "
+                         f"({', '.join(OPEN_CLIP_FILES)}, tokenizer files) or a Hub id 'hf-hub:ORG/NAME'.")
     return os.fspath(weights)
 
 

@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import html
 import os
 import re
 import string
@@ -38,6 +39,8 @@ TOKENIZER_FILES = {
     "siglip": (("spiece.model",),),
     "siglip2": (("tokenizer.json",),),
 }
+# open_clip's tokenizer pads every text with this id to its context length.
+OPEN_CLIP_PAD_ID = 0
 # transformers' zero-shot pipeline pads and truncates SigLIP's texts to this length.
 SIGLIP_TEXT_LENGTH = 64
 # The special tokens of each family's tokenizer class where its tokenizer_config.json is silent.
@@ -135,7 +138,7 @@ def tokenizer_files(folder, kind):
     )
 
 
-def read_tokenizer(folder, kind, max_length):
+def read_tokenizer(folder, kind, max_length, *, open_clip=False):
     """The `TextTokenizer` of checkpoint folder `folder` of family `kind`.
 
     Args:
@@ -143,6 +146,9 @@ def read_tokenizer(folder, kind, max_length):
         kind: str. "clip", "siglip" or "siglip2".
         max_length: int. CLIP: the text tower's context (its position table); SigLIP's is
             SIGLIP_TEXT_LENGTH, as the pipeline pads to it.
+        open_clip: bool. Tokenise as open_clip's `SimpleTokenizer` (CLIP only): its text
+            clean-up (ftfy, HTML entities) first, every text padded with id 0 to `max_length`.
+            Defaults to False.
     """
     files = tokenizer_files(folder, kind)
     config_path = os.path.join(folder, TOKENIZER_CONFIG)
@@ -159,14 +165,39 @@ def read_tokenizer(folder, kind, max_length):
     pad_id = _token_id(backend, specials["pad_token"], files[0])
     length = SIGLIP_TEXT_LENGTH if kind == "siglip2" else min(max_length, _model_max_length(config, max_length))
 
+    if open_clip:
+        length, pad_id, side = max_length, OPEN_CLIP_PAD_ID, "right"
+
     def encode(texts, truncate):
         if truncate:
             backend.enable_truncation(length)
         else:
             backend.no_truncation()
-        return [encoding.ids for encoding in backend.encode_batch(texts)]
+        return [encoding.ids for encoding in backend.encode_batch([open_clip_clean(t) for t in texts] if open_clip
+                                                                  else texts)]
 
-    return TextTokenizer(kind, encode, pad_id, length, kind == "siglip2", side, source)
+    return TextTokenizer(kind, encode, pad_id, length, kind == "siglip2" or open_clip, side, source)
+
+
+def open_clip_clean(text):
+    """open_clip's `basic_clean` of a text: ftfy's `fix_text`, then HTML entities unescaped twice.
+
+    ftfy is needed only where it could change the text: printable ASCII without "&" passes as
+    it is without it; other texts are refused, naming the package, where it is not installed.
+
+    Example:
+
+    >>> open_clip_clean("a photo of a dog.")
+    'a photo of a dog.'
+    """
+    try:
+        import ftfy
+    except ImportError:
+        if "&" not in text and all(" " <= char <= "~" or char in "\t\n\r" for char in text):
+            return text
+        raise ValueError(f"Invalid texts: {text[:40]!r} needs ftfy to be cleaned up as open_clip's tokenizer does "
+                         "(pip install ftfy).") from None
+    return html.unescape(html.unescape(ftfy.fix_text(text)))
 
 
 def _token_text(value):

@@ -181,10 +181,10 @@ def _image_tower(pair):
 def _build(tower, pair, names, activation, name):
     """The classifier's VisionTransformer: the tower's config with the pixel scaling, a unit-norm and a head; its weights."""
     from keras_vit.models.vit import build, resolve_config
-    from keras_vit.weights.preprocessing import HF_PREPROCESSOR_FILE, HF_PROCESSOR_FILE, read_preprocessing
+    from keras_vit.weights.preprocessing import HF_PREPROCESSOR_FILE, HF_PROCESSOR_FILE
 
     config = tower.vit_config
-    record = read_preprocessing(pair.path, "hf")
+    record = pair.preprocessing
     if record is None or record.scaling is None:
         stated = (f"it has no {HF_PREPROCESSOR_FILE} or {HF_PROCESSOR_FILE}, so states no pixel mean and std"
                   if record is None else f"{record.source} states mean={list(record.mean)}, std={list(record.std)}")

@@ -72,7 +72,7 @@ def parse_hub_id(spec):
     return repo, (revision if at else None)
 
 
-def download(spec, *, token=None, cache_dir=None, extra_files=()):
+def download(spec, *, token=None, cache_dir=None, extra_files=(), alternative=()):
     """Fetches the checkpoint files of Hub id `spec` into the huggingface_hub cache (once) and returns the folder.
 
     The folder is the cache's snapshot of the resolved commit (its name is the commit hash). With
@@ -86,6 +86,9 @@ def download(spec, *, token=None, cache_dir=None, extra_files=()):
             (`HF_HUB_CACHE`, ~/.cache/huggingface/hub). Defaults to None.
         extra_files: tuple of str. Files fetched beside the weights where the repository has
             them (an image-text model's tokenizer files). Defaults to ().
+        alternative: tuple of str. Files that stand for config.json and model.safetensors in
+            a repository without them (an open_clip folder's config and weights), fetched
+            only there. Defaults to ().
 
     Example:
 
@@ -111,15 +114,15 @@ def download(spec, *, token=None, cache_dir=None, extra_files=()):
     if not offline and revision is not None and _COMMIT.fullmatch(revision):
         # A commit never changes: its cached snapshot needs no Hub call (which, unreachable, retries for ~20 s).
         try:
-            cached = _fetch_weights(fetch, local_files_only=True, extra_files=extra_files)
+            cached = _fetch_weights(fetch, local_files_only=True, extra_files=extra_files, alternative=alternative)
         except (errors.LocalEntryNotFoundError, CheckpointError):
             cached = None
         extras = not extra_files or any(os.path.isfile(os.path.join(cached, name)) for name in extra_files) \
             if cached is not None else False
-        if cached is not None and _holds_weights(cached) and extras:
-            return checked_folder(spec, cached)
+        if cached is not None and _holds_weights(cached, alternative) and extras:
+            return checked_folder(spec, cached, alternative)
     try:
-        folder = _fetch_weights(fetch, local_files_only=offline, extra_files=extra_files)
+        folder = _fetch_weights(fetch, local_files_only=offline, extra_files=extra_files, alternative=alternative)
     except errors.GatedRepoError as error:
         raise CheckpointError(
             f"{spec!r} is a gated repository: accept its terms on huggingface.co, then pass token= or set HF_TOKEN."
@@ -147,35 +150,42 @@ def download(spec, *, token=None, cache_dir=None, extra_files=()):
         raise
     except (OSError, ValueError) as error:  # the connection dropped midway, a bad cache folder
         raise CheckpointError(f"Could not fetch {spec!r} from the Hugging Face Hub: {_first_line(error)}") from error
-    return checked_folder(spec, folder)
+    return checked_folder(spec, folder, alternative)
 
 
-def _fetch_weights(fetch, local_files_only, extra_files=()):
-    """The snapshot folder with FILES (and `extra_files`), then with the shards its index lists (a sharded repository)."""
+def _fetch_weights(fetch, local_files_only, extra_files=(), alternative=()):
+    """The snapshot folder with FILES (and `extra_files`), then with the shards its index lists (a sharded
+    repository), or with the `alternative` files (a repository without model.safetensors)."""
     files = list(FILES) + list(extra_files)
     folder = fetch(local_files_only=local_files_only, allow_patterns=files)
     if not os.path.isfile(os.path.join(folder, WEIGHTS_FILE)) and os.path.isfile(os.path.join(folder, SHARDED_INDEX)):
         folder = fetch(local_files_only=local_files_only, allow_patterns=files + shard_files(folder)[0])
+    elif alternative and not os.path.isfile(os.path.join(folder, WEIGHTS_FILE)):
+        folder = fetch(local_files_only=local_files_only, allow_patterns=files + list(alternative))
     return folder
 
 
-def _holds_weights(folder):
+def _holds_weights(folder, alternative=()):
     if os.path.isfile(os.path.join(folder, WEIGHTS_FILE)):
+        return True
+    if alternative and all(os.path.isfile(os.path.join(folder, name)) for name in alternative):
         return True
     return os.path.isfile(os.path.join(folder, SHARDED_INDEX)) and not missing_shards(folder)
 
 
-def checked_folder(spec, folder):
-    """`folder` (a cache snapshot of `spec`) when it holds intact weights (one file or every shard); else CheckpointError."""
-    if not _holds_weights(folder):
+def checked_folder(spec, folder, alternative=()):
+    """`folder` (a cache snapshot of `spec`) when it holds intact weights (one file or every shard, or every
+    `alternative` file); else CheckpointError."""
+    if not _holds_weights(folder, alternative):
         if os.path.isfile(os.path.join(folder, SHARDED_INDEX)):
             raise CheckpointError(
                 f"{spec!r} (revision {os.path.basename(folder)}) lacks shard file(s) {missing_shards(folder)} that its "
                 f"{SHARDED_INDEX} lists: fetch it again with network access (HF_HUB_OFFLINE unset)."
             )
         raise CheckpointError(
-            f"{spec!r} (revision {os.path.basename(folder)}) has no model.safetensors; keras_vit reads safetensors "
-            "weights (a PyTorch pytorch_model.bin must be converted first)."
+            f"{spec!r} (revision {os.path.basename(folder)}) has no model.safetensors"
+            + "".join(f" nor {name}" for name in alternative if name.endswith(".safetensors"))
+            + "; keras_vit reads safetensors weights (a PyTorch pytorch_model.bin must be converted first)."
         )
     for name in sorted(os.listdir(folder)):
         verify_cached_file(os.path.join(folder, name))

@@ -86,17 +86,22 @@ class Checkpoint:
         self.layout = self.record.name
 
     @classmethod
-    def of_part(cls, path, read):
-        """The checkpoint of one part of a larger model's folder (a depth model's backbone).
+    def of_part(cls, path, read, preprocessing=None):
+        """The checkpoint of one part of a larger model's folder (a depth model's backbone, an open_clip image tower).
 
         Args:
             path: str. The folder (or file), also the checkpoint's `source`.
             read: tuple. What `keras_vit.weights.huggingface.read_hf_family` returns for the part.
+            preprocessing: `keras_vit.weights.Preprocessing` or None. What the part's own files
+                state where they are not a Hugging Face or timm one's (an open_clip folder's
+                preprocess_cfg); None reads them as `preprocessing` does. Defaults to None.
         """
         checkpoint = cls.__new__(cls)
         checkpoint.name = None
         checkpoint.source = path
         checkpoint._set(path, detect_format(path), read)
+        if preprocessing is not None:
+            checkpoint.__dict__["preprocessing"] = preprocessing  # the cached_property's value
         return checkpoint
 
     @functools.cached_property
