@@ -60,14 +60,14 @@ class _VocabularyWriter:
         fixtures.write_clip_vocabulary(str(folder))
 
 
-def _make(folder, quick_gelu=False, logit_bias=None):
+def _make(folder, quick_gelu=False, logit_bias=None, preprocess_cfg=PREPROCESS_CFG):
     """An open_clip CLIP of random weights saved as open_clip's Hub push saves it; returns the torch model."""
     open_clip = _open_clip()
     model_cfg = dict(MODEL_CFG, quick_gelu=quick_gelu)
     if logit_bias is not None:
         model_cfg["init_logit_bias"] = logit_bias
     model = fixtures._redraw(open_clip.model.CLIP(**model_cfg), 0.3, seed=int(quick_gelu))
-    open_clip.model.set_model_preprocess_cfg(model, dict(PREPROCESS_CFG, size=32))
+    open_clip.model.set_model_preprocess_cfg(model, dict(preprocess_cfg, size=32))
     save_for_hf = sys.modules["open_clip.push_to_hf_hub"].save_for_hf  # the package's push_to_hf_hub is a function
     save_for_hf(model, _VocabularyWriter(), model_cfg, folder, safe_serialization=True)
     return model
@@ -102,8 +102,8 @@ def _eval_transform(image, size):
     return resized[top:top + size, left:left + size]
 
 
-def _reference_pixels(images, size):
-    mean, std = (np.asarray(PREPROCESS_CFG[key], "float32") for key in ("mean", "std"))
+def _reference_pixels(images, size, preprocess_cfg=PREPROCESS_CFG):
+    mean, std = (np.asarray(preprocess_cfg[key], "float32") for key in ("mean", "std"))
     pixels = np.stack([(_eval_transform(image, size) / 255.0 - mean) / std for image in images])
     return torch.from_numpy(pixels.transpose(0, 3, 1, 2).astype("float32"))
 
@@ -237,3 +237,27 @@ def test_unsupported_configs_and_missing_files_are_refused_by_name(tmp_path_fact
     open(os.path.join(torch_only, TORCH_WEIGHTS_FILE), "wb").close()
     with pytest.raises(CheckpointError, match=f"no {WEIGHTS_FILE}.*{TORCH_WEIGHTS_FILE}.*convert it first"):
         keras_vit.ImageTextModel(weights=torch_only)
+
+
+def test_zeroshot_command_on_an_open_clip_folder_prints_open_clips_probabilities(tmp_path, capsys):
+    """`keras-vit zeroshot --weights FOLDER` on an open_clip folder: each label's probability is open_clip's
+    softmax of its logits for the default template, on a photo that is not square."""
+    from PIL import Image
+
+    from keras_vit import cli
+
+    # OpenAI's mean and std, as open_clip's CLIP checkpoints state: a classifier scales pixels with a named rule.
+    clip_scaling = dict(PREPROCESS_CFG, mean=[0.48145466, 0.4578275, 0.40821073], std=[0.26862954, 0.26130258, 0.27577711])
+    folder = str(tmp_path / "open_clip")
+    reference = _make(folder, preprocess_cfg=clip_scaling)
+    labels = ["cat", "dog", "airplane"]
+    image = fixtures.images(1, seed=3, size=(40, 53))[0]
+    photo = tmp_path / "photo.png"
+    Image.fromarray(image).save(photo)
+    ids = _open_clip().tokenizer.tokenize([f"This is a photo of {label}." for label in labels])
+    with torch.no_grad():
+        probabilities = reference.get_logits(_reference_pixels([image], 32, clip_scaling), ids)[0].softmax(-1)[0].numpy()
+    assert cli.main(["zeroshot", "--weights", folder, "--labels", ",".join(labels), str(photo)]) == 0
+    printed = {line.split()[1]: float(line.split()[0]) for line in capsys.readouterr().out.splitlines()
+               if line.startswith("  ")}
+    assert printed == pytest.approx(dict(zip(labels, probabilities.tolist())), abs=1e-4)
