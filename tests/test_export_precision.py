@@ -50,37 +50,80 @@ def _images():
     return np.random.default_rng(1).integers(0, 256, (6, 32, 32, 3)).astype("float32")
 
 
-def _exported_probabilities(fmt, model, images, tmp_path):
-    if fmt in ("saved_model", "serve_bytes"):
+def _exported_probabilities(formats, model, images, tmp_path):
+    """{format: probabilities} of `model` exported in each of `formats` (the SavedModel ones share one export)."""
+    result = {}
+    if {"saved_model", "serve_bytes"} & set(formats):
         signatures = tf.saved_model.load(export.saved_model(model, str(tmp_path / "serving"))).signatures
-        if fmt == "saved_model":
-            return signatures["serving_default"](images=tf.constant(images))["probabilities"].numpy()
+        result["saved_model"] = signatures["serving_default"](images=tf.constant(images))["probabilities"].numpy()
         encoded = [tf.io.encode_png(tf.constant(image.astype("uint8"))).numpy() for image in images]
-        return signatures["serve_bytes"](image_bytes=tf.constant(encoded))["probabilities"].numpy()
-    if fmt == "onnx":
-        return export.load_predictor(export.onnx(model, str(tmp_path / "vit.onnx")).path).predict(images)
-    quantization = fmt.removeprefix("tflite_")
-    result = export.tflite(
-        model, str(tmp_path / "vit.tflite"), quantization, representative_data=images if quantization == "int8" else None
-    )
-    assert not any(op.startswith("Flex") for op in result.ops), result.ops
-    return export.load_predictor(result.path).predict(images)
+        result["serve_bytes"] = signatures["serve_bytes"](image_bytes=tf.constant(encoded))["probabilities"].numpy()
+    if "onnx" in formats:
+        result["onnx"] = export.load_predictor(export.onnx(model, str(tmp_path / "vit.onnx")).path).predict(images)
+    for fmt in formats:
+        if fmt.startswith("tflite_"):
+            quantization = fmt.removeprefix("tflite_")
+            written = export.tflite(model, str(tmp_path / f"{fmt}.tflite"), quantization,
+                                    representative_data=images if quantization == "int8" else None)
+            assert not any(op.startswith("Flex") for op in written.ops), written.ops
+            result[fmt] = export.load_predictor(written.path).predict(images)
+    return {fmt: result[fmt] for fmt in formats}
 
 
-@pytest.mark.parametrize("fmt", sorted(TOLERANCES))
-@pytest.mark.parametrize("policy", POLICIES)
-def test_every_export_of_every_policy_matches_the_float32_model(policy, fmt, tmp_path):
-    model, reference = _models(policy)
+# Each format once under a low-precision policy, each policy at least once. `float32_model` has two
+# branches: a float32 model is exported as it is; a model computing below float32 is rebuilt in
+# float32, mixed_bfloat16 and mixed_float16 alike (one `_float32_config` rewrite of every
+# low-precision "dtype"). Every format calls it the same way, so each format runs under one low
+# policy, the two alternating over the formats. The float32 branch, the default of every other
+# export test, is checked here once, on the float32 TFLite file. The SavedModel case reads both of
+# its signatures (serving_default and serve_bytes) from one export.
+CASES = (
+    ("float32", ("tflite_none",)),
+    ("mixed_bfloat16", ("saved_model", "serve_bytes")),
+    ("mixed_float16", ("tflite_none",)),
+    ("mixed_bfloat16", ("tflite_float16",)),
+    ("mixed_float16", ("tflite_dynamic",)),
+    ("mixed_bfloat16", ("tflite_int8",)),
+    ("mixed_float16", ("onnx",)),
+)
+
+
+@pytest.fixture(scope="module")
+def models():
+    """models(policy): `_models(policy)`, built once per policy for the module."""
+    cache = {}
+
+    def get(policy):
+        if policy not in cache:
+            cache[policy] = _models(policy)
+        return cache[policy]
+
+    return get
+
+
+@pytest.mark.parametrize("policy, formats", CASES, ids=[f"{p}-{'+'.join(f)}" for p, f in CASES])
+def test_every_export_of_every_policy_matches_the_float32_model(policy, formats, models, tmp_path):
+    """Every format (`TOLERANCES`) from a model of each policy matches the float32 model; see `CASES` for why
+    each format runs under one low-precision policy."""
+    model, reference = models(policy)
     images = _images()
     expected = np.asarray(reference(images, training=False))
     assert expected.max() - expected.min() > 0.2, "the random model must not predict uniformly"
-    out = _exported_probabilities(fmt, model, images, tmp_path)
-    assert out.dtype == np.float32 and out.shape == expected.shape
-    np.testing.assert_allclose(out, expected, atol=TOLERANCES[fmt])
-    if fmt in ("saved_model", "tflite_none", "onnx") and policy != "float32":
-        # Computing in the training precision (as SavedModel did before) would fail the tolerance.
-        low = np.asarray(model(images, training=False))
-        assert np.abs(low - expected).max() > TOLERANCES[fmt]
+    exported = _exported_probabilities(formats, model, images, tmp_path)
+    for fmt in formats:
+        out = exported[fmt]
+        assert out.dtype == np.float32 and out.shape == expected.shape, fmt
+        np.testing.assert_allclose(out, expected, atol=TOLERANCES[fmt], err_msg=fmt)
+        if fmt in ("saved_model", "tflite_none", "onnx") and policy != "float32":
+            # Computing in the training precision (as SavedModel did before) would fail the tolerance.
+            low = np.asarray(model(images, training=False))
+            assert np.abs(low - expected).max() > TOLERANCES[fmt], fmt
+
+
+def test_the_cases_cover_every_format_under_a_low_precision_policy_and_the_float32_branch():
+    low = [fmt for policy, formats in CASES if policy != "float32" for fmt in formats]
+    assert sorted(low) == sorted(TOLERANCES)
+    assert {policy for policy, _ in CASES} == set(POLICIES)
 
 
 def test_float32_model_copies_only_what_computes_below_float32():
@@ -97,12 +140,13 @@ def test_float32_model_copies_only_what_computes_below_float32():
 
 
 def test_hybrid_with_keras_applications_backbone_exports_float32(tmp_path):
-    """A nested model (a keras.applications stem) is rebuilt in float32 as well."""
+    """A nested model (a keras.applications stem) is rebuilt in float32 as well; at 32 px, the smallest input
+    MobileNetV3Small takes (a 1x1 feature map: one token behind the class token)."""
     keras.config.set_dtype_policy("mixed_bfloat16")
     backbone = keras.applications.MobileNetV3Small(
-        input_shape=(64, 64, 3), include_top=False, weights=None, include_preprocessing=False
+        input_shape=(32, 32, 3), include_top=False, weights=None, include_preprocessing=False
     )
-    model = keras_vit.ViT("tiny", num_classes=3, backbone=backbone, image_size=64, preprocessing="unit")
+    model = keras_vit.ViT("tiny", num_classes=3, backbone=backbone, image_size=32, preprocessing="unit")
     keras.config.set_dtype_policy("float32")
     copy = _common.float32_model(model)
     nested = [layer for layer in copy.layers if isinstance(layer, keras.Model)]
