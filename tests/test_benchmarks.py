@@ -27,6 +27,41 @@ def _benchmark(name):
     return importlib.import_module(f"benchmarks.{name}")
 
 
+def _run_in_process(target, kwargs, env=None, timeout=None, echo=()):
+    """`benchmarks.workers.run_worker` in this process: `target(**kwargs)`'s result, or its exception as
+    {"error": ...}; arguments and result pass through JSON as they do to and from the real child.
+
+    The real child process and its protocol: test_worker_protocol_returns_the_childs_result_or_its_error.
+    """
+    module, function = target.split(":")
+    try:
+        result = getattr(importlib.import_module(module), function)(**json.loads(json.dumps(kwargs)))
+    except Exception as error:  # the child's traceback ends the same way: the error, as its result
+        return {"error": f"{type(error).__name__}: {error}"}
+    return json.loads(json.dumps(result))
+
+
+@pytest.fixture
+def in_process(monkeypatch):
+    """`in_process(name)`: the harness module benchmarks/<name>.py with its workers run in this process
+    (no TensorFlow import per child); Keras' dtype policy is restored afterwards."""
+    import keras
+
+    from benchmarks import workers
+
+    policy = keras.config.dtype_policy()
+
+    def patched(name):
+        module = _benchmark(name)
+        for holder in (workers, module):  # a module may hold run_worker by name
+            if hasattr(holder, "run_worker"):
+                monkeypatch.setattr(holder, "run_worker", _run_in_process)
+        return module
+
+    yield patched
+    keras.config.set_dtype_policy(policy)
+
+
 @pytest.fixture(scope="module")
 def script():
     return _benchmark("train_fashion_mnist")
@@ -130,12 +165,12 @@ def test_backends_benchmark_quick_run_fits_on_this_backend(tmp_path):
     assert machine["kind"] == "machine" and machine["hardware"] in lines.name and "flags" in machine
 
 
-def test_budget_probes_reach_their_workers_runs(tmp_path):
+def test_budget_probes_reach_their_workers_runs(tmp_path, in_process):
     """The budget harness's probes (RESULTS section 10): a recipe change, the pad in place of the
-    resize, builder arguments and stem arguments, each reaching the worker's model."""
+    resize, builder arguments and stem arguments, each reaching the worker's model (workers in this process)."""
     from keras_vit.models import stems
 
-    module = _benchmark("budget")
+    module = in_process("budget")
     setups = ["plain_lr2x", "default_pad", "plain_sincos_gap", "default_wd_stem4", "plain"]
     assert module.main(["--dataset", "sample", "--budget-minutes", "0.3", "--max-train-examples", "256",
                         "--max-test-examples", "64", "--epochs", "1", "--jit-compile", "off", "--setups", ",".join(setups),
