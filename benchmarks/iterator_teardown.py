@@ -48,10 +48,11 @@ def _pipelines(setting, batch_size, train_examples, test_examples=None):
     return train, test
 
 
-def worker(setting, epochs, batch_size, train_examples, test_examples=None, num_layers=None):
+def worker(setting, epochs, batch_size, train_examples, test_examples=None, num_layers=None, jit_compile=True):
     """Per epoch of `model.fit` with validation: seconds outside its steps, and pipeline images/s.
 
-    test_examples and num_layers (None: all 2,000 test images, the default model's blocks) make smoke runs short.
+    test_examples, num_layers (None: all 2,000 test images, the default model's blocks) and jit_compile
+    (False: no XLA compilation of the steps) make smoke runs short.
     """
     import keras
 
@@ -62,7 +63,7 @@ def worker(setting, epochs, batch_size, train_examples, test_examples=None, num_
     pipeline_rate = images / (time.perf_counter() - rate_start)
     workload = WORKLOADS["train_default"] if num_layers is None else dict(WORKLOADS["train_default"], layers=num_layers)
     model, _ = keras_model("keras_vit", workload)
-    model.compile(optimizer="adamw", loss=keras.losses.CategoricalCrossentropy(from_logits=True), jit_compile=True)
+    model.compile(optimizer="adamw", loss=keras.losses.CategoricalCrossentropy(from_logits=True), jit_compile=jit_compile)
     clock = timing.step_clock()
     model.fit(train, validation_data=test, epochs=epochs, verbose=0, callbacks=[clock])
     # The first epoch holds tracing and compilation: only the later ones are kept.
