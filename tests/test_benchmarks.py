@@ -44,12 +44,8 @@ def _run_in_process(target, kwargs, env=None, timeout=None, echo=()):
 @pytest.fixture
 def in_process(monkeypatch):
     """`in_process(name)`: the harness module benchmarks/<name>.py with its workers run in this process
-    (no TensorFlow import per child); Keras' dtype policy is restored afterwards."""
-    import keras
-
+    (no TensorFlow import per child); tests/conftest.py restores the dtype policy a worker may set."""
     from benchmarks import workers
-
-    policy = keras.config.dtype_policy()
 
     def patched(name):
         module = _benchmark(name)
@@ -58,8 +54,7 @@ def in_process(monkeypatch):
                 monkeypatch.setattr(holder, "run_worker", _run_in_process)
         return module
 
-    yield patched
-    keras.config.set_dtype_policy(policy)
+    return patched
 
 
 @pytest.fixture(scope="module")
@@ -210,9 +205,10 @@ def _transfer_work(module, tmp_path, images, per_class):
     return work
 
 
-def test_transfer_benchmark_pretrains_writes_both_folders_and_adapts(tmp_path):
-    """The transfer harness on 10 classes of 12 tiny images: every step, the folders other programs read, a result line per set-up."""
-    module = _benchmark("transfer")
+def test_transfer_benchmark_pretrains_writes_both_folders_and_adapts(tmp_path, in_process):
+    """The transfer harness on 10 classes of 12 tiny images: every step, the folders other programs read, a
+    result line per set-up (the adaptation's workers in this process)."""
+    module = in_process("transfer")
     work = _transfer_work(module, tmp_path, images=12, per_class=4)
     module.main(["pretrain", "--work", work, "--budget-minutes", "0.5", "--epochs", "1", "--backbone", "smoke"])
     assert {"timm", "hf"} <= set(os.listdir(os.path.join(work, "backbone")))
