@@ -7,6 +7,7 @@ encoded photos of every format, size and colour kind.
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import subprocess
@@ -107,7 +108,9 @@ def served(request, exported):
     return exported(request.param)
 
 
+@functools.cache
 def _files():
+    """{name: encoded file} of every format and kind, made once for the module."""
     return {f"{fmt}-{h}x{w}-{mode}": _encode(_photo(h, w, mode), fmt) for fmt in FORMATS for h, w, mode in KINDS}
 
 
@@ -263,13 +266,18 @@ def test_variables_are_stored_once(tmp_path):
 
 
 @pytest.mark.parametrize("activation", [None, "softmax"])
-def test_every_export_returns_probabilities(tmp_path, activation):
-    model = _model(3, classifier_activation=activation)
+def test_every_export_returns_probabilities(exported, tmp_path, activation):
+    """A logits head gets softmax in the graph (the shared export's model has one), a softmax head not again."""
+    if activation is None:
+        served = exported(3)
+        model, server = served["model"], served["server"]
+    else:
+        model = _model(3, classifier_activation=activation)
+        server = Served(export.saved_model(model, str(tmp_path / "serving")))
     x = np.random.default_rng(0).uniform(0, 255, (4, SIZE, SIZE, 3)).astype("float32")
     outputs = np.asarray(model(x))
     expected = outputs if activation == "softmax" else np.asarray(tf.nn.softmax(outputs))
-    path = export.saved_model(model, str(tmp_path / "serving"))
-    probabilities = Served(path).run("serving_default", x)
+    probabilities = server.run("serving_default", x)
     np.testing.assert_allclose(probabilities, expected, atol=1e-5)
     np.testing.assert_allclose(probabilities.sum(-1), 1.0, atol=1e-5)
 
