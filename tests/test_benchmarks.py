@@ -222,10 +222,10 @@ def test_transfer_benchmark_pretrains_writes_both_folders_and_adapts(tmp_path, i
     assert set(backbone["fewshot"]) == {"1"} and 0 <= backbone["knn"] <= 1, backbone
 
 
-def test_transfer_benchmark_pretrains_with_timm_and_keras_vit_reads_what_timm_wrote(tmp_path):
+def test_transfer_benchmark_pretrains_with_timm_and_keras_vit_reads_what_timm_wrote(tmp_path, in_process):
     """`pretrain-timm` (timm on torch, as on a lent GPU) writes a timm Hub folder with timm's own
     save_for_hf; keras_vit loads it to timm's logits, and `folders` writes the same model as a
-    Hugging Face folder."""
+    Hugging Face folder (the adaptation's workers in this process)."""
     from _timm_import import import_timm
 
     timm = import_timm()
@@ -235,7 +235,7 @@ def test_transfer_benchmark_pretrains_with_timm_and_keras_vit_reads_what_timm_wr
 
     import keras_vit
 
-    module = _benchmark("transfer")
+    module = in_process("transfer")
     work = _transfer_work(module, tmp_path, images=6, per_class=2)
     rng = np.random.default_rng(0)
     module.main(["pretrain-timm", "--work", work, "--backbone", "smoke", "--max-steps", "14", "--batch-size", "8",
