@@ -367,7 +367,8 @@ def test_keras_jobs_resolve_auto_and_bfloat16_as_keras_vit_does():
     assert resolve_setting("auto", True, 768) == (distribute.resolve_precision("auto", width=768), True)
 
 
-def test_bfloat16_inference_benchmark_reports_agreement_and_speed(tmp_path):
+def test_bfloat16_inference_benchmark_reports_agreement_and_speed(tmp_path, capsys):
+    """benchmarks/bfloat16_inference.py in this process (the entry point's dispatch: the first test)."""
     from PIL import Image
 
     import keras_vit
@@ -378,13 +379,12 @@ def test_bfloat16_inference_benchmark_reports_agreement_and_speed(tmp_path):
         (tmp_path / "photos" / f"c{i}").mkdir(parents=True)
         Image.fromarray(np.random.default_rng(i).integers(0, 256, (40, 30, 3), dtype=np.uint8)).save(
             tmp_path / "photos" / f"c{i}" / f"{i}.jpg")
-    out = subprocess.run([sys.executable, "-m", "benchmarks", "bfloat16", "--model", model, "--images",
-                          str(tmp_path / "photos"), "--batch", "2", "--rounds", "1", "--calls", "1", "--out",
-                          str(tmp_path / "out")], cwd=ROOT, capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr[-2000:]
+    _benchmark("bfloat16_inference").main(["--model", model, "--images", str(tmp_path / "photos"), "--batch", "2",
+                                           "--rounds", "1", "--calls", "1", "--out", str(tmp_path / "out")])
+    printed = capsys.readouterr().out
     for part in ("agreement, Keras model: top-1", "of 3 photos", "agreement, SavedModel", "| Keras bfloat16 |",
                  "| SavedModel bfloat16 (TF Serving's way) |", "CPU flags:"):
-        assert part in out.stdout, part
+        assert part in printed, part
     assert len(list((tmp_path / "out").glob("bfloat16-*.md"))) == 1
 
 
