@@ -139,12 +139,22 @@ def test_speed_comparison_models_output_logits_as_their_loss_expects():
 
 
 @pytest.mark.backends("tensorflow", "jax", "torch")
-def test_backends_benchmark_quick_run_fits_on_this_backend(tmp_path):
+def test_backends_benchmark_quick_run_fits_on_this_backend(tmp_path, monkeypatch):
+    """The jobs run in this process, which has the backend they ask for (KERAS_BACKEND of each job, recorded)."""
     import keras
 
     module = _benchmark("backends")
     backend = keras.backend.backend()
+    asked = []
+
+    def in_process(target, kwargs, env=None, **_):
+        asked.append((target, env["KERAS_BACKEND"]))
+        return _run_in_process(target, kwargs)
+
+    monkeypatch.setattr(module, "run_worker", in_process)
     results = module.main(["--quick", "--backends", backend, "--out", str(tmp_path)])
+    # the roofline's libraries (XLA, oneDNN, NumPy, PyTorch) do not depend on the Keras backend
+    assert asked == [("benchmarks.jobs:roofline_job", "tensorflow"), ("benchmarks.jobs:keras_job", backend)]
     assert [r.get("error") for r in results] == [None, None]
     roofline, fit = results
     assert roofline["kind"] == "roofline" and roofline["gflops"] > 0
