@@ -33,6 +33,7 @@ SUBCOMMANDS = {
     "pretrain": ("pretrain", "Does masked-autoencoder pre-training on unlabeled images make a better start for few labels?"),
     "dense": ("dense", "How well does a linear probe segment from a backbone's frozen patch features (Fashion-MNIST canvases)?"),
     "image-text": ("image_text", "Do CLIP, SigLIP and SigLIP 2 towers give transformers' tokens, embeddings and scores on every backend and export, and how fast?"),
+    "zeroshot-head": ("zeroshot_head", "Does fine-tuning from an image-text checkpoint's zero-shot head beat the zero head and the probe?"),
     "house": ("house", "How large are keras_vit's modules and functions, and do its imports run downward?"),
 }
 

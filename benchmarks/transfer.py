@@ -60,15 +60,24 @@ SCALING = "symmetric"
 
 def prepare(work, tar=None, source=None, train_per_class=TRAIN_PER_CLASS, test_per_class=TEST_PER_CLASS):
     """Lays out the pre-training and adaptation folders (hard links) from the CIFAR-10 tar or a folder of its classes."""
+    layout = {"pretrain": {c: slice(None) for c in PRETRAIN_CLASSES}}
+    layout["adapt/train"] = {c: slice(0, train_per_class) for c in ADAPT_CLASSES}
+    layout["adapt/test"] = {c: slice(-test_per_class, None) for c in ADAPT_CLASSES}
+    return lay_out(work, layout, tar, source)
+
+
+def lay_out(work, layout, tar=None, source=None):
+    """Hard-links parts of CIFAR-10's class folders (the tar, unpacked under `work`, or `source`) into folders of `work`.
+
+    `layout`: {folder: {class: slice of its sorted file names}}; a folder that exists is kept as it
+    is. Returns each folder's image count.
+    """
     if source is None:
         source = os.path.join(work, "cifar10", "train")
         if not os.path.isdir(source):
             os.makedirs(os.path.join(work, "cifar10"), exist_ok=True)
             with tarfile.open(tar) as archive:
                 archive.extractall(os.path.join(work, "cifar10"), filter="data")
-    layout = {"pretrain": {c: slice(None) for c in PRETRAIN_CLASSES}}
-    layout["adapt/train"] = {c: slice(0, train_per_class) for c in ADAPT_CLASSES}
-    layout["adapt/test"] = {c: slice(-test_per_class, None) for c in ADAPT_CLASSES}
     for folder, classes in layout.items():
         target = os.path.join(work, folder)
         if os.path.isdir(target):
