@@ -259,15 +259,28 @@ def adapt(work, budget_minutes, setups, out=None, argv=None, seed=0, epochs=None
     return results
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m benchmarks transfer", description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="step", required=True)
+def add_prepare_step(sub, train_per_class, test_per_class):
+    """The `prepare` step's options: CIFAR-10's training split, from its tar or its class folders, into --work."""
     p = sub.add_parser("prepare")
     p.add_argument("--tar", help="cifar10-train-jpg.tar.gz")
     p.add_argument("--source", help="instead of --tar: a folder with CIFAR-10's class folders")
     p.add_argument("--work", required=True)
-    p.add_argument("--train-per-class", type=int, default=TRAIN_PER_CLASS)
-    p.add_argument("--test-per-class", type=int, default=TEST_PER_CLASS)
+    p.add_argument("--train-per-class", type=int, default=train_per_class)
+    p.add_argument("--test-per-class", type=int, default=test_per_class)
+    return p
+
+
+def run_prepare_step(parser, args, prepare_function):
+    """Runs `prepare_function` on the options `add_prepare_step` read; exactly one of --tar and --source."""
+    if (args.tar is None) == (args.source is None):
+        parser.error("prepare needs one of --tar and --source")
+    print(prepare_function(args.work, args.tar, args.source, args.train_per_class, args.test_per_class))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m benchmarks transfer", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="step", required=True)
+    add_prepare_step(sub, TRAIN_PER_CLASS, TEST_PER_CLASS)
     p = sub.add_parser("pretrain")
     p.add_argument("--work", required=True)
     p.add_argument("--backbone", choices=tuple(BACKBONES), default=DEFAULT_BACKBONE)
@@ -293,9 +306,7 @@ def main(argv=None):
     p.add_argument("--out", help="folder for the .jsonl and .md")
     args = parser.parse_args(argv)
     if args.step == "prepare":
-        if (args.tar is None) == (args.source is None):
-            parser.error("prepare needs one of --tar and --source")
-        print(prepare(args.work, args.tar, args.source, args.train_per_class, args.test_per_class))
+        run_prepare_step(parser, args, prepare)
     elif args.step == "pretrain":
         print(pretrain(args.work, args.budget_minutes, args.seed, args.epochs, args.backbone))
     elif args.step == "pretrain-timm":

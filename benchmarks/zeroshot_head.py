@@ -294,12 +294,7 @@ def table(pretrained, only, results, arms, seeds):
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m benchmarks zeroshot-head", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="step", required=True)
-    p = sub.add_parser("prepare")
-    p.add_argument("--tar", help="cifar10-train-jpg.tar.gz")
-    p.add_argument("--source", help="instead of --tar: a folder with CIFAR-10's class folders")
-    p.add_argument("--work", required=True)
-    p.add_argument("--train-per-class", type=int, default=TRAIN_PER_CLASS)
-    p.add_argument("--test-per-class", type=int, default=TEST_PER_CLASS)
+    transfer.add_prepare_step(sub, TRAIN_PER_CLASS, TEST_PER_CLASS)
     p = sub.add_parser("pretrain", help="a tiny CLIP, trained contrastively by transformers in PyTorch")
     p.add_argument("--work", required=True)
     p.add_argument("--towers", choices=tuple(TOWERS), default="tiny")
@@ -320,9 +315,7 @@ def main(argv=None):
     p.add_argument("--out", help="folder for the .jsonl and .md")
     args = parser.parse_args(argv)
     if args.step == "prepare":
-        if (args.tar is None) == (args.source is None):
-            parser.error("prepare needs one of --tar and --source")
-        print(prepare(args.work, args.tar, args.source, args.train_per_class, args.test_per_class))
+        transfer.run_prepare_step(parser, args, prepare)
     elif args.step == "pretrain":
         print(pretrain(args.work, args.budget_minutes, args.towers, args.seed, args.threads, args.max_steps,
                        args.batch_size))
