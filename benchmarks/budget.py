@@ -134,8 +134,9 @@ SETUPS = {
 
 
 def train_one(dataset, budget_seconds, setup, seed=0, max_train_examples=None, max_test_examples=None, epochs=None,
-              jit_compile=None):
-    """Worker: one budgeted run of `setup`; its accuracy, epochs, speed and learning curve."""
+              jit_compile=None, build_only=False):
+    """Worker: one budgeted run of `setup`; its accuracy, epochs, speed and learning curve. With `build_only`,
+    only what the run would build: its settings and its model's size, no step taken (a check of a probe's wiring)."""
     import dataclasses
 
     import keras
@@ -171,20 +172,25 @@ def train_one(dataset, budget_seconds, setup, seed=0, max_train_examples=None, m
         max_train_examples=max_train_examples, max_test_examples=max_test_examples, epochs=epochs,
         jit_compile=jit_compile, callbacks=[curve], **fields,
     )
+    if build_only:
+        run = plan.resolve(config)
+        return {"setup": setup, **_described(run.settings(plan.build_model(run)))}
     result = train(config)
-    settings = result["settings"]
     accuracy = result["validation_accuracy"] if result["validation_accuracy"] is not None else result["test_accuracy"]
     return {
         "setup": setup, "accuracy": accuracy, "test_accuracy": result["test_accuracy"],
         "validation": result["data"]["validation"] or result["data"]["test"],
         "epochs_done": result["epochs_done"], "steps_done": result["steps_done"],
         "train_seconds": result["train_seconds"], "images_per_second": result["images_per_second"],
-        "params": settings["params"], "stem": settings["stem"], "tokenizer": settings["tokenizer"], "recipe": settings["recipe"],
-        "learning_rate": settings["learning_rate"], "weight_decay": settings["weight_decay"], "attention_init": settings["attention_init"],
-        "pooling": settings["pooling"], "augment": settings["augment"],
-        "image_size": settings["image_size"], "channels": settings["channels"], "batch_size": settings["batch_size"], "precision": settings["precision"],
-        "jit_compile": settings["jit_compile"], "resize": settings.get("resize", "bilinear"), "curve": curve.points,
+        **_described(result["settings"]), "curve": curve.points,
     }
+
+
+def _described(settings):
+    """The settings a result line keeps of a run's settings record."""
+    kept = ("params", "stem", "tokenizer", "recipe", "learning_rate", "weight_decay", "attention_init", "pooling", "augment",
+            "image_size", "channels", "batch_size", "precision", "jit_compile")
+    return {**{key: settings[key] for key in kept}, "resize": settings.get("resize", "bilinear")}
 
 
 def plot(results, path, title):

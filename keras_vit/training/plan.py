@@ -213,14 +213,17 @@ class RunPlan:
             "learning_rate": self.peak_learning_rate, "weight_decay": self.recipe.weight_decay,
         }
 
-    def settings(self, model, estimate) -> dict:
-        """The settings record of the run's results (and of `<name>.json`)."""
-        return {
+    def settings(self, model, estimate=None) -> dict:
+        """The settings record of the run's results (and of `<name>.json`); without `estimate`, no memory figure."""
+        recorded = {
             **train_options.record(self, "settings"),
             "learning_rate": self.peak_learning_rate, "weight_decay": self.recipe.weight_decay,
             "backend": keras.backend.backend(), "replicas": self.strategy.num_replicas_in_sync,
-            "params": model.count_params(), "estimated_step_memory_gib": round(estimate.total / memory.GIB, 2),
+            "params": model.count_params(),
         }
+        if estimate is not None:
+            recorded["estimated_step_memory_gib"] = round(estimate.total / memory.GIB, 2)
+        return recorded
 
 
 # The model's facts live in its spec: the plan reads each field through (`plan.pooling` is
