@@ -89,7 +89,7 @@ class ImageTextModel:
             raw, origins, self._preprocessing = read_weights_folder(self.path), {}, None
         self.kind = _kind(self.hf_config, config_path, self.path)
         tensors, names = text_keys.text_tensors(raw)
-        names = {key: origins.get(name, name) for key, name in names.items()}
+        names = _as_stored(names, origins)
         family = TEXT_FAMILIES[self.kind]
         projection = tensors.get(f"{family.projection}.weight")
         if projection is None:
@@ -104,7 +104,7 @@ class ImageTextModel:
         self.logit_bias = _scalar(raw, "logit_bias", self.path) if stores_bias else None
         if self.open_clip:
             read = read_hf_family(raw, self.hf_config, config_path, folder.weights_path)
-            read[2].update({key: origins.get(name, name) for key, name in read[2].items()})
+            read[2].update(_as_stored(read[2], origins))
             image_weights = Checkpoint.of_part(folder.weights_path, read, folder.preprocessing)
         else:
             image_weights = self.path
@@ -258,6 +258,11 @@ def _in_batches(model, inputs, batch_size):
                 else inputs[start:start + batch_size])
         outputs.append(keras.ops.convert_to_numpy(model(part, training=False)))
     return np.concatenate(outputs)
+
+
+def _as_stored(names, origins):
+    """`names` (keras key -> tensor key) with each renamed tensor key given back as its file names it."""
+    return {key: origins.get(name, name) for key, name in names.items()}
 
 
 def _normalised(embeddings):
