@@ -7,7 +7,9 @@ same budget, and reports the probe's and the fine-tuned model's accuracy on the 
 0.1, batch 32"). The probe is scikit-learn's multinomial logistic regression on standardised
 features, its weight decay chosen by the folds (`pip install scikit-learn`). Fine-tuning uses timm's
 own optimizer factory (`create_optimizer_v2` with `layer_decay`), a 5% linear warm-up and cosine
-decay, sized from the speed of its first steps so that it ends with the budget.
+decay, sized from the speed of its first steps so that it ends with the budget; it also stops at
+the budget's wall time, as keras_vit's `TimeBudget` does, should the machine slow down after that
+calibration (a calibration on a machine that then got busier once ran 392 s of a 180 s budget).
 
 Run by `python -m benchmarks transfer adapt --setups timm_lpft`; torch, timm and scikit-learn only.
 """
@@ -114,10 +116,14 @@ def adapt_timm(work, classes, budget_seconds, seed=0, max_steps=None, threads=No
     batch = min(RECIPE["batch_size"], len(train_y))
     steps_done, total, calibrated_at = 0, None, None
     model.train()
-    while total is None or steps_done < total:
+    stopped_on_time = False
+    while (total is None or steps_done < total) and not stopped_on_time:
         order = torch.randperm(len(train_y), generator=generator)
         for begin in range(0, len(order) - batch + 1, batch):
             if total is not None and steps_done >= total:
+                break
+            if steps_done and time.perf_counter() - start - test_seconds >= budget_seconds:
+                stopped_on_time = True
                 break
             planned = total or 10_000
             warmup = max(1, int(RECIPE["warmup_fraction"] * planned))
@@ -149,5 +155,5 @@ def adapt_timm(work, classes, budget_seconds, seed=0, max_steps=None, threads=No
         "probe_cv_accuracy": cv_accuracy, "probe_seconds": round(probe_seconds, 1),
         "accuracy": _accuracy(torch, model, test_x, test_y), "num_test": len(test_y), "steps_done": steps_done,
         "epochs_done": round(steps_done * batch / len(train_y), 1), "train_seconds": round(train_seconds, 1),
-        "recipe": RECIPE,
+        "planned_steps": total, "stopped_on_time": stopped_on_time, "recipe": RECIPE,
     }

@@ -279,6 +279,11 @@ def test_transfer_benchmark_pretrains_with_timm_and_keras_vit_reads_what_timm_wr
     peer = [json.loads(line) for line in lines.read_text().splitlines()][2]
     assert (peer["setup"], peer["steps_done"], peer["num_test"]) == ("timm_lpft", 7, 10), peer
     assert 0 <= peer["probe_accuracy"] <= 1 and 0 <= peer["accuracy"] <= 1 and peer["probe_decay"] > 0
+    # It stops at the budget's wall time, whatever its calibration planned (it once ran 392 s of 180).
+    from benchmarks import transfer_timm_peer
+
+    late = transfer_timm_peer.adapt_timm(work, module.ADAPT_CLASSES, budget_seconds=1e-3, seed=0)
+    assert (late["steps_done"], late["stopped_on_time"], late["planned_steps"]) == (1, True, None), late
 
 
 def test_dense_benchmark_probes_a_weights_folder_and_its_random_control(tmp_path):

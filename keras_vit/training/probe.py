@@ -24,6 +24,7 @@ Example (a tiny model on 32 images of two classes):
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 
 import keras
@@ -119,12 +120,29 @@ class LinearProbe:
         train_accuracy = _accuracy(self.model, train_features)
         validation_accuracy = None
         if validation is not None:
+            self._validation_source = validation
             self._validation = self._extract(validation)
             self._validation_flipped = self._flipped_features
-            validation_accuracy = _accuracy(self.model, self._validation)
+            self._validation_correct = _correct(self.model, self._validation)
+            validation_accuracy = float(np.mean(self._validation_correct))
         return ProbeResult(train_accuracy, validation_accuracy, forward, time.perf_counter() - start,
                            int(train_features.features.shape[1]), fitted.cv_accuracy, fitted.l2, fitted.flips,
                            fitted.temperature)
+
+    def disagreements(self):
+        """(images only the probe got right, images only the model as it is now gets right) among the validation images.
+
+        The pairs of a sign test between the probe, as `fit` left it, and the model after fine-tuning
+        from it: the images both got right or both wrong say nothing about which is better.
+        """
+        from keras_vit.transfer.features import extract_features
+
+        now = extract_features(self._features, self._validation_source, batch_size=self.batch_size, verbose=self.verbose)
+        if not np.array_equal(now.labels, self._validation.labels):
+            raise RuntimeError("The validation images were read in another order than at the probe's fit.")
+        tuned = _correct(self.model, now)
+        probe = self._validation_correct
+        return int(np.sum(probe & ~tuned)), int(np.sum(tuned & ~probe))
 
     def refit_with_validation(self):
         """Fits the head again on the training and validation features together; returns the `RidgeProbe`."""
@@ -159,10 +177,27 @@ def _with_flips(features):
                        name=f"{features.name}_and_flipped")
 
 
-def _accuracy(model, extracted):
-    """Accuracy of `model`'s head on features already extracted (the head alone, not the backbone again).
+def sign_test_p_value(wins: int, losses: int) -> float:
+    """One-sided exact sign test: the chance of at least `wins` of `wins + losses` fair coin tosses.
 
-    The argmax is the same whether the head returns logits or probabilities.
+    How likely a first classifier is to be right on `wins` of the images where exactly one of two is
+    right, were both as good (McNemar's exact test, one-sided). 1.0 where they never disagree.
+
+    Example:
+
+    >>> sign_test_p_value(5, 0), sign_test_p_value(1, 0), sign_test_p_value(0, 0)
+    (0.03125, 0.5, 1.0)
     """
+    total = wins + losses
+    return math.fsum(math.comb(total, k) for k in range(wins, total + 1)) / 2**total
+
+
+def _accuracy(model, extracted):
+    """Accuracy of `model`'s head on features already extracted (the head alone, not the backbone again)."""
+    return float(np.mean(_correct(model, extracted)))
+
+
+def _correct(model, extracted):
+    """Whether `model`'s head gets each image of `extracted` right (bool array); argmax of logits or probabilities alike."""
     outputs = keras.ops.convert_to_numpy(model.get_layer("head")(extracted.features))
-    return float(np.mean(outputs.argmax(axis=-1) == extracted.labels))
+    return outputs.argmax(axis=-1) == extracted.labels

@@ -80,6 +80,12 @@ def header(plan, model, estimate, progress) -> str:
     return "\n".join(lines)
 
 
+def sign_test_words(decision):
+    """The figures of `--adapt auto`'s decision (trainer._keep_the_better) in words."""
+    return (f"only the probe right on {decision['only_probe_right']} image(s), only the fine-tuned model on "
+            f"{decision['only_finetuned_right']}: sign test p = {decision['sign_test_p']:.3g}")
+
+
 def format_summary(result) -> str:
     """The lines printed after a run: what was trained, for how long, and the test metrics."""
     settings = result["settings"]
@@ -96,7 +102,7 @@ def format_summary(result) -> str:
         lines.append(
             f"Kept the {'fine-tuned model' if decision['kept'] == 'finetuned' else 'probe'}: validation accuracy "
             f"{decision['probe_validation_accuracy']:.4f} probed"
-            + (f", {tuned:.4f} fine-tuned" if tuned is not None else "")
+            + (f", {tuned:.4f} fine-tuned ({sign_test_words(decision)})" if tuned is not None else "")
             + (" (the probe then fitted again on the training and validation images)" if decision["kept"] == "probe"
                else "") + ".")
     if not probe or result["steps_done"]:
