@@ -36,6 +36,9 @@ def test_pretrain_writes_a_checkpoint_that_train_adapts(tmp_path, capsys):
     for label in ("Model:", "Data:", "Training:", "Choices:", "Outputs:", "Resume:"):
         assert label in printed
     assert "8 unlabeled images" in printed and "16 patches, 4 seen" in printed
+    # One pass over 8 images: the run says how few that is for MAE, and what 20 CPU minutes gave.
+    assert "2 steps, 1 pass over the 8 images" in printed, printed
+    assert "Few passes: 1 over the images" in printed and "adapted below a model trained from scratch" in printed
     assert sorted(os.listdir(out)) == ["config.json", "model.safetensors", "preprocessor_config.json"]
     if "matplotlib" in printed or os.path.exists(os.path.join(runs, run.FIGURE)):
         assert os.path.getsize(os.path.join(runs, run.FIGURE)) > 0

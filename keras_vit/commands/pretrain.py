@@ -64,7 +64,7 @@ def add(subparsers) -> None:
 
 def run(args) -> int:
     from keras_vit.commands._shared import option_flag
-    from keras_vit.pretraining.run import PretrainConfig, pretrain
+    from keras_vit.pretraining.run import PretrainConfig, few_passes_note, pretrain
 
     config = PretrainConfig(
         dataset=args.dataset, split=args.split, data_dir=args.data_dir, download=args.download,
@@ -77,8 +77,11 @@ def run(args) -> int:
         overwrite=args.overwrite, verbose=2 if args.quiet else 1)
     result = pretrain(config, name=option_flag)
     loss = f", last epoch's loss {result['loss']:.4f}" if result["loss"] is not None else ""
-    print(f"Pre-trained for {result['epochs_done']} epochs ({result['steps_done']} steps) in "
-          f"{result['train_seconds']:.0f} s{loss}.")
+    print(f"Pre-trained for {result['epochs_done']} epochs ({result['steps_done']} steps, {result['passes']:.3g} "
+          f"pass{'' if result['passes'] == 1 else 'es'} over the {result['num_train_examples']:,} images) in {result['train_seconds']:.0f} s{loss}.")
+    note = few_passes_note(result["passes"])
+    if note:
+        print(note)
     for kind, path in result["artifacts"].items():
         if path:
             print(f"Saved {kind}: {path}")
