@@ -49,8 +49,8 @@ FINETUNE_RECIPE = "finetune_adamw"
 # already: LP-FT's recipe.
 LPFT_RECIPE = "lpft"
 # `--adapt auto` decides between fine-tuning and the probe on images that neither fitted on: this
-# share of the training images, held out (by `seed`) unless --validation-split says another. Never the test split, which reports the result. The fine-tuned model learns from the
-# rest only: at 0.2, 50 images per class fine-tuned 1.3 points below timm's LP-FT on all of them
+# share of the training images, held out (by `seed`) unless --validation-split says another. Never
+# the test split, which reports the result. The fine-tuned model learns from the rest only: at 0.2, 50 images per class fine-tuned 1.3 points below timm's LP-FT on all of them
 # (the weak backbone of benchmarks/RESULTS.md section 17), so the share is the smallest that still
 # catches a fine-tuning that went wrong.
 DECISION_SPLIT = 0.1

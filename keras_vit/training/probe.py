@@ -129,11 +129,12 @@ class LinearProbe:
                            int(train_features.features.shape[1]), fitted.cv_accuracy, fitted.l2, fitted.flips,
                            fitted.temperature)
 
-    def disagreements(self):
-        """(images only the probe got right, images only the model as it is now gets right) among the validation images.
+    def compare_on_validation(self):
+        """The probe, as `fit` left it, against the model as it is now (after fine-tuning from it), image by image.
 
-        The pairs of a sign test between the probe, as `fit` left it, and the model after fine-tuning
-        from it: the images both got right or both wrong say nothing about which is better.
+        Returns (images only the probe got right, images only the model now gets right, the model's
+        accuracy now) over the validation images: the pairs of a sign test (the images both got
+        right or both wrong say nothing about which is better), and the one pass the accuracy needs.
         """
         from keras_vit.transfer.features import extract_features
 
@@ -142,7 +143,7 @@ class LinearProbe:
             raise RuntimeError("The validation images were read in another order than at the probe's fit.")
         tuned = _correct(self.model, now)
         probe = self._validation_correct
-        return int(np.sum(probe & ~tuned)), int(np.sum(tuned & ~probe))
+        return int(np.sum(probe & ~tuned)), int(np.sum(tuned & ~probe)), float(np.mean(tuned))
 
     def refit_with_validation(self):
         """Fits the head again on the training and validation features together; returns the `RidgeProbe`."""

@@ -137,7 +137,7 @@ def train(config: TrainConfig, *, name=None) -> dict:
         result["probe"] = dataclasses.asdict(probed) if probed else None
         if probed and not finetune:
             result["validation_accuracy"] = probed.validation_accuracy
-        result["adapt_decision"] = _keep_the_better(plan, model, prober, probed, finetune, validation_ds)
+        result["adapt_decision"] = _keep_the_better(plan, model, prober, probed, finetune)
         if plan.test is not None:
             _test(plan, model, result)
         if config.output_dir:
@@ -196,7 +196,7 @@ def _probe(plan, model, progress):
     return prober, probed, finetune
 
 
-def _keep_the_better(plan, model, prober, probed, finetuned, validation_ds):
+def _keep_the_better(plan, model, prober, probed, finetuned):
     """`--adapt auto`: keeps the fine-tuned model unless the probe is clearly better on the validation images.
 
     Clearly: right on enough of the images where exactly one of the two is right that a one-sided
@@ -212,8 +212,7 @@ def _keep_the_better(plan, model, prober, probed, finetuned, validation_ds):
     decision = {"probe_validation_accuracy": probed.validation_accuracy, "finetuned_validation_accuracy": None}
     if finetuned:
         with plan.strategy.scope():
-            tuned = _score(model, validation_ds, plan.jit_compile)["accuracy"]
-            only_probe, only_tuned = prober.disagreements()
+            only_probe, only_tuned, tuned = prober.compare_on_validation()
         p_value = probe_lib.sign_test_p_value(only_probe, only_tuned)
         decision.update(finetuned_validation_accuracy=tuned, only_probe_right=only_probe,
                         only_finetuned_right=only_tuned, sign_test_p=p_value)
