@@ -267,6 +267,7 @@ def pretrain(config: PretrainConfig, *, name=None) -> dict:
         optimizer.exclude_from_weight_decay(var_names=["mask_token"])
         optimizer.beta_1 = 0.9
         model.compile(optimizer=optimizer, jit_compile=jit_compile)
+        recipes.build_optimizer_variables(model)
         progress = RunProgress.open(config.run_dir, fingerprint, config.resume)
         if config.verbose != 0:
             print(_header(config, model, source, reasons, dict(

@@ -117,9 +117,6 @@ def train(config: TrainConfig, *, name=None) -> dict:
         estimate = _check_memory(model, plan)
         progress = RunProgress.open(config.run_dir, plan.fingerprint(), config.resume)
         if config.verbose != 0:
-            if isinstance(plan.strategy, distribute.MeshStrategy):
-                with plan.strategy.scope():  # its slots now, created split, so the header can measure them
-                    model.optimizer.build(model.trainable_variables)
             print(report.header(plan, model, estimate, progress), flush=True)
         prober, probed, finetune = _probe(plan, model, progress)
         callbacks, backup = _callbacks(plan, progress, schedule, spent=probed.seconds if probed else 0.0)
@@ -255,6 +252,7 @@ def _compiled_model(plan):
             metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")],
             jit_compile=plan.jit_compile,
         )
+        recipes.build_optimizer_variables(model)  # slots split as the strategy says, and one trace of the step
     return model, schedule
 
 
