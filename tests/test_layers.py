@@ -403,3 +403,30 @@ def test_drop_path_drops_whole_samples():
 def test_layer_bad_input(factory, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
         factory()
+
+
+@pytest.mark.parametrize("rope", [False, True])
+def test_attention_gradient_scatters_no_slices(rope):
+    # TensorFlow's gradient of a strided slice writes it into a zero tensor of the whole input:
+    # slicing query, key and value out of one (B, T, 3, heads, width) tensor cost 12% of a small
+    # ViT's training step on CPU (benchmarks/RESULTS.md, issue 50). A split's gradient is a concat.
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("a TensorFlow graph's operations")
+    import tensorflow as tf
+
+    from keras_vit.layers import RotaryPositionEmbedding
+
+    layer = MultiHeadSelfAttention(16, 2)
+    tokens = tf.zeros((2, 4, 16))
+    angles = RotaryPositionEmbedding(4, 8)(tf.zeros((1, 8, 8, 3))) if rope else None  # 4 patches, heads of 8
+    layer(tokens, rope=angles)
+
+    @tf.function
+    def gradients(tokens):
+        with tf.GradientTape() as tape:
+            tape.watch(tokens)
+            outputs = layer(tokens, training=True, rope=angles)
+        return tape.gradient(outputs, [tokens] + [v.value for v in layer.trainable_variables])
+
+    operations = {op.type for op in gradients.get_concrete_function(tokens).graph.get_operations()}
+    assert "MatMul" in operations and "StridedSliceGrad" not in operations
