@@ -21,7 +21,7 @@ import warnings
 import keras
 
 from keras_vit import _atomic
-from keras_vit.training import run_state
+from keras_vit.training import recipes, run_state
 from keras_vit.training.run_dir import RunDirectory
 
 
@@ -85,8 +85,8 @@ class AtomicBackupAndRestore(keras.callbacks.Callback):
         state = self.read_state()
         if state is None:
             return None
-        if model.optimizer is not None and not model.optimizer.built:
-            model.optimizer.build(model.trainable_variables)
+        if model.optimizer is not None:
+            recipes.build_optimizer_variables(model)
         model.load_weights(os.path.join(self.backup_dir, state["weights"]))
         self.state = state
         self.restored_epoch = state["epoch"]
