@@ -19,7 +19,7 @@ __version__ = "0.1.0"
 import importlib
 import importlib.util
 
-from keras_vit import _registration, configs
+from keras_vit import _registration, configs, machine
 from keras_vit.configs import VARIANTS
 
 # Public names of the package, by the module that defines them; loaded on first use.
@@ -53,4 +53,6 @@ def __dir__():
     return sorted(set(globals()) | set(_registration.SUBPACKAGES) | set(_MODULE_OF))
 
 
+# Before anything imports TensorFlow: its oneDNN setting is read once, at its import (see keras_vit.machine).
+machine.ONEDNN = machine.prepare_tensorflow()
 _registration.install()

@@ -33,6 +33,8 @@ trial is off (KERAS_VIT_PRECISION_TRIAL=0), fails or runs out of time.
 | jit_compile | PyTorch | off | torch.compile trained ~60x slower on CPU |
 | attention | JAX, GPU with compute capability >= 8 | cuDNN flash attention, tokens padded to a multiple of 16 | ViT-B/16 training on an H100 (batch 256, bf16): 3339 img/s against 2814 with the explicit softmax, 1.02x timm's compiled 3289 (cuDNN refuses 197 tokens' gradient unpadded; issue 54, RESULTS "Training speed on one GPU") |
 | attention | otherwise | the explicit softmax | `keras.ops.dot_product_attention` trained a small ViT slower on CPU under TensorFlow; unmeasured on TensorFlow GPUs |
+| oneDNN (TensorFlow's CPU kernels outside XLA) | x86-64 CPU with avx512f but none of avx512_vnni, avx512_bf16, amx_tile, TF_ENABLE_ONEDNN_OPTS unset, TensorFlow not yet imported | on (keras_vit sets TF_ENABLE_ONEDNN_OPTS=1 at import) | TensorFlow turns oneDNN on by itself only on CPUs with one of those flags; on a 2-core Xeon with avx512f and none of them the LP-FT fine-tuning step without XLA ran 1.15-1.45x faster with it (ViT-Ti/4, batch 32, five alternating process pairs; a width-128 ViT 1.23-1.36x, two pairs); an XLA step compiles to the same program either way (RESULTS "TensorFlow's oneDNN kernels") |
+| oneDNN | TF_ENABLE_ONEDNN_OPTS set, TensorFlow imported before keras_vit, AVX2-only or non-x86 CPUs | TensorFlow's own setting | the user's choice; too late once TensorFlow is loaded; not measured on AVX2-only CPUs |
 | threads | all | the runtime's own (one per core) | 2/2 against 1/1 TensorFlow threads: no winner on 2 cores (RESULTS) |
 | memory check | GPU seen by `nvidia-smi` | the first GPU's free memory | |
 | memory check | otherwise, Linux | MemAvailable from /proc/meminfo | |
@@ -52,6 +54,7 @@ import os
 import platform
 import shutil
 import subprocess
+import sys
 
 # Free of Keras and TensorFlow at import (keras_vit.backends is imported where a backend is asked):
 # benchmark scripts read the CPU with it before choosing what to load.
@@ -325,6 +328,79 @@ def default_fused_attention(machine: Machine, backend: str) -> bool:
     (False, False)
     """
     return backend == "jax" and machine.accelerator == "gpu" and (machine.gpu_capability or 0) >= 8
+
+
+# TensorFlow (>= 2.9, its RFC 400) turns its oneDNN kernels on by itself only on x86-64 CPUs with one
+# of these flags; elsewhere it runs Eigen's kernels unless TF_ENABLE_ONEDNN_OPTS=1 is set before import.
+TENSORFLOW_ONEDNN_FLAGS = ("avx512_vnni", "avx512_bf16", "amx_tile")
+ONEDNN_VARIABLE = "TF_ENABLE_ONEDNN_OPTS"
+X86_64 = ("x86_64", "amd64")
+# What oneDNN gained where keras_vit turns it on (RESULTS "TensorFlow's oneDNN kernels").
+ONEDNN_MEASURED = "the LP-FT fine-tuning step without XLA ran 1.15-1.45x faster with it on a 2-core Xeon"
+
+
+def onednn_choice(flags, arch: str, environ, tensorflow_loaded: bool) -> tuple[str | None, str]:
+    """(the value keras_vit gives TF_ENABLE_ONEDNN_OPTS, or None to leave TensorFlow's setting; why): the table above.
+
+    Args:
+        flags: set of str. The CPU's instruction-set flags, as `read_cpuinfo` returns them.
+        arch: str. The machine's architecture, as `platform.machine()` names it.
+        environ: mapping. The process environment.
+        tensorflow_loaded: bool. Whether TensorFlow is imported already: its setting is then fixed.
+
+    Example:
+
+    >>> onednn_choice({"avx2", "avx512f"}, "x86_64", {}, False)[0]
+    '1'
+    >>> onednn_choice({"avx2", "avx512f"}, "x86_64", {"TF_ENABLE_ONEDNN_OPTS": "0"}, False)
+    (None, 'TF_ENABLE_ONEDNN_OPTS=0, as set before keras_vit was imported')
+    """
+    flags = set(flags)
+    if environ.get(ONEDNN_VARIABLE) is not None:
+        return None, f"{ONEDNN_VARIABLE}={environ[ONEDNN_VARIABLE]}, as set before keras_vit was imported"
+    if arch.lower() not in X86_64:
+        return None, f"TensorFlow's own setting on a {arch} CPU"
+    own = sorted(flags & set(TENSORFLOW_ONEDNN_FLAGS))
+    if own:
+        return None, f"on, TensorFlow's own setting on a CPU with {', '.join(own)}"
+    if "avx512f" not in flags:
+        return None, (f"off, TensorFlow's own setting on a CPU without {', '.join(TENSORFLOW_ONEDNN_FLAGS)}; "
+                      f"not measured on AVX2-only CPUs ({ONEDNN_VARIABLE}=1 turns it on)")
+    if tensorflow_loaded:
+        return None, (f"off: TensorFlow was imported before keras_vit, too late to turn on its oneDNN kernels "
+                      f"({ONEDNN_MEASURED} like this one); set {ONEDNN_VARIABLE}=1 or import keras_vit first")
+    return "1", (f"on: keras_vit set {ONEDNN_VARIABLE}=1, which TensorFlow leaves off on CPUs with avx512f but "
+                 f"none of {', '.join(TENSORFLOW_ONEDNN_FLAGS)} ({ONEDNN_MEASURED}; {ONEDNN_VARIABLE}=0 turns it off)")
+
+
+def prepare_tensorflow(environ=None, modules=None, cpuinfo: str = "/proc/cpuinfo", arch: str | None = None) -> str:
+    """Turns on TensorFlow's oneDNN kernels where `onednn_choice` says so, before TensorFlow loads; returns the why.
+
+    `import keras_vit` calls it and keeps the why in `ONEDNN`, which run headers state.
+
+    Args:
+        environ: mapping or None. The environment to set; None: `os.environ`. Defaults to None.
+        modules: mapping or None. The loaded modules; None: `sys.modules`. Defaults to None.
+        cpuinfo: str. The /proc/cpuinfo-format file with the CPU flags. Defaults to "/proc/cpuinfo".
+        arch: str or None. The architecture; None: `platform.machine()`. Defaults to None.
+
+    Example:
+
+    >>> env = {}
+    >>> why = prepare_tensorflow(env, {}, cpuinfo="/nonexistent", arch="x86_64")  # no flags read
+    >>> env, why.startswith("off, TensorFlow's own setting")
+    ({}, True)
+    """
+    environ = os.environ if environ is None else environ
+    modules = sys.modules if modules is None else modules
+    value, why = onednn_choice(read_cpuinfo(cpuinfo)[1], arch or platform.machine(), environ, "tensorflow" in modules)
+    if value is not None:
+        environ[ONEDNN_VARIABLE] = value
+    return why
+
+
+# The why of TensorFlow's oneDNN setting in this process, kept by `import keras_vit` (`prepare_tensorflow`).
+ONEDNN = "not decided: keras_vit.machine.prepare_tensorflow has not run"
 
 
 def available_memory(meminfo: str = "/proc/meminfo"):

@@ -8,6 +8,10 @@ BACKEND = os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 # a trial (and cache it in the user's cache folder). tests/test_machine.py forces the trial itself.
 os.environ.setdefault("KERAS_VIT_PRECISION_TRIAL", "0")
 
+# As a user's script or the CLI starts: keras_vit before Keras, so that its import sets TensorFlow's
+# oneDNN as it does for them (keras_vit.machine.onednn_choice), and the suite's in-process models
+# run the kernels its `keras-vit` child processes run.
+import keras_vit  # noqa: E402,F401
 import keras  # noqa: E402
 import pytest  # noqa: E402
 

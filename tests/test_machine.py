@@ -155,6 +155,58 @@ def test_machine_refuses_what_it_cannot_be():
         Machine("gpu")
 
 
+# TensorFlow's oneDNN kernels: TensorFlow turns them on only on CPUs with avx512_vnni, avx512_bf16 or
+# AMX; on an avx512f CPU without them (this project's 2-core Xeon) it ran Eigen's, slower.
+AVX512F = frozenset({"avx2", "fma", "avx512f"})
+
+
+@pytest.mark.parametrize("flags, arch, environ, loaded, value, why", [
+    (AVX512F, "x86_64", {}, False, "1", "on: keras_vit set TF_ENABLE_ONEDNN_OPTS=1"),
+    (AVX512F, "AMD64", {}, False, "1", "on: keras_vit set"),
+    (AVX512F, "x86_64", {"TF_ENABLE_ONEDNN_OPTS": "0"}, False, None, "TF_ENABLE_ONEDNN_OPTS=0, as set"),
+    (AVX512F, "x86_64", {"TF_ENABLE_ONEDNN_OPTS": "1"}, True, None, "TF_ENABLE_ONEDNN_OPTS=1, as set"),
+    (AVX512F, "x86_64", {}, True, None, "off: TensorFlow was imported before keras_vit"),
+    (AVX512_BF16, "x86_64", {}, False, None, "on, TensorFlow's own setting on a CPU with avx512_bf16"),
+    (AMX, "x86_64", {}, False, None, "on, TensorFlow's own setting on a CPU with amx_tile"),
+    (frozenset({"avx2", "fma", "avx512f", "avx512_vnni"}), "x86_64", {}, False, None, "with avx512_vnni"),
+    (AVX2, "x86_64", {}, False, None, "not measured on AVX2-only CPUs"),
+    (frozenset(), "aarch64", {}, False, None, "TensorFlow's own setting on a aarch64 CPU"),
+])
+def test_onednn_is_turned_on_only_where_tensorflow_leaves_it_off_and_it_was_measured(flags, arch, environ, loaded, value, why):
+    got, reason = machine.onednn_choice(flags, arch, environ, loaded)
+    assert got == value
+    assert why in reason
+
+
+def test_prepare_tensorflow_sets_the_variable_only_in_its_branch(tmp_path):
+    cpuinfo = _cpuinfo(tmp_path, AVX512F)
+    environ = {}
+    why = machine.prepare_tensorflow(environ, {}, cpuinfo=cpuinfo, arch="x86_64")
+    assert environ == {"TF_ENABLE_ONEDNN_OPTS": "1"} and why.startswith("on: keras_vit set")
+    for preset in ({"TF_ENABLE_ONEDNN_OPTS": "0"}, {}):
+        environ = dict(preset)
+        machine.prepare_tensorflow(environ, {"tensorflow": object()}, cpuinfo=cpuinfo, arch="x86_64")
+        assert environ == preset  # the user's setting, or TensorFlow already loaded: untouched
+    environ = {}
+    machine.prepare_tensorflow(environ, {}, cpuinfo=_cpuinfo(tmp_path, AVX512_BF16), arch="x86_64")
+    assert environ == {}
+
+
+def test_import_keras_vit_first_sets_onednn_as_the_rule_says(monkeypatch):
+    # A fresh process, as a user's script or the CLI starts: keras_vit imported before TensorFlow.
+    code = "import os, keras_vit; print(os.environ.get('TF_ENABLE_ONEDNN_OPTS')); print(keras_vit.machine.ONEDNN)"
+    environ = {k: v for k, v in os.environ.items() if k != "TF_ENABLE_ONEDNN_OPTS"}
+    lines = subprocess.run([os.sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env=environ).stdout.splitlines()
+    import platform
+
+    value, why = machine.onednn_choice(machine.read_cpuinfo()[1], platform.machine(), {}, False)
+    assert lines == [str(value), why]
+    # The run header says it on a CPU, after the compiler.
+    monkeypatch.setattr(machine, "ONEDNN", "on: forced")
+    assert backends.compilation(True) == "XLA on, Keras backend tensorflow; oneDNN on: forced"
+
+
 # --- the precision trial: where the table cannot know, measured (timings injected) ----------
 
 ZEN4 = Machine("cpu", cpu_flags=AVX512_BF16, cpu_name="AMD EPYC 9R14")

@@ -9,6 +9,7 @@ Each module answers the same questions for its backend:
 - `default_jit_compile(device, precision, collectives)`: whether to compile the train step
   (XLA on TensorFlow and JAX, torch.compile on PyTorch) when the user did not say.
 - `has_float64()`: whether float64 tensors keep their precision (JAX's need `jax_enable_x64`).
+- `kernels()`: the setting of the backend's CPU kernels a run header states ("" when none).
 - `STRATEGIES`: the `keras_vit.training.get_strategy` names the backend can run.
 
 Example:
@@ -47,8 +48,10 @@ def compilation(jit_compile) -> str:
 
     Example:
 
-    >>> compilation(False) == f"{current().COMPILER} off, Keras backend {keras.backend.backend()}"
+    >>> compilation(False).startswith(f"{current().COMPILER} off, Keras backend {keras.backend.backend()}")
     True
     """
     backend = current()
-    return f"{backend.COMPILER} {'on' if jit_compile else 'off'}, Keras backend {backend.NAME}"
+    kernels = backend.kernels() if backend.accelerator() == "cpu" else ""
+    return f"{backend.COMPILER} {'on' if jit_compile else 'off'}, Keras backend {backend.NAME}" + (
+        f"; {kernels}" if kernels else "")

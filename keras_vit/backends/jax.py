@@ -73,6 +73,11 @@ def flash_attention(query, key, value, scale, causal=False, implementation="cudn
     return out[:, :tokens]
 
 
+def kernels() -> str:
+    """Nothing to add to a run's header: the backend's CPU kernels have no setting keras_vit makes."""
+    return ""
+
+
 def has_float64() -> bool:
     """Only with jax_enable_x64: by default JAX truncates float64 to float32, with a warning."""
     import jax

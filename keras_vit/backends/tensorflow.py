@@ -34,6 +34,13 @@ def gpu_compute_capability() -> int | None:
     return tf.config.experimental.get_device_details(gpus[0]).get("compute_capability", (0, 0))[0]
 
 
+def kernels() -> str:
+    """What runs TensorFlow's CPU operations outside XLA, for run headers: oneDNN's setting and why."""
+    from keras_vit import machine
+
+    return f"oneDNN {machine.ONEDNN}"
+
+
 def has_float64() -> bool:
     """Always: float64 tensors are float64."""
     return True

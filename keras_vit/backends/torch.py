@@ -27,6 +27,11 @@ def gpu_compute_capability() -> int | None:
     return torch.cuda.get_device_capability(0)[0] if torch.cuda.is_available() else None
 
 
+def kernels() -> str:
+    """Nothing to add to a run's header: the backend's CPU kernels have no setting keras_vit makes."""
+    return ""
+
+
 def has_float64() -> bool:
     """Always: float64 tensors are float64."""
     return True
