@@ -33,7 +33,7 @@ trial is off (KERAS_VIT_PRECISION_TRIAL=0), fails or runs out of time.
 | jit_compile | PyTorch | off | torch.compile trained ~60x slower on CPU |
 | attention | JAX, GPU with compute capability >= 8 | cuDNN flash attention, tokens padded to a multiple of 16 | ViT-B/16 training on an H100 (batch 256, bf16): 3339 img/s against 2814 with the explicit softmax, 1.02x timm's compiled 3289 (cuDNN refuses 197 tokens' gradient unpadded; issue 54, RESULTS "Training speed on one GPU") |
 | attention | otherwise | the explicit softmax | `keras.ops.dot_product_attention` trained a small ViT slower on CPU under TensorFlow; unmeasured on TensorFlow GPUs |
-| oneDNN (TensorFlow's CPU kernels outside XLA) | x86-64 CPU with avx512f but none of avx512_vnni, avx512_bf16, amx_tile, TF_ENABLE_ONEDNN_OPTS unset, TensorFlow not yet imported | on (keras_vit sets TF_ENABLE_ONEDNN_OPTS=1 at import) | TensorFlow turns oneDNN on by itself only on CPUs with one of those flags; on a 2-core Xeon with avx512f and none of them the LP-FT fine-tuning step without XLA ran 1.15-1.45x faster with it (ViT-Ti/4, batch 32, five alternating process pairs; a width-128 ViT 1.23-1.36x, two pairs); an XLA step compiles to the same program either way (RESULTS "TensorFlow's oneDNN kernels") |
+| oneDNN (TensorFlow's CPU kernels outside XLA) | x86-64 CPU with avx512f but none of avx512_vnni, avx512_bf16, amx_tile, TF_ENABLE_ONEDNN_OPTS unset, TensorFlow not yet imported | on (keras_vit sets TF_ENABLE_ONEDNN_OPTS=1 at import) | TensorFlow turns oneDNN on by itself only on CPUs with one of those flags; on a 2-core Xeon with avx512f and none of them the LP-FT fine-tuning step without XLA ran 1.07-1.45x faster with it (ViT-Ti/4, batch 32, seven alternating process pairs; a width-128 ViT 1.23-1.36x, two pairs); an XLA step compiles to the same program either way (RESULTS "TensorFlow's oneDNN kernels") |
 | oneDNN | TF_ENABLE_ONEDNN_OPTS set, TensorFlow imported before keras_vit, AVX2-only or non-x86 CPUs | TensorFlow's own setting | the user's choice; too late once TensorFlow is loaded; not measured on AVX2-only CPUs |
 | threads | all | the runtime's own (one per core) | 2/2 against 1/1 TensorFlow threads: no winner on 2 cores (RESULTS) |
 | memory check | GPU seen by `nvidia-smi` | the first GPU's free memory | |
@@ -336,7 +336,7 @@ TENSORFLOW_ONEDNN_FLAGS = ("avx512_vnni", "avx512_bf16", "amx_tile")
 ONEDNN_VARIABLE = "TF_ENABLE_ONEDNN_OPTS"
 X86_64 = ("x86_64", "amd64")
 # What oneDNN gained where keras_vit turns it on (RESULTS "TensorFlow's oneDNN kernels").
-ONEDNN_MEASURED = "the LP-FT fine-tuning step without XLA ran 1.15-1.45x faster with it on a 2-core Xeon"
+ONEDNN_MEASURED = "the LP-FT fine-tuning step without XLA ran 1.07-1.45x faster with it on a 2-core Xeon"
 
 
 def onednn_choice(flags, arch: str, environ, tensorflow_loaded: bool) -> tuple[str | None, str]:
