@@ -7,6 +7,9 @@ import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Before any TensorFlow import, as a keras_vit user's script or the CLI starts: keras_vit's import
+# sets TensorFlow's oneDNN where its rule says so (keras_vit.machine), and the workers inherit it.
+import keras_vit  # noqa: E402,F401
 
 # subcommand: (module, the question it answers). benchmarks/README.md lists the same.
 SUBCOMMANDS = {
@@ -19,6 +22,7 @@ SUBCOMMANDS = {
     "profile": ("profile_train_step", "Where does a training step's time go, and the first fit call's?"),
     "matmul-peak": ("matmul_peak", "What is this machine's matrix-product peak, per library and precision?"),
     "matmul-bound": ("matmul_bound", "How fast could a step run if everything but its matrix products were free?"),
+    "onednn": ("onednn", "Does TensorFlow's oneDNN make a training step faster here (processes alternating, off and on)?"),
     "torch-threads": ("torch_threads", "Is timm's CPU figure a thread-contention artefact (torch threads 1 vs 2)?"),
     "iterator-teardown": ("iterator_teardown", "How long does a fit epoch spend outside its steps, tf.data autotune on vs off?"),
     "folder-pipeline": ("folder_pipeline", "How fast and how lean is the image-folder input pipeline; does a folder train as well as arrays?"),

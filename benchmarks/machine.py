@@ -69,7 +69,8 @@ def machine_record(gpu=False):
     """Date, CPU model, flags, cores, load (and GPU name with `gpu=True`) as one dict."""
     name, flags = read_cpuinfo()
     record = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": name, "flags": cpu_flags(flags),
-              "cores": os.cpu_count(), "load": loadavg(), "hardware": slug(name, flags)}
+              "cores": os.cpu_count(), "load": loadavg(), "hardware": slug(name, flags),
+              "onednn": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "unset")}
     if gpu:
         record["gpu"] = gpu_name()
         if record["gpu"]:
@@ -82,7 +83,7 @@ def header(command, record=None):
     r = record or machine_record()
     gpu = f"; GPU: {r['gpu']}" if r.get("gpu") else ""
     return (f"{r['date']}; CPU: {r['cpu']}, {r['cores']} cores, flags: {' '.join(r['flags']) or 'none of ' + '/'.join(FLAGS)}"
-            f"{gpu}; load {r['load']}\ncommand: {command}")
+            f"{gpu}; load {r['load']}; TF_ENABLE_ONEDNN_OPTS {r.get('onednn', 'unset')}\ncommand: {command}")
 
 
 def cpu_jiffies():

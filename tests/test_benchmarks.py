@@ -450,6 +450,24 @@ def test_pretrain_benchmark_pretrains_adapts_and_probes(tmp_path, monkeypatch):
     assert "| MAE 0.1 min | 50.00% | 1-shot 25.0% | 75.0% |" in table, table
 
 
+def test_onednn_benchmark_alternates_the_variable_in_its_workers(tmp_path, monkeypatch):
+    module = _benchmark("onednn")
+    asked = []
+
+    def in_process(target, kwargs, env=None, **_):
+        asked.append(env)
+        return {**_run_in_process(target, kwargs), "cpu": {"busy": 0.5, "steal": 0.0}}
+
+    monkeypatch.setattr(module, "run_worker", in_process)
+    ratios = module.main(["--workload", "tiny", "--set", "batch=4", "--pairs", "1", "--steps", "1", "--warmup", "1",
+                          "--out", str(tmp_path)])
+    assert asked == [{"TF_ENABLE_ONEDNN_OPTS": "0"}, {"TF_ENABLE_ONEDNN_OPTS": "1"}] and len(ratios) == 1
+    (table,) = tmp_path.glob("onednn-*.md")
+    assert "on against off, pair by pair" in table.read_text()
+    with pytest.raises(SystemExit):
+        module.main(["--workload", "tiny", "--set", "width=4"])
+
+
 def test_image_text_benchmark_checks_parity_and_times(tmp_path, capsys):
     """benchmarks/image_text.py in this process on the tests' tiny SigLIP towers, no exports, one round."""
     pytest.importorskip("transformers")
