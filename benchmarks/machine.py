@@ -18,7 +18,7 @@ import shutil
 import subprocess
 import time
 
-from keras_vit.machine import native_bfloat16, read_cpuinfo
+from keras_vit.machine import ONEDNN_VARIABLE, native_bfloat16, read_cpuinfo
 
 # The instruction-set flags that decide precision and XLA defaults and matmul speed.
 FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16")
@@ -70,7 +70,7 @@ def machine_record(gpu=False):
     name, flags = read_cpuinfo()
     record = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": name, "flags": cpu_flags(flags),
               "cores": os.cpu_count(), "load": loadavg(), "hardware": slug(name, flags),
-              "onednn": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "unset")}
+              "onednn": os.environ.get(ONEDNN_VARIABLE, "unset")}
     if gpu:
         record["gpu"] = gpu_name()
         if record["gpu"]:
@@ -83,7 +83,7 @@ def header(command, record=None):
     r = record or machine_record()
     gpu = f"; GPU: {r['gpu']}" if r.get("gpu") else ""
     return (f"{r['date']}; CPU: {r['cpu']}, {r['cores']} cores, flags: {' '.join(r['flags']) or 'none of ' + '/'.join(FLAGS)}"
-            f"{gpu}; load {r['load']}; TF_ENABLE_ONEDNN_OPTS {r.get('onednn', 'unset')}\ncommand: {command}")
+            f"{gpu}; load {r['load']}; {ONEDNN_VARIABLE} {r.get('onednn', 'unset')}\ncommand: {command}")
 
 
 def cpu_jiffies():

@@ -18,16 +18,15 @@ from __future__ import annotations
 import argparse
 import statistics
 
+from benchmarks import timing
 from benchmarks.workers import ResultLog, run_worker
 from benchmarks.workloads import TRAINING, parse_overrides, random_batch, vit_arguments, workload
-
-VARIABLE = "TF_ENABLE_ONEDNN_OPTS"
+from keras_vit.machine import ONEDNN_VARIABLE as VARIABLE
 
 
 def step_time(workload_name, overrides, recipe, jit_compile, steps, warmup):
     """The worker: median seconds of one `train_on_batch` of workload `workload_name` under `recipe`."""
     import os
-    import time
 
     import keras
 
@@ -42,14 +41,9 @@ def step_time(workload_name, overrides, recipe, jit_compile, steps, warmup):
     recipes.build_optimizer_variables(model)
     x, labels = random_batch(w)
     y = keras.utils.to_categorical(labels, w["classes"])
-    for _ in range(warmup):
-        model.train_on_batch(x, y)
-    times = []
-    for _ in range(steps):
-        start = time.perf_counter()
-        model.train_on_batch(x, y)
-        times.append(time.perf_counter() - start)
-    return {"step_s": statistics.median(times), "variable": os.environ.get(VARIABLE, "unset"),
+    run = timing.loop_epochs(lambda: model.train_on_batch(x, y))
+    run(warmup)
+    return {"step_s": statistics.median(run(steps).step_s), "variable": os.environ.get(VARIABLE, "unset"),
             "keras_vit_onednn": keras_vit.machine.ONEDNN}
 
 
