@@ -10,7 +10,7 @@ from PIL import Image
 
 import keras_vit
 from keras_vit import cli
-from keras_vit.training import plan as plan_lib, recipes
+from keras_vit.training import optimizers, plan as plan_lib, recipes
 
 from helpers import ALL_BACKENDS
 from test_hub import fill_cache
@@ -247,13 +247,13 @@ def test_a_small_training_set_validates_on_a_sample_of_a_large_validation_set(tm
 def test_layer_decay_scales_each_layers_learning_rate():
     keras.utils.set_random_seed(0)
     model = keras_vit.ViT("tiny", num_classes=3, image_size=8, classifier_activation=None)
-    scales = recipes.layer_learning_rate_scales(model, 0.5)
+    scales = optimizers.layer_learning_rate_scales(model, 0.5)
     assert scales["embedding/kernel"] == 0.125 and scales["encoderblock_1/norm1/gamma"] == 0.5
     assert scales["encoder_norm/gamma"] == 1.0 and scales["head/kernel"] == 1.0
     x = np.random.default_rng(0).normal(size=(4, 8, 8, 3)).astype("float32")
     y = keras.ops.one_hot(np.array([0, 1, 2, 0]), 3)
     moved = {}
-    for optimizer in (keras.optimizers.SGD(0.1), recipes.LayerDecaySGD(0.1, layer_scales=scales)):
+    for optimizer in (keras.optimizers.SGD(0.1), optimizers.LayerDecaySGD(0.1, layer_scales=scales)):
         clone = keras.models.clone_model(model)
         clone.set_weights(model.get_weights())
         # A head of zeros passes no gradient back: give it weights so every layer moves.

@@ -263,8 +263,7 @@ def pretrain(config: PretrainConfig, *, name=None) -> dict:
         if precision != "float32":  # the model was built to read the facts: built again under the policy
             model, _ = _model(config, name, source, num_train, data_channels)
         schedule = recipes.make_schedule(run_recipe, batch_size, steps_per_epoch, epochs)
-        optimizer = recipes.make_optimizer(run_recipe, model, schedule)
-        optimizer.exclude_from_weight_decay(var_names=["mask_token"])
+        optimizer = recipes.make_optimizer(run_recipe, model, schedule)  # the mask token among the undecayed
         optimizer.beta_1 = 0.9
         model.compile(optimizer=optimizer, jit_compile=jit_compile)
         recipes.build_optimizer_variables(model)

@@ -39,10 +39,11 @@ import keras
 from keras_vit._validation import check_choice, check_non_negative_int, check_number_in, check_positive_int
 from keras_vit.data import augment
 from keras_vit.models.head import outputs_probabilities
+from keras_vit.training.optimizers import LayerDecayAdamW, LayerDecaySGD, layer_learning_rate_scales
 
 # Variables that weight decay must not shrink: biases, LayerNorm scale/offset, the position
-# embedding and the class token (DeiT, timm's no_weight_decay, AugReg "kernels only").
-NO_DECAY_NAMES = ("bias", "gamma", "beta", "position_embedding", "class_token")
+# embedding, the class token and MAE's mask token (DeiT, timm's no_weight_decay, AugReg "kernels only").
+NO_DECAY_NAMES = ("bias", "gamma", "beta", "position_embedding", "class_token", "mask_token")
 # Below this global batch the peak learning rate follows the square root of the batch instead of
 # the batch (Recipe.learning_rate_for): linear scaling takes a 32-image batch to 1/16 of the rate
 # at 512, which barely moves a model in the few hundred steps a small folder gives.
@@ -295,7 +296,7 @@ def make_schedule(recipe: Recipe, batch_size: int, steps_per_epoch: int, epochs:
 
 
 def no_decay_variables(model) -> list:
-    """The model's variables excluded from weight decay: biases, norms, position embedding, class token.
+    """The model's variables excluded from weight decay: biases, norms, position embedding, class and mask tokens.
 
     Example:
 
@@ -322,8 +323,8 @@ def make_optimizer(recipe: Recipe, model, learning_rate):
     >>> import keras_vit
     >>> model = keras_vit.ViT("tiny", num_classes=3)
     >>> optimizer = make_optimizer(get_recipe("deit"), model, 1e-3)
-    >>> type(optimizer).__name__, optimizer.weight_decay, optimizer.global_clipnorm
-    ('AdamW', 0.05, 1.0)
+    >>> type(optimizer).__name__, optimizer.decoupled_weight_decay, optimizer.global_clipnorm
+    ('LayerDecayAdamW', 0.05, 1.0)
     >>> type(make_optimizer(get_recipe("finetune"), model, 0.01)).__name__
     'SGD'
     """
@@ -338,8 +339,7 @@ def make_optimizer(recipe: Recipe, model, learning_rate):
         return sgd(schedule, momentum=recipe.momentum, global_clipnorm=recipe.clip_norm, **extra)
     if recipe.optimizer != "adamw":
         raise ValueError(f"Invalid optimizer={recipe.optimizer!r} in recipe {recipe.name!r}. Expected 'adamw' or 'sgd'.")
-    adamw = LayerDecayAdamW if "layer_scales" in extra else keras.optimizers.AdamW
-    optimizer = adamw(
+    optimizer = LayerDecayAdamW(
         schedule, weight_decay=recipe.weight_decay, beta_2=recipe.beta_2, global_clipnorm=recipe.clip_norm, **extra
     )
     if not recipe.decay_all:
@@ -370,88 +370,6 @@ def build_optimizer_variables(model) -> None:
     """
     if not model.optimizer.built:
         model.optimizer.build(model.trainable_variables)
-
-
-def layer_learning_rate_scales(model, decay: float) -> dict:
-    """Layer-wise learning-rate decay (BEiT, DINOv2 fine-tuning): variable path -> factor on the rate.
-
-    Layer ids follow the encoder: everything before the first block (patch embedding, class,
-    register and distillation tokens, position embedding, a stem) is 0, block i (from 0) is
-    i + 1, and what follows the last of L blocks (final norm, pooling, pre-logits, head) is
-    L + 1; a variable of layer id l gets `decay ** (L + 1 - l)`.
-
-    Args:
-        model: keras.Model. A keras_vit model (its blocks are named `encoderblock_{i}`).
-        decay: float. In (0, 1]; 1 trains every layer at the same rate.
-
-    Example:
-
-    >>> import keras_vit
-    >>> scales = layer_learning_rate_scales(keras_vit.ViT("tiny", num_classes=3), 0.5)
-    >>> [scales[path] for path in ("embedding/kernel", "encoderblock_0/norm1/gamma", "head/kernel")]
-    [0.125, 0.25, 1.0]
-    """
-    check_number_in("decay", decay, 0, 1, include_low=False)
-    depth = sum(layer.name.startswith("encoderblock_") for layer in model.layers)
-    if depth == 0:
-        raise ValueError("Invalid model for layer-wise learning-rate decay: it has no layer named encoderblock_0.")
-    scales, seen_block = {}, False
-    for layer in model.layers:
-        if layer.name.startswith("encoderblock_"):
-            layer_id, seen_block = int(layer.name.rsplit("_", 1)[1]) + 1, True
-        else:
-            layer_id = depth + 1 if seen_block else 0
-        for variable in layer.trainable_variables:
-            scales[variable.path] = float(decay ** (depth + 1 - layer_id))
-    return scales
-
-
-class _LayerScaledUpdates:
-    """Scales each variable's learning rate by its layer's factor (`layer_learning_rate_scales`).
-
-    `update_step` is the per-variable hook Keras documents for custom optimizers; a subclass of a
-    built-in optimizer runs it on every backend (PyTorch's fused versions apply only to the
-    built-in classes themselves).
-    """
-
-    def __init__(self, *args, layer_scales=None, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.layer_scales = dict(layer_scales or {})
-
-    def build(self, variables):
-        super().build(variables)
-        self._learning_rate_scales = [float(self.layer_scales.get(v.path, 1.0)) for v in variables]
-
-    def update_step(self, gradient, variable, learning_rate):
-        # On TensorFlow `variable` is the backend's own variable (under tf.distribute, a replica's),
-        # which has no Keras path; Keras' optimizers find a variable's slots by this index, and no
-        # public API maps it back. tests/test_train_weights.py pins it on every backend.
-        scale = self._learning_rate_scales[self._get_variable_index(variable)]
-        if scale != 1.0:
-            learning_rate = keras.ops.multiply(learning_rate, scale)
-        return super().update_step(gradient, variable, learning_rate)
-
-    def get_config(self):
-        return {**super().get_config(), "layer_scales": self.layer_scales}
-
-
-@keras.saving.register_keras_serializable(package="keras_vit")
-class LayerDecayAdamW(_LayerScaledUpdates, keras.optimizers.AdamW):
-    """AdamW with a learning-rate factor per variable (`layer_scales`: variable path -> factor).
-
-    Example:
-
-    >>> import keras_vit
-    >>> model = keras_vit.ViT("tiny", num_classes=3)
-    >>> optimizer = LayerDecayAdamW(1e-3, layer_scales=layer_learning_rate_scales(model, 0.65))
-    >>> round(optimizer.layer_scales["embedding/kernel"], 4)
-    0.2746
-    """
-
-
-@keras.saving.register_keras_serializable(package="keras_vit")
-class LayerDecaySGD(_LayerScaledUpdates, keras.optimizers.SGD):
-    """SGD with a learning-rate factor per variable (`layer_scales`: variable path -> factor)."""
 
 
 def make_loss(recipe: Recipe, model):
