@@ -118,3 +118,28 @@ def test_fit_probe_puts_the_cross_validated_ridge_probe_of_the_backbone_features
     np.testing.assert_allclose(kernel, expected.kernel, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(bias, expected.bias, rtol=1e-4, atol=1e-4)
     assert (result.l2, result.flips, result.cv_accuracy) == (expected.l2, expected.flips, expected.cv_accuracy)
+
+
+def test_the_probes_passes_trace_the_backbone_once_for_training_and_once_for_validation():
+    """A short last batch is padded, image and mirror share one backbone call, the comparison reuses the pass.
+
+    Each trace of the probe's pass calls the backbone's layers in Python; before, the training
+    images traced twice (the 4-image batches, then the 2 left) with two backbone calls each, and
+    the comparison after fine-tuning traced another model.
+    """
+    from unittest import mock
+
+    import keras_vit
+    from keras_vit.data.sources import from_arrays
+    from keras_vit.training.probe import LinearProbe
+
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 255, (10, 16, 16, 3)).astype("uint8")
+    model = keras_vit.ViT("tiny", num_classes=2, image_size=16, preprocessing="unit")
+    norm = model.get_layer("encoder_norm")
+    probe = LinearProbe(model, batch_size=4)
+    with mock.patch.object(norm, "call", wraps=norm.call) as calls:
+        probe.fit(from_arrays(images, np.arange(10) % 2), from_arrays(images[:3], np.arange(3) % 2))
+        assert calls.call_count == 2
+        probe.compare_on_validation()
+        assert calls.call_count == 2

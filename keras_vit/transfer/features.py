@@ -84,12 +84,16 @@ def extract_features(model, source, *, batch_size=64, verbose=0) -> Features:
     features, labels = [], []
     warm, warm_images = None, 0  # timed from the end of the first batch
     for step, (images, one_hot) in enumerate(dataset, 1):
-        features.append(np.asarray(model.predict_on_batch(images.numpy()), np.float32))
+        images = images.numpy()
+        count = len(images)
+        if step > 1 and count < batch_size:  # a short last batch, padded: a batch of another shape is traced again
+            images = np.concatenate([images, np.zeros((batch_size - count,) + images.shape[1:], images.dtype)])
+        features.append(np.asarray(model.predict_on_batch(images), np.float32)[:count])
         labels.append(np.argmax(one_hot.numpy(), axis=-1).astype(np.int32))
         if warm is None:
             warm = time.perf_counter()
         else:
-            warm_images += len(images)
+            warm_images += count
         if progress is not None:
             progress.update(step)
     seconds_per_image = (time.perf_counter() - warm) / warm_images if warm_images else None
