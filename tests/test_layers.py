@@ -371,6 +371,24 @@ def test_drop_path_drops_whole_samples():
     assert 0.3 < np.mean(per_sample[:, 0] == 0) < 0.7
 
 
+def test_drop_path_scales_by_a_per_sample_factor_without_a_select():
+    """A select of full-size tensors costs the training step more than a broadcast product (and its gradient)."""
+    import tensorflow as tf
+
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("a TensorFlow graph")
+    layer = DropPath(0.25, seed=0)
+
+    def step(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = layer(x, training=True)
+        return tape.gradient(tf.reduce_sum(y), x)
+
+    graph = tf.function(step).get_concrete_function(tf.TensorSpec((2, 3, 8))).graph
+    assert not {op.type for op in graph.get_operations()} & {"Select", "SelectV2", "ZerosLike"}
+
+
 @pytest.mark.parametrize(
     "factory, message",
     [

@@ -38,8 +38,10 @@ class DropPath(keras.layers.Layer):
             return inputs
         keep = 1.0 - self.rate
         shape = (ops.shape(inputs)[0],) + (1,) * (len(inputs.shape) - 1)
-        mask = keras.random.uniform(shape, seed=self.seed_generator, dtype=inputs.dtype) < keep
-        return ops.where(mask, inputs / ops.cast(keep, inputs.dtype), ops.zeros_like(inputs))
+        kept = ops.cast(keras.random.uniform(shape, seed=self.seed_generator, dtype=inputs.dtype) < keep, inputs.dtype)
+        # One broadcast product by a per-sample factor (timm's form): a select would add two
+        # full-size tensors to the step and two more to its gradient.
+        return inputs * (kept / ops.cast(keep, inputs.dtype))
 
     def compute_output_shape(self, input_shape):
         return input_shape
