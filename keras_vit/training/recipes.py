@@ -13,8 +13,8 @@
   for augmentation, since a run of a few epochs underfits rather than overfits.
 - "finetune_adamw": fine-tuning as DeiT, BEiT and DINOv2 do it: AdamW lr 1e-3 x batch/1024, weight
   decay 0.05 on kernels, layer-wise learning-rate decay 0.65 (block i of L learns at 0.65^(L+1-i)
-  of the head's rate, the patch embedding at 0.65^(L+1)), warmup then cosine, label smoothing
-  0.1, stochastic depth 0.1, light augmentation.
+  of the head's rate, the patch embedding at 0.65^(L+1), its weight decay at that rate too, as
+  BEiT and timm do), warmup then cosine, label smoothing 0.1, stochastic depth 0.1, light augmentation.
 - "lpft": fine-tuning from a fitted linear probe's head (LP-FT, what `--adapt auto` runs after its
   probe): AdamW 3e-4 at batch 32 (timm's small-set rate), layer decay 0.75, warmup then cosine,
   label smoothing 0.1, stochastic depth 0.1, 1/8-side padded crops and flips.
