@@ -5,7 +5,7 @@ applies the decoupled weight decay inside each variable's update, at that variab
 BEiT and timm do with layer decay; Keras' AdamW decays every variable at the base rate in a pass
 of its own that evaluates the learning-rate schedule once per variable. On TensorFlow the Adam
 update is TensorFlow's fused `ResourceApplyAdam` kernel, one operation per variable where Keras
-builds about twenty: ViT-Ti/4's first LP-FT step (its trace and graph optimisation) took 16.5 s
+builds about 25: ViT-Ti/4's first LP-FT step (its trace and graph optimisation) took 16.5 s
 instead of 29.5 s on a 2-core Xeon, the steps after it as fast (benchmarks/RESULTS.md). Its
 arithmetic is Keras' Adam's (epsilon outside the square root).
 
@@ -107,8 +107,9 @@ class LayerDecayAdamW(_LayerScaledUpdates, keras.optimizers.Adam):
             global_clipnorm, use_ema, ...).
 
     `exclude_from_weight_decay(var_list, var_names)` works as Keras' does (a later call replaces
-    an earlier one), and is refused once the optimizer is built. Keras' own `weight_decay` attribute stays None, since its own pass would
-    decay a second time; `decoupled_weight_decay` holds the value.
+    an earlier one), and is refused once the optimizer is built. Keras' own `weight_decay`
+    attribute stays None, since its own pass would decay a second time; `decoupled_weight_decay`
+    holds the value.
 
     Example:
 
