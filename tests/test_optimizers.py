@@ -95,3 +95,20 @@ def test_exclusions_are_refused_once_built():
     optimizer.build([keras.Variable(np.zeros(2, "float32"))])
     with pytest.raises(ValueError, match="called on a built optimizer"):
         optimizer.exclude_from_weight_decay(var_names=["bias"])
+
+
+def test_the_recipes_adamw_builds_a_short_update_graph_on_tensorflow():
+    """The first step's trace and graph optimisation grow with the update's operations: Keras' AdamW
+    with a schedule built 53 a variable here (its decay pass evaluates the schedule per variable)."""
+    import tensorflow as tf
+
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("a TensorFlow graph")
+    model = _model()
+    recipe = recipes.get_recipe("lpft")
+    optimizer = recipes.make_optimizer(recipe, model, recipes.make_schedule(recipe, 32, 7, 30))
+    variables = model.trainable_variables
+    optimizer.build(variables)
+    gradients = [tf.zeros(v.shape) for v in variables]
+    graph = tf.function(lambda: optimizer.apply(gradients, variables)).get_concrete_function().graph
+    assert len(graph.get_operations()) / len(variables) < 35

@@ -4,8 +4,8 @@
 applies the decoupled weight decay inside each variable's update, at that variable's own rate, as
 BEiT and timm do with layer decay; Keras' AdamW decays every variable at the base rate in a pass
 of its own that evaluates the learning-rate schedule once per variable. On TensorFlow the Adam
-update is TensorFlow's fused `ResourceApplyAdam` kernel, one operation per variable where Keras
-builds about 25: ViT-Ti/4's first LP-FT step (its trace and graph optimisation) took 16.5 s
+update is TensorFlow's fused `ResourceApplyAdam` kernel: the whole update (clipping and decay
+included) builds 25 graph operations a variable against Keras' AdamW's 53, and ViT-Ti/4's first LP-FT step (its trace and graph optimisation) took 16.5 s
 instead of 29.5 s on a 2-core Xeon, the steps after it as fast (benchmarks/RESULTS.md). Its
 arithmetic is Keras' Adam's (epsilon outside the square root).
 
@@ -122,7 +122,6 @@ class LayerDecayAdamW(_LayerScaledUpdates, keras.optimizers.Adam):
     """
 
     def __init__(self, learning_rate=0.001, weight_decay=0.004, *, layer_scales=None, name="adamw", **kwargs):
-        kwargs.pop("weight_decay", None)
         super().__init__(learning_rate=learning_rate, layer_scales=layer_scales, name=name, weight_decay=None,
                          **kwargs)
         self.decoupled_weight_decay = weight_decay
@@ -133,7 +132,6 @@ class LayerDecayAdamW(_LayerScaledUpdates, keras.optimizers.Adam):
         if self.built:  # the decayed variables are fixed at build
             raise ValueError("exclude_from_weight_decay() was called on a built optimizer: call it before the optimizer "
                              "is built (before model.fit or build_optimizer_variables).")
-        super().exclude_from_weight_decay(var_list=var_list, var_names=var_names)
         self._no_decay_ids = {id(variable) for variable in var_list or ()}  # paths repeat among free variables
         self._no_decay_pattern = re.compile("|".join(set(var_names))) if var_names else None
 
