@@ -108,7 +108,8 @@ def summarise(results, workloads, labels):
                 "figure: the spread between processes)" if setting(label) == setting(best) else
                 f"faster than every other set-up on its backend ({ours[label] / same[best]:.2f}x {best})"
                 if ours[label] >= same[best] else
-                f"{ours[label] / same[best]:.2f}x the fastest set-up on its backend ({best}, {setting(best)[0]})"))
+                f"{ours[label] / same[best]:.2f}x the fastest set-up on its backend ({best}, {setting(best)[0]})")
+                + (f"; why: {rows[label][0]['auto']}" if rows[label][0].get("auto") else ""))
         header = "| set-up | resolved | img/s median (range) | vs keras_vit default | vs roofline |"
         sep = "|---|---|---|---|---|"
         if w["train"]:
@@ -162,7 +163,7 @@ def check_names(parser, flag, text, known):
 
 def setups(impls, precisions, keras_backends):
     """[(label, tags, worker target, kwargs)] of one round: each Keras implementation on each backend in
-    each precision, then timm in each precision ("auto" is keras_vit's own rule: timm has none)."""
+    each precision, then timm in each precision ("auto" is keras_vit's own rule: keras-hub and timm have none)."""
     jobs = []
     for impl in impls:
         if impl == "timm":
@@ -173,6 +174,8 @@ def setups(impls, precisions, keras_backends):
             continue
         for backend in keras_backends:
             for precision in precisions:
+                if precision == "auto" and not impl.startswith("keras_vit"):
+                    continue  # keras_vit's own rule: keras-hub has none
                 where = "" if backend == "tensorflow" else f"[{backend}]"
                 jobs.append((f"{impl}{where} {precision}", {"impl": impl, "backend": backend, "precision": precision},
                              "benchmarks.jobs:keras_job", {"impl": impl, "precision": precision, "jit": None,

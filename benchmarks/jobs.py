@@ -31,12 +31,15 @@ def keras_job(impl, workload_name, steps, jit=True, precision="float32", data="r
     import numpy as np
 
     w = workload(workload_name, overrides)
+    why = None
+    if precision == "auto":
+        precision, why = auto_precision(impl, w)
     precision, jit = resolve_setting(precision, jit, w["hidden"])
     keras.config.set_dtype_policy(precision)
     model, version = keras_model(impl, w)
     backend = keras.backend.backend()
     version = f"{version} ({_versions(backend)})"
-    setting = {"precision": precision, "jit": jit}
+    setting = {"precision": precision, "jit": jit, **({"auto": why} if why else {})}
     if not w["train"]:
         model.compile(jit_compile=jit)
         x, _ = random_batch(w)
@@ -73,6 +76,29 @@ def inference_step_s(call, warm=3, calls=10):
     run = timing.loop_epochs(call)
     run(warm)
     return timing.median_range(run(calls).step_s)[0]
+
+
+def auto_precision(impl, w):
+    """(dtype policy, why) that `precision="auto"` picks for workload `w`, as the command would pick it.
+
+    Training: `keras-vit train`'s choice for the workload's model and batch (on a CPU with native
+    bfloat16, a trial of that model). Inference: `keras-vit predict`'s for the float32 model
+    (`keras_vit.export.predict.inference_precision`, whose trial times the model's own copies).
+    """
+    import keras
+
+    from keras_vit import precision_trial
+    from keras_vit.export.predict import inference_precision
+    from keras_vit.training import distribute
+
+    if w["train"]:
+        trial = precision_trial.training_workload(
+            {"patch_size": w["patch"], "hidden_size": w["hidden"], "num_layers": w["layers"], "num_heads": w["heads"],
+             "mlp_dim": w["mlp"]}, w["image"], w["channels"], w["batch"])
+        return distribute.choose_precision("auto", width=w["hidden"], workload=trial)
+    keras.config.set_dtype_policy("float32")
+    precision, why = inference_precision(keras_model(impl, w)[0], "auto")
+    return {"bfloat16": "mixed_bfloat16"}.get(precision, precision), why
 
 
 def resolve_setting(precision, jit, width):

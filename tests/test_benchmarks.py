@@ -363,6 +363,9 @@ def test_compare_rows_cover_precisions_and_backends_and_judge_auto():
                                                      ["tensorflow", "torch"])]
     assert labels == ["keras_vit auto", "keras_vit float32", "keras_vit bfloat16", "keras_vit[torch] auto",
                       "keras_vit[torch] float32", "keras_vit[torch] bfloat16", "timm float32", "timm bfloat16"]
+    # `auto` is keras_vit's rule: keras-hub gets no such row.
+    assert [label for label, *_ in compare.setups(["keras_hub"], ["auto", "float32"], ["tensorflow"])] == [
+        "keras_hub float32"]
 
     def row(setup, rate, precision=None, jit=None):
         setting = {} if precision is None else {"precision": precision, "jit": jit}
@@ -386,6 +389,32 @@ def test_keras_jobs_resolve_auto_and_bfloat16_as_keras_vit_does():
 
     assert resolve_setting("bfloat16", None, 128) == ("mixed_bfloat16", distribute.default_jit_compile("mixed_bfloat16"))
     assert resolve_setting("auto", True, 768) == (distribute.resolve_precision("auto", width=768), True)
+
+
+def test_a_keras_jobs_auto_is_what_train_and_predict_pick_for_that_workload(monkeypatch):
+    """A training job's trial times its own model and batch (not the default model at its width); an
+    inference job's times the model's own copies, as `keras-vit predict` does."""
+    from benchmarks import jobs
+    from benchmarks.workloads import workload
+    from keras_vit import machine as machine_lib
+
+    seen = []
+
+    def choice(machine, backend=None, width=None, workload=None, measure=None):
+        seen.append((width, workload, measure))
+        return "mixed_bfloat16", "measured"
+
+    monkeypatch.setattr(machine_lib, "precision_choice", choice)
+    monkeypatch.setattr(machine_lib, "detect", lambda: machine_lib.Machine(cpu_flags=frozenset({"amx_bf16"})))
+    assert jobs.auto_precision("keras_vit", workload("train_ti4")) == ("mixed_bfloat16", "measured")
+    width, trial, measure = seen[-1]
+    assert (width, trial["mode"], trial["tokens"], trial["batch_size"], trial["num_layers"]) == (192, "train", 64, 128, 12)
+    assert measure is None
+    small = {"layers": 1, "hidden": 32, "heads": 2, "mlp": 64, "image": 32, "patch": 16}
+    assert jobs.auto_precision("keras_vit", {**workload("infer_b16"), **small}) == ("mixed_bfloat16", "measured")
+    width, trial, measure = seen[-1]
+    assert (width, trial["mode"], trial["input_shape"], trial["batch_size"]) == (32, "predict", [32, 32, 3], 8)
+    assert callable(measure)
 
 
 def test_bfloat16_inference_benchmark_reports_agreement_and_speed(tmp_path, capsys):
