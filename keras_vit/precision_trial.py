@@ -59,8 +59,12 @@ from keras_vit.choices import MODEL_FIELDS  # the core fields of the ViT a train
 
 ENV = "KERAS_VIT_PRECISION_TRIAL"
 CACHE_ENV = "KERAS_VIT_CACHE"
-# The trial's own steps (warm-ups included) stop at this many seconds: about what compiling the run costs.
-DEFAULT_SECONDS = 30.0
+# The trial's own steps (warm-ups included) stop at this many seconds. Each candidate's first step
+# (TensorFlow's tracing, XLA's compilation) is most of it: on a 2-core AMX Xeon 16 and 15 s for the
+# default model, 28 and 27 s for ViT-Ti/4, so a 30 s cap timed neither and `auto` fell back to the
+# table, which ran ViT-Ti/4 at 0.7x its bfloat16 speed (benchmarks/RESULTS.md section 18). Paid once
+# per machine and model shape: the answer is cached.
+DEFAULT_SECONDS = 90.0
 # What starting the child (Python, Keras, the backend) may take on top of the cap before it is stopped.
 START_SECONDS = 60.0
 ROUNDS = 3  # timed steps per candidate, at most
@@ -85,7 +89,7 @@ def trial_seconds(environ=None) -> float:
     """The trial's time cap in seconds from `KERAS_VIT_PRECISION_TRIAL` (default `DEFAULT_SECONDS`); 0: off.
 
     >>> trial_seconds({}), trial_seconds({ENV: "0"}), trial_seconds({ENV: "12.5"})
-    (30.0, 0.0, 12.5)
+    (90.0, 0.0, 12.5)
     >>> trial_seconds({ENV: "fast"})
     Traceback (most recent call last):
     ...

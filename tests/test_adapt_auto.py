@@ -100,6 +100,29 @@ def test_auto_fine_tunes_without_xla_on_tensorflow_where_compiling_costs_more_th
     assert "XLA off" not in plan_lib.resolve(dataclasses.replace(config, budget_seconds=None)).adapt_reason
 
 
+def test_the_precision_trial_of_an_auto_run_times_its_steps_without_xla(checkpoint, tmp_path, monkeypatch):
+    """On a CPU with native bfloat16 the trial timed float32 with XLA, which the fine-tuning does not run."""
+    from keras_vit import machine, precision_trial
+    from keras_vit.training import plan as plan_lib
+
+    monkeypatch.setenv(precision_trial.ENV, "30")
+    monkeypatch.setenv(precision_trial.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(machine, "detect", lambda *args, **kwargs: machine.Machine(
+        "cpu", cpu_flags=frozenset({"avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"})))
+    timed = []
+
+    def measure(workload, policies, seconds, backend=None):
+        timed.append(workload)
+        return [{"policy": policy, "label": policy, "seconds": [0.1] * 3} for policy in policies]
+
+    monkeypatch.setattr(precision_trial, "measure_training", measure)
+    data = _folder(tmp_path / "data", per_class=4)
+    config = TrainConfig(dataset=data, weights=checkpoint, scaling="symmetric", budget_seconds=180, run_dir=None,
+                         output_dir=None, verbose=0)
+    plan = plan_lib.resolve(config)
+    assert plan.jit_compile is False and [w["jit_compile"] for w in timed] == [False]
+
+
 class _Prober:
     """A probe whose held-out figures are given: `_keep_the_better` reads nothing else of it."""
 

@@ -698,3 +698,17 @@ def test_keras_vit_export_failure_is_one_paragraph_too(tmp_path, monkeypatch, ca
     assert f"keras-vit export {model_path} --onnx {tmp_path / 'vit.onnx'}" in err
     assert "unsupported op dump" in (tmp_path / "vit.export.log").read_text()
     assert sorted(os.listdir(tmp_path)) == ["vit.export.log", "vit.keras"]
+
+
+def test_the_default_cap_times_vit_ti4_on_tensorflow_where_each_first_step_takes_28_s():
+    """The AMX Xeon's trial of ViT-Ti/4 (first steps 28 and 27 s, then about 2-3 s a step) timed
+    nothing under a 30 s cap, and `auto` fell back to the table."""
+    now = [0.0]
+    costs = {"float32": [28.0, 2.6, 2.6, 2.6], "mixed_bfloat16": [27.0, 1.9, 1.9, 1.9]}
+
+    def step(policy):
+        now[0] += costs[policy].pop(0)
+
+    timed = precision_trial.time_alternating({policy: (lambda p=policy: step(p)) for policy in costs},
+                                             precision_trial.trial_seconds({}), clock=lambda: now[0])
+    assert all(len(seconds) >= 2 for seconds in timed.values()), timed

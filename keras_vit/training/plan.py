@@ -327,12 +327,6 @@ def resolve(config: TrainConfig, *, name=None) -> RunPlan:
     model = ModelSpec(variant=config.variant, architecture=architecture, image_size=image_size, channels=channels,
                       scaling=scaling, vit_args=dict(config.vit_args), stem_args=dict(config.stem_args),
                       **choice.model_choices())
-    # The AMX rule reads the model's width, and a precision trial times the model at the run's batch:
-    # resolved once the architecture is.
-    precision, precision_reason = distribute.choose_precision(
-        config.precision, width=architecture.get("hidden_size"), strategy=strategy,
-        workload=precision_trial.training_workload(architecture, image_size, channels, batch_size, config.jit_compile),
-        resumed=_backup_precision(config))
     jit_compile = config.jit_compile
     if jit_compile is None and adapt == "probe_then_finetune" and keras.backend.backend() == "tensorflow":
         # The fine-tuning after a probe is a short part of a budget, and XLA's compilation of its
@@ -340,6 +334,12 @@ def resolve(config: TrainConfig, *, name=None) -> RunPlan:
         # costs more than XLA's faster steps give back in it.
         jit_compile = False
         adapt_reason += "; XLA off: its compilation costs more than a short fine-tuning saves"
+    # The AMX rule reads the model's width, and a precision trial times the model at the run's batch,
+    # with XLA as the run will set it: resolved once the architecture is.
+    precision, precision_reason = distribute.choose_precision(
+        config.precision, width=architecture.get("hidden_size"), strategy=strategy,
+        workload=precision_trial.training_workload(architecture, image_size, channels, batch_size, jit_compile),
+        resumed=_backup_precision(config))
     if jit_compile is None:
         jit_compile = distribute.default_jit_compile(precision=precision, strategy=strategy)
     steps_per_epoch = num_train // batch_size
