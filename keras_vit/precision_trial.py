@@ -11,7 +11,8 @@ whichever comes first; images/s come from each candidate's median step. mixed_bf
 when it is at least `MARGIN` faster than float32 (a tie keeps the exact one). The answer is cached
 per machine and model shape (`cache_file`), so the next run does not measure again.
 
-A training trial runs in a child process (`python -m keras_vit.precision_trial`): the run's random
+A training trial runs in a child process (`python -m keras_vit.training.precision_child`, which
+compiles each candidate with the run's recipe's optimizer, as the run does): the run's random
 state, global dtype policy and memory stay as they were, a failing trial cannot take the run down,
 and the parent stops it at `seconds` + `START_SECONDS` whatever happens. An inference trial (a
 `.keras` model to predict with) times the loaded model's own float32 and bfloat16 copies in process.
@@ -76,6 +77,8 @@ INFERENCE_BATCH = 8
 CACHE_FILENAME = "precision.json"
 MEASURED = "measured on"  # how the why of a trial's answer begins, fresh or cached
 CACHE_VERSION = 1
+# The module a training trial's child runs (started by name: it is training code, above this module).
+CHILD = "keras_vit.training.precision_child"
 # A bare token width (`keras_vit.machine.default_precision(machine, backend, width)`) is timed on
 # the default `keras-vit train` model (28 px grey images, patch 7, 6 layers) at that width.
 WIDTH_MODEL = {"patch_size": 7, "num_layers": 6, "image_size": 28, "channels": 1, "batch_size": 256}
@@ -108,8 +111,9 @@ def trial_seconds(environ=None) -> float:
     return seconds
 
 
-def training_workload(architecture: dict, image_size: int, channels: int, batch_size: int, jit_compile=None) -> dict:
-    """The model shape a training trial times (and its cache key): the core fields, the input and the batch.
+def training_workload(architecture: dict, image_size: int, channels: int, batch_size: int, jit_compile=None,
+                      recipe: str | None = None) -> dict:
+    """The model shape a training trial times (and its cache key): the core fields, the input, the batch and the recipe.
 
     Args:
         architecture: dict. `patch_size`, `hidden_size`, `num_layers`, `num_heads`, `mlp_dim`.
@@ -118,6 +122,8 @@ def training_workload(architecture: dict, image_size: int, channels: int, batch_
         batch_size: int. The global batch.
         jit_compile: bool or None. The run's; None: each candidate's default (`keras_vit.backends`).
             Defaults to None.
+        recipe: str or None. The run's recipe (a `keras_vit.training.recipes.RECIPES` name), whose
+            optimizer the trial compiles; None: `keras-vit train`'s default. Defaults to None.
 
     >>> training_workload({"patch_size": 4, "hidden_size": 192, "num_layers": 12, "num_heads": 3,
     ...                    "mlp_dim": 768}, 32, 3, 128)["tokens"]
@@ -125,7 +131,7 @@ def training_workload(architecture: dict, image_size: int, channels: int, batch_
     """
     workload = {"mode": "train", **{field: _int(architecture.get(field)) for field in MODEL_FIELDS},
                 "image_size": int(image_size), "channels": int(channels), "batch_size": int(batch_size),
-                "jit_compile": jit_compile}
+                "jit_compile": jit_compile, "recipe": recipe}
     # None where the architecture has no patch size (a hybrid's): its trial fails and the table answers.
     workload["tokens"] = (workload["image_size"] // workload["patch_size"]) ** 2 if workload["patch_size"] else None
     return workload
@@ -407,7 +413,7 @@ def measure_training(workload: dict, policies, seconds: float, backend: str | No
     if backend is not None:
         env["KERAS_BACKEND"] = backend
     job = json.dumps({"workload": workload, "policies": list(policies), "seconds": seconds})
-    command = [sys.executable, "-m", "keras_vit.precision_trial", job]
+    command = [sys.executable, "-m", CHILD, job]
     try:
         done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=seconds + START_SECONDS)
         out, err, failed = done.stdout, done.stderr, done.returncode
@@ -435,62 +441,3 @@ def _text(output) -> str:
     if output is None:
         return ""
     return output.decode(errors="replace") if isinstance(output, bytes) else output
-
-
-def training_steps(workload: dict, policies) -> tuple[dict, dict]:
-    """({policy: one train step}, {policy: label}): `workload`'s ViT under each policy, on random data.
-
-    Each model is built under its policy (the global policy is restored), compiled with AdamW
-    and with XLA (or torch.compile) as the run would: `workload["jit_compile"]`, else the
-    backend's default for that policy on CPU.
-    """
-    import keras
-    import numpy as np
-
-    import keras_vit
-    from keras_vit import backends
-
-    backend = backends.current()
-    shape = (workload["image_size"], workload["image_size"], workload["channels"])
-    rng = np.random.default_rng(0)
-    images = rng.random((workload["batch_size"], *shape), dtype="float32")
-    labels_ = rng.integers(0, 10, workload["batch_size"])
-    steps, labels = {}, {}
-    previous = keras.config.dtype_policy()
-    for policy in policies:
-        jit = workload.get("jit_compile")
-        jit = backend.default_jit_compile("cpu", policy, False) if jit is None else bool(jit)
-        keras.config.set_dtype_policy(policy)
-        try:
-            model = keras_vit.ViT(
-                **{field: workload[field] for field in MODEL_FIELDS},
-                input_shape=shape, num_classes=10, classifier_activation=None)
-        finally:
-            keras.config.set_dtype_policy(previous)
-        model.compile(optimizer=keras.optimizers.AdamW(1e-3),
-                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=jit)
-        steps[policy] = lambda model=model: model.train_on_batch(images, labels_)
-        labels[policy] = f"{policy} + {backend.COMPILER}" if jit else policy
-    return steps, labels
-
-
-def main(argv=None) -> int:
-    """The child of `measure_training`: times the job given as JSON, a JSON line per label and timed step."""
-    job = json.loads((sys.argv[1:] if argv is None else argv)[0])
-    import keras  # noqa: F401  (starting Keras is the child's start-up, outside the cap)
-
-    start = time.perf_counter()
-    steps, labels = training_steps(job["workload"], job["policies"])
-    for policy in job["policies"]:
-        print(json.dumps({"policy": policy, "label": labels[policy]}), flush=True)
-
-    def report(policy, seconds, warmup):
-        print(json.dumps({"policy": policy, "seconds": seconds, **({"warmup": True} if warmup else {})}), flush=True)
-
-    # The cap counts from the child's start of work: building the models is part of it.
-    time_alternating(steps, job["seconds"] - (time.perf_counter() - start), report=report)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -120,7 +120,7 @@ def test_the_precision_trial_of_an_auto_run_times_its_steps_without_xla(checkpoi
     config = TrainConfig(dataset=data, weights=checkpoint, scaling="symmetric", budget_seconds=180, run_dir=None,
                          output_dir=None, verbose=0)
     plan = plan_lib.resolve(config)
-    assert plan.jit_compile is False and [w["jit_compile"] for w in timed] == [False]
+    assert plan.jit_compile is False and [(w["jit_compile"], w["recipe"]) for w in timed] == [(False, "lpft")]
 
 
 class _Prober:

@@ -438,7 +438,7 @@ def test_measure_training_reads_the_childs_lines(monkeypatch):
     results = precision_trial.measure_training(TI4, precision_trial.POLICIES, 20, backend="jax")
     assert results == [{"policy": "float32", "label": "float32 + XLA", "seconds": [0.5], "warmup": [9.0]},
                        {"policy": "mixed_bfloat16", "label": "mixed_bfloat16", "seconds": [0.25], "warmup": [4.0]}]
-    assert seen["command"][1:3] == ["-m", "keras_vit.precision_trial"]
+    assert seen["command"][1:3] == ["-m", "keras_vit.training.precision_child"]
     assert json.loads(seen["command"][3]) == {"workload": TI4, "policies": list(precision_trial.POLICIES), "seconds": 20}
     assert seen["env"]["KERAS_BACKEND"] == "jax" and seen["timeout"] == 20 + precision_trial.START_SECONDS
 
@@ -454,10 +454,12 @@ def test_measure_training_reads_the_childs_lines(monkeypatch):
 
 
 def test_the_child_prints_a_line_per_label_and_timed_step(monkeypatch, capsys):
+    from keras_vit.training import precision_child
+
     calls = []
-    monkeypatch.setattr(precision_trial, "training_steps", lambda workload, policies: (
+    monkeypatch.setattr(precision_child, "training_steps", lambda workload, policies: (
         {p: (lambda p=p: calls.append(p)) for p in policies}, {p: p.upper() for p in policies}))
-    assert precision_trial.main([json.dumps({"workload": TI4, "policies": ["float32", "mixed_bfloat16"], "seconds": 60})]) == 0
+    assert precision_child.main([json.dumps({"workload": TI4, "policies": ["float32", "mixed_bfloat16"], "seconds": 60})]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert lines[:2] == [{"policy": "float32", "label": "FLOAT32"}, {"policy": "mixed_bfloat16", "label": "MIXED_BFLOAT16"}]
     assert [(line["policy"], line.get("warmup", False)) for line in lines[2:4]] == [("float32", True), ("mixed_bfloat16", True)]
@@ -469,17 +471,25 @@ def test_the_child_prints_a_line_per_label_and_timed_step(monkeypatch, capsys):
 
 @pytest.mark.backends("tensorflow", "jax", "torch")
 def test_training_steps_build_each_policy_and_restore_the_global_one():
+    from keras_vit.training import optimizers, precision_child
+
     tiny = precision_trial.training_workload({"patch_size": 4, "hidden_size": 8, "num_layers": 1, "num_heads": 2,
                                               "mlp_dim": 16}, image_size=8, channels=1, batch_size=2, jit_compile=False)
-    steps, labels = precision_trial.training_steps(tiny, precision_trial.POLICIES)
+    steps, labels = precision_child.training_steps(tiny, precision_trial.POLICIES)
     assert labels == {"float32": "float32", "mixed_bfloat16": "mixed_bfloat16"}  # jit_compile given: off for both
     assert keras.config.dtype_policy().name == "float32"
     for policy, step in steps.items():
         assert np.isfinite(float(np.ravel(step())[0]))
         model = step.__defaults__[0]
         assert model.get_layer("encoderblock_0").dtype_policy.name == policy
+        # The run's optimizer, not Keras' AdamW (53 graph operations a variable against 25 on TensorFlow).
+        assert isinstance(model.optimizer, optimizers.LayerDecayAdamW)
+    lpft = precision_child.training_steps({**tiny, "recipe": "lpft"}, ["float32"])[0]["float32"].__defaults__[0]
+    assert lpft.optimizer.layer_scales and min(lpft.optimizer.layer_scales.values()) < 1.0
+    sgd = precision_child.training_steps({**tiny, "recipe": "finetune"}, ["float32"])[0]["float32"].__defaults__[0]
+    assert isinstance(sgd.optimizer, keras.optimizers.SGD)
     default = precision_trial.training_workload({**tiny, "num_layers": 1}, 8, 1, 2)  # jit_compile None: the backend's
-    labels = precision_trial.training_steps(default, precision_trial.POLICIES)[1]
+    labels = precision_child.training_steps(default, precision_trial.POLICIES)[1]
     compiler = backends.current().COMPILER
     expected = {"tensorflow": {"float32": f"float32 + {compiler}", "mixed_bfloat16": "mixed_bfloat16"},
                 "jax": {"float32": f"float32 + {compiler}", "mixed_bfloat16": f"mixed_bfloat16 + {compiler}"},
@@ -500,7 +510,11 @@ def test_the_plan_times_the_runs_own_model_and_the_header_shows_the_figures(tria
                                   max_train_examples=32, run_dir=None, output_dir=None)
     plan = plan_lib.resolve(config)
     ((workload, _, _),) = measure.calls
-    assert workload == precision_trial.training_workload(plan.architecture, 28, plan.channels, 16)
+    assert workload == precision_trial.training_workload(plan.architecture, 28, plan.channels, 16, recipe="compact")
+    # A recipe of the user's own is not one a child can rebuild by name: the default's optimizer stands in.
+    own = dataclasses.replace(plan_lib.recipes.get_recipe("compact"), optimizer="sgd")
+    assert plan_lib._named_recipe(own) is None
+    assert plan_lib._named_recipe(dataclasses.replace(own, optimizer="adamw", learning_rate=1.0)) == "compact"
     assert (plan.precision, plan.jit_compile) == ("mixed_bfloat16", False)
     parts = train_options.header_parts(plan)
     assert parts["precision"] == (", precision mixed_bfloat16 (measured on this avx512_bf16 CPU: mixed_bfloat16 160 "

@@ -338,7 +338,9 @@ def resolve(config: TrainConfig, *, name=None) -> RunPlan:
     # with XLA as the run will set it: resolved once the architecture is.
     precision, precision_reason = distribute.choose_precision(
         config.precision, width=architecture.get("hidden_size"), strategy=strategy,
-        workload=precision_trial.training_workload(architecture, image_size, channels, batch_size, jit_compile),
+        workload=precision_trial.training_workload(
+            architecture, image_size, channels, batch_size, jit_compile,
+            recipe=_named_recipe(recipe)),
         resumed=_backup_precision(config))
     if jit_compile is None:
         jit_compile = distribute.default_jit_compile(precision=precision, strategy=strategy)
@@ -356,6 +358,15 @@ def resolve(config: TrainConfig, *, name=None) -> RunPlan:
         budget_reasons=choice.reasons, scaling_reason=scaling_reason, batch_reason=batch_reason,
         pretrained=pretrained, adapt=adapt, adapt_reason=adapt_reason, zeroshot_head=zeroshot_head,
     )
+
+
+def _named_recipe(recipe):
+    """`recipe`'s name where it is that `recipes.RECIPES` entry up to the rates a budget sets (what a
+    precision trial compiles by name), else None."""
+    named = recipes.RECIPES.get(recipe.name)
+    same = named is not None and dataclasses.replace(
+        named, learning_rate=recipe.learning_rate, weight_decay=recipe.weight_decay) == recipe
+    return recipe.name if same else None
 
 
 def _backup_precision(config):
