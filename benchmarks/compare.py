@@ -21,8 +21,10 @@ measured in its own process in every round.
 
 Set-ups: each Keras implementation on each --keras-backends backend in each --precisions precision,
 with that backend's compiler default for it (TensorFlow: XLA for float32, oneDNN without XLA for
-bfloat16; JAX: jit; PyTorch: eager); `auto` is what `keras-vit train` picks for the workload's
-width on this machine (`keras_vit.machine.precision_choice`); timm in float32 and under
+bfloat16; JAX: jit; PyTorch: eager); `auto` (keras_vit only) is what `keras-vit train` picks for
+the workload's model and batch on this machine, or `keras-vit predict` for inference
+(`benchmarks.jobs.auto_precision`: a precision trial where the CPU has native bfloat16, the why
+printed under the table); timm in float32 and under
 `torch.autocast` bfloat16. Each table says keras_vit's best set-up against the best peer's, and
 `auto` against keras_vit's best (issue 41's goal: >= 1x and within 5%).
 
