@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 from benchmarks import timing
-from benchmarks.workloads import compile_for_training, keras_model, random_batch, repeated_batch, timm_model
+from benchmarks.workloads import compile_for_training, keras_model, random_batch, repeated_batch, timm_model, vit_arguments
 from benchmarks.workloads import without_autotuning, workload
 
 
@@ -92,9 +92,7 @@ def auto_precision(impl, w):
     from keras_vit.training import distribute
 
     if w["train"]:
-        trial = precision_trial.training_workload(
-            {"patch_size": w["patch"], "hidden_size": w["hidden"], "num_layers": w["layers"], "num_heads": w["heads"],
-             "mlp_dim": w["mlp"]}, w["image"], w["channels"], w["batch"])
+        trial = precision_trial.training_workload(vit_arguments(w), w["image"], w["channels"], w["batch"])
         return distribute.choose_precision("auto", width=w["hidden"], workload=trial)
     keras.config.set_dtype_policy("float32")
     precision, why = inference_precision(keras_model(impl, w)[0], "auto")

@@ -9,6 +9,7 @@ import pytest
 
 from keras_vit.training import TrainConfig, train
 
+from test_machine import trial_on  # noqa: F401 (a fixture)
 from test_train_weights import _folder, _train, checkpoint  # noqa: F401 (a fixture)
 
 
@@ -100,13 +101,11 @@ def test_auto_fine_tunes_without_xla_on_tensorflow_where_compiling_costs_more_th
     assert "XLA off" not in plan_lib.resolve(dataclasses.replace(config, budget_seconds=None)).adapt_reason
 
 
-def test_the_precision_trial_of_an_auto_run_times_its_steps_without_xla(checkpoint, tmp_path, monkeypatch):
+def test_the_precision_trial_of_an_auto_run_times_its_steps_without_xla(checkpoint, tmp_path, monkeypatch, trial_on):
     """On a CPU with native bfloat16 the trial timed float32 with XLA, which the fine-tuning does not run."""
     from keras_vit import machine, precision_trial
     from keras_vit.training import plan as plan_lib
 
-    monkeypatch.setenv(precision_trial.ENV, "30")
-    monkeypatch.setenv(precision_trial.CACHE_ENV, str(tmp_path / "cache"))
     monkeypatch.setattr(machine, "detect", lambda *args, **kwargs: machine.Machine(
         "cpu", cpu_flags=frozenset({"avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"})))
     timed = []
