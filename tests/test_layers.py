@@ -362,6 +362,52 @@ def test_exact_gelu_runs_erf_not_tensorflows_slower_erfc():
     assert "Erf" in op_types and "Erfc" not in op_types
 
 
+# Runs in a child so that TF_ENABLE_ONEDNN_OPTS=1 holds whatever this CPU's default is: the
+# inference graph after grappler, biases made non-zero so that constant folding keeps them.
+_FUSED_MATMULS = """
+import sys, numpy as np, tensorflow as tf, keras
+from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+from keras_vit.layers import TransformerBlock
+keras.config.set_dtype_policy(sys.argv[1])
+block = TransformerBlock(32, 4, 64, approximate_gelu=sys.argv[2] == "tanh")
+block.build((2, 5, 32))
+for weight in block.weights:
+    weight.assign(np.random.default_rng(0).uniform(0.5, 1.0, weight.shape).astype("float32"))
+frozen = convert_variables_to_constants_v2(
+    tf.function(lambda x: block(x, training=False)).get_concrete_function(tf.TensorSpec((2, 5, 32))))
+graph = tf.Graph()
+with graph.as_default():
+    tf.graph_util.import_graph_def(frozen.graph.as_graph_def(), name="")
+inputs = [op.outputs[0] for op in graph.get_operations() if op.type == "Placeholder"][0]
+metadata = tf.compat.v1.RunMetadata()
+with tf.compat.v1.Session(graph=graph) as session:
+    session.run(graph.get_tensor_by_name(frozen.outputs[0].name), {inputs: np.ones((2, 5, 32), "float32")},
+                options=tf.compat.v1.RunOptions(output_partition_graphs=True), run_metadata=metadata)
+for node in (n for g in metadata.partition_graphs for n in g.node if n.op.endswith("MatMul")):
+    print(node.op, "+".join(f.decode() for f in node.attr["fused_ops"].list.s))
+"""
+
+
+@pytest.mark.backends("tensorflow")
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_the_mlp_runs_its_bias_and_exact_gelu_inside_onednns_matrix_product(policy):
+    """Each of GELU's element-wise ops ran alone over the (B, T, mlp_dim) tensor (a tenth of a ViT-B/16 call).
+
+    The tanh form (SigLIP's) is not fused: grappler rewrites its Pow before the remapper looks.
+    """
+    import os
+    import subprocess
+    import sys
+
+    environ = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": "1", "KERAS_BACKEND": "tensorflow"}
+    done = subprocess.run([sys.executable, "-c", _FUSED_MATMULS, policy, "erf"], env=environ,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    # The query-key-value, output and two MLP products, each one fused kernel.
+    assert sorted(done.stdout.split()) == sorted(["_MklNativeFusedMatMul", "BiasAdd"] * 3
+                                                 + ["_MklNativeFusedMatMul", "BiasAdd+GeluExact"])
+
+
 def test_drop_path_drops_whole_samples():
     layer = DropPath(0.5, seed=0)
     y = to_numpy(layer(np.ones((256, 3, 2), "float32"), training=True))
