@@ -19,6 +19,7 @@ SUBCOMMANDS = {
     "distribution": ("distribution", "Per-device memory and step time of data vs model parallel on JAX (8 host devices)?"),
     "step": ("step", "Images/s of any implementation x precision x XLA x backend set-up, side by side?"),
     "ab-train-step": ("ab_train_step", "Does a candidate code change make a training step faster (variants in one process)?"),
+    "ab-inference": ("ab_inference", "Does a change to the encoder block make bfloat16 inference faster (a git revision's against this checkout's, one process)?"),
     "profile": ("profile_train_step", "Where does a training step's time go, and the first fit call's?"),
     "matmul-peak": ("matmul_peak", "What is this machine's matrix-product peak, per library and precision?"),
     "matmul-bound": ("matmul_bound", "How fast could a step run if everything but its matrix products were free?"),
