@@ -204,7 +204,7 @@ class TransformerBlock(keras.layers.Layer):
         # Inference runs the MLP on (B*T, D) rows: on TensorFlow with oneDNN, grappler fuses a 2-D
         # MatMul with the BiasAdd and exact GELU after it into one kernel, where the Dense's 3-D
         # product (a tensordot) leaves the bias and each of GELU's element-wise ops to run alone
-        # (ViT-B/16 bfloat16 inference 1.15x). A training step keeps the 3-D product: with the rows it
+        # (ViT-B/16 bfloat16 inference 1.10x). A training step keeps the 3-D product: with the rows it
         # ran 0.94-0.96x (RESULTS section 4, "The MLP's products fused").
         rows = not training
         if rows:
