@@ -395,7 +395,7 @@ for node in (n for g in metadata.partition_graphs for n in g.node if n.op.endswi
 def test_the_mlp_runs_its_bias_and_exact_gelu_inside_onednns_matrix_product(policy):
     """Each of GELU's element-wise ops ran alone over the (B, T, mlp_dim) tensor (a tenth of a ViT-B/16 call).
 
-    The tanh form (SigLIP's) is not fused: grappler rewrites its Pow before the remapper looks.
+    The tanh form (SigLIP's) is not fused after a Keras Dense (RESULTS section 4, "The MLP's products fused").
     """
     import os
     import subprocess
