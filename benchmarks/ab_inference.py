@@ -7,7 +7,9 @@ would let TensorFlow fold them away); the "revision" copy's `TransformerBlock` a
 `git show`), the "checkout" copy runs this checkout's. Rounds alternate `predict_on_batch` calls
 of the two, so a change in the machine's load hits both alike: the ratio (checkout's speed over
 the revision's, median and range of the rounds) is what carries over between machines. It also
-prints how far each copy's outputs are from the float32 model's.
+prints how far each copy's outputs are from the float32 model's. Only `call` is swapped: both
+copies' layers are built by this checkout's constructors, so a change to what a constructor builds
+(a sub-layer, its activation) is not what the revision ran, and needs its own A/B.
 
     python -m benchmarks ab-inference [--revision HEAD~1] [--workload infer_b16] [--batch 8]
         [--rounds 8] [--out DIR]

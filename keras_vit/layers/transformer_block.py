@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import keras
@@ -59,6 +60,28 @@ def mlp_activation(x, kind="gelu", approximate_gelu=False):
         gate, value = ops.split(x, 2, axis=-1)
         return ops.silu(gate) * value
     return gelu(x, approximate_gelu)
+
+
+def dense_activation(kind="gelu", approximate_gelu=False):
+    """The nonlinearity the MLP's first Dense applies itself, or None for "swiglu" (split after it).
+
+    Inside the Dense's own call, TensorFlow's grappler fuses the tanh GELU with the product and
+    its bias into one oneDNN kernel; applied after the layer's output it does not (the exact GELU
+    fuses either way; RESULTS section 4, "The MLP's products fused").
+
+    Args:
+        kind: str. "gelu", "quick_gelu" or "swiglu". Defaults to "gelu".
+        approximate_gelu: bool. tanh GELU for kind "gelu". Defaults to False.
+
+    Example:
+
+    >>> import numpy as np
+    >>> dense_activation("swiglu") is None, round(float(dense_activation()(np.float32(1.0))), 4)
+    (True, 0.8413)
+    """
+    if kind == "swiglu":
+        return None
+    return functools.partial(mlp_activation, kind=kind, approximate_gelu=approximate_gelu)
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
@@ -158,7 +181,8 @@ class TransformerBlock(keras.layers.Layer):
             epsilon=layer_norm_epsilon, dtype=policy, name="norm2"
         )
         inner = 2 * mlp_dim if mlp_activation == "swiglu" else mlp_dim
-        self.mlp_dense_0 = keras.layers.Dense(inner, dtype=policy, name="mlp_dense_0")
+        self.mlp_dense_0 = keras.layers.Dense(
+            inner, activation=dense_activation(mlp_activation, self.approximate_gelu), dtype=policy, name="mlp_dense_0")
         self.mlp_dense_1 = keras.layers.Dense(hidden_size, dtype=policy, name="mlp_dense_1")
         self.mlp_dropout = keras.layers.Dropout(dropout_rate, dtype=policy, name="mlp_dropout")
         self.mlp_hidden_norm = None
@@ -202,15 +226,16 @@ class TransformerBlock(keras.layers.Layer):
 
         y = self.norm2(x)
         # Inference runs the MLP on (B*T, D) rows: on TensorFlow with oneDNN, grappler fuses a 2-D
-        # MatMul with the BiasAdd and exact GELU after it into one kernel, where the Dense's 3-D
-        # product (a tensordot) leaves the bias and each of GELU's element-wise ops to run alone
-        # (ViT-B/16 bfloat16 inference 1.10x). A training step keeps the 3-D product: with the rows it
-        # ran 0.94-0.96x (RESULTS section 4, "The MLP's products fused").
+        # MatMul with its BiasAdd and GELU into one kernel, where the Dense's 3-D product (a
+        # tensordot) leaves the bias and each of GELU's element-wise ops to run alone (ViT-B/16
+        # bfloat16 inference 1.10x). A training step keeps the 3-D product: with the rows it ran
+        # 0.94-0.96x (RESULTS section 4, "The MLP's products fused").
         rows = not training
         if rows:
             y = ops.reshape(y, (-1, self.hidden_size))
-        y = self.mlp_dense_0(y)
-        y = mlp_activation(y, self.mlp_activation, self.approximate_gelu)
+        y = self.mlp_dense_0(y)  # its activation included (`dense_activation`)
+        if self.mlp_activation == "swiglu":
+            y = mlp_activation(y, "swiglu")
         y = self.mlp_dropout(y, training=training)
         if self.mlp_hidden_norm is not None:
             y = self.mlp_hidden_norm(y)
