@@ -2,14 +2,13 @@
 
 Two bfloat16 copies of one model (`keras_vit.export._common.bfloat16_model`, what `keras-vit
 predict --precision bfloat16` runs), random weights with non-zero biases and norms (zero ones
-would let TensorFlow fold them away); the "revision" copy's `TransformerBlock` and
-`MultiHeadSelfAttention` layers run those classes' `call` as they were at --revision (read with
-`git show`), the "checkout" copy runs this checkout's. Rounds alternate `predict_on_batch` calls
-of the two, so a change in the machine's load hits both alike: the ratio (checkout's speed over
-the revision's, median and range of the rounds) is what carries over between machines. It also
-prints how far each copy's outputs are from the float32 model's. Only `call` is swapped: both
-copies' layers are built by this checkout's constructors, so a change to what a constructor builds
-(a sub-layer, its activation) is not what the revision ran, and needs its own A/B.
+would let TensorFlow fold them away); each encoder block of the "revision" copy runs a
+`TransformerBlock` (with its `MultiHeadSelfAttention`) built by those classes as they were at
+--revision (read with `git show`), constructor and `call`, holding the block's weights; the
+"checkout" copy runs this checkout's. Rounds alternate `predict_on_batch` calls of the two, so a
+change in the machine's load hits both alike: the ratio (checkout's speed over the revision's,
+median and range of the rounds) is what carries over between machines. It also prints how far
+each copy's outputs are from the float32 model's.
 
     python -m benchmarks ab-inference [--revision HEAD~1] [--workload infer_b16] [--batch 8]
         [--rounds 8] [--out DIR]
@@ -20,23 +19,22 @@ from __future__ import annotations
 import argparse
 import subprocess
 import time
-import types
 from pathlib import Path
 
 from benchmarks.workers import ResultLog
 from benchmarks.workloads import WORKLOADS, keras_model, workload
 
 ROOT = Path(__file__).resolve().parent.parent
-# class name: the file at --revision whose `call` the revision's copy runs.
+# class name: the file at --revision that defines it.
 REPLACED = {
     "TransformerBlock": "keras_vit/layers/transformer_block.py",
     "MultiHeadSelfAttention": "keras_vit/layers/self_attention.py",
 }
 
 
-def revision_calls(revision):
-    """{class name: that class's `call` as the file was at `revision`}: the file's source run in a fresh namespace."""
-    calls = {}
+def revision_classes(revision):
+    """{class name: the class as its file was at `revision`}, the block building the revision's attention."""
+    classes = {}
     for name, path in REPLACED.items():
         shown = subprocess.run(["git", "show", f"{revision}:{path}"], cwd=ROOT, capture_output=True, text=True)
         if shown.returncode != 0:
@@ -45,16 +43,21 @@ def revision_calls(revision):
         source = shown.stdout.replace('@keras.saving.register_keras_serializable(package="keras_vit")', "")
         namespace = {"__name__": f"revision_{Path(path).stem}"}
         exec(compile(source, f"{revision}:{path}", "exec"), namespace)
-        calls[name] = namespace[name].call
-    return calls
+        classes[name] = namespace[name]
+    # The block's file imports this checkout's attention; its constructor reads the name at call time.
+    classes["TransformerBlock"].__init__.__globals__["MultiHeadSelfAttention"] = classes["MultiHeadSelfAttention"]
+    return classes
 
 
-def with_calls(model, calls):
-    """`model` with each encoder block and its attention running the `call` of `calls` (`revision_calls`)."""
+def with_revision(model, classes):
+    """`model` with each encoder block calling a twin built by `classes` (`revision_classes`) that holds its weights."""
     for block in model.layers:
         if type(block).__name__ == "TransformerBlock":
-            for layer in (block, block.attention):
-                layer.call = types.MethodType(calls[type(layer).__name__], layer)
+            twin = classes["TransformerBlock"].from_config(block.get_config())
+            twin.build(block.input.shape)
+            twin.set_weights(block.get_weights())
+            # The block's __call__ still sets the policy's autocast scope, which the twin's variables honour.
+            block.call = twin.call
     return model
 
 
@@ -71,7 +74,7 @@ def main(argv=None):
 
     from keras_vit.export._common import bfloat16_model
 
-    calls = revision_calls(args.revision)
+    classes = revision_classes(args.revision)
     w = workload(args.workload, {"batch": args.batch} if args.batch else {})
     model, _ = keras_model("keras_vit", w)
     rng = np.random.default_rng(0)
@@ -79,7 +82,7 @@ def main(argv=None):
         offset = 1.0 if variable.path.endswith("gamma") else 0.0
         variable.assign(rng.normal(offset, 0.02, variable.shape).astype("float32"))
     images = rng.random((w["batch"], w["image"], w["image"], w["channels"]), dtype="float32")
-    copies = {"revision": with_calls(bfloat16_model(model), calls), "checkout": bfloat16_model(model)}
+    copies = {"revision": with_revision(bfloat16_model(model), classes), "checkout": bfloat16_model(model)}
     log = ResultLog("ab-inference", args.out, argv)
     reference = np.asarray(model.predict_on_batch(images))
     for name, copy in copies.items():

@@ -441,8 +441,8 @@ def test_bfloat16_inference_benchmark_reports_agreement_and_speed(tmp_path, caps
 @pytest.mark.skipif(not (ROOT / ".git").exists(), reason="reads an earlier revision with git")
 def test_ab_inference_runs_the_revisions_block_beside_this_checkouts(tmp_path, capsys):
     module = _benchmark("ab_inference")
-    calls = module.revision_calls("HEAD")
-    assert {name: call.__code__.co_filename for name, call in calls.items()} == {
+    classes = module.revision_classes("HEAD")
+    assert {name: cls.call.__code__.co_filename for name, cls in classes.items()} == {
         "TransformerBlock": "HEAD:keras_vit/layers/transformer_block.py",
         "MultiHeadSelfAttention": "HEAD:keras_vit/layers/self_attention.py"}
     assert module.main(["--revision", "HEAD", "--workload", "tiny", "--batch", "2", "--rounds", "2",
@@ -453,7 +453,7 @@ def test_ab_inference_runs_the_revisions_block_beside_this_checkouts(tmp_path, c
     records = [json.loads(line) for line in next(tmp_path.glob("ab-inference-*.jsonl")).read_text().splitlines()]
     assert {r["copy"] for r in records if r.get("kind") == "error"} == {"revision", "checkout"}
     with pytest.raises(SystemExit, match="--revision 'no-such-revision'"):
-        module.revision_calls("no-such-revision")
+        module.revision_classes("no-such-revision")
 
 
 def test_pretrain_benchmark_pretrains_adapts_and_probes(tmp_path, monkeypatch):
