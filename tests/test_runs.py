@@ -327,3 +327,33 @@ def test_the_training_step_is_traced_once(tmp_path, monkeypatch):
     result = trainer.train(_config(tmp_path, run_dir=None, epochs=2))
     assert result["steps_done"] == 4 and result["model"].optimizer.built
     assert len(traces) == 1
+
+
+def test_a_fit_keeps_one_training_iterator_and_reads_a_small_validation_set_once(tmp_path, monkeypatch):
+    # A new iterator each epoch cost 0.7 s of its start and end, and each validation pass 0.2 s
+    # of a new one over its folder, where a small-data fine-tuning's epoch of 7 steps takes 1.1 s
+    # (benchmarks/RESULTS.md section 17, "Epochs without their edges").
+    import tensorflow as tf
+
+    iterators = []
+    dataset_iter = tf.data.Dataset.__iter__
+    monkeypatch.setattr(tf.data.Dataset, "__iter__", lambda self: iterators.append(self) or dataset_iter(self))
+    validation_batches = tf.Variable(0)
+    make_pipeline = trainer.make_pipeline
+
+    def counting(source, **kwargs):  # counts the batches that come out of the validation pipeline
+        dataset = make_pipeline(source, **kwargs)
+        if kwargs.get("training"):
+            return dataset
+        return dataset.map(lambda images, labels: (images + tf.cast(validation_batches.assign_add(1) * 0, images.dtype),
+                                                   labels))
+
+    monkeypatch.setattr(trainer, "make_pipeline", counting)
+    fitted = {}
+    run_on = trainer._run_on
+    monkeypatch.setattr(trainer, "_run_on", lambda dataset, method, **kwargs: (
+        fitted.setdefault(method.__name__, dataset), run_on(dataset, method, **kwargs))[1])
+    result = trainer.train(_config(tmp_path, run_dir=None, epochs=3, max_test_examples=40, validation_split=None))
+    assert result["epochs_done"] == 3 and result["steps_done"] == 6
+    assert sum(dataset is fitted["fit"] for dataset in iterators) == 1
+    assert int(validation_batches.numpy()) == 2 + 2  # 40 images at batch 32, once in fit; once more by the test score

@@ -143,8 +143,8 @@ def make_pipeline(
     # In-memory sources have no files to shard: multi-worker training splits by element.
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     # tf.data's autotuning thread made deleting an iterator wait up to ~10 s after the model had
-    # kept the cores busy, and `fit` deletes one per epoch for training and one for validation
-    # (benchmarks/iterator_teardown.py). Without it, AUTOTUNE map parallelism is tf.data's
+    # kept the cores busy, and `fit` deletes one per validation pass, and one per epoch for an
+    # input that does not repeat (benchmarks/iterator_teardown.py). Without it, AUTOTUNE map parallelism is tf.data's
     # default, the core count (at most 16).
     options.autotune.enabled = False
     if cache:

@@ -70,6 +70,11 @@ MIN_STEPS_PER_EPOCH = 4
 # class in turn) max(training images, VALIDATION_SAMPLE) of them; the test split is still scored
 # in full at the end.
 VALIDATION_SAMPLE = 500
+# ... and holds that pass's batches in memory after the first epoch when they take at most this
+# many bytes (float32): each pass otherwise builds a new tf.data iterator over its source, which
+# for a folder cost 0.2 s on 2 cores, ten times the pass itself on 25 held-out images
+# (benchmarks/RESULTS.md section 17, "Epochs without their edges").
+VALIDATION_CACHE_BYTES = 256 * 2**20
 MODEL_KEYS = choices.MODEL_FIELDS  # what model_overrides may set
 
 

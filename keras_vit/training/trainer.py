@@ -21,6 +21,7 @@ import time
 import warnings
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from keras_vit import machine
@@ -111,7 +112,7 @@ def train(config: TrainConfig, *, name=None) -> dict:
     previous_policy = keras.config.dtype_policy()
     try:
         train_ds = _pipeline(plan, plan.train, training=True)
-        validation_ds = _pipeline(plan, plan.validation, whole=True) if plan.validation is not None else None
+        validation_ds = _validation_pipeline(plan)
         keras.config.set_dtype_policy(plan.precision)
         model, schedule = _compiled_model(plan)
         estimate = _check_memory(model, plan)
@@ -230,14 +231,31 @@ def _keep_the_better(plan, model, prober, probed, finetuned):
 
 
 def _pipeline(plan, source, training=False, whole=False):
-    """The batched pipeline of `source`; `whole`: only whole batches where several processes must split them."""
-    extra = dict(training=True, augment=plan.augment, seed=plan.config.seed, cache=plan.cache) if training else {}
+    """The batched pipeline of `source`; `whole`: only whole batches where several processes must split them.
+
+    Training repeats forever (fit takes `plan.steps_per_epoch`): one iterator for the whole fit,
+    where a new one each epoch cost 0.7 s of its start and end on 2 cores, as much as 5 steps of
+    a small-data fine-tuning (benchmarks/RESULTS.md section 17, "Epochs without their edges").
+    """
+    extra = dict(training=True, augment=plan.augment, seed=plan.config.seed, cache=plan.cache,
+                 repeat=True) if training else {}
     if whole and distribute.whole_batches_only(plan.strategy):
         extra["drop_remainder"] = True
     return make_pipeline(
         source, image_size=plan.image_size, channels=plan.channels, scaling=None, batch_size=plan.batch_size,
         resize=plan.config.resize, **extra,
     )
+
+
+def _validation_pipeline(plan):
+    """The per-epoch validation pipeline (None without validation), held in memory after its first pass if small."""
+    if plan.validation is None:
+        return None
+    dataset = _pipeline(plan, plan.validation, whole=True)
+    pixels = int(np.prod(np.broadcast_to(plan.image_size, (2,))))  # an int or (height, width)
+    if plan.validation.count() * pixels * plan.channels * 4 <= plan_lib.VALIDATION_CACHE_BYTES:
+        dataset = dataset.cache()
+    return dataset
 
 
 def _compiled_model(plan):
@@ -289,8 +307,9 @@ def _fit(plan, progress, model, train_ds, validation_ds, callbacks, backup):
                 backup.restore(model)
                 steps_before = progress.state.get("steps", 0)
             history = _run_on(
-                train_ds, model.fit, epochs=plan.epochs, initial_epoch=backup.restored_epoch if backup else 0,
-                callbacks=callbacks, verbose=plan.config.verbose, shuffle=False, validation_data=validation_ds,
+                train_ds, model.fit, epochs=plan.epochs, steps_per_epoch=plan.steps_per_epoch,
+                initial_epoch=backup.restored_epoch if backup else 0, callbacks=callbacks, verbose=plan.config.verbose,
+                shuffle=False, validation_data=validation_ds,
             )
     return history, steps_before, time.perf_counter() - start
 
