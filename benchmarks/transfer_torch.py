@@ -78,7 +78,9 @@ def pretrain_timm(work, classes, budget_seconds, backbone, fields, seed=0, holdo
 
     Returns the summary also written to `work`/backbone/pretrain.json.
     """
-    import timm
+    from benchmarks.workloads import import_timm
+
+    timm = import_timm()  # beside a placeholder torchvision where the CPU build of torch has none
     import torch
     from timm.data import Mixup
     from timm.loss import SoftTargetCrossEntropy
