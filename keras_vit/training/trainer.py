@@ -4,8 +4,8 @@
 parts: `plan.resolve` settles every choice once (`RunPlan`), the model is built and compiled
 under the plan's strategy and precision, `callbacks` make the fit crash-safe, `report` prints
 the header and the summary, and `artifacts` writes the final files. The run directory keeps the
-crash backup (`backup/`, its pointer owned by `run_state`), the last full model
-(`checkpoints/last.keras`), TensorBoard logs (`tensorboard/`), the CSV history (`history.csv`)
+crash backup (`backup/`, its pointer owned by `run_state`), the latest full model
+(`checkpoints/last.keras`, at most a minute and an epoch old), TensorBoard logs (`tensorboard/`), the CSV history (`history.csv`)
 and the manifest of what the run wrote (`run_dir.RunDirectory`), and is held by one process at a
 time (`run_dir.RunLock`: a second run there is refused); running the same config again
 after a crash resumes from the last completed epoch, or, when training had finished, writes
