@@ -75,7 +75,8 @@ def make_pipeline(
             center-crop (e.g. 0.875); None resizes straight to image_size. Defaults to None.
         cache: bool. Keep the decoded uint8 images in memory after the first pass (a whole
             folder's worth: for small data sets only). Defaults to False.
-        repeat: bool. Repeat forever (then give steps_per_epoch to fit). Defaults to False.
+        repeat: bool. Repeat forever, whole passes one after another (then give fit the
+            batches of one pass as steps_per_epoch). Defaults to False.
         resize: str. How images of another size reach `image_size` (unless an augmentation crop
             resizes them): "bilinear" (resized) or "pad" (centred zero padding, larger images
             centre-cropped; 28 px Fashion-MNIST on a 32 px input as LeNet had it). Defaults to "bilinear".
@@ -166,8 +167,6 @@ def make_pipeline(
         # Files skipped as corrupt leave the epoch's length unknown (Keras then warns that the
         # input ran out of data): epochs of a fixed number of batches, from fresh shuffles.
         steps = source.num_examples // batch_size
-        repeat = True
-    if repeat:
         dataset = dataset.repeat()
     dataset = dataset.map(to_float, num_parallel_calls=tf.data.AUTOTUNE)
     dataset = dataset.map(per_example, num_parallel_calls=tf.data.AUTOTUNE)
@@ -175,6 +174,10 @@ def make_pipeline(
     dataset = dataset.map(per_batch, num_parallel_calls=tf.data.AUTOTUNE)
     if steps is not None:
         dataset = dataset.take(steps)
+    if repeat:
+        # After the batches, not before the maps: repeated before them, the parallel maps of
+        # training (not deterministic) let an example of the next pass into this one's last batches.
+        dataset = dataset.repeat()
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
