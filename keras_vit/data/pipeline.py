@@ -145,8 +145,8 @@ def make_pipeline(
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     # tf.data's autotuning thread made deleting an iterator wait up to ~10 s after the model had
     # kept the cores busy, and `fit` deletes one per validation pass, and one per epoch for an
-    # input that does not repeat (benchmarks/iterator_teardown.py). Without it, AUTOTUNE map parallelism is tf.data's
-    # default, the core count (at most 16).
+    # input that does not repeat (benchmarks/iterator_teardown.py). Without it, AUTOTUNE map
+    # parallelism is tf.data's default, the core count (at most 16).
     options.autotune.enabled = False
     if cache:
         # The cache holds the first pass in its order, so later epochs are reshuffled from it

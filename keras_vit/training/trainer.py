@@ -5,8 +5,8 @@ parts: `plan.resolve` settles every choice once (`RunPlan`), the model is built 
 under the plan's strategy and precision, `callbacks` make the fit crash-safe, `report` prints
 the header and the summary, and `artifacts` writes the final files. The run directory keeps the
 crash backup (`backup/`, its pointer owned by `run_state`), the latest full model
-(`checkpoints/last.keras`, at most a minute and an epoch old), TensorBoard logs (`tensorboard/`), the CSV history (`history.csv`)
-and the manifest of what the run wrote (`run_dir.RunDirectory`), and is held by one process at a
+(`checkpoints/last.keras`, at most a minute and an epoch old), TensorBoard logs (`tensorboard/`),
+the CSV history (`history.csv`) and the manifest of what the run wrote (`run_dir.RunDirectory`), and is held by one process at a
 time (`run_dir.RunLock`: a second run there is refused); running the same config again
 after a crash resumes from the last completed epoch, or, when training had finished, writes
 only the final artefacts. The backup is deleted only after every final artefact is written.
@@ -21,7 +21,6 @@ import time
 import warnings
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from keras_vit import machine
@@ -252,8 +251,7 @@ def _validation_pipeline(plan):
     if plan.validation is None:
         return None
     dataset = _pipeline(plan, plan.validation, whole=True)
-    pixels = int(np.prod(np.broadcast_to(plan.image_size, (2,))))  # an int or (height, width)
-    if plan.validation.count() * pixels * plan.channels * 4 <= plan_lib.VALIDATION_CACHE_BYTES:
+    if plan.validation.count() * plan.image_size ** 2 * plan.channels * 4 <= plan_lib.VALIDATION_CACHE_BYTES:
         dataset = dataset.cache()
     return dataset
 
