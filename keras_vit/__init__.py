@@ -28,7 +28,7 @@ _NAMES = {
     "weights": ("load_weights",),
     # Every layer class of keras_vit.layers (tests/test_applications.py checks the two agree).
     "layers": (
-        "AttentionPooling", "BottleneckUnit", "DPTDepthHead", "DPTFusion", "DPTReassemble", "DPTResidualUnit",
+        "AttentionPooling", "BottleneckUnit", "DinoHead", "DPTDepthHead", "DPTFusion", "DPTReassemble", "DPTResidualUnit",
         "DropPath", "InferenceMode", "LayerScale", "MaskTokens", "MultiHeadSelfAttention",
         "NaFlexPatchEncoder", "PatchEncoder", "RandomPatchMasking", "Patches", "ResizeLike", "RotaryPositionEmbedding", "ShiftedPatches",
         "StandardizedConv2D", "TextEmbedding", "TextPooling", "TokenMap", "TokenPooling", "TransformerBlock",

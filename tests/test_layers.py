@@ -6,6 +6,7 @@ from helpers import ALL_BACKENDS, check_layer, to_numpy
 from keras_vit.layers import (
     AttentionPooling,
     BottleneckUnit,
+    DinoHead,
     DPTFusion,
     DPTReassemble,
     LayerScale,
@@ -69,6 +70,8 @@ LAYER_CASES = {
     "transformer_block_fused_attention": (
         TransformerBlock, {"hidden_size": 12, "num_heads": 2, "mlp_dim": 20, "fused_attention": True}, (2, 5, 12),
     ),
+    "dino_head": (DinoHead, {"out_dim": 6, "hidden_dim": 8, "bottleneck_dim": 4}, (2, 5)),
+    "dino_head_one_layer": (DinoHead, {"out_dim": 6, "bottleneck_dim": 4, "num_layers": 1}, (3, 5)),
     "layer_scale": (LayerScale, {"init_value": 0.5}, (2, 5, 12)),
     "attention_pooling": (
         AttentionPooling, {"hidden_size": 12, "num_heads": 3, "mlp_dim": 20, "approximate_gelu": True}, (2, 5, 12),

@@ -2,6 +2,7 @@
 
 from keras_vit.layers.attention_pooling import AttentionPooling
 from keras_vit.layers.bottleneck_unit import BottleneckUnit
+from keras_vit.layers.dino_head import DinoHead
 from keras_vit.layers.drop_path import DropPath
 from keras_vit.layers.dpt_depth_head import DPTDepthHead
 from keras_vit.layers.dpt_fusion import DPTFusion
@@ -28,6 +29,7 @@ from keras_vit.layers.transformer_block import TransformerBlock
 __all__ = [
     "AttentionPooling",
     "BottleneckUnit",
+    "DinoHead",
     "DPTDepthHead",
     "DPTFusion",
     "DPTReassemble",
