@@ -28,7 +28,7 @@ ADAPTS = ("auto", "finetune", "probe")
 # or the zero-shot head an image-text checkpoint's text tower folds from the class names
 # (`keras_vit.transfer.zeroshot_head`).
 HEADS = ("zero", "zeroshot")
-AUGMENT_PRESETS = ("none", "flip", "shift", "pad_crop", "light", "medium", "strong")
+AUGMENT_PRESETS = ("none", "flip", "shift", "pad_crop", "light", "medium", "strong", "views")
 PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
 # What an exported SavedModel or a loaded .keras model computes in (`keras_vit.export`): float32 by
 # default; bfloat16 for CPUs with AMX, whose oneDNN kernels run it several times faster.

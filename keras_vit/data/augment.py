@@ -14,6 +14,13 @@ RandAugment magnitudes m are given on the 0..30 scale of timm/AugReg and mapped 
 | light | 0.35..1 | yes | - | - | - |
 | medium | 0.35..1 | yes | 2 ops, m 10 | mixup 0.2 | - |
 | strong | 0.08..1 | yes | 2 ops, m 9 | mixup 0.8 or cutmix 1.0 (DeiT) | p 0.25 |
+| views | 0.14..1 | yes | - | - | - |
+
+"views" is DINO's augmentation of each view (Caron et al. 2021) without its blur: colour jitter
+(brightness 0.4, contrast 0.4, saturation 0.2, hue 0.1) with probability 0.8, grey with 0.2,
+solarization with 0.1 (DINO's 0.2 on its second view, none on its first), and the crop scale DINO
+gives its two global views when it takes no local ones. DINO blurs 224 px crops with a sigma of
+0.1-2 px; on the small images a CPU run pre-trains on, that blur would erase what the model must see.
 
 Example:
 
@@ -46,6 +53,10 @@ class AugmentConfig:
         shift: float. Random translation by up to this fraction of the side, each way: the
             image is padded by reflection and cropped back to its size (2 px on 32 px CIFAR
             images for 1/16, the usual augmentation of short CIFAR runs). Defaults to 0.
+        color_jitter: float. Probability of DINO's colour jitter (`COLOR_JITTER`; brightness and
+            contrast only on grey images). Defaults to 0.
+        grayscale: float. Probability of turning a colour image grey. Defaults to 0.
+        solarize: float. Probability of inverting the pixels from 128 up. Defaults to 0.
 
     Example:
 
@@ -61,6 +72,9 @@ class AugmentConfig:
     cutmix_alpha: float = 0.0
     erasing_probability: float = 0.0
     shift: float = 0.0
+    color_jitter: float = 0.0
+    grayscale: float = 0.0
+    solarize: float = 0.0
 
 
 PRESETS: dict[str, AugmentConfig] = {
@@ -83,11 +97,16 @@ PRESETS: dict[str, AugmentConfig] = {
         cutmix_alpha=1.0,
         erasing_probability=0.25,
     ),
+    "views": AugmentConfig(crop_scale=(0.14, 1.0), flip=True, color_jitter=0.8, grayscale=0.2, solarize=0.1),
 }
+# DINO's colour jitter (torchvision's ColorJitter(0.4, 0.4, 0.2, 0.1)): brightness and contrast
+# factors in [0.6, 1.4], saturation in [0.8, 1.2], hue shifted by up to 0.1 of the circle.
+COLOR_JITTER = {"brightness": 0.4, "contrast": 0.4, "saturation": 0.2, "hue": 0.1}
+SOLARIZE_THRESHOLD = 128.0
 
 
 def get_preset(name: str) -> AugmentConfig:
-    """Returns the preset called `name`: a key of `PRESETS` (none, flip, light, medium, strong).
+    """Returns the preset called `name`: a key of `PRESETS` (none, flip, shift, pad_crop, light, medium, strong, views).
 
     Args:
         name: str. The preset's name.
@@ -223,6 +242,8 @@ class Augmenter:
             image = random_resized_crop(image, self.image_size, scale=config.crop_scale, seed=self.seed)
         if config.flip:
             image = tf.image.random_flip_left_right(image, seed=self.seed)
+        if config.color_jitter or config.grayscale or config.solarize:
+            image = colour_augment(image, config, self.seed)
         if self.randaugment is not None:
             channels = image.shape[-1]
             if channels == 1:  # RandAugment's colour ops want RGB
@@ -249,6 +270,40 @@ class Augmenter:
         for layer in self.user_layers:
             images, labels = _call_with_labels(layer, images, labels)
         return images, labels
+
+
+def colour_augment(image, config, seed=None):
+    """DINO's colour changes of one float image (H, W, C) in [0, 255]: jitter, grey, solarization, as `config` asks.
+
+    Each draw has its own op seed (`seed` + k): ops of one graph given the same seed draw the same numbers.
+
+    Example:
+
+    >>> image = tf.fill((4, 4, 3), 200.0)
+    >>> float(tf.reduce_max(colour_augment(image, AugmentConfig(solarize=1.0))))
+    55.0
+    """
+    def draw(k):
+        return tf.random.uniform((), seed=None if seed is None else seed + k)
+
+    def jitter(x):
+        b, c, s, h = (COLOR_JITTER[k] for k in ("brightness", "contrast", "saturation", "hue"))
+        x = x * tf.random.uniform((), 1 - b, 1 + b, seed=None if seed is None else seed + 4)
+        x = tf.image.random_contrast(x, 1 - c, 1 + c, seed=None if seed is None else seed + 5)
+        if x.shape[-1] == 3:  # hue and saturation are colour's
+            x = tf.image.random_saturation(x, 1 - s, 1 + s, seed=None if seed is None else seed + 6)
+            x = tf.image.random_hue(x / 255.0, h, seed=None if seed is None else seed + 7) * 255.0
+        return tf.clip_by_value(x, 0.0, 255.0)
+
+    if config.color_jitter:
+        image = tf.cond(draw(1) < config.color_jitter, lambda: jitter(image), lambda: image)
+    if config.grayscale and image.shape[-1] == 3:
+        image = tf.cond(draw(2) < config.grayscale, lambda: tf.image.grayscale_to_rgb(tf.image.rgb_to_grayscale(image)),
+                        lambda: image)
+    if config.solarize:
+        image = tf.cond(draw(3) < config.solarize,
+                        lambda: tf.where(image >= SOLARIZE_THRESHOLD, 255.0 - image, image), lambda: image)
+    return image
 
 
 def _call_with_labels(layer, images, labels):

@@ -46,6 +46,7 @@ def make_pipeline(
     repeat: bool = False,
     resize: str = "bilinear",
     processor=None,
+    views: int | None = None,
 ):
     """Builds a batched, prefetched tf.data pipeline of (images, one-hot labels) from a `Source`.
 
@@ -85,6 +86,8 @@ def make_pipeline(
             image to `image_size` instead of `resize` and `crop_fraction`, exactly as the
             checkpoint's processor does; evaluation only (training augments its own crops).
             Defaults to None.
+        views: int or None. Each example becomes this many views, each augmented on its own
+            (images (batch, views, H, W, C): self-distillation's input); needs `training`. Defaults to None.
 
     Example:
 
@@ -110,6 +113,13 @@ def make_pipeline(
     num_classes = num_classes or source.num_classes
     drop_remainder = training if drop_remainder is None else drop_remainder
     augmenter = Augmenter(augment if training else "none", image_size, seed=seed)
+    if views is not None:
+        check_positive_int("views", views)
+        if not training:
+            raise ValueError(f"Invalid views={views!r} with training=False: views are augmented, for training only.")
+        # One augmenter a view, each with its own seeds: ops of one graph given one seed draw alike.
+        view_augmenters = [Augmenter(augment, image_size, seed=None if seed is None else seed + 100 * v)
+                           for v in range(views)]
     mean, std = configs.SCALINGS.get(scaling, ((0.0,), (1.0,)))
 
     def to_float(image, label):
@@ -123,7 +133,17 @@ def make_pipeline(
             image = image[..., :channels]
         return image, label
 
+    def augment_view(image, augmenter):
+        if not augmenter.resizes:
+            image = _resize(image, image_size, None, resize)
+        image = augmenter.per_example(image)
+        image.set_shape(image_size + (channels,))
+        return image
+
     def per_example(image, label):
+        if views is not None:
+            image = tf.stack([augment_view(image, a) for a in view_augmenters])
+            return image, tf.one_hot(label, num_classes, dtype=tf.float32)
         if processor is not None:
             image = process_image_tensor(image, processor, *image_size)
         elif augmenter.resizes:
@@ -135,7 +155,7 @@ def make_pipeline(
         return image, tf.one_hot(label, num_classes, dtype=tf.float32)
 
     def per_batch(images, labels):
-        if training:
+        if training and views is None:
             images, labels = augmenter.per_batch(images, labels)
         return scale_pixels(images, mean, std), labels
 
