@@ -53,13 +53,17 @@ def test_pretrain_writes_a_checkpoint_that_train_adapts(tmp_path, capsys):
     assert os.path.exists(tmp_path / "saved" / "vit.keras")
 
 
-def test_a_run_killed_mid_epoch_then_before_its_output_resumes_and_writes_it(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("method", ["mae", "dino"])
+def test_a_run_killed_mid_epoch_then_before_its_output_resumes_and_writes_it(tmp_path, monkeypatch, capsys, method):
+    from keras_vit.pretraining import dino_run
     from keras_vit.training import callbacks as callbacks_lib
 
     images = np.random.RandomState(0).randint(0, 256, (8, 16, 16, 3)).astype("uint8")
+    own = dict(decoder="test") if method == "mae" else dict(method="dino", head="test")
     config = run.PretrainConfig(dataset=images, batch_size=4, epochs=2, model={"patch_size": 4, "hidden_size": 16,
-                                "num_layers": 1, "num_heads": 2, "mlp_dim": 32}, decoder="test", jit_compile=False,
-                                run_dir=str(tmp_path / "run"), output_dir=str(tmp_path / "out"), verbose=0, figure=False)
+                                "num_layers": 1, "num_heads": 2, "mlp_dim": 32}, jit_compile=False,
+                                run_dir=str(tmp_path / "run"), output_dir=str(tmp_path / "out"), verbose=0, figure=False,
+                                **own)
 
     class Kill(keras.callbacks.Callback):  # the process dies in the second epoch, after its first step
         def on_train_batch_end(self, batch, logs=None):
@@ -78,7 +82,8 @@ def test_a_run_killed_mid_epoch_then_before_its_output_resumes_and_writes_it(tmp
     with pytest.raises(KeyboardInterrupt):
         run.pretrain(config)
     monkeypatch.setattr(callbacks_lib, "make_callbacks", make_callbacks)
-    monkeypatch.setattr(hf, "save_mae_hf", killed)  # then dies again, trained, before writing its output
+    # Then it dies again, trained, before writing its output.
+    monkeypatch.setattr(*((hf, "save_mae_hf") if method == "mae" else (dino_run, "save")), killed)
     with pytest.raises(KeyboardInterrupt):
         run.pretrain(run.PretrainConfig(**{**config.__dict__, "verbose": 1}))
     # The second epoch ran again from the first's backup: 2 + 2 steps, not 3 + 2.
@@ -87,7 +92,8 @@ def test_a_run_killed_mid_epoch_then_before_its_output_resumes_and_writes_it(tmp
     monkeypatch.undo()
     result = run.pretrain(run.PretrainConfig(**{**config.__dict__, "verbose": 1}))
     assert "pre-training had finished" in capsys.readouterr().out
-    assert result["steps_done"] == 4 and os.path.isfile(tmp_path / "out" / "model.safetensors")
+    written = "model.safetensors" if method == "mae" else "model.keras"
+    assert result["steps_done"] == 4 and os.path.isfile(tmp_path / "out" / written)
     assert not os.path.exists(tmp_path / "run" / "backup")
 
 
@@ -116,3 +122,83 @@ def test_bad_folders_exit_2_with_one_line(tmp_path, capsys, count, channels, mes
                      str(tmp_path / "r")] + TINY)
     error = capsys.readouterr().err.strip()
     assert code == 2 and "--dataset" in error and message in error and "\n" not in error, error
+
+
+DINO_TINY = ["--method", "dino", "--head", "test", "--hidden-size", "16", "--num-layers", "1", "--num-heads", "2",
+             "--mlp-dim", "32", "--jit-compile", "off", "--quiet"]
+
+
+def test_dino_writes_the_teachers_backbone_that_train_and_knn_read(tmp_path, capsys):
+    data = _folder(str(tmp_path / "images"), count=8, size=16)
+    out = str(tmp_path / "out")
+    code = cli.main(["pretrain", "--dataset", data, "--batch-size", "4", "--epochs", "1", "--output-dir", out,
+                     "--run-dir", str(tmp_path / "run")] + DINO_TINY)
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert "DINO (self-distillation)" in printed and "16 prototypes" in printed and "2 views of each image" in printed
+    assert "Few passes: 1 over the images, where DINO's" in printed
+    assert sorted(os.listdir(out)) == ["model.keras", "pretraining.json"]
+    saved = keras.saving.load_model(os.path.join(out, "model.keras"), compile=False)
+    assert saved.vit_config["pooling"] == "token" and not saved.vit_config["include_top"]
+    labelled = str(tmp_path / "labelled")
+    for name in ("a", "b"):
+        _folder(labelled, count=4, size=16, sub=name)
+    code = cli.main(["train", "--weights", out, "--dataset", labelled, "--epochs", "1", "--batch-size", "4",
+                     "--run-dir", str(tmp_path / "train_run"), "--output-dir", str(tmp_path / "saved"), "--no-export",
+                     "--jit-compile", "off", "--quiet"])
+    assert code == 0, capsys.readouterr()
+    assert os.path.exists(tmp_path / "saved" / "vit.keras")
+    capsys.readouterr()
+    code = cli.main(["knn", out, "--dataset", labelled, "--k", "3", "--validation-split", "0.25"])
+    assert code == 0, capsys.readouterr()
+
+
+def test_dino_on_small_images_pretrains_the_conv_stem_model_train_builds(tmp_path):
+    images = np.random.RandomState(0).randint(0, 256, (8, 28, 28, 1)).astype("uint8")
+    config = run.PretrainConfig(dataset=images, batch_size=4, epochs=1, method="dino", head="test", jit_compile=False,
+                                run_dir=None, output_dir=None, verbose=0, budget_seconds=60)
+    result = run.pretrain(config)
+    student = result["model"].student
+    # The stem's stride tiles 32 px, not 28: resized, as train does; its blocks are the budget's.
+    assert student.vit_config["backbone"] is not None or student.get_layer("conv_stem") is not None
+    assert student.input_shape == (None, 32, 32, 1) and result["steps_done"] >= 1
+
+
+@pytest.mark.parametrize("args, flag", [
+    (["--method", "dino", "--mask-ratio", "0.5"], "--mask-ratio=0.5"),
+    (["--head", "small"], "--head='small'"),
+    (["--method", "dino", "--decoder", "test"], "--decoder='test'"),
+])
+def test_mae_and_dino_flags_are_refused_with_the_other_method(tmp_path, capsys, args, flag):
+    data = _folder(str(tmp_path / "images"), count=8)
+    code = cli.main(["pretrain", "--dataset", data, "--run-dir", str(tmp_path / "r"), "--output-dir",
+                     str(tmp_path / "o"), "--quiet"] + args)
+    error = capsys.readouterr().err.strip()
+    assert code == 2 and flag in error and "\n" not in error, error
+    assert not os.path.exists(tmp_path / "o")
+
+
+def test_dino_continues_a_checkpoint_and_refuses_a_classifier(tmp_path):
+    import keras_vit
+
+    images = np.random.RandomState(0).randint(0, 256, (8, 16, 16, 3)).astype("uint8")
+    tiny = dict(patch_size=4, hidden_size=16, num_layers=1, num_heads=2, mlp_dim=32, image_size=16, preprocessing="unit")
+    features, classifier = str(tmp_path / "features.keras"), str(tmp_path / "classifier.keras")
+    keras_vit.ViT(**tiny, include_top=False).save(features)
+    keras_vit.ViT(**tiny, num_classes=3).save(classifier)
+    config = run.PretrainConfig(dataset=images, batch_size=4, epochs=1, method="dino", head="test", weights=features,
+                                jit_compile=False, run_dir=None, output_dir=str(tmp_path / "out"), verbose=0)
+    result = run.pretrain(config)
+    start = keras.saving.load_model(features)
+    saved = keras.saving.load_model(str(tmp_path / "out" / "model.keras"))
+    assert saved.vit_config["hidden_size"] == 16 and result["steps_done"] == 2
+    # Continued from the checkpoint's weights, not from a new model: the teacher is still close to them.
+    kernel = "embedding/kernel"
+    moved = np.abs(_value(saved, kernel) - _value(start, kernel)).max()
+    assert moved <= 0.05 * np.abs(_value(start, kernel)).max()
+    with pytest.raises(ValueError, match="weights=.*classifier.keras.*without its ViT configuration"):
+        run.pretrain(run.PretrainConfig(**{**config.__dict__, "weights": classifier, "output_dir": None}))
+
+
+def _value(model, path):
+    return next(np.asarray(keras.ops.convert_to_numpy(w)) for w in model.weights if w.path == path)

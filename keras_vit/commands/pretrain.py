@@ -1,7 +1,7 @@
-"""`keras-vit pretrain`: masked-autoencoder pre-training on unlabeled images (`keras_vit.pretraining.run.pretrain`).
+"""`keras-vit pretrain`: self-supervised pre-training on unlabeled images, MAE or DINO (`keras_vit.pretraining.run.pretrain`).
 
 The flags it shares with `keras-vit train` are that command's own (`keras_vit.train_options.OPTIONS`: the
-same spelling, help, type and choices); the rest are MAE's.
+same spelling, help, type and choices); the rest are MAE's and DINO's.
 """
 
 from __future__ import annotations
@@ -19,19 +19,24 @@ def add(subparsers) -> None:
 
     parser = subparsers.add_parser(
         "pretrain",
-        help="pre-train a ViT on unlabeled images with masked autoencoding (MAE)",
+        help="pre-train a ViT on unlabeled images: masked autoencoding (MAE) or self-distillation (DINO)",
         description=(
-            "Masked-autoencoder pre-training (He et al. 2022) on images without labels: the encoder sees a "
-            "random quarter of each image's patches, a light decoder predicts the rest. Writes a Hugging Face "
-            "ViT-MAE checkpoint folder (--output-dir) that keras-vit train --weights adapts with few labels, and "
-            "embed, fewshot and knn read; reconstructions.png in the run directory. Runs survive crashes: the same "
-            "command resumes. A header before the first step says every choice and why."),
+            "Pre-training on images without labels. --method mae (He et al. 2022): the encoder sees a random "
+            "quarter of each image's patches, a light decoder predicts the rest; writes a Hugging Face ViT-MAE "
+            "checkpoint folder and reconstructions.png in the run directory. --method dino (Caron et al. 2021): a "
+            "student learns to match an averaged teacher across augmented views of each image; it takes any "
+            "backbone, by default the model keras-vit train builds from scratch (the conv stem + ViT on small "
+            "images), and writes the teacher's backbone as model.keras. Either folder (--output-dir) is what "
+            "keras-vit train --weights adapts with few labels, and embed, fewshot and knn read. Runs survive crashes: "
+            "the same command resumes. A header before the first step says every choice and why."),
     )
     data, model, training, output = (parser.add_argument_group(group) for group in ("data", "model", "training", "output"))
     groups = {"data": data, "model": model, "training": training, "output": output}
     data.add_argument("--dataset", required=True, help="a folder of images (flat, or in sub-folders whose names are "
                       "ignored; a folder with train/ ... sub-folders reads --split), 'sample', a Fashion-MNIST IDX "
                       "folder or a tensorflow-datasets name")
+    model.add_argument("--method", choices=("mae", "dino"), default="mae", help="mae: masked autoencoding of a plain "
+                       "ViT; dino: self-distillation, any backbone (default: mae)")
     data.add_argument("--split", default="train", help="split of a tfds name or of split sub-folders (default: train)")
     for option_name in _TRAIN_FLAGS:
         option = train_options.OPTIONS[option_name]
@@ -50,7 +55,9 @@ def add(subparsers) -> None:
     model.add_argument("--mask-ratio", type=float, help="share of the patches hidden, in (0, 1) (default: 0.75, or the "
                        "checkpoint's)")
     model.add_argument("--decoder", choices=("base", "small", "tiny", "test"),
-                       help="decoder size (default: by the encoder's width; base is MAE's 512 wide, 8 blocks)")
+                       help="MAE's decoder size (default: by the encoder's width; base is MAE's 512 wide, 8 blocks)")
+    model.add_argument("--head", choices=("base", "small", "test"), help="DINO's head (default: by the backbone's "
+                       "width; base is DINO's 65,536 prototypes)")
     training.add_argument("--budget-minutes", type=float, help="stop after this many minutes, summed over resumed "
                           "parts; chooses the encoder for the data and fits the cosine to the measured pace")
     output.add_argument("--output-dir", default="pretrained", help="the checkpoint folder written at the end "
@@ -74,12 +81,12 @@ def run(args) -> int:
         batch_size=args.batch_size, budget_seconds=args.budget_minutes * 60 if args.budget_minutes is not None else None,
         precision=args.precision, jit_compile={"auto": None, "on": True, "off": False}[args.jit_compile],
         seed=args.seed, run_dir=args.run_dir or None, output_dir=args.output_dir or None, resume=args.resume,
-        overwrite=args.overwrite, verbose=2 if args.quiet else 1)
+        overwrite=args.overwrite, verbose=2 if args.quiet else 1, method=args.method, head=args.head)
     result = pretrain(config, name=option_flag)
     loss = f", last epoch's loss {result['loss']:.4f}" if result["loss"] is not None else ""
     print(f"Pre-trained for {result['epochs_done']} epochs ({result['steps_done']} steps, {result['passes']:.3g} "
           f"pass{'' if result['passes'] == 1 else 'es'} over the {result['num_train_examples']:,} images) in {result['train_seconds']:.0f} s{loss}.")
-    note = few_passes_note(result["passes"])
+    note = few_passes_note(result["passes"], args.method)
     if note:
         print(note)
     for kind, path in result["artifacts"].items():

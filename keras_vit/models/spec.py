@@ -267,12 +267,12 @@ def check_model_arguments(name: str, given) -> None:
         raise ValueError(f"Invalid {name} keys {unknown}. Expected arguments of {function.__name__}.")
 
 
-def build_spec(spec: ModelSpec, num_classes: int, *, drop_path_rate: float = 0.0, backbone=None, seed: int = 0):
-    """Builds the ViT of `spec` with a head of `num_classes`.
+def build_spec(spec: ModelSpec, num_classes: int | None, *, drop_path_rate: float = 0.0, backbone=None, seed: int = 0):
+    """Builds the ViT of `spec` with a head of `num_classes`, or its pooled features without one.
 
     Args:
         spec: `ModelSpec`. The model.
-        num_classes: int. Width of the head.
+        num_classes: int or None. Width of the head; None for a feature model (include_top=False).
         drop_path_rate: float. Stochastic depth of the last block. Defaults to 0.
         backbone: Keras model or layer or None. A stem for a hybrid ViT (`keras_vit.ViT(backbone=)`);
             not with the conv stem or shifted patches, which are the spec's own. Defaults to None.
@@ -296,6 +296,7 @@ def build_spec(spec: ModelSpec, num_classes: int, *, drop_path_rate: float = 0.0
         backbone=backbone,
         input_shape=(spec.image_size, spec.image_size, spec.channels),
         num_classes=num_classes,
+        include_top=num_classes is not None,
         pooling=spec.pooling,
         preprocessing=spec.scaling,
         drop_path_rate=drop_path_rate,

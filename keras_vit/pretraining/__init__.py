@@ -1,9 +1,9 @@
-"""Pre-training on unlabeled images: where masked autoencoding (MAE) and `keras-vit pretrain` land (issue 53).
+"""Pre-training on unlabeled images (`keras-vit pretrain`, issue 53): masked autoencoding and self-distillation.
 
-Empty so far. What lands here, beside `keras_vit.transfer` (which adapts what this makes): the
-random masking of patches, the encoder run on the visible patches only, the light decoder and the
-loss on the normalised pixels of the masked patches, as a Keras model with its own `train_step`,
-and the run that chooses the model and epochs for a budget as `keras_vit.training` does for
-`train`. Hugging Face `vit_mae` folders are read and written as a record of
-`keras_vit.weights.huggingface`, one module beside the other families.
+- `mae`: the masked autoencoder (He et al. 2022), a plain ViT run on its visible patches and a
+  light decoder; `hf`: its Hugging Face `vit_mae` folders, read and written.
+- `dino`: self-distillation (Caron et al. 2021), a student and its averaged teacher across views,
+  on any keras_vit backbone; `dino_run`: its backbone, recipe and checkpoint in a run.
+- `run`: the run both share (data, budget, crash-safe fit, run directory), beside
+  `keras_vit.transfer`, which adapts what it makes.
 """

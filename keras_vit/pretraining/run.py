@@ -1,13 +1,16 @@
-"""One pre-training run (`keras-vit pretrain`): data, the masked autoencoder, a crash-safe fit, a checkpoint and a figure.
+"""One pre-training run (`keras-vit pretrain`): data, MAE or DINO, a crash-safe fit, a checkpoint and a figure.
 
 It behaves as `keras_vit.training.trainer.train` does and reuses its parts: the data sources and
 pipeline (`keras_vit.data`), the batch rule (`training.plan.resolve_batch_size`), the precision and
 XLA rules (`training.distribute`), AdamW with warm-up and cosine (`training.recipes`), the run
 directory (its lock, backup, history, last model: `training.run_dir`, `training.callbacks`) and the
 budget's cosine fitted to the measured pace (`training.callbacks.TimeBudget`). What differs: the
-model (`keras_vit.pretraining.mae`), the data need no labels, and the output folder is a Hugging
-Face ViT-MAE checkpoint (`keras_vit.pretraining.hf`) that `keras-vit train --weights`, `embed`,
-`fewshot` and `knn` read as it is, with `reconstructions.png` beside it in the run directory.
+model (`method`: the masked autoencoder of `keras_vit.pretraining.mae`, or the self-distillation of
+`keras_vit.pretraining.dino`, whose backbone, recipe and output `keras_vit.pretraining.dino_run`
+holds), the data need no labels, and the output folder is a checkpoint that `keras-vit train
+--weights`, `embed`, `fewshot` and `knn` read as it is: MAE's a Hugging Face ViT-MAE folder
+(`keras_vit.pretraining.hf`) with `reconstructions.png` beside it in the run directory, DINO's a
+folder holding its teacher's backbone as `model.keras`.
 
 Example (two steps of a tiny model on 32 images of the shipped sample):
 
@@ -75,13 +78,18 @@ DEFAULT_GRID = 8
 FEW_PASSES = 100
 # MAE's own augmentation (random resized crops and flips), the closest preset.
 AUGMENT = "light"
+METHODS = ("mae", "dino")
 FIGURE = "reconstructions.png"
 FIGURE_IMAGES = 6
 
 
-def recipe():
-    """MAE's recipe as a `keras_vit.training.recipes.Recipe` (see `RECIPE`)."""
+def recipe(method="mae"):
+    """The method's recipe as a `keras_vit.training.recipes.Recipe` (MAE's: see `RECIPE`; DINO's: `dino_run.recipe`)."""
     global RECIPE
+    if method == "dino":
+        from keras_vit.pretraining import dino_run
+
+        return dino_run.recipe(PEAK_LEARNING_RATE)
     if RECIPE is None:
         from keras_vit.training.recipes import Recipe
 
@@ -118,6 +126,10 @@ class PretrainConfig:
         overwrite: bool. Replace an existing `output_dir`. Defaults to False.
         figure: bool. Write the PNG of originals, masks and reconstructions (needs matplotlib). Defaults to True.
         verbose: int or str. Keras verbosity; 0 prints nothing. Defaults to "auto".
+        method: str. "mae" (masked autoencoding, a plain ViT) or "dino" (self-distillation, any
+            backbone: by default the conv stem + ViT of `keras-vit train` on small images). Defaults to "mae".
+        head: str or None. DINO's head (`keras_vit.pretraining.dino.HEADS`); None: by the backbone's
+            width. Defaults to None.
     """
 
     dataset: object = "sample"
@@ -145,11 +157,25 @@ class PretrainConfig:
     overwrite: bool = False
     figure: bool = True
     verbose: object = "auto"
+    method: str = "mae"
+    head: str | None = None
 
 
 def check_config(config, name=None):
     """Checks what can be checked before any image is read; ValueError naming the argument (`name(field)`)."""
     name = name or (lambda field: field)
+    _validation.check_choice(name("method"), config.method, METHODS)
+    mae_only = [field for field in ("mask_ratio", "decoder") if getattr(config, field) is not None]
+    if config.method == "dino" and mae_only:
+        raise ValueError(f"Contradicting {name('method')}='dino' and {name(mae_only[0])}="
+                         f"{getattr(config, mae_only[0])!r}: it is masked autoencoding's. Leave it out.")
+    if config.head is not None:
+        from keras_vit.pretraining import dino
+
+        if config.method != "dino":
+            raise ValueError(f"Contradicting {name('head')}={config.head!r} and {name('method')}={config.method!r}: "
+                             f"the head is self-distillation's. Pass {name('method')} dino or leave it out.")
+        _validation.check_choice(name("head"), config.head, tuple(dino.HEADS))
     for field in ("max_train_examples", "image_size", "epochs", "batch_size"):
         if getattr(config, field) is not None:
             _validation.check_positive_int(name(field), getattr(config, field))
@@ -231,31 +257,30 @@ def pretrain(config: PretrainConfig, *, name=None) -> dict:
     if num_train < 2:
         raise ValueError(f"Invalid {name('dataset')}={_shown(config.dataset)}: it holds {num_train} image; "
                          "pre-training learns from many images of the kind to adapt to.")
-    batch_size, batch_reason = resolve_batch_size(config.batch_size, recipe().batch_size, num_train)
+    run_recipe = recipe(config.method)
+    batch_size, batch_reason = resolve_batch_size(config.batch_size, run_recipe.batch_size, num_train)
     if num_train < batch_size:
         raise ValueError(f"Invalid {name('batch_size')}={batch_size}: more than the {num_train} images of "
                          f"{name('dataset')}={_shown(config.dataset)}. Pass a smaller batch or more images.")
     data_channels = source.dataset.element_spec[0].shape[-1] or 3
     model, reasons = _model(config, name, source, num_train, data_channels)
-    hf.check_hf_holds(model.encoder, name("weights"))
+    facts = _method_facts(model)
+    if config.method == "mae":
+        hf.check_hf_holds(model.encoder, name("weights"))
     if config.output_dir and not config.overwrite:
-        _validation.check_new_files([os.path.join(config.output_dir, "config.json")], False)
-    image_size = model.grid_size[0] * model.patch_size
-    channels = model.channels
-    precision, precision_reason = distribute.choose_precision(config.precision, width=model.encoder.vit_config[
+        _validation.check_new_files([os.path.join(config.output_dir, facts["output_file"])], False)
+    image_size, channels = facts["image_size"], facts["channels"]
+    precision, precision_reason = distribute.choose_precision(config.precision, width=facts["backbone"].vit_config[
         "hidden_size"])
     jit_compile, jit_reason = choose_jit_compile(config.jit_compile, precision, config.budget_seconds)
     steps_per_epoch = num_train // batch_size
     if config.budget_seconds is not None:
         steps_per_epoch = min(steps_per_epoch, BUDGET_EPOCH_STEPS)
     epochs = config.epochs or (BUDGET_EPOCHS() if config.budget_seconds is not None else DEFAULT_EPOCHS)
-    run_recipe = recipe()
     fingerprint = {"dataset": _shown(config.dataset), "split": config.split, "num_train_examples": num_train,
                    "image_size": image_size, "channels": channels, "batch_size": batch_size, "precision": precision,
-                   "weights": config.weights, "mask_ratio": model.mask_ratio, "seed": config.seed,
-                   "steps_per_epoch": steps_per_epoch,
-                   "encoder": {k: model.encoder.vit_config[k] for k in configs.CORE_FIELDS},
-                   "decoder": dataclasses.asdict(model.decoder_size)}
+                   "weights": config.weights, "seed": config.seed, "steps_per_epoch": steps_per_epoch,
+                   **facts["fingerprint"]}
     lock = RunLock(config.run_dir, name=name) if config.run_dir else None
     previous_policy = keras.config.dtype_policy()
     try:
@@ -269,7 +294,7 @@ def pretrain(config: PretrainConfig, *, name=None) -> dict:
         recipes.build_optimizer_variables(model)
         progress = RunProgress.open(config.run_dir, fingerprint, config.resume)
         if config.verbose != 0:
-            print(_header(config, model, source, reasons, dict(
+            print(_header(config, facts, source, reasons, dict(
                 batch=f"{batch_size} ({batch_reason})", precision=f"{precision} ({precision_reason})",
                 jit=f"{'XLA' if jit_compile else 'no XLA'} ({jit_reason})", epochs=epochs,
                 steps_per_epoch=steps_per_epoch, num_train=num_train, peak=run_recipe.learning_rate_for(batch_size)), progress), flush=True)
@@ -285,9 +310,9 @@ def pretrain(config: PretrainConfig, *, name=None) -> dict:
         from keras_vit.data.pipeline import make_pipeline
 
         train_ds = make_pipeline(source, image_size=image_size, channels=channels, scaling=None, batch_size=batch_size,
-                                 training=True, augment=AUGMENT, seed=config.seed, drop_remainder=True,
-                                 cache=source.keys is None and num_train <= 200_000,
-                                 repeat=True).map(lambda images, labels: images)
+                                 training=True, augment=run_recipe.augment, seed=config.seed, drop_remainder=True,
+                                 cache=source.keys is None and num_train <= 200_000, repeat=True,
+                                 views=facts["views"]).map(lambda images, labels: images)
         start = time.perf_counter()
         history = None
         if progress.state:
@@ -308,12 +333,11 @@ def pretrain(config: PretrainConfig, *, name=None) -> dict:
             "settings": {**fingerprint, "precision": precision, "jit_compile": jit_compile, "epochs": epochs},
             "artifacts": {},
         }
-        if config.figure and config.run_dir:
+        if config.figure and config.run_dir and config.method == "mae":
             result["artifacts"]["figure"] = write_figure(model, source, image_size, channels,
                                                          os.path.join(config.run_dir, FIGURE), config.seed)
         if config.output_dir:
-            hf.save_mae_hf(model, config.output_dir, overwrite=True)
-            result["artifacts"]["checkpoint"] = os.path.abspath(config.output_dir)
+            result["artifacts"]["checkpoint"] = _save(config, model, result)
         if progress.directory is not None:
             progress.directory.remove_backup()
         return result
@@ -323,7 +347,7 @@ def pretrain(config: PretrainConfig, *, name=None) -> dict:
             lock.release()
 
 
-def few_passes_note(passes):
+def few_passes_note(passes, method="mae"):
     """What a run of fewer than `FEW_PASSES` passes over its images should expect; None for longer runs.
 
     Example:
@@ -333,6 +357,10 @@ def few_passes_note(passes):
     """
     if passes >= FEW_PASSES:
         return None
+    if method == "dino":
+        return (f"Few passes: {passes:.3g} over the images, where DINO's features come with hundreds (Caron et al.: "
+                "100-800 over ImageNet). Compare the checkpoint with a model trained from scratch on the labelled "
+                "images alone before relying on it (benchmarks/RESULTS.md, \"Pre-training on unlabeled images\").")
     return (f"Few passes: {passes:.3g} over the images, where MAE's features come with hundreds (He et al.: 800-1600). "
             "On a 2-core CPU, 20 minutes (about 5 passes over 25,000 images) adapted below a model trained from scratch on "
             "the labelled images alone (benchmarks/RESULTS.md, \"Pre-training on unlabeled images\"): compare both "
@@ -349,8 +377,41 @@ def _shown(dataset):
     return f"<{len(dataset)} images>" if isinstance(dataset, np.ndarray) else dataset
 
 
+def _method_facts(model):
+    """What the run needs of its model, by method: the backbone, input, views, fingerprint, header and output."""
+    from keras_vit.pretraining import dino_run
+
+    if isinstance(model, mae.MaskedAutoencoder):
+        return {"backbone": model.encoder, "image_size": model.grid_size[0] * model.patch_size,
+                "channels": model.channels, "views": None, "output_file": "config.json",
+                "fingerprint": {"mask_ratio": model.mask_ratio,
+                                "encoder": {k: model.encoder.vit_config[k] for k in configs.CORE_FIELDS},
+                                "decoder": dataclasses.asdict(model.decoder_size)},
+                "model_line": _mae_line(model), "data_line": f"augment {AUGMENT} (MAE's crops and flips)",
+                "figure": True}
+    height, _, channels = model.image_shape
+    return {"backbone": model.student, "image_size": height, "channels": channels, "views": model.num_views,
+            "output_file": dino_run.MODEL_FILE, "fingerprint": dino_run.fingerprint(model),
+            "model_line": dino_run.model_line(model), "data_line": dino_run.data_line(), "figure": False}
+
+
+def _save(config, model, result):
+    """Writes the run's checkpoint folder; its absolute path."""
+    if config.method == "mae":
+        hf.save_mae_hf(model, config.output_dir, overwrite=True)
+        return os.path.abspath(config.output_dir)
+    from keras_vit.pretraining import dino_run
+
+    return dino_run.save(model, config.output_dir, {k: result[k] for k in (
+        "epochs_done", "steps_done", "train_seconds", "loss", "num_train_examples", "passes")})
+
+
 def _model(config, name, source, num_train, data_channels):
-    """(`MaskedAutoencoder`, reasons for the header) of the run: loaded from `weights`, or built for the data."""
+    """(`MaskedAutoencoder` or `SelfDistillation`, reasons for the header) of the run: from `weights`, or built for the data."""
+    if config.method == "dino":
+        from keras_vit.pretraining import dino_run
+
+        return dino_run.build(config, name, source, num_train, data_channels)
     if config.weights is not None:
         model, info = hf.load_mae(config.weights, scaling=config.scaling, image_size=config.image_size,
                                   patch_size=config.model.get("patch_size"), mask_ratio=config.mask_ratio,
@@ -362,13 +423,7 @@ def _model(config, name, source, num_train, data_channels):
             raise ValueError(f"Contradicting {name('channels')}={config.channels} and {name('weights')}="
                              f"{config.weights!r}: the checkpoint takes {model.channels}-channel images.")
         return model, reasons
-    size, size_reason = config.image_size, "given"
-    if size is None:
-        own = source.image_size
-        if own is None or own[0] != own[1]:
-            raise ValueError(f"{name('dataset')}={_shown(config.dataset)} has images of several sizes or not square "
-                             f"({own}): pass {name('image_size')}.")
-        size, size_reason = own[0], "the images' own"
+    size, size_reason = image_side(config, name, source)
     fields, model_reason = budget_model(config.budget_seconds, num_train)
     given = {k: v for k, v in config.model.items() if v is not None}
     if given:
@@ -395,10 +450,30 @@ def _model(config, name, source, num_train, data_channels):
     return model, reasons
 
 
-def _header(config, model, source, reasons, facts, progress):
-    """The lines printed before the first step: every choice and why."""
+def _mae_line(model):
+    """The header's Model line of a masked autoencoder."""
     encoder, size = model.encoder.vit_config, model.decoder_size
     visible = model.masking.visible_count(model.num_patches)
+    return (f"MAE: encoder {encoder['num_layers']} block(s) of width {encoder['hidden_size']} ({encoder['num_heads']} "
+            f"heads, MLP {encoder['mlp_dim']}), {model.encoder.count_params():,} parameters; decoder "
+            f"{size.num_layers} block(s) of width {size.hidden_size}; {model.num_patches} patches, {visible} seen "
+            f"(mask ratio {model.mask_ratio:g}); loss on {'per-patch normalised ' if model.norm_pix_loss else ''}"
+            "pixels of the hidden patches")
+
+
+def image_side(config, name, source):
+    """(the square input side, why): `image_size` given, else the images' own; ValueError where they have none."""
+    if config.image_size is not None:
+        return config.image_size, "given"
+    own = source.image_size
+    if own is None or own[0] != own[1]:
+        raise ValueError(f"{name('dataset')}={_shown(config.dataset)} has images of several sizes or not square "
+                         f"({own}): pass {name('image_size')}.")
+    return own[0], "the images' own"
+
+
+def _header(config, method_facts, source, reasons, facts, progress):
+    """The lines printed before the first step: every choice and why."""
     if progress.state is None:
         resume = "new run"
     elif progress.finished:
@@ -407,20 +482,20 @@ def _header(config, model, source, reasons, facts, progress):
         resume = f"resuming from epoch {progress.state['epoch']} (backup in {progress.directory.backup_dir})"
     budget = f", budget {config.budget_seconds / 60:g} min (the cosine fitted to the measured pace)" \
         if config.budget_seconds is not None else ""
+    optimizer = ("AdamW (MAE's weight decay 0.05, betas 0.9/0.95" if config.method == "mae" else
+                 "AdamW (DINO's weight decay 0.04, gradients clipped at norm 3")
     lines = [
-        ("Model", f"MAE: encoder {encoder['num_layers']} block(s) of width {encoder['hidden_size']} ({encoder['num_heads']} "
-                  f"heads, MLP {encoder['mlp_dim']}), {model.encoder.count_params():,} parameters; decoder "
-                  f"{size.num_layers} block(s) of width {size.hidden_size}; {model.num_patches} patches, {visible} seen "
-                  f"(mask ratio {model.mask_ratio:g}); loss on {'per-patch normalised ' if model.norm_pix_loss else ''}"
-                  "pixels of the hidden patches"),
-        ("Data", f"{source.description} (labels ignored), augment {AUGMENT} (MAE's crops and flips)"),
-        ("Training", f"AdamW (MAE's weight decay 0.05, betas 0.9/0.95, warm-up then cosine; peak learning rate "
+        ("Model", method_facts["model_line"]),
+        ("Data", f"{source.description} (labels ignored), {method_facts['data_line']}"),
+        ("Training", f"{optimizer}, warm-up then cosine; peak learning rate "
                      f"{facts['peak']:g}, the short-run rate), batch {facts['batch']}, {_epochs_text(facts)}, precision {facts['precision']}, "
                      f"{facts['jit']}{budget}"),
         ("Choices", "; ".join(reasons)),
-        ("Outputs", f"checkpoint {os.path.abspath(config.output_dir) if config.output_dir else 'none'} (a Hugging Face "
-                    f"ViT-MAE folder: keras-vit train --weights DIR adapts it); run dir "
-                    f"{os.path.abspath(config.run_dir) if config.run_dir else 'none'}"),
+        ("Outputs", f"checkpoint {os.path.abspath(config.output_dir) if config.output_dir else 'none'} ("
+                    + ("a Hugging Face ViT-MAE folder" if config.method == "mae" else "the teacher's backbone as model.keras")
+                    + f": keras-vit train --weights DIR adapts it); run dir "
+                    f"{os.path.abspath(config.run_dir) if config.run_dir else 'none'}"
+                    + ("" if method_facts["figure"] else " (no figure: reconstructions are MAE's)")),
         ("Resume", resume),
     ]
     return "\n".join(f"{label + ':':<10}{text}" for label, text in lines)

@@ -27,6 +27,8 @@ from keras_vit._validation import check_choice, check_positive_int, plain
 from keras_vit.models import vit
 from keras_vit.weights import CHECKPOINTS, Checkpoint, resample_position_embedding
 
+# The file of a checkpoint folder that holds a keras_vit model (`keras-vit pretrain --method dino` writes one).
+SAVED_MODEL_FILE = "model.keras"
 # The layers of a model's classification head(s): a new head replaces them, features stop before them.
 _HEAD_LAYERS = ("head", "head_dist", "head_average", "head_activation")
 
@@ -82,7 +84,8 @@ def load_pretrained(spec, *, num_classes=None, image_size=None, patch_size=None,
     Args:
         spec: str or path-like. What `keras_vit.ViT(weights=)` takes (a `.npz`, a safetensors
             file, a Hugging Face or timm folder, a name of `keras_vit.weights.CHECKPOINTS`, a hub
-            id where `keras_vit.weights.Checkpoint` reads them) or a `.keras` file saved by keras_vit.
+            id where `keras_vit.weights.Checkpoint` reads them), a `.keras` file saved by keras_vit, or
+            a folder holding one as `model.keras` (and no checkpoint's config.json).
         num_classes: int or None. None: a feature model, returning the pooled features (the
             checkpoint's pooling, and its pre-logits layer if it has one, as the paper's few-shot
             evaluation reads them). An int: a new zero-initialised head of that many classes;
@@ -137,6 +140,9 @@ def load_pretrained(spec, *, num_classes=None, image_size=None, patch_size=None,
         if num_classes is None:
             raise ValueError(f"Invalid head_norm={head_norm!r} without num_classes: it normalises a new head's input.")
         build_args["head_norm"] = head_norm
+    saved = os.path.join(spec, SAVED_MODEL_FILE)
+    if os.path.isdir(spec) and os.path.isfile(saved) and not os.path.exists(os.path.join(spec, "config.json")):
+        spec = saved  # a folder holding a keras_vit model (`keras-vit pretrain --method dino`'s)
     if spec.endswith(".keras"):
         model, info = _from_keras_file(spec, num_classes, image_size, scaling, build_args)
         if patch_size is not None and patch_size != model.vit_config["patch_size"]:
