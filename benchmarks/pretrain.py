@@ -1,4 +1,4 @@
-"""pretrain: does masked-autoencoder pre-training on unlabeled images make a better start for few labels? (issue 53)
+"""pretrain: does self-supervised pre-training (MAE or DINO) on unlabeled images make a better start for few labels? (issue 53)
 
 The transfer benchmark's split (benchmarks/transfer.py): `keras-vit pretrain` on the 25,000 images
 of five CIFAR-10 classes, their labels unused, for the given minutes; then the transfer
@@ -9,6 +9,7 @@ benchmark's own adaptation (its `adapt_one`, the set-up `auto_timm`: what `keras
 
     python -m benchmarks transfer prepare --tar ../shared/data/cifar10-train/cifar10-train-jpg.tar.gz --work /tmp/xfer
     python -m benchmarks pretrain --work /tmp/xfer --minutes 5,10,20,40 --adapt-minutes 3 --out benchmarks/results
+    python -m benchmarks pretrain --work /tmp/xfer --method dino --minutes 20 --adapt-minutes 3 --out benchmarks/results
 """
 
 from __future__ import annotations
@@ -21,13 +22,13 @@ from benchmarks import transfer
 ADAPT_SETUP = "auto_timm"  # the setting of `keras-vit train --weights DIR --budget-minutes N`
 
 
-def pretrain_mae(work, minutes, seed=0, epochs=None, model=None):
+def pretrain_mae(work, minutes, seed=0, epochs=None, model=None, method="mae"):
     """`keras-vit pretrain` on work/pretrain (in a worker process); its checkpoint folder and what it did."""
     from keras_vit import cli
 
-    out, run_dir = (os.path.join(work, f"mae-{minutes:g}min{suffix}") for suffix in ("", "-run"))
+    out, run_dir = (os.path.join(work, f"{method}-{minutes:g}min{suffix}") for suffix in ("", "-run"))
     args = ["pretrain", "--dataset", os.path.join(work, "pretrain"), "--budget-minutes", str(minutes), "--seed",
-            str(seed), "--output-dir", out, "--run-dir", run_dir, "--quiet", "--overwrite"]
+            str(seed), "--output-dir", out, "--run-dir", run_dir, "--quiet", "--overwrite", "--method", method]
     if epochs is not None:
         args += ["--epochs", str(epochs)]
     for flag, value in (model or {}).items():
@@ -38,29 +39,30 @@ def pretrain_mae(work, minutes, seed=0, epochs=None, model=None):
     return {"checkpoint": out, "minutes": minutes}
 
 
-def run(work, minutes, adapt_minutes=3, out=None, argv=None, seed=0, epochs=None, model=None):
+def run(work, minutes, adapt_minutes=3, out=None, argv=None, seed=0, epochs=None, model=None, method="mae"):
     from benchmarks.workers import ResultLog, run_worker
 
     log = ResultLog("pretrain", out, argv)
     rows = ["| pre-training | adapted (test accuracy) | linear few-shot | 20-NN |", "|---|---|---|---|"]
     for budget in minutes:
         pretrained = run_worker("benchmarks.pretrain:pretrain_mae", dict(work=work, minutes=budget, seed=seed,
-                                                                          epochs=epochs, model=model))
-        log.add({"setup": f"mae_{budget:g}min", **pretrained})
+                                                                          epochs=epochs, model=model, method=method))
+        label, setup = f"{method.upper()} {budget:g} min", f"{method}_{budget:g}min"
+        log.add({"setup": setup, **pretrained})
         if "error" in pretrained:
-            rows.append(f"| MAE {budget:g} min | error: {pretrained['error']} | | |")
+            rows.append(f"| {label} | error: {pretrained['error']} | | |")
             continue
         weights = pretrained["checkpoint"]
         adapted = run_worker("benchmarks.transfer:adapt_one", dict(
             work=work, setup=ADAPT_SETUP, seed=seed, epochs=epochs, budget_seconds=adapt_minutes * 60, weights=weights))
-        log.add({**adapted, "setup": f"mae_{budget:g}min_adapted"})
+        log.add({**adapted, "setup": f"{setup}_adapted"})
         features = run_worker("benchmarks.transfer:evaluate_backbone", dict(work=work, seed=seed, weights=weights))
-        log.add({**features, "setup": f"mae_{budget:g}min_features"})
+        log.add({**features, "setup": f"{setup}_features"})
         accuracy = f"{100 * adapted['accuracy']:.2f}%" if "accuracy" in adapted else f"error: {adapted.get('error')}"
         shots = (", ".join(f"{k}-shot {100 * v['mean']:.1f}%" for k, v in features["fewshot"].items())
                  if "fewshot" in features else features.get("error"))
         knn = f"{100 * features['knn']:.1f}%" if "knn" in features else ""
-        rows.append(f"| MAE {budget:g} min | {accuracy} | {shots} | {knn} |")
+        rows.append(f"| {label} | {accuracy} | {shots} | {knn} |")
     log.summary("\n".join(rows))
 
 
@@ -69,14 +71,17 @@ def main(argv=None):
     parser.add_argument("--work", required=True, help="the transfer benchmark's work folder (its prepare step)")
     parser.add_argument("--minutes", default="5,10,20,40", help="pre-training budgets, comma-separated")
     parser.add_argument("--adapt-minutes", type=float, default=3)
+    parser.add_argument("--method", choices=("mae", "dino"), default="mae")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--epochs", type=int, help="epoch limit of each step (smoke runs; default: the budgets')")
     parser.add_argument("--model", choices=("smoke",), help="smoke: transfer.BACKBONES['smoke'] (default: the budget's)")
     parser.add_argument("--out", help="folder for the .jsonl and .md")
     args = parser.parse_args(argv)
-    model = {**transfer.BACKBONES["smoke"], "decoder": "test"} if args.model == "smoke" else None
+    model = None
+    if args.model == "smoke":
+        model = {**transfer.BACKBONES["smoke"], **({"decoder": "test"} if args.method == "mae" else {"head": "test"})}
     run(args.work, [float(m) for m in args.minutes.split(",")], args.adapt_minutes, args.out, argv, args.seed,
-        args.epochs, model)
+        args.epochs, model, args.method)
 
 
 if __name__ == "__main__":

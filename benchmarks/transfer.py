@@ -47,7 +47,12 @@ BACKBONES = {
     "gap6": {"patch_size": 4, "hidden_size": 192, "num_layers": 6, "num_heads": 3, "mlp_dim": 768},
     "reg6": {"patch_size": 4, "hidden_size": 192, "num_layers": 6, "num_heads": 3, "mlp_dim": 768},
     "smoke": {"patch_size": 4, "hidden_size": 16, "num_layers": 1, "num_heads": 2, "mlp_dim": 32},
+    # The model `keras-vit train` builds from scratch for the budget (the conv stem + ViT on these
+    # 32 px images): what `keras-vit pretrain --method dino` pre-trains without labels, here with them.
+    "budget": {},
 }
+# Backbones that only a .keras file holds (no timm or Hugging Face layout has the conv stem).
+KERAS_ONLY = ("budget",)
 # timm VisionTransformer arguments beyond the widths: GAP (timm then adds fc_norm) and four
 # register tokens without position rows (as DINOv2 with registers stores them).
 TIMM_EXTRAS = {
@@ -96,20 +101,23 @@ def pretrained_backbone(work):
 
 
 def pretrain(work, budget_minutes, seed=0, epochs=None, backbone=DEFAULT_BACKBONE):
-    """Pre-trains the backbone on the pre-training folder; writes it as .keras, timm Hub and HF folders."""
+    """Pre-trains the backbone on the pre-training folder; writes it as .keras, and timm Hub and HF folders unless KERAS_ONLY."""
     import keras
 
     from keras_vit.training import TrainConfig, train
 
     saved = os.path.join(work, "backbone", "backbone.keras")
     if os.path.isfile(saved):  # pre-trained already: write its folders again
-        model = keras.saving.load_model(saved, compile=False)
-        _write_folders(model, work)
         with open(os.path.join(work, "backbone", "pretrain.json")) as f:
-            return json.load(f)
+            summary = json.load(f)
+        if summary.get("backbone") not in KERAS_ONLY:
+            _write_folders(keras.saving.load_model(saved, compile=False), work)
+        return summary
+    model = ({} if backbone in KERAS_ONLY else  # the budget rules choose
+             dict(model_overrides=dict(BACKBONES[backbone]), stem="none", tokenizer="patches", pooling="token",
+                  attention_init="mimetic"))
     result = train(TrainConfig(
-        dataset=os.path.join(work, "pretrain"), validation_split=0.04, model_overrides=dict(BACKBONES[backbone]),
-        stem="none", tokenizer="patches", pooling="token", attention_init="mimetic", image_size=32,
+        dataset=os.path.join(work, "pretrain"), validation_split=0.04, image_size=32, **model,
         scaling=SCALING, budget_seconds=budget_minutes * 60, seed=seed, epochs=epochs, run_dir=os.path.join(work, "pretrain-run"),
         output_dir=os.path.join(work, "backbone"), name="backbone", export=False, verbose=2,
     ))
@@ -117,7 +125,8 @@ def pretrain(work, budget_minutes, seed=0, epochs=None, backbone=DEFAULT_BACKBON
                                                                 "images_per_second")}}
     with open(os.path.join(work, "backbone", "pretrain.json"), "w") as f:
         json.dump(summary, f, indent=1)
-    _write_folders(result["model"], work)
+    if backbone not in KERAS_ONLY:
+        _write_folders(result["model"], work)
     return summary
 
 
@@ -145,6 +154,8 @@ def write_hf_folder(work):
 SETUPS = {
     # What `keras-vit train --weights DIR --budget-minutes N` does: a probe, then fine-tuning from it.
     "auto_timm": {"weights": "timm", "adapt": "auto"},
+    # The same from the backbone's .keras file (a backbone of KERAS_ONLY).
+    "auto_keras": {"weights": "backbone.keras", "adapt": "auto"},
     # The same with XLA, which `auto` leaves off on TensorFlow: compiling the step costs tens of seconds.
     "auto_xla_timm": {"weights": "timm", "adapt": "auto", "jit_compile": True},
     # The same with one image held out instead of 10% (the least `hold_out` takes): fine-tuning on
@@ -209,7 +220,10 @@ def evaluate_backbone(work, shots=(1, 5, 10, 25), draws=5, seed=0, weights=None)
     from keras_vit.data.sources import load_source
     from keras_vit.transfer import extract_features, knn_accuracy, linear_fewshot, load_pretrained
 
-    model, _ = load_pretrained(weights or os.path.join(work, "backbone", "timm"))
+    if weights is None:
+        timm_folder = os.path.join(work, "backbone", "timm")
+        weights = timm_folder if os.path.isdir(timm_folder) else os.path.join(work, "backbone", "backbone.keras")
+    model, _ = load_pretrained(weights)
     train = extract_features(model, load_source(os.path.join(work, "adapt"), "train"))
     test = extract_features(model, load_source(os.path.join(work, "adapt"), "test"))
     smallest = min(int((train.labels == label).sum()) for label in range(len(train.class_names)))
