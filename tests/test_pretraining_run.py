@@ -202,3 +202,18 @@ def test_dino_continues_a_checkpoint_and_refuses_a_classifier(tmp_path):
 
 def _value(model, path):
     return next(np.asarray(keras.ops.convert_to_numpy(w)) for w in model.weights if w.path == path)
+
+
+@pytest.mark.parametrize("method, flags", [("mae", TINY), ("dino", DINO_TINY)])
+def test_an_output_folder_holding_other_files_is_never_replaced_without_overwrite(tmp_path, capsys, method, flags):
+    data = _folder(str(tmp_path / "images"), count=8)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "precious.txt").write_text("keep")
+    if method == "dino":  # DINO writes its files into the folder: only its own model file stops it
+        (out / "model.keras").write_text("someone's")
+    code = cli.main(["pretrain", "--dataset", data, "--batch-size", "4", "--epochs", "1", "--output-dir", str(out),
+                     "--run-dir", str(tmp_path / "run")] + flags)
+    error = capsys.readouterr().err.strip()
+    assert code == 2 and "--overwrite" in error and "\n" not in error, error
+    assert (out / "precious.txt").read_text() == "keep" and sorted(os.listdir(out))[-1] == "precious.txt"

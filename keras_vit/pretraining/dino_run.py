@@ -15,8 +15,6 @@ import dataclasses
 import json
 import os
 
-import keras
-
 from keras_vit import _atomic
 from keras_vit.pretraining import dino
 from keras_vit.transfer.pretrained import SAVED_MODEL_FILE as MODEL_FILE
@@ -127,15 +125,9 @@ def save(model, output_dir, result_facts):
     from keras_vit.training.callbacks import save_model_atomic
 
     os.makedirs(output_dir, exist_ok=True)
-    save_model_atomic(model.teacher, os.path.join(output_dir, MODEL_FILE))
     record = {"method": "dino", "saved": "the teacher's backbone", **result_facts}
     _atomic.write_text(os.path.join(output_dir, RECORD_FILE), json.dumps(record, indent=1, default=str) + "\n")
+    # The model last: a run killed between the two files left no checkpoint, and its resumed run writes both.
+    save_model_atomic(model.teacher, os.path.join(output_dir, MODEL_FILE))
     return os.path.abspath(output_dir)
 
-
-def features_model(output_dir):
-    """The saved backbone of `output_dir` (a keras_vit feature model).
-
-    Example: `features_model("pretrained")(images)` gives the pooled features of raw pixels.
-    """
-    return keras.saving.load_model(os.path.join(output_dir, MODEL_FILE), compile=False)

@@ -268,7 +268,7 @@ def pretrain(config: PretrainConfig, *, name=None) -> dict:
     if config.method == "mae":
         hf.check_hf_holds(model.encoder, name("weights"))
     if config.output_dir and not config.overwrite:
-        _validation.check_new_files([os.path.join(config.output_dir, facts["output_file"])], False)
+        _check_new_output(config.output_dir, facts["output_files"])
     image_size, channels = facts["image_size"], facts["channels"]
     precision, precision_reason = distribute.choose_precision(config.precision, width=facts["backbone"].vit_config[
         "hidden_size"])
@@ -383,7 +383,7 @@ def _method_facts(model):
 
     if isinstance(model, mae.MaskedAutoencoder):
         return {"backbone": model.encoder, "image_size": model.grid_size[0] * model.patch_size,
-                "channels": model.channels, "views": None, "output_file": "config.json",
+                "channels": model.channels, "views": None, "output_files": None,
                 "fingerprint": {"mask_ratio": model.mask_ratio,
                                 "encoder": {k: model.encoder.vit_config[k] for k in configs.CORE_FIELDS},
                                 "decoder": dataclasses.asdict(model.decoder_size)},
@@ -391,8 +391,21 @@ def _method_facts(model):
                 "figure": True}
     height, _, channels = model.image_shape
     return {"backbone": model.student, "image_size": height, "channels": channels, "views": model.num_views,
-            "output_file": dino_run.MODEL_FILE, "fingerprint": dino_run.fingerprint(model),
+            "output_files": (dino_run.MODEL_FILE,), "fingerprint": dino_run.fingerprint(model),
             "model_line": dino_run.model_line(model), "data_line": dino_run.data_line(), "figure": False}
+
+
+def _check_new_output(output_dir, files):
+    """FileExistsError before any work where the checkpoint would replace what is there (the run has no --overwrite).
+
+    `files`: the names written into `output_dir`; None for a folder written whole (MAE's Hugging
+    Face folder replaces `output_dir`), which must then be missing or empty.
+    """
+    if files is not None:
+        _validation.check_new_files([os.path.join(output_dir, name) for name in files], False)
+    elif os.path.isfile(output_dir) or (os.path.isdir(output_dir) and os.listdir(output_dir)):
+        raise FileExistsError(f"{os.path.abspath(output_dir)!r} already exists and is not empty: the checkpoint "
+                              "folder replaces it whole; pass overwrite=True (--overwrite) to replace it.")
 
 
 def _save(config, model, result):
