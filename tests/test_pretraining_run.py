@@ -217,3 +217,19 @@ def test_an_output_folder_holding_other_files_is_never_replaced_without_overwrit
     error = capsys.readouterr().err.strip()
     assert code == 2 and "--overwrite" in error and "\n" not in error, error
     assert (out / "precious.txt").read_text() == "keep" and sorted(os.listdir(out))[-1] == "precious.txt"
+
+
+def test_the_flags_choices_are_the_tables_rows():
+    # The parser names the rows itself (`keras-vit --help` imports no Keras); each table is the fact.
+    # argparse has no public reader of a parser's options: its actions are read here.
+    import argparse
+
+    from keras_vit.commands import pretrain as command
+    from keras_vit.pretraining import dino, mae
+
+    parser = argparse.ArgumentParser()
+    command.add(parser.add_subparsers())
+    actions = {a.dest: a for sub in parser._subparsers._group_actions for p in sub.choices.values() for a in p._actions}
+    assert tuple(actions["decoder"].choices) == tuple(mae.DECODERS)
+    assert tuple(actions["head"].choices) == tuple(dino.HEADS)
+    assert tuple(actions["method"].choices) == run.METHODS
