@@ -152,3 +152,18 @@ def test_the_teacher_normalises_with_the_batchs_statistics_in_training_as_dinos_
     assert not np.allclose(_numpy(model._teacher_features(images, training=False)), _numpy(before), atol=1e-3)
     # Nor does it update them: the teacher's averages move only as averages of the student's.
     np.testing.assert_allclose([_numpy(t) for t in averages], [k + 5.0 for k in kept], atol=1e-6)
+
+
+def test_under_mixed_precision_the_teachers_average_stays_float32_exact():
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    keras.utils.set_random_seed(0)
+    model = SelfDistillation(_backbone(), head="test", teacher_momentum=0.9)
+    for weight in model.student.trainable_weights:
+        weight.assign(_numpy(weight) + np.random.RandomState(1).normal(0, 0.1, weight.shape).astype("float32"))
+    pairs = model.teacher_pairs()
+    before = [(_numpy(t).copy(), _numpy(s).copy()) for t, s in pairs]
+    model.compile(optimizer=keras.optimizers.AdamW(1e-3), jit_compile=False)
+    model.fit(_views(), epochs=1, batch_size=4, verbose=0)
+    assert model.student.compute_dtype == "bfloat16" and model.center.dtype == "float32"
+    for (teacher, _), (t0, s0) in zip(pairs, before):  # not rounded to bfloat16's 3 digits
+        np.testing.assert_allclose(_numpy(teacher), 0.9 * t0 + 0.1 * s0, atol=1e-6, err_msg=teacher.path)

@@ -126,6 +126,10 @@ class SelfDistillation(keras.Model):
                  teacher_temperature=TEACHER_TEMPERATURE, center_momentum=CENTER_MOMENTUM,
                  teacher_momentum=TEACHER_MOMENTUM, num_views=NUM_VIEWS, **kwargs):
         kwargs.setdefault("name", "dino")
+        # The wrapper computes in float32 whatever the policy: under mixed precision Keras would hand
+        # its call the teacher's, student's and centre's weights cast to bfloat16, and the average
+        # (0.99 t + 0.01 s) would be rounded to 3 digits each step. The backbones keep their policy.
+        kwargs["dtype"] = "float32"
         super().__init__(**kwargs)
         if isinstance(student, dict):  # from_config
             student = keras.saving.deserialize_keras_object(student)
