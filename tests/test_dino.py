@@ -154,6 +154,7 @@ def test_the_teacher_normalises_with_the_batchs_statistics_in_training_as_dinos_
     np.testing.assert_allclose([_numpy(t) for t in averages], [k + 5.0 for k in kept], atol=1e-6)
 
 
+@pytest.mark.backends("tensorflow", "jax", "torch")
 def test_under_mixed_precision_the_teachers_average_stays_float32_exact():
     keras.config.set_dtype_policy("mixed_bfloat16")
     keras.utils.set_random_seed(0)
