@@ -333,7 +333,7 @@ def pretrain(config: PretrainConfig, *, name=None) -> dict:
             "settings": {**fingerprint, "precision": precision, "jit_compile": jit_compile, "epochs": epochs},
             "artifacts": {},
         }
-        if config.figure and config.run_dir and config.method == "mae":
+        if config.figure and config.run_dir and facts["figure"]:
             result["artifacts"]["figure"] = write_figure(model, source, image_size, channels,
                                                          os.path.join(config.run_dir, FIGURE), config.seed)
         if config.output_dir:
