@@ -33,7 +33,7 @@ WEIGHT_TOLERANCE = 5e-5
 def _env(devices):
     return dict(
         os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="2",
-        XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}",
+        XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}".strip(),
         PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
     )
 
