@@ -79,6 +79,7 @@ def test_a_run_killed_mid_epoch_then_before_its_output_resumes_and_writes_it(tmp
 
     make_callbacks = callbacks_lib.make_callbacks
     monkeypatch.setattr(callbacks_lib, "make_callbacks", with_kill)
+    monkeypatch.setattr(callbacks_lib, "BACKUP_SECONDS", 0.0)  # a backup at every epoch: the kill comes within seconds
     with pytest.raises(KeyboardInterrupt):
         run.pretrain(config)
     monkeypatch.setattr(callbacks_lib, "make_callbacks", make_callbacks)

@@ -1,9 +1,9 @@
 """A training process killed with SIGKILL at an awkward moment loses nothing: the same command
 again finishes the run, each epoch appears once in history.csv, and unrelated files stay.
 
-Three kill points: mid-epoch, between an epoch's CSV row and its backup, and during the export
-after training. The kill comes from inside the process at an exact point (a patched method);
-the last run is the plain command.
+Kill points: mid-epoch (with the backup on its default clock, and every epoch), between an
+epoch's CSV row and its backup, and during the export after training. The kill comes from inside
+the process at an exact point (a patched method); the last run is the plain command.
 """
 
 import csv
@@ -21,13 +21,18 @@ EPOCHS = 3
 KILLER = """
 import os, signal, sys
 from keras_vit import export, cli
+from keras_vit.training import callbacks
 from keras_vit.training.callbacks import AtomicBackupAndRestore as Backup
 
 def die(*args, **kwargs):
     os.kill(os.getpid(), signal.SIGKILL)
 
 point, argv = sys.argv[1], sys.argv[2:]
-if point == "mid_epoch":  # during epoch 1, after epoch 0's backup
+if point.startswith("throttled_"):  # the backup on its default clock: these epochs take a second
+    point = point[len("throttled_"):]
+else:
+    callbacks.BACKUP_SECONDS = 0.0
+if point == "mid_epoch":  # during epoch 1, after epoch 0's backup (if the clock allowed it)
     on_batch = Backup.on_train_batch_end
     Backup.on_train_batch_end = lambda self, batch, logs=None: die() if self.epoch == 1 and batch == 1 else on_batch(self, batch, logs)
 elif point == "before_backup":  # epoch 2's CSV row is written, its backup not yet
@@ -59,7 +64,8 @@ def _history(run_dir):
 
 def test_sigkill_at_three_points_then_same_command_finishes_the_run(tmp_path):
     # One chain keeps the test time down (each process imports TensorFlow): the run is killed
-    # mid-epoch 1, then (same command) between epoch 2's CSV row and its backup, then during the
+    # mid-epoch 1 before its backup's clock allowed any backup, then (same command) mid-epoch 1
+    # with a backup every epoch, then between epoch 2's CSV row and its backup, then during the
     # export; after each kill, the same command carries on from what was committed.
     run_dir, out_dir = tmp_path / "run", tmp_path / "out"
     for folder in (run_dir, out_dir):
@@ -70,13 +76,16 @@ def test_sigkill_at_three_points_then_same_command_finishes_the_run(tmp_path):
     def kill_at(point, expected_epoch, expected_rows):
         killed = _run(["-c", KILLER, point] + command, tmp_path)
         assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
-        pointer = json.loads((run_dir / "backup" / "backup.json").read_text())
-        assert pointer["epoch"] == expected_epoch
+        pointer_path = run_dir / "backup" / "backup.json"
+        pointer = json.loads(pointer_path.read_text()) if pointer_path.exists() else None
+        assert (pointer and pointer["epoch"]) == expected_epoch
         assert [int(r["epoch"]) for r in _history(run_dir)] == expected_rows
         assert (run_dir / "precious.txt").read_text() == "keep" and (out_dir / "precious.txt").read_text() == "keep"
         return killed, pointer
 
-    kill_at("mid_epoch", 1, [0])
+    kill_at("throttled_mid_epoch", None, [0])  # epoch 0's row is on disk; its backup waits for BACKUP_SECONDS
+    killed, _ = kill_at("mid_epoch", 1, [0])  # nothing to resume: epoch 0 again, its first row dropped
+    assert "resuming" not in killed.stdout
     assert not (out_dir / "vit.keras").exists()
     killed, _ = kill_at("before_backup", 2, [0, 1, 2])  # epoch 2's row is on disk, its backup is not
     assert f"resuming from epoch 1 of {EPOCHS}" in killed.stdout

@@ -27,7 +27,7 @@ from keras_vit.training.run_dir import RunDirectory
 
 
 class AtomicBackupAndRestore(keras.callbacks.Callback):
-    """Backs up the weights and optimizer state at every epoch end, committed atomically.
+    """Backs up the weights and optimizer state at epoch ends, committed atomically.
 
     The pointer (`backup.json`, see `keras_vit.training.run_state`) names the weights of the
     last finished epoch and records the optimizer steps, the training seconds summed over every
@@ -36,6 +36,10 @@ class AtomicBackupAndRestore(keras.callbacks.Callback):
     `initial_epoch=backup.restored_epoch`; a fit that would start over an existing backup
     without restoring it is refused.
 
+    With `min_seconds`, an epoch end backs up only once that many seconds have passed since the
+    last backup (or the fit's start), and the last finished epoch is backed up when training
+    ends: a kill loses at most `min_seconds` and an epoch of training.
+
     Args:
         backup_dir: str. Folder of the backup.
         delete_checkpoint: bool. Delete the backup's files when training ends normally.
@@ -43,6 +47,8 @@ class AtomicBackupAndRestore(keras.callbacks.Callback):
         metadata: dict or None. Extra fields stored in the pointer. Defaults to None.
         on_write: callable or None. Called with the path of every file the backup writes (a
             run's manifest of its files). Defaults to None.
+        min_seconds: float. Least seconds between two backups at epoch ends; 0 backs up every
+            epoch. Defaults to 0.
 
     Example:
 
@@ -65,9 +71,11 @@ class AtomicBackupAndRestore(keras.callbacks.Callback):
 
     POINTER = run_state.POINTER
 
-    def __init__(self, backup_dir, delete_checkpoint=True, metadata=None, on_write=None):
+    def __init__(self, backup_dir, delete_checkpoint=True, metadata=None, on_write=None, min_seconds=0.0):
         super().__init__()
+        check_number_in("min_seconds", min_seconds, 0, math.inf)
         self.backup_dir = backup_dir
+        self.min_seconds = float(min_seconds)
         self.delete_checkpoint = delete_checkpoint
         self.metadata = dict(metadata or {})
         self.on_write = on_write
@@ -76,6 +84,8 @@ class AtomicBackupAndRestore(keras.callbacks.Callback):
         self.epoch = None  # the epoch in progress
         self._fit_start = time.perf_counter()
         self._seconds_before = 0.0  # training time of the processes before this one
+        self._last_backup = self._fit_start
+        self._unsaved_epoch = None  # a finished epoch whose backup `min_seconds` put off
 
     def read_state(self):
         """The committed pointer (a dict), or None when there is no backup."""
@@ -106,7 +116,8 @@ class AtomicBackupAndRestore(keras.callbacks.Callback):
         return self._seconds_before + time.perf_counter() - self._fit_start
 
     def on_train_begin(self, logs=None):
-        self._fit_start = time.perf_counter()
+        self._fit_start = self._last_backup = time.perf_counter()
+        self._unsaved_epoch = None
         stored = self.read_state() if self.state is None else None
         if stored is not None:
             raise ValueError(
@@ -118,6 +129,11 @@ class AtomicBackupAndRestore(keras.callbacks.Callback):
         self.epoch = epoch
 
     def on_epoch_end(self, epoch, logs=None):
+        self._unsaved_epoch = epoch
+        if time.perf_counter() - self._last_backup >= self.min_seconds:
+            self._back_up(epoch)
+
+    def _back_up(self, epoch):
         os.makedirs(self.backup_dir, exist_ok=True)
         previous = (self.state or {}).get("weights")
         name = f"epoch-{epoch + 1:05d}.weights.h5"
@@ -131,8 +147,12 @@ class AtomicBackupAndRestore(keras.callbacks.Callback):
         )
         if previous and previous != name and os.path.exists(os.path.join(self.backup_dir, previous)):
             os.remove(os.path.join(self.backup_dir, previous))
+        self._last_backup = time.perf_counter()
+        self._unsaved_epoch = None
 
     def on_train_end(self, logs=None):
+        if self._unsaved_epoch is not None:  # the commit point of the last epoch, before the run's own
+            self._back_up(self._unsaved_epoch)
         if not self.delete_checkpoint or self.state is None:
             return
         run_state.delete(self.backup_dir)
@@ -148,7 +168,7 @@ class AtomicModelCheckpoint(keras.callbacks.Callback):
 
     At an epoch end once `min_seconds` have passed since its last save, and when training ends
     (a last epoch not saved yet). What a killed run resumes from is the crash backup
-    (`AtomicBackupAndRestore`, every epoch); this file is the latest model to load while a run
+    (`AtomicBackupAndRestore`); this file is the latest model to load while a run
     goes on, at most `min_seconds` and an epoch old.
 
     Args:
@@ -363,12 +383,14 @@ class ResumableCSVLogger(keras.callbacks.CSVLogger):
 
 # A run directory's `checkpoints/last.keras` is saved at an epoch end at most this often (and at
 # the end): saved every epoch, it took 0.19 s of a 1.1 s epoch of a small-data fine-tuning on 2
-# cores, where the crash backup, saved every epoch, already keeps the work a kill would lose
-# (benchmarks/RESULTS.md section 17, "Epochs without their edges").
+# cores (benchmarks/RESULTS.md section 17, "Epochs without their edges").
 CHECKPOINT_SECONDS = 60.0
+# The crash backup likewise, for the 0.16 s it took of such an epoch: a kill loses at most this and
+# an epoch, where a run of short epochs rarely lives long enough to mind.
+BACKUP_SECONDS = 30.0
 
 
-def make_callbacks(run_dir, fingerprint=None):
+def make_callbacks(run_dir, fingerprint=None, backup_seconds=None):
     """CSV history, last-model checkpoint, TensorBoard and the crash backup in `run_dir`.
 
     The backup comes last: it is the commit point of an epoch, after everything else of that
@@ -377,6 +399,8 @@ def make_callbacks(run_dir, fingerprint=None):
     Args:
         run_dir: str or None. The run folder; None gives no callbacks.
         fingerprint: dict or None. The configuration, stored with each backup. Defaults to None.
+        backup_seconds: float or None. Least seconds between two backups (0: every epoch).
+            Defaults to None, `BACKUP_SECONDS`.
 
     Example:
 
@@ -406,5 +430,6 @@ def make_callbacks(run_dir, fingerprint=None):
 
     callbacks.append(AtomicBackupAndRestore(
         run.backup_dir, delete_checkpoint=False, metadata={"fingerprint": fingerprint}, on_write=on_write,
+        min_seconds=BACKUP_SECONDS if backup_seconds is None else backup_seconds,
     ))
     return callbacks

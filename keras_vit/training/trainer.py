@@ -278,7 +278,10 @@ def _callbacks(plan, progress, schedule, spent=0.0):
     `spent`: seconds of the budget this process already used before the fit (a linear probe).
     """
     config = plan.config
-    callbacks = make_callbacks(config.run_dir, plan.fingerprint())
+    # Processes of one run back up every epoch: each would otherwise put off its backups by its own
+    # clock, and a killed run's processes would resume from different epochs.
+    several = _process_index(plan.strategy) is not None
+    callbacks = make_callbacks(config.run_dir, plan.fingerprint(), backup_seconds=0.0 if several else None)
     backup = callbacks[-1] if callbacks else None
     budget = None
     if config.budget_seconds is not None and not progress.finished:
