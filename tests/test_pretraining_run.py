@@ -234,3 +234,26 @@ def test_the_flags_choices_are_the_tables_rows():
     assert tuple(actions["decoder"].choices) == tuple(mae.DECODERS)
     assert tuple(actions["head"].choices) == tuple(dino.HEADS)
     assert tuple(actions["method"].choices) == run.METHODS
+
+
+def test_dino_continues_a_timm_hub_folder_at_the_scaling_its_files_state(tmp_path, capsys):
+    """A checkpoint another program's layout holds (a timm Hub folder), not only a .keras feature model."""
+    import keras_vit
+    from keras_vit import weights
+
+    images = np.random.RandomState(0).randint(0, 256, (8, 16, 16, 3)).astype("uint8")
+    start = keras_vit.ViT(patch_size=4, hidden_size=16, num_layers=1, num_heads=2, mlp_dim=32, image_size=16,
+                          num_classes=3, preprocessing="imagenet")
+    folder = str(tmp_path / "timm")
+    weights.save_timm(start, folder)
+    config = run.PretrainConfig(dataset=images, batch_size=4, epochs=1, method="dino", head="test", weights=folder,
+                                jit_compile=False, run_dir=None, output_dir=str(tmp_path / "out"), verbose=1,
+                                figure=False)
+    result = run.pretrain(config)
+    assert "scaling imagenet (" in capsys.readouterr().out  # read from the folder's pretrained_cfg
+    saved = keras.saving.load_model(str(tmp_path / "out" / "model.keras"))
+    assert result["steps_done"] == 2 and saved.vit_config["preprocessing"] == "imagenet"
+    assert not saved.vit_config["include_top"]
+    kernel = "embedding/kernel"
+    moved = np.abs(_value(saved, kernel) - _value(start, kernel)).max()
+    assert moved <= 0.05 * np.abs(_value(start, kernel)).max()  # continued from the folder's weights
