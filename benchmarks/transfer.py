@@ -234,12 +234,19 @@ def evaluate_backbone(work, shots=(1, 5, 10, 25), draws=5, seed=0, weights=None)
     return {"setup": "fewshot_knn", "fewshot": fewshot, "knn": knn}
 
 
-def adapt(work, budget_minutes, setups, out=None, argv=None, seed=0, epochs=None):
+def adapt(work, budget_minutes, setups, out=None, argv=None, seed=0, epochs=None, weights=None):
+    """Each set-up adapted to work/adapt in its own process, then the features' few-shot and k-NN accuracy.
+
+    `weights`: a checkpoint in place of the set-ups' files in work/backbone (one that
+    `keras-vit pretrain` wrote, say); the peer and scratch do not read it.
+    """
     from benchmarks.workers import ResultLog, run_worker
 
     log = ResultLog("transfer", out, argv)
     with open(os.path.join(work, "backbone", "pretrain.json")) as f:
         log.add({"setup": "pretrain", **json.load(f)})
+    if weights is not None:
+        log.add({"setup": "weights", "weights": weights})
     results = []
     for setup in setups:
         if "peer" in SETUPS[setup]:
@@ -248,11 +255,11 @@ def adapt(work, budget_minutes, setups, out=None, argv=None, seed=0, epochs=None
                                                             max_steps=epochs and epochs * 7))
         else:
             result = run_worker("benchmarks.transfer:adapt_one", dict(work=work, setup=setup, seed=seed, epochs=epochs,
-                                                                      budget_seconds=budget_minutes * 60))
+                                                                      budget_seconds=budget_minutes * 60, weights=weights))
         result.setdefault("setup", setup)
         log.add(result)
         results.append(result)
-    backbone = run_worker("benchmarks.transfer:evaluate_backbone", dict(work=work, seed=seed))
+    backbone = run_worker("benchmarks.transfer:evaluate_backbone", dict(work=work, seed=seed, weights=weights))
     log.add(backbone)
     rows = ["| set-up | test accuracy | epochs (steps) | train s | adapt, recipe, batch, peak lr |", "|---|---|---|---|---|"]
     for r in results:
@@ -321,6 +328,7 @@ def main(argv=None):
     p.add_argument("--setups", default=",".join(SETUPS), help=f"comma-separated, of {', '.join(SETUPS)}")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--epochs", type=int, help="epoch limit (smoke runs; default: the budget's)")
+    p.add_argument("--weights", help="a checkpoint in place of the set-ups' files in WORK/backbone")
     p.add_argument("--out", help="folder for the .jsonl and .md")
     args = parser.parse_args(argv)
     if args.step == "prepare":
@@ -342,7 +350,7 @@ def main(argv=None):
         unknown = [s for s in setups if s not in SETUPS]
         if unknown:
             parser.error(f"unknown --setups {unknown}; expected some of {list(SETUPS)}")
-        adapt(args.work, args.budget_minutes, setups, args.out, argv, args.seed, args.epochs)
+        adapt(args.work, args.budget_minutes, setups, args.out, argv, args.seed, args.epochs, args.weights)
 
 
 if __name__ == "__main__":
