@@ -25,6 +25,34 @@ POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
 FAMILY_ROWS = tuple(name for name, row in VARIANTS.items()
                     if name.startswith("tiny_") and row.family != "vit" and not row.naflex)
 
+
+
+def _one_row_per_structure():
+    """The narrowest row of each structure (family, family fields, stem or none).
+
+    A wider row of the same structure builds the same layers, under the same weight names, with
+    larger weights. Tests of what a model's layers and names do (the `.keras` round trip and
+    export, the mesh layout rules) take these rows: every row again would re-test the same
+    layers at seconds a row (a .keras write of up to 130 MB for a block of width 1664; the round
+    trip of the 39 other rows took 142 of the TensorFlow pass's worker-seconds, the layout rules'
+    58 of JAX's). Every row is built at its full widths by the parameter-count test. Rotary
+    settings and the attention pool's sizes build the same layers whatever their values.
+    """
+    from keras_vit.configs import FAMILY_FIELDS
+
+    sized = ("rope", "pooling_heads", "pooling_mlp_dim")
+    narrowest = {}
+    for name, row in VARIANTS.items():
+        fields = tuple(getattr(row, field) is not None if field in sized else repr(getattr(row, field))
+                       for field in FAMILY_FIELDS)
+        key = (row.family, row.stem is not None, fields)
+        if key not in narrowest or row.hidden_size < VARIANTS[narrowest[key]].hidden_size:
+            narrowest[key] = name
+    return frozenset(narrowest.values())
+
+
+STRUCTURE_ROWS = _one_row_per_structure()
+
 # Train steps in tests are XLA-compiled where the backend compiles with XLA; PyTorch's stay eager
 # (torch.compile spends minutes per model).
 JIT_COMPILE = backends.current().COMPILER == "XLA"
@@ -82,17 +110,26 @@ def check_fit_step(layer, input_shape, call_kwargs=None):
         assert any(moved), "no trainable weight of the layer changed after a fit step"
 
 
-def reduced_variant_kwargs(variant):
+# Above this width one block is 25-68M parameters (ViT-g/G/e, DINOv2-g, PE-Core G).
+GIANT_WIDTH = 1024
+
+
+def reduced_variant_kwargs(variant, narrow=False):
     """Builder kwargs that keep a variant's widths but make it cheap: one block, 2x2 tokens.
 
     A hybrid also gets one unit per ResNet stage (same widths, strides and checkpoint names):
-    its full-depth stem is built, never exported, by the parameter-count test.
+    its full-depth stem is built, never exported, by the parameter-count test. `narrow`: a giant
+    (wider than GIANT_WIDTH) also gets 4 channels a head and an MLP of 8 a head: the same layers
+    and weight names, for tests of those (a .keras round trip of PE-Core G/14's block took 25 s on
+    JAX), never for tests of widths.
     """
     from keras_vit.configs import get_variant
     from keras_vit.models.resnet import BiTResNet
 
     row = get_variant(variant)
     kwargs = {"num_layers": 1, "image_size": 2 * row.pixel_patch_size, "num_classes": 5}
+    if narrow and row.hidden_size > GIANT_WIDTH:  # the width must split into the variant's heads (g/14 has 24)
+        kwargs.update(hidden_size=4 * row.num_heads, mlp_dim=8 * row.num_heads)
     if row.stem is not None:
         kwargs.update(backbone=BiTResNet((1,) * len(row.stem), row.stem_width), patch_size=row.patch_size)
     return kwargs

@@ -165,6 +165,7 @@ def test_stem_structure_follows_the_checkpoints():
     assert root.compute_output_shape((1, 224, 224, 3)) == (1, 56, 56, 64)
 
 
+@pytest.mark.backends("tensorflow")  # a count of weight shapes, alike on every backend (25 s of full builds on JAX)
 def test_hybrid_reference_parameter_counts():
     # timm 1.0.31: vit_base_r50_s16_384 and vit_small_r26_s32_224.
     assert keras_vit.R50_ViT_B16(image_size=384, num_classes=1000).count_params() == 98_950_952
