@@ -236,6 +236,15 @@ def test_transfer_benchmark_pretrains_writes_both_folders_and_adapts(tmp_path, i
     assert (pretrained["epochs_done"], pretrained["backbone"]) == (1, "smoke")
     assert (probe["setup"], probe["adapt"], probe["steps_done"], probe["num_test"]) == ("probe_timm", "probe", 0, 20)
     assert set(backbone["fewshot"]) == {"1"} and 0 <= backbone["knn"] <= 1, backbone
+    # --weights: a checkpoint elsewhere, read in place of the set-up's folder (moved away, so nothing else is).
+    elsewhere = str(tmp_path / "elsewhere")
+    os.rename(os.path.join(work, "backbone", "timm"), elsewhere)
+    module.main(["adapt", "--work", work, "--budget-minutes", "0.5", "--epochs", "1", "--setups", "probe_timm",
+                 "--weights", elsewhere, "--out", str(tmp_path / "out2")])
+    (lines,) = (tmp_path / "out2").glob("transfer-*.jsonl")
+    _, _, weights, probe, backbone = [json.loads(line) for line in lines.read_text().splitlines()]
+    assert weights == {"setup": "weights", "weights": elsewhere}
+    assert probe["setup"] == "probe_timm" and "error" not in probe and "error" not in backbone, (probe, backbone)
 
 
 def test_transfer_benchmark_pretrains_with_timm_and_keras_vit_reads_what_timm_wrote(tmp_path, in_process):
