@@ -26,7 +26,6 @@ FAMILY_ROWS = tuple(name for name, row in VARIANTS.items()
                     if name.startswith("tiny_") and row.family != "vit" and not row.naflex)
 
 
-
 def _one_row_per_structure():
     """The narrowest row of each structure (family, family fields, stem or none).
 
