@@ -10,6 +10,7 @@ benchmark's own adaptation (its `adapt_one`, the set-up `auto_timm`: what `keras
     python -m benchmarks transfer prepare --tar ../shared/data/cifar10-train/cifar10-train-jpg.tar.gz --work /tmp/xfer
     python -m benchmarks pretrain --work /tmp/xfer --minutes 5,10,20,40 --adapt-minutes 3 --out benchmarks/results
     python -m benchmarks pretrain --work /tmp/xfer --method dino --minutes 20 --adapt-minutes 3 --out benchmarks/results
+    python -m benchmarks pretrain --work /tmp/xfer --method dino --local-views 0 --minutes 20 --out benchmarks/results
 """
 
 from __future__ import annotations
@@ -22,15 +23,22 @@ from benchmarks import transfer
 ADAPT_SETUP = "auto_timm"  # the setting of `keras-vit train --weights DIR --budget-minutes N`
 
 
-def pretrain_mae(work, minutes, seed=0, epochs=None, model=None, method="mae"):
+def run_name(method, minutes, local_views=None):
+    """The checkpoint folder's name in the work folder: dino-20min, dino-20min-local0 (local views given)."""
+    return f"{method}-{minutes:g}min" + ("" if local_views is None else f"-local{local_views}")
+
+
+def pretrain_mae(work, minutes, seed=0, epochs=None, model=None, method="mae", local_views=None):
     """`keras-vit pretrain` on work/pretrain (in a worker process); its checkpoint folder and what it did."""
     from keras_vit import cli
 
-    out, run_dir = (os.path.join(work, f"{method}-{minutes:g}min{suffix}") for suffix in ("", "-run"))
+    out, run_dir = (os.path.join(work, run_name(method, minutes, local_views) + suffix) for suffix in ("", "-run"))
     args = ["pretrain", "--dataset", os.path.join(work, "pretrain"), "--budget-minutes", str(minutes), "--seed",
             str(seed), "--output-dir", out, "--run-dir", run_dir, "--quiet", "--overwrite", "--method", method]
     if epochs is not None:
         args += ["--epochs", str(epochs)]
+    if local_views is not None:
+        args += ["--local-views", str(local_views)]
     for flag, value in (model or {}).items():
         args += ["--" + flag.replace("_", "-"), str(value)]
     code = cli.main(args)
@@ -39,15 +47,18 @@ def pretrain_mae(work, minutes, seed=0, epochs=None, model=None, method="mae"):
     return {"checkpoint": out, "minutes": minutes}
 
 
-def run(work, minutes, adapt_minutes=3, out=None, argv=None, seed=0, epochs=None, model=None, method="mae"):
+def run(work, minutes, adapt_minutes=3, out=None, argv=None, seed=0, epochs=None, model=None, method="mae",
+        local_views=None):
     from benchmarks.workers import ResultLog, run_worker
 
     log = ResultLog("pretrain", out, argv)
     rows = ["| pre-training | adapted (test accuracy) | linear few-shot | 20-NN |", "|---|---|---|---|"]
     for budget in minutes:
         pretrained = run_worker("benchmarks.pretrain:pretrain_mae", dict(work=work, minutes=budget, seed=seed,
-                                                                          epochs=epochs, model=model, method=method))
-        label, setup = f"{method.upper()} {budget:g} min", f"{method}_{budget:g}min"
+                                                                          epochs=epochs, model=model, method=method,
+                                                                          local_views=local_views))
+        local = "" if local_views is None else f", {local_views} local views"
+        label, setup = f"{method.upper()} {budget:g} min{local}", run_name(method, budget, local_views).replace("-", "_")
         log.add({"setup": setup, **pretrained})
         if "error" in pretrained:
             rows.append(f"| {label} | error: {pretrained['error']} | | |")
@@ -72,6 +83,8 @@ def main(argv=None):
     parser.add_argument("--minutes", default="5,10,20,40", help="pre-training budgets, comma-separated")
     parser.add_argument("--adapt-minutes", type=float, default=3)
     parser.add_argument("--method", choices=("mae", "dino"), default="mae")
+    parser.add_argument("--local-views", type=int, help="DINO's local views (keras-vit pretrain --local-views; "
+                        "default: its own); the folders are named for it")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--epochs", type=int, help="epoch limit of each step (smoke runs; default: the budgets')")
     parser.add_argument("--model", choices=("smoke",), help="smoke: transfer.BACKBONES['smoke'] (default: the budget's)")
@@ -81,7 +94,7 @@ def main(argv=None):
     if args.model == "smoke":
         model = {**transfer.BACKBONES["smoke"], **({"decoder": "test"} if args.method == "mae" else {"head": "test"})}
     run(args.work, [float(m) for m in args.minutes.split(",")], args.adapt_minutes, args.out, argv, args.seed,
-        args.epochs, model, args.method)
+        args.epochs, model, args.method, args.local_views)
 
 
 if __name__ == "__main__":

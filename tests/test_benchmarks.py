@@ -504,6 +504,8 @@ def test_pretrain_benchmark_pretrains_adapts_and_probes(tmp_path, monkeypatch):
     assert (adapted["setup"], features["setup"]) == ("mae_0.1min_adapted", "mae_0.1min_features")
     table = next((tmp_path / "out").glob("pretrain-*.md")).read_text()
     assert "| MAE 0.1 min | 50.00% | 1-shot 25.0% | 75.0% |" in table, table
+    # A run with --local-views given gets a folder of its own beside the default's.
+    assert (module.run_name("dino", 20), module.run_name("dino", 20, 0)) == ("dino-20min", "dino-20min-local0")
 
 
 def test_onednn_benchmark_alternates_the_variable_in_its_workers(tmp_path, monkeypatch):

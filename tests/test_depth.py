@@ -44,7 +44,10 @@ def _depth_anything_folder(folder, depth_estimation_type="relative", out_indices
     return model
 
 
-@pytest.mark.parametrize("depth_estimation_type", ["relative", "metric"])
+# The metric head differs from the relative one in its last activation and scale, backend-independent
+# code: JAX and PyTorch check the relative one (45 s of the JAX pass each).
+@pytest.mark.parametrize("depth_estimation_type", ["relative", pytest.param("metric", marks=pytest.mark.backends(
+    "tensorflow"))])
 def test_depth_anything_folder_equals_transformers_predicted_depth(tmp_path, depth_estimation_type):
     import torch
     import transformers

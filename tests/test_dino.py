@@ -50,7 +50,8 @@ def test_the_loss_is_dinos_cross_entropy_over_pairs_of_other_views():
 @pytest.mark.backends("tensorflow", "jax", "torch")
 def test_one_fit_step_trains_the_student_and_averages_it_into_the_teacher():
     keras.utils.set_random_seed(0)
-    model = SelfDistillation(_backbone(), head="test", teacher_momentum=0.9)
+    # With local views (DINO's multi-crop), which run through the student's own layers at their size.
+    model = SelfDistillation(_backbone(), head="test", teacher_momentum=0.9, local_views=2, local_size=4)
     # The student moved away from its copy, so the average has something to show.
     for weight in model.student.trainable_weights:
         weight.assign(_numpy(weight) + np.random.RandomState(1).normal(0, 0.1, weight.shape).astype("float32"))
@@ -61,8 +62,10 @@ def test_one_fit_step_trains_the_student_and_averages_it_into_the_teacher():
     flat = np.concatenate([views[:, 0], views[:, 1]])
     scores = _numpy(model.teacher_head(model.teacher(flat, training=False)))
     model.compile(optimizer=keras.optimizers.AdamW(1e-2), jit_compile=False)
-    history = model.fit(views, epochs=1, batch_size=4, verbose=0)
+    history = model.fit({"global": views, "local": _views(views=2, size=4, seed=1)}, epochs=1, batch_size=4, verbose=0)
     assert np.isfinite(history.history["loss"][0])
+    # The local views share the student's weights: none of their own to train or average.
+    assert len(model.trainable_weights) == len(model.student.trainable_weights + model.student_head.trainable_weights)
     for (teacher, student), t0, s0 in zip(pairs, teacher_before, student_before):
         np.testing.assert_allclose(_numpy(teacher), 0.9 * t0 + 0.1 * s0, atol=1e-5, err_msg=teacher.path)
     changed = [s.path for (_, s), s0 in zip(pairs, student_before) if not np.allclose(_numpy(s), s0)]
@@ -168,3 +171,71 @@ def test_under_mixed_precision_the_teachers_average_stays_float32_exact():
     assert model.student.compute_dtype == "bfloat16" and model.center.dtype == "float32"
     for (teacher, _), (t0, s0) in zip(pairs, before):  # not rounded to bfloat16's 3 digits
         np.testing.assert_allclose(_numpy(teacher), 0.9 * t0 + 0.1 * s0, atol=1e-6, err_msg=teacher.path)
+
+
+@pytest.mark.parametrize("variant", ["tiny", "R_tiny"])
+def test_a_resized_model_shares_the_weights_and_resamples_the_position_embedding(variant):
+    model = keras_vit.ViT(variant, image_size=32, include_top=False)
+    images = np.random.RandomState(0).rand(2, 32, 32, 3).astype("float32") * 255
+    same = model.resized_model(32)
+    np.testing.assert_allclose(_numpy(same(images)), _numpy(model(images)), atol=1e-6)
+    small = model.resized_model(16)
+    assert small.input_shape == (None, 16, 16, 3) and {id(w) for w in small.weights} <= {id(w) for w in model.weights}
+    # Its tokens read the model's own position embedding, resampled to their 2x2 (R_tiny) or 4x4 grid.
+    embedding = model.get_layer("embedding").pos_embedding
+    before = _numpy(small(images[:, :16, :16]))
+    embedding.assign(_numpy(embedding) + np.random.RandomState(1).normal(0, 0.5, embedding.shape).astype("float32"))
+    assert not np.allclose(_numpy(small(images[:, :16, :16])), before, atol=1e-4)
+
+
+@pytest.mark.parametrize("size, message", [(10, "multiples of 4"), (0, "image_size=0"), ("16", "image_size='16'")])
+def test_a_resized_model_refuses_sizes_off_the_token_grid_by_name(size, message):
+    with pytest.raises(ValueError, match=message):
+        keras_vit.ViT("tiny", image_size=32, include_top=False).resized_model(size)
+
+
+def test_local_views_run_through_the_students_own_layers_after_the_global_ones():
+    keras.utils.set_random_seed(0)
+    model = SelfDistillation(_backbone(), head="test", local_views=3, local_size=4)
+    views = {"global": _views(), "local": _views(views=3, size=4, seed=1)}
+    out = model(views)
+    assert tuple(out["student"].shape) == (5 * 4, 16) and tuple(out["teacher"].shape) == (2 * 4, 16)
+    local_flat = np.concatenate([views["local"][:, v] for v in range(3)])
+    expected = model.student_head(model.student.resized_model(4)(local_flat))
+    np.testing.assert_allclose(_numpy(out["student"])[8:], _numpy(expected), atol=1e-5)
+
+
+def test_a_model_with_local_views_reloads_and_refuses_views_without_them(tmp_path):
+    keras.utils.set_random_seed(0)
+    model = SelfDistillation(_backbone(), head="test", local_views=2, local_size=4)
+    path = str(tmp_path / "dino.keras")
+    model.save(path)
+    restored = keras.saving.load_model(path)
+    views = {"global": _views(), "local": _views(views=2, size=4, seed=1)}
+    assert (restored.local_views, restored.local_size) == (2, 4)
+    np.testing.assert_allclose(_numpy(restored(views)["student"]), _numpy(model(views)["student"]), atol=1e-6)
+    with pytest.raises(ValueError, match="'global': ..., 'local': ..."):
+        model(_views())
+    with pytest.raises(ValueError, match="local_size=None with local_views=2"):
+        SelfDistillation(_backbone(), local_views=2)
+    with pytest.raises(ValueError, match="local_size=4 with local_views=0"):
+        SelfDistillation(_backbone(), local_size=4)
+    with pytest.raises(ValueError, match="local_views=-1"):
+        SelfDistillation(_backbone(), local_views=-1, local_size=4)
+
+
+def test_local_views_come_at_their_own_size_and_crops_beside_the_global_ones():
+    images = np.random.RandomState(0).randint(0, 256, (8, 16, 16, 3)).astype("uint8")
+    source = from_arrays(images, np.zeros(8, "int32"))
+    local = AugmentConfig(crop_scale=(0.05, 0.4), flip=True)
+    batches = make_pipeline(source, image_size=16, scaling="unit", batch_size=4, training=True, augment="views",
+                            views=2, local_views=3, local_size=8, local_augment=local, seed=0)
+    views, _ = next(iter(batches))
+    assert tuple(views["global"].shape) == (4, 2, 16, 16, 3) and tuple(views["local"].shape) == (4, 3, 8, 8, 3)
+    # Scaled as the global views are.
+    assert 0 <= float(tf.reduce_min(views["local"])) and float(tf.reduce_max(views["local"])) <= 1
+    with pytest.raises(ValueError, match="local_views=3 without views=, local_size= and local_augment="):
+        make_pipeline(source, image_size=16, training=True, augment="views", views=2, local_views=3, local_size=8)
+    with pytest.raises(ValueError, match="local views are crops"):
+        make_pipeline(source, image_size=16, training=True, augment="views", views=2, local_views=3, local_size=8,
+                      local_augment="flip")

@@ -133,10 +133,11 @@ def test_dino_writes_the_teachers_backbone_that_train_and_knn_read(tmp_path, cap
     data = _folder(str(tmp_path / "images"), count=8, size=16)
     out = str(tmp_path / "out")
     code = cli.main(["pretrain", "--dataset", data, "--batch-size", "4", "--epochs", "1", "--output-dir", out,
-                     "--run-dir", str(tmp_path / "run")] + DINO_TINY)
+                     "--run-dir", str(tmp_path / "run"), "--local-views", "2"] + DINO_TINY)
     printed = capsys.readouterr().out
     assert code == 0, printed
-    assert "DINO (self-distillation)" in printed and "16 prototypes" in printed and "2 views of each image" in printed
+    assert "DINO (self-distillation)" in printed and "16 prototypes" in printed
+    assert "2 global views of each image and 2 local ones of 8 px" in printed and "XLA" in printed
     assert "Few passes: 1 over the images, where DINO's" in printed
     assert sorted(os.listdir(out)) == ["model.keras", "pretraining.json"]
     saved = keras.saving.load_model(os.path.join(out, "model.keras"), compile=False)
@@ -157,18 +158,25 @@ def test_dino_writes_the_teachers_backbone_that_train_and_knn_read(tmp_path, cap
 def test_dino_on_small_images_pretrains_the_conv_stem_model_train_builds(tmp_path):
     images = np.random.RandomState(0).randint(0, 256, (8, 28, 28, 1)).astype("uint8")
     config = run.PretrainConfig(dataset=images, batch_size=4, epochs=1, method="dino", head="test", jit_compile=False,
-                                run_dir=None, output_dir=None, verbose=0, budget_seconds=60)
+                                run_dir=None, output_dir=None, verbose=0, budget_seconds=60, local_views=6)
     result = run.pretrain(config)
     student = result["model"].student
     # The stem's stride tiles 32 px, not 28: resized, as train does; its blocks are the budget's.
     assert student.vit_config["backbone"] is not None or student.get_layer("conv_stem") is not None
     assert student.input_shape == (None, 32, 32, 1) and result["steps_done"] >= 1
+    # DINO's multi-crop, asked for: local views of 16 px, two of the stem's 8 px cells a side.
+    assert (result["model"].local_views, result["model"].local_size) == (6, 16)
+    assert result["settings"]["local_views"] == 6
 
 
 @pytest.mark.parametrize("args, flag", [
     (["--method", "dino", "--mask-ratio", "0.5"], "--mask-ratio=0.5"),
     (["--head", "small"], "--head='small'"),
     (["--method", "dino", "--decoder", "test"], "--decoder='test'"),
+    (["--local-views", "2"], "--local-views=2"),
+    # 16 px images on 16 px patches hold no smaller view of whole tokens.
+    (["--method", "dino", "--local-views", "2", "--patch-size", "16"], "--local-views=2"),
+    (["--method", "dino", "--local-views", "-1"], "--local-views=-1"),
 ])
 def test_mae_and_dino_flags_are_refused_with_the_other_method(tmp_path, capsys, args, flag):
     data = _folder(str(tmp_path / "images"), count=8)
@@ -257,3 +265,21 @@ def test_dino_continues_a_timm_hub_folder_at_the_scaling_its_files_state(tmp_pat
     kernel = "embedding/kernel"
     moved = np.abs(_value(saved, kernel) - _value(start, kernel)).max()
     assert moved <= 0.05 * np.abs(_value(start, kernel)).max()  # continued from the folder's weights
+
+
+@pytest.mark.parametrize("accelerator, budget, local_views, expected, reason", [
+    ("cpu", 300, 0, False, "a budget under 10 min"),
+    ("cpu", 1200, 6, False, "with local views"),
+    ("cpu", None, 6, False, "with local views"),
+    ("gpu", 1200, 6, True, "default"),
+    ("cpu", 1200, 0, True, "default"),
+])
+def test_xla_is_off_on_a_tensorflow_cpu_for_short_budgets_and_local_views(monkeypatch, accelerator, budget,
+                                                                          local_views, expected, reason):
+    from keras_vit import machine
+
+    monkeypatch.setattr(machine, "detect", lambda *args, **kwargs: machine.Machine(
+        accelerator=accelerator, gpu_capability=8 if accelerator == "gpu" else None))
+    jit, why = run.choose_jit_compile(None, "float32", budget, local_views)
+    assert jit is expected and reason in why, why
+    assert run.choose_jit_compile(True, "float32", budget, local_views) == (True, "given")

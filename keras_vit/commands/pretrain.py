@@ -58,6 +58,8 @@ def add(subparsers) -> None:
                        help="MAE's decoder size (default: by the encoder's width; base is MAE's 512 wide, 8 blocks)")
     model.add_argument("--head", choices=("base", "small", "test"), help="DINO's head (default: by the backbone's "
                        "width; base is DINO's 65,536 prototypes)")
+    model.add_argument("--local-views", type=int, metavar="N", help="DINO's small local views of each image at 3/7 of its "
+                       "side, seen by the student only (default: none; 6 is DINO's multi-crop, for longer runs)")
     training.add_argument("--budget-minutes", type=float, help="stop after this many minutes, summed over resumed "
                           "parts; chooses the encoder for the data and fits the cosine to the measured pace")
     output.add_argument("--output-dir", default="pretrained", help="the checkpoint folder written at the end "
@@ -81,7 +83,8 @@ def run(args) -> int:
         batch_size=args.batch_size, budget_seconds=args.budget_minutes * 60 if args.budget_minutes is not None else None,
         precision=args.precision, jit_compile={"auto": None, "on": True, "off": False}[args.jit_compile],
         seed=args.seed, run_dir=args.run_dir or None, output_dir=args.output_dir or None, resume=args.resume,
-        overwrite=args.overwrite, verbose=2 if args.quiet else 1, method=args.method, head=args.head)
+        overwrite=args.overwrite, verbose=2 if args.quiet else 1, method=args.method, head=args.head,
+        local_views=args.local_views)
     result = pretrain(config, name=option_flag)
     loss = f", last epoch's loss {result['loss']:.4f}" if result["loss"] is not None else ""
     print(f"Pre-trained for {result['epochs_done']} epochs ({result['steps_done']} steps, {result['passes']:.3g} "

@@ -47,6 +47,9 @@ def make_pipeline(
     resize: str = "bilinear",
     processor=None,
     views: int | None = None,
+    local_views: int = 0,
+    local_size=None,
+    local_augment=None,
 ):
     """Builds a batched, prefetched tf.data pipeline of (images, one-hot labels) from a `Source`.
 
@@ -88,6 +91,12 @@ def make_pipeline(
             Defaults to None.
         views: int or None. Each example becomes this many views, each augmented on its own
             (images (batch, views, H, W, C): self-distillation's input); needs `training`. Defaults to None.
+        local_views: int. With `views`, this many more views of each image at `local_size`
+            augmented by `local_augment`: the images become {"global": (batch, views, H, W, C),
+            "local": (batch, local_views, h, w, C)} (DINO's multi-crop). Defaults to 0.
+        local_size: int or (int, int) or None. Side of the local views; needed with them. Defaults to None.
+        local_augment: str, `AugmentConfig` or None. The local views' augmentation, which must
+            crop (resize); needed with them. Defaults to None.
 
     Example:
 
@@ -120,6 +129,17 @@ def make_pipeline(
         # One augmenter a view, each with its own seeds: ops of one graph given one seed draw alike.
         view_augmenters = [Augmenter(augment, image_size, seed=None if seed is None else seed + 100 * v)
                            for v in range(views)]
+    if local_views:
+        check_positive_int("local_views", local_views)
+        if views is None or local_size is None or local_augment is None:
+            raise ValueError(f"Invalid local_views={local_views!r} without views=, local_size= and local_augment=: "
+                             "local views come beside the global ones, at their own size and crops.")
+        local_size = (local_size, local_size) if isinstance(local_size, int) else tuple(int(s) for s in local_size)
+        local_augmenters = [Augmenter(local_augment, local_size, seed=None if seed is None else seed + 100 * v + 50)
+                            for v in range(local_views)]
+        if not all(a.resizes for a in local_augmenters):
+            raise ValueError(f"Invalid local_augment={local_augment!r}: local views are crops; expected an "
+                             "augmentation with a crop scale.")
     mean, std = configs.SCALINGS.get(scaling, ((0.0,), (1.0,)))
 
     def to_float(image, label):
@@ -135,15 +155,17 @@ def make_pipeline(
 
     def augment_view(image, augmenter):
         if not augmenter.resizes:
-            image = _resize(image, image_size, None, resize)
+            image = _resize(image, augmenter.image_size, None, resize)
         image = augmenter.per_example(image)
-        image.set_shape(image_size + (channels,))
+        image.set_shape(augmenter.image_size + (channels,))
         return image
 
     def per_example(image, label):
         if views is not None:
-            image = tf.stack([augment_view(image, a) for a in view_augmenters])
-            return image, tf.one_hot(label, num_classes, dtype=tf.float32)
+            stacked = tf.stack([augment_view(image, a) for a in view_augmenters])
+            if local_views:
+                stacked = {"global": stacked, "local": tf.stack([augment_view(image, a) for a in local_augmenters])}
+            return stacked, tf.one_hot(label, num_classes, dtype=tf.float32)
         if processor is not None:
             image = process_image_tensor(image, processor, *image_size)
         elif augmenter.resizes:
@@ -157,7 +179,7 @@ def make_pipeline(
     def per_batch(images, labels):
         if training and views is None:
             images, labels = augmenter.per_batch(images, labels)
-        return scale_pixels(images, mean, std), labels
+        return tf.nest.map_structure(lambda x: scale_pixels(x, mean, std), images), labels
 
     options = tf.data.Options()
     options.deterministic = (not training) if deterministic is None else deterministic

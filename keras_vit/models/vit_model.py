@@ -172,6 +172,44 @@ class VisionTransformer(keras.Model):
             prefixes.append(prefix)
         return keras.Model(inputs, (maps, prefixes) if prefix_tokens else maps, name=f"{self.name}_feature_maps")
 
+    def resized_model(self, image_size):
+        """A model sharing this model's layers and weights that takes images of another size.
+
+        Its learned position embedding is resampled to the new patch grid at call time (the patch
+        encoder's `interpolation`), as timm's `dynamic_img_size` does; a stem takes any size. What
+        DINO's small local views run through while the model keeps its own input size.
+
+        Args:
+            image_size: int or (int, int). Height and width of the images, multiples of the
+                pixels a token covers (`pixel_multiple`).
+
+        Example:
+
+        >>> import numpy as np, keras_vit
+        >>> model = keras_vit.ViT("tiny", image_size=32, include_top=False)
+        >>> small = model.resized_model(16)
+        >>> small.input_shape, small.count_params() == model.count_params()
+        ((None, 16, 16, 3), True)
+        """
+        config = self._config_for("resized_model")
+        if config.get("naflex"):
+            raise ValueError(f"Model {self.name!r} takes NaFlex patch sequences of any size already; resized_model "
+                             "is for models of one image size.")
+        given = image_size
+        if isinstance(image_size, (int, np.integer)) and not isinstance(image_size, bool):
+            image_size = (int(image_size), int(image_size))
+        if (not isinstance(image_size, (tuple, list)) or len(image_size) != 2
+                or not all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) and s > 0 for s in image_size)):
+            raise ValueError(f"Invalid image_size={given!r}. Expected an int or (height, width), positive ints.")
+        multiple = self.pixel_multiple
+        if multiple and any(int(s) % multiple for s in image_size):
+            raise ValueError(f"Invalid image_size={tuple(image_size)!r} for model {self.name!r}: expected sides that "
+                             f"are multiples of {multiple} (the pixels a token covers).")
+        shape = (None, int(image_size[0]), int(image_size[1]), self.inputs[0].shape[-1])
+        inputs, x = self._encoder_inputs(config, batch_shape=shape)
+        output = encoder_graph(config, x, lambda name, make: self.get_layer(name))
+        return keras.Model(inputs, output, name=f"{self.name}_{shape[1]}x{shape[2]}")
+
     def _config_for(self, method):
         config = self.vit_config
         if config is None:
@@ -181,12 +219,14 @@ class VisionTransformer(keras.Model):
             )
         return config
 
-    def _encoder_inputs(self, config):
-        """New inputs like the model's, and what its patch encoder takes from them (after preprocessing and stem)."""
+    def _encoder_inputs(self, config, batch_shape=None):
+        """New inputs like the model's (or of `batch_shape`), and what its patch encoder takes from them (after
+        preprocessing and stem)."""
         if config.get("naflex"):
             inputs = naflex_keras_inputs(config)
             return inputs, inputs
-        inputs = x = keras.Input(batch_shape=self.inputs[0].shape, dtype=self.inputs[0].dtype, name="images")
+        inputs = x = keras.Input(batch_shape=batch_shape or self.inputs[0].shape, dtype=self.inputs[0].dtype,
+                                 name="images")
         if config["preprocessing"] is not None:
             x = self.get_layer("preprocessing")(x)
         stem = "resnet" if config["backbone"] is None and config["stem"] is not None else config["backbone"]

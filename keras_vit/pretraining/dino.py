@@ -3,9 +3,11 @@
 `SelfDistillation` wraps any keras_vit `VisionTransformer` feature model (a plain ViT, the conv
 stem + ViT that `keras-vit train`'s budget rules build for small images, a hybrid) as the
 student, and keeps a teacher of the same architecture whose weights are an exponential moving
-average of the student's. Each image comes as several augmented views (B, V, H, W, C); the
-student's prototype scores on every view learn the teacher's (centred, sharpened) scores on the
-other views. Unlike MAE it hides no patches, so it takes any backbone.
+average of the student's. Each image comes as several augmented views (B, V, H, W, C), and
+optionally small local views at their own size (DINO's multi-crop, through the student's own
+layers: `VisionTransformer.resized_model`); the student's prototype scores on every view learn
+the teacher's (centred, sharpened) scores on the other global views. Unlike MAE it hides no
+patches, so it takes any backbone.
 
 The teacher's average and the centre are updated inside `call` in training, as BatchNormalization
 updates its statistics, so Keras' own `train_step` trains it under `model.fit` on TensorFlow, JAX
@@ -64,9 +66,14 @@ CENTER_MOMENTUM = 0.9
 # 1 over runs of 100-800 ImageNet passes, some 10^5 steps; a run of minutes on a CPU makes about
 # 10^3 steps, so its teacher averages about the last 100 (a tenth of the run) instead.
 TEACHER_MOMENTUM = 0.99
-# Views of each image: DINO's two global crops, without its small local crops (the backbone's
-# fixed input size). DINO widens the crops' scale to (0.14, 1) when it drops the local ones.
+# Views of each image: DINO's two global crops, which the teacher sees too. DINO widens their
+# crops' scale to (0.14, 1) when it takes no small local crops, (0.4, 1) beside them.
 NUM_VIEWS = 2
+GLOBAL_CROP_SCALE = (0.4, 1.0)
+# DINO's multi-crop (from SwAV, Caron et al. 2020): small local crops, seen by the student only,
+# that learn to match the teacher's global views. Each covers 5-40% of the image, at 96 px beside
+# 224 (`keras_vit.pretraining.dino_run.LOCAL_SIDE_FRACTION`), a fifth of a global view's tokens.
+LOCAL_CROP_SCALE = (0.05, 0.4)
 
 
 def head_for(hidden_size: int) -> str:
@@ -111,6 +118,11 @@ class SelfDistillation(keras.Model):
         center_momentum: float. In [0, 1). Defaults to 0.9.
         teacher_momentum: float. In [0, 1). Defaults to 0.99.
         num_views: int. Views per image, at least 2 (the teacher sees the first two). Defaults to 2.
+        local_views: int. Small local views per image, seen by the student alone (DINO's
+            multi-crop); then the input is {"global": (B, num_views, H, W, C), "local": (B,
+            local_views, h, w, C)}. Defaults to 0.
+        local_size: int or None. Side h = w of the local views, a multiple of the pixels a token
+            covers; needed with local views. Defaults to None.
 
     Example:
 
@@ -124,7 +136,7 @@ class SelfDistillation(keras.Model):
 
     def __init__(self, student, head="small", student_temperature=STUDENT_TEMPERATURE,
                  teacher_temperature=TEACHER_TEMPERATURE, center_momentum=CENTER_MOMENTUM,
-                 teacher_momentum=TEACHER_MOMENTUM, num_views=NUM_VIEWS, **kwargs):
+                 teacher_momentum=TEACHER_MOMENTUM, num_views=NUM_VIEWS, local_views=0, local_size=None, **kwargs):
         kwargs.setdefault("name", "dino")
         # The wrapper computes in float32 whatever the policy: under mixed precision Keras would hand
         # its call the teacher's, student's and centre's weights cast to bfloat16, and the average
@@ -148,6 +160,12 @@ class SelfDistillation(keras.Model):
         check_positive_int("num_views", num_views)
         if num_views < 2:
             raise ValueError(f"Invalid num_views={num_views!r}: self-distillation compares at least 2 views of an image.")
+        if not isinstance(local_views, int) or isinstance(local_views, bool) or local_views < 0:
+            raise ValueError(f"Invalid local_views={local_views!r}. Expected an integer >= 0.")
+        if local_views and local_size is None:
+            raise ValueError(f"Invalid local_size=None with local_views={local_views}: pass the local views' side.")
+        if not local_views and local_size is not None:
+            raise ValueError(f"Invalid local_size={local_size!r} with local_views=0: it sizes local views. Leave it out.")
         self.student = student
         self.head_size = size
         self.student_temperature = float(student_temperature)
@@ -155,6 +173,10 @@ class SelfDistillation(keras.Model):
         self.center_momentum = float(center_momentum)
         self.teacher_momentum = float(teacher_momentum)
         self.num_views = int(num_views)
+        self.local_views = int(local_views)
+        self.local_size = None if local_size is None else int(local_size)
+        # The student's own layers and weights on the local views' size (its position embedding resampled).
+        self.local_student = student.resized_model(self.local_size) if local_views else None
         self.teacher = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(student))
         self.teacher.trainable = False
         head_args = dataclasses.asdict(size)
@@ -184,13 +206,26 @@ class SelfDistillation(keras.Model):
         return tuple(self.student.inputs[0].shape[1:])
 
     def call(self, views, training=None):
+        local = None
+        if isinstance(views, dict):
+            if set(views) != {"global", "local"} or not self.local_views:
+                raise ValueError(f"Expected views as a dict only with local_views, of keys 'global' and 'local'; got "
+                                 f"keys {sorted(views)} and local_views={self.local_views}.")
+            views, local = views["global"], views["local"]
+        elif self.local_views:
+            raise ValueError(f"Expected views as {{'global': ..., 'local': ...}}: the model takes {self.local_views} "
+                             f"local views, got one tensor of shape {views.shape}.")
         shape = ops.shape(views)
         batch, count = shape[0], views.shape[1]
         if count is not None and count < 2:
             raise ValueError(f"Expected views of shape (batch, views >= 2, height, width, channels), got {views.shape}.")
-        # View-major: view 0 of every image, then view 1, ...
+        # View-major: view 0 of every image, then view 1, ...; the local views after the global ones.
         flat = ops.reshape(ops.swapaxes(views, 0, 1), (-1,) + self.image_shape)
         student = self.student_head(self.student(flat, training=training))
+        if local is not None:
+            local_flat = ops.reshape(ops.swapaxes(local, 0, 1), (-1,) + tuple(local.shape[2:]))
+            local_scores = self.student_head(self.local_student(local_flat, training=training))
+            student = ops.concatenate([student, ops.cast(local_scores, student.dtype)], axis=0)
         teacher = ops.stop_gradient(self.teacher_head(self._teacher_features(flat[: 2 * batch], training)))
         if training:
             self._update_teacher()
@@ -225,7 +260,7 @@ class SelfDistillation(keras.Model):
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         """DINO's loss, with the centre as it stood before this step's update (in float32)."""
-        loss = dino_loss(y_pred["student"], y_pred["teacher"], self.center, self.num_views,
+        loss = dino_loss(y_pred["student"], y_pred["teacher"], self.center, self.num_views + self.local_views,
                          self.student_temperature, self.teacher_temperature)
         for extra in self.losses:
             loss = loss + ops.cast(ops.sum(extra), "float32")
@@ -235,7 +270,8 @@ class SelfDistillation(keras.Model):
         return {"name": self.name, "student": keras.saving.serialize_keras_object(self.student),
                 "head": dataclasses.asdict(self.head_size), "student_temperature": self.student_temperature,
                 "teacher_temperature": self.teacher_temperature, "center_momentum": self.center_momentum,
-                "teacher_momentum": self.teacher_momentum, "num_views": self.num_views}
+                "teacher_momentum": self.teacher_momentum, "num_views": self.num_views,
+                "local_views": self.local_views, "local_size": self.local_size}
 
     @classmethod
     def from_config(cls, config):

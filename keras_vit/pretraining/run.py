@@ -69,6 +69,11 @@ BUDGET_EPOCH_STEPS = 10
 # encoder (4 blocks of width 128, batch 256) took 70 s to its first step under XLA against 39 s without,
 # then 3.7 s a step against 4.1 s: the compilation is paid back after ~80 steps, some 6 minutes.
 XLA_MIN_BUDGET_SECONDS = 600
+# DINO's local views through the conv stem under XLA on a TensorFlow CPU: the step of the 20-minute budget's
+# model (conv stem + 4 blocks of width 128, batch 256, 2 global views of 32 px and 6 local of 16 px) took a
+# median 1.90 s with XLA and 1.25 s without on a 2-core AMX Xeon (2 global views alone: 0.71 s either way).
+# The stem alone, forward and backward on 1,536 images of 16 px: 0.77 s with XLA, 0.10 s without.
+XLA_LOCAL_VIEWS_SLOWDOWN = 1.5
 # The image side over the patch: 8x8 patches on small images (64 patches, 16 seen at 75% hidden).
 DEFAULT_GRID = 8
 # MAE learns its features over hundreds of passes over the images (He et al. 2022: 800-1600 epochs;
@@ -130,6 +135,8 @@ class PretrainConfig:
             backbone: by default the conv stem + ViT of `keras-vit train` on small images). Defaults to "mae".
         head: str or None. DINO's head (`keras_vit.pretraining.dino.HEADS`); None: by the backbone's
             width. Defaults to None.
+        local_views: int or None. DINO's small local views of each image (multi-crop), at 3/7 of its side
+            (`keras_vit.pretraining.dino_run.local_crops`); None: `dino_run.LOCAL_VIEWS` (none). Defaults to None.
     """
 
     dataset: object = "sample"
@@ -159,6 +166,7 @@ class PretrainConfig:
     verbose: object = "auto"
     method: str = "mae"
     head: str | None = None
+    local_views: int | None = None
 
 
 def check_config(config, name=None):
@@ -169,6 +177,12 @@ def check_config(config, name=None):
     if config.method == "dino" and mae_only:
         raise ValueError(f"Contradicting {name('method')}='dino' and {name(mae_only[0])}="
                          f"{getattr(config, mae_only[0])!r}: it is masked autoencoding's. Leave it out.")
+    if config.local_views is not None:
+        if config.method != "dino":
+            raise ValueError(f"Contradicting {name('local_views')}={config.local_views!r} and {name('method')}="
+                             f"{config.method!r}: local views are self-distillation's. Pass {name('method')} dino or "
+                             "leave it out.")
+        _validation.check_non_negative_int(name("local_views"), config.local_views)
     if config.head is not None:
         from keras_vit.pretraining import dino
 
@@ -272,7 +286,8 @@ def pretrain(config: PretrainConfig, *, name=None) -> dict:
     image_size, channels = facts["image_size"], facts["channels"]
     precision, precision_reason = distribute.choose_precision(config.precision, width=facts["backbone"].vit_config[
         "hidden_size"])
-    jit_compile, jit_reason = choose_jit_compile(config.jit_compile, precision, config.budget_seconds)
+    jit_compile, jit_reason = choose_jit_compile(config.jit_compile, precision, config.budget_seconds,
+                                                 getattr(model, "local_views", 0))
     steps_per_epoch = num_train // batch_size
     if config.budget_seconds is not None:
         steps_per_epoch = min(steps_per_epoch, BUDGET_EPOCH_STEPS)
@@ -310,9 +325,9 @@ def pretrain(config: PretrainConfig, *, name=None) -> dict:
         from keras_vit.data.pipeline import make_pipeline
 
         train_ds = make_pipeline(source, image_size=image_size, channels=channels, scaling=None, batch_size=batch_size,
-                                 training=True, augment=run_recipe.augment, seed=config.seed, drop_remainder=True,
+                                 training=True, seed=config.seed, drop_remainder=True,
                                  cache=source.keys is None and num_train <= 200_000, repeat=True,
-                                 views=facts["views"]).map(lambda images, labels: images)
+                                 **facts["pipeline"]).map(lambda images, labels: images)
         start = time.perf_counter()
         history = None
         if progress.state:
@@ -378,21 +393,25 @@ def _shown(dataset):
 
 
 def _method_facts(model):
-    """What the run needs of its model, by method: the backbone, input, views, fingerprint, header and output."""
+    """What the run needs of its model, by method: the backbone, input, pipeline arguments, fingerprint, header and output."""
     from keras_vit.pretraining import dino_run
 
     if isinstance(model, mae.MaskedAutoencoder):
         return {"backbone": model.encoder, "image_size": model.grid_size[0] * model.patch_size,
-                "channels": model.channels, "views": None, "output_files": None,
+                "channels": model.channels, "pipeline": {"augment": AUGMENT}, "output_files": None,
                 "fingerprint": {"mask_ratio": model.mask_ratio,
                                 "encoder": {k: model.encoder.vit_config[k] for k in configs.CORE_FIELDS},
                                 "decoder": dataclasses.asdict(model.decoder_size)},
                 "model_line": _mae_line(model), "data_line": f"augment {AUGMENT} (MAE's crops and flips)",
                 "figure": True}
     height, _, channels = model.image_shape
-    return {"backbone": model.student, "image_size": height, "channels": channels, "views": model.num_views,
+    global_views, local = dino_run.view_augments(model)
+    pipeline = {"views": model.num_views, "augment": global_views}
+    if local is not None:
+        pipeline.update(local_views=model.local_views, local_size=model.local_size, local_augment=local)
+    return {"backbone": model.student, "image_size": height, "channels": channels, "pipeline": pipeline,
             "output_files": (dino_run.MODEL_FILE,), "fingerprint": dino_run.fingerprint(model),
-            "model_line": dino_run.model_line(model), "data_line": dino_run.data_line(), "figure": False}
+            "model_line": dino_run.model_line(model), "data_line": dino_run.data_line(model), "figure": False}
 
 
 def _check_new_output(output_dir, files):
@@ -522,8 +541,9 @@ def _epochs_text(facts):
             "the first epoch warms up)")
 
 
-def choose_jit_compile(jit_compile, precision, budget_seconds=None):
-    """(XLA or not, why) for the pre-training step: `keras-vit train`'s default, but off for short budgets on TensorFlow CPUs.
+def choose_jit_compile(jit_compile, precision, budget_seconds=None, local_views=0):
+    """(XLA or not, why) for the pre-training step: `keras-vit train`'s default, but off on TensorFlow CPUs for
+    short budgets and for DINO's local views.
 
     Example:
 
@@ -535,10 +555,13 @@ def choose_jit_compile(jit_compile, precision, budget_seconds=None):
     from keras_vit import machine
     from keras_vit.training import distribute
 
-    if (keras.backend.backend() == "tensorflow" and machine.detect().accelerator == "cpu"
-            and budget_seconds is not None and budget_seconds < XLA_MIN_BUDGET_SECONDS):
+    tensorflow_cpu = keras.backend.backend() == "tensorflow" and machine.detect().accelerator == "cpu"
+    if tensorflow_cpu and budget_seconds is not None and budget_seconds < XLA_MIN_BUDGET_SECONDS:
         return False, (f"TensorFlow on a CPU, a budget under {XLA_MIN_BUDGET_SECONDS // 60:g} min: XLA's compilation "
                        "costs more than its faster steps give back")
+    if tensorflow_cpu and local_views:
+        return False, ("TensorFlow on a CPU with local views: XLA's CPU convolutions on their small maps made the "
+                       f"step {XLA_LOCAL_VIEWS_SLOWDOWN:g}x slower than TensorFlow's own")
     return distribute.default_jit_compile(precision), "the backend's and machine's default"
 
 
