@@ -1,5 +1,6 @@
 """`keras-vit pretrain` (issue 53): a tiny run whose output `train --weights` adapts, resume, and bad input."""
 
+import json
 import os
 
 import numpy as np
@@ -140,6 +141,10 @@ def test_dino_writes_the_teachers_backbone_that_train_and_knn_read(tmp_path, cap
     assert "2 global views of each image and 2 local ones of 8 px" in printed and "XLA" in printed
     assert "Few passes: 1 over the images, where DINO's" in printed
     assert sorted(os.listdir(out)) == ["model.keras", "pretraining.json"]
+    # The checkpoint's record says how it was made, its views included.
+    with open(os.path.join(out, "pretraining.json")) as f:
+        settings = json.load(f)["settings"]
+    assert (settings["local_views"], settings["local_size"], settings["batch_size"]) == (2, 8, 4)
     saved = keras.saving.load_model(os.path.join(out, "model.keras"), compile=False)
     assert saved.vit_config["pooling"] == "token" and not saved.vit_config["include_top"]
     labelled = str(tmp_path / "labelled")

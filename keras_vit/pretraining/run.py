@@ -435,7 +435,7 @@ def _save(config, model, result):
     from keras_vit.pretraining import dino_run
 
     return dino_run.save(model, config.output_dir, {k: result[k] for k in (
-        "epochs_done", "steps_done", "train_seconds", "loss", "num_train_examples", "passes")})
+        "epochs_done", "steps_done", "train_seconds", "loss", "num_train_examples", "passes", "settings")})
 
 
 def _model(config, name, source, num_train, data_channels):
