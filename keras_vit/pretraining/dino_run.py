@@ -33,9 +33,9 @@ AUGMENT = "views"
 # (ViT-S/16 on ImageNet, linear top-1): 2x224 alone 67.8% after 100 epochs (15.3 h), 72.5% after 300
 # (45.9 h); 2x224 + 6x96 73.8% after 100 epochs (20.3 h): more per hour than more epochs of global views.
 # Not by default here: on a 2-core CPU, 20 minutes of the conv stem + ViT with 6 local views of 16 px beside
-# the 2 global ones of 32 px made 9.2 passes over 25,000 images against 15.7 without (a step cost 1.8x, the
-# local views' small maps as much as a global view's), and adapted to 61.80% against 62.92%, 20-NN 52.8%
-# against 55.8% (benchmarks/RESULTS.md, "DINO's local views"). `--local-views N` asks for them.
+# the 2 global ones of 32 px made 9.2 passes over 25,000 images against 15.7 without (a step cost 1.7x), and
+# adapted to 61.80% against 62.92%, 20-NN 52.8% against 55.8% (benchmarks/RESULTS.md, "DINO's local views").
+# `--local-views N` asks for them.
 LOCAL_VIEWS = 0
 LOCAL_SIDE_FRACTION = 96 / 224
 
