@@ -222,6 +222,8 @@ def test_a_model_with_local_views_reloads_and_refuses_views_without_them(tmp_pat
         SelfDistillation(_backbone(), local_size=4)
     with pytest.raises(ValueError, match="local_views=-1"):
         SelfDistillation(_backbone(), local_views=-1, local_size=4)
+    with pytest.raises(ValueError, match="local_size='4'"):
+        SelfDistillation(_backbone(), local_views=2, local_size="4")
 
 
 def test_local_views_come_at_their_own_size_and_crops_beside_the_global_ones():

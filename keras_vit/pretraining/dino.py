@@ -166,6 +166,8 @@ class SelfDistillation(keras.Model):
             raise ValueError(f"Invalid local_size=None with local_views={local_views}: pass the local views' side.")
         if not local_views and local_size is not None:
             raise ValueError(f"Invalid local_size={local_size!r} with local_views=0: it sizes local views. Leave it out.")
+        if local_size is not None:
+            check_positive_int("local_size", local_size)
         self.student = student
         self.head_size = size
         self.student_temperature = float(student_temperature)
