@@ -69,10 +69,11 @@ BUDGET_EPOCH_STEPS = 10
 # encoder (4 blocks of width 128, batch 256) took 70 s to its first step under XLA against 39 s without,
 # then 3.7 s a step against 4.1 s: the compilation is paid back after ~80 steps, some 6 minutes.
 XLA_MIN_BUDGET_SECONDS = 600
-# DINO's local views through the conv stem under XLA on a TensorFlow CPU: the step of the 20-minute budget's
-# model (conv stem + 4 blocks of width 128, batch 256, 2 global views of 32 px and 6 local of 16 px) took a
-# median 1.90 s with XLA and 1.25 s without on a 2-core AMX Xeon (2 global views alone: 0.71 s either way).
-# The stem alone, forward and backward on 1,536 images of 16 px: 0.77 s with XLA, 0.10 s without.
+# DINO's local views through the conv stem under XLA on a TensorFlow CPU (`python -m benchmarks dino-step`):
+# the step of the 20-minute budget's model (conv stem + 4 blocks of width 128, batch 256, 2 global views of
+# 32 px and 6 local of 16 px) took a median 1.89 s with XLA and 1.25 s without on a 2-core AMX Xeon (2 global
+# views alone: 0.62 and 0.70 s). The stem alone, forward and backward on 1,536 images of 16 px: 0.85 s with
+# XLA, 0.13 s without.
 XLA_LOCAL_VIEWS_SLOWDOWN = 1.5
 # The image side over the patch: 8x8 patches on small images (64 patches, 16 seen at 75% hidden).
 DEFAULT_GRID = 8
