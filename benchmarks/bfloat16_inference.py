@@ -62,13 +62,19 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.images and not args.model:
         parser.error("--images needs --model: random weights agree or disagree by chance")
+    log = ResultLog("bfloat16", args.out, argv)
+    # The B/16 and its two SavedModels take about 1 GB: removed when the run ends.
+    with tempfile.TemporaryDirectory(prefix="bfloat16-") as work:
+        _measure(args, log, work)
+
+
+def _measure(args, log, work):
+    """Times float32 against bfloat16 for the Keras predictor and the SavedModel, into `log`."""
     import keras
 
     import keras_vit
     from keras_vit import export
 
-    log = ResultLog("bfloat16", args.out, argv)
-    work = tempfile.mkdtemp(prefix="bfloat16-")
     path = args.model
     if path is None:
         path = os.path.join(work, "b16.keras")

@@ -426,14 +426,18 @@ def test_a_keras_jobs_auto_is_what_train_and_predict_pick_for_that_workload(monk
     assert callable(measure)
 
 
-def test_bfloat16_inference_benchmark_reports_agreement_and_speed(tmp_path, capsys):
+def test_bfloat16_inference_benchmark_reports_agreement_and_speed(tmp_path, capsys, monkeypatch):
     """benchmarks/bfloat16_inference.py in this process (the entry point's dispatch: the first test)."""
+    import tempfile
+
     from PIL import Image
 
     import keras_vit
 
     model = str(tmp_path / "m.keras")
     keras_vit.ViT("tiny", num_classes=3, num_layers=1, preprocessing="unit").save(model)
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     for i in range(3):
         (tmp_path / "photos" / f"c{i}").mkdir(parents=True)
         Image.fromarray(np.random.default_rng(i).integers(0, 256, (40, 30, 3), dtype=np.uint8)).save(
@@ -445,6 +449,7 @@ def test_bfloat16_inference_benchmark_reports_agreement_and_speed(tmp_path, caps
                  "| SavedModel bfloat16 (TF Serving's way) |", "CPU flags:"):
         assert part in printed, part
     assert len(list((tmp_path / "out").glob("bfloat16-*.md"))) == 1
+    assert not list((tmp_path / "tmp").glob("bfloat16-*")), "the SavedModels' folder was left behind"
 
 
 @pytest.mark.skipif(not (ROOT / ".git").exists(), reason="reads an earlier revision with git")

@@ -36,7 +36,8 @@ def test_every_example_has_a_header():
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_example_smoke_run(path, tmp_path):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
+    # TMPDIR keeps the examples' temporary output folders inside pytest's, which it cleans up.
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1", TMPDIR=str(tmp_path))
     before = sorted(os.listdir(path.parent))
     result = subprocess.run(
         [sys.executable, str(path), "--smoke"],
