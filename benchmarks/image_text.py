@@ -236,13 +236,20 @@ def main(argv=None):
                                   ("--backends", args.backends.split(","), BACKENDS)):
         if not set(values) <= set(allowed):
             parser.error(f"{name}: expected a comma-separated subset of {', '.join(allowed)}")
-    import keras
-
     fx = fixtures()
     if fx.missing():
         raise SystemExit(fx.missing())
     log = ResultLog("image-text", args.out, argv)
-    work = tempfile.mkdtemp(prefix="image-text-")
+    # The made checkpoints and the exports are the run's scratch: removed when it ends.
+    with tempfile.TemporaryDirectory(prefix="image-text-") as work:
+        _measure(args, kinds, formats, fx, log, work)
+    return 0
+
+
+def _measure(args, kinds, formats, fx, log, work):
+    """The towers made in `work`, each checked on every backend and export against transformers, into `log`."""
+    import keras
+
     images = photos()[:max(args.photos, 1)]
     folders, references, rows, timings = {}, {}, {}, {}
     here = keras.backend.backend()
@@ -284,7 +291,6 @@ def main(argv=None):
     timings = dict(sorted(timings.items(), key=lambda item: (kinds.index(item[0][1]), item[0][0] != "transformers")))
     log.summary(f"{len(TEXTS)} texts, {len(images)} photos of sizes {list(PHOTO_SIZES[:len(images)])}, labels {LABELS}; "
                 f"towers: --size {args.size}\n\n" + table(rows, timings))
-    return 0
 
 
 if __name__ == "__main__":

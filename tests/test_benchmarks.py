@@ -531,11 +531,15 @@ def test_onednn_benchmark_alternates_the_variable_in_its_workers(tmp_path, monke
         module.main(["--workload", "tiny", "--set", "width=4"])
 
 
-def test_image_text_benchmark_checks_parity_and_times(tmp_path, capsys):
+def test_image_text_benchmark_checks_parity_and_times(tmp_path, capsys, monkeypatch):
     """benchmarks/image_text.py in this process on the tests' tiny SigLIP towers, no exports, one round."""
+    import tempfile
+
     pytest.importorskip("transformers")
     pytest.importorskip("sentencepiece")
     module = _benchmark("image_text")
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     module.main(["--size", "tiny", "--kinds", "siglip", "--formats", "none", "--backends", "tensorflow",
                  "--rounds", "1", "--photos", "2", "--out", str(tmp_path / "out")])
     table = next((tmp_path / "out").glob("image-text-*.md")).read_text()
@@ -543,3 +547,4 @@ def test_image_text_benchmark_checks_parity_and_times(tmp_path, capsys):
     cells = [cell.strip() for cell in row.strip("|").split("|")]
     assert cells[2] == "exact" and all(float(value) < 1e-4 for value in cells[3:]), row
     assert "| siglip | transformers |" in table and "| siglip | keras_vit tensorflow |" in table
+    assert not list((tmp_path / "tmp").glob("image-text-*")), "the made checkpoints were left behind"
