@@ -61,7 +61,7 @@ def test_one_fit_step_trains_the_student_and_averages_it_into_the_teacher():
     views = _views()
     flat = np.concatenate([views[:, 0], views[:, 1]])
     scores = _numpy(model.teacher_head(model.teacher(flat, training=False)))
-    model.compile(optimizer=keras.optimizers.AdamW(1e-2), jit_compile=False)
+    model.compile(optimizer=keras.optimizers.AdamW(1e-2), jit_compile="auto")
     history = model.fit({"global": views, "local": _views(views=2, size=4, seed=1)}, epochs=1, batch_size=4, verbose=0)
     assert np.isfinite(history.history["loss"][0])
     # The local views share the student's weights: none of their own to train or average.
@@ -166,7 +166,7 @@ def test_under_mixed_precision_the_teachers_average_stays_float32_exact():
         weight.assign(_numpy(weight) + np.random.RandomState(1).normal(0, 0.1, weight.shape).astype("float32"))
     pairs = model.teacher_pairs()
     before = [(_numpy(t).copy(), _numpy(s).copy()) for t, s in pairs]
-    model.compile(optimizer=keras.optimizers.AdamW(1e-3), jit_compile=False)
+    model.compile(optimizer=keras.optimizers.AdamW(1e-3), jit_compile="auto")
     model.fit(_views(), epochs=1, batch_size=4, verbose=0)
     assert model.student.compute_dtype == "bfloat16" and model.center.dtype == "float32"
     for (teacher, _), (t0, s0) in zip(pairs, before):  # not rounded to bfloat16's 3 digits

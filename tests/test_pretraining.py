@@ -77,7 +77,7 @@ def test_saved_model_reloads_with_the_same_outputs(tmp_path):
 def test_one_fit_step_trains_encoder_and_decoder():
     model = build_mae(**TINY, seed=0)
     before = {w.path: _numpy(w).copy() for w in model.trainable_weights}
-    model.compile(optimizer=keras.optimizers.AdamW(1e-3), jit_compile=False)
+    model.compile(optimizer=keras.optimizers.AdamW(1e-3), jit_compile="auto")
     history = model.fit(_images(4), epochs=1, batch_size=4, verbose=0)
     assert np.isfinite(history.history["loss"][0])
     changed = {w.path for w in model.trainable_weights if not np.allclose(before[w.path], _numpy(w))}
