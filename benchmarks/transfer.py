@@ -46,6 +46,9 @@ BACKBONES = {
     "weak": {"patch_size": 4, "hidden_size": 128, "num_layers": 4, "num_heads": 4, "mlp_dim": 512},
     "gap6": {"patch_size": 4, "hidden_size": 192, "num_layers": 6, "num_heads": 3, "mlp_dim": 768},
     "reg6": {"patch_size": 4, "hidden_size": 192, "num_layers": 6, "num_heads": 3, "mlp_dim": 768},
+    # The same two at weak's widths: what a 2-core CPU pre-trains in about 20 minutes each.
+    "gap4": {"patch_size": 4, "hidden_size": 128, "num_layers": 4, "num_heads": 4, "mlp_dim": 512},
+    "reg4": {"patch_size": 4, "hidden_size": 128, "num_layers": 4, "num_heads": 4, "mlp_dim": 512},
     "smoke": {"patch_size": 4, "hidden_size": 16, "num_layers": 1, "num_heads": 2, "mlp_dim": 32},
     # The model `keras-vit train` builds from scratch for the budget (the conv stem + ViT on these
     # 32 px images): what `keras-vit pretrain --method dino` pre-trains without labels, here with them.
@@ -59,6 +62,7 @@ TIMM_EXTRAS = {
     "gap6": {"class_token": False, "global_pool": "avg"},
     "reg6": {"reg_tokens": 4, "no_embed_class": True},
 }
+TIMM_EXTRAS.update(gap4=TIMM_EXTRAS["gap6"], reg4=TIMM_EXTRAS["reg6"])
 DEFAULT_BACKBONE = "ti4"
 SCALING = "symmetric"
 
