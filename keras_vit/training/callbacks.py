@@ -351,6 +351,64 @@ class TimeBudget(keras.callbacks.Callback):
         self.elapsed = time.perf_counter() - self.start
 
 
+class DecideMidway(keras.callbacks.Callback):
+    """At the first epoch end past `fraction` of the training's steps, decides whether to go on.
+
+    `decide()` is called once, with the model as training left it: False stops training; True
+    goes on with `switch` set to True, which a pipeline reads to change its data (`--adapt
+    auto` gives its held-out images back to the fine-tuning). The steps are the optimizer's,
+    a resumed run's included, against the fewer of the schedule's `total_steps` (which
+    `TimeBudget` fits to a budget) and `total_steps` (fit's epochs, which may end it first).
+
+    Args:
+        decide: callable. Returns True to go on.
+        switch: tf.Variable of dtype bool. Set True once `decide()` says go on.
+        fraction: float. In (0, 1]. Defaults to 0.5.
+        schedule: `keras_vit.training.recipes.WarmupCosine` or None. Where the total steps are read.
+            Defaults to None.
+        total_steps: int or None. The steps of fit's epochs. Defaults to None.
+
+    Example:
+
+    >>> import numpy as np, tensorflow as tf
+    >>> switch = tf.Variable(False)
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile("sgd", "mse")
+    >>> midway = DecideMidway(lambda: True, switch, fraction=0.5, total_steps=4)
+    >>> history = model.fit(np.zeros((4, 2)), np.zeros((4, 1)), batch_size=2, epochs=2, verbose=0, callbacks=[midway])
+    >>> midway.decided_at_step, bool(switch.numpy())
+    (2, True)
+    """
+
+    def __init__(self, decide, switch, fraction=0.5, schedule=None, total_steps=None):
+        super().__init__()
+        check_number_in("fraction", fraction, 0, 1, include_low=False)
+        if schedule is None and total_steps is None:
+            raise ValueError("DecideMidway needs schedule= (a WarmupCosine) or total_steps=.")
+        self.decide = decide
+        self.switch = switch
+        self.fraction = float(fraction)
+        self.schedule = schedule
+        self.total_steps = total_steps
+        self.decided_at_step = None
+        self.went_on = None
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.decided_at_step is not None or self.model.stop_training:
+            return  # decided, or the budget ends here anyway: decided after training as without this
+        steps = int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
+        total = min(self.schedule.get_config()["total_steps"] if self.schedule is not None else math.inf,
+                    self.total_steps if self.total_steps is not None else math.inf)
+        if steps < self.fraction * total:
+            return
+        self.decided_at_step = steps
+        self.went_on = bool(self.decide())
+        if self.went_on:
+            self.switch.assign(True)
+        else:
+            self.model.stop_training = True
+
+
 class ResumableCSVLogger(keras.callbacks.CSVLogger):
     """CSVLogger (append) that, on resume, drops rows of epochs the backup does not hold.
 

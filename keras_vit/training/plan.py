@@ -25,7 +25,7 @@ import dataclasses
 import keras
 
 from keras_vit import _validation, choices, configs, precision_trial, train_options
-from keras_vit.data.sources import Source, load_splits
+from keras_vit.data.sources import Source, load_source, load_splits
 from keras_vit.models.spec import (  # noqa: F401  (DEFAULT_MODEL, DEFAULT_GRID, default_patch_size: public here too)
     DEFAULT_GRID,
     DEFAULT_MODEL,
@@ -61,6 +61,13 @@ DECISION_SPLIT = 0.1
 # 5.6 points over its probe on the test images). The usual 5%: a fine-tuning that went wrong (at
 # chance on the held-out images) is caught on 25 of them; a draw is not.
 DECISION_ALPHA = 0.05
+# ... and decides once the fine-tuning has taken this share of its steps (the cosine's, as fitted
+# to a budget), then gives the held-out images back: the rest of the fine-tuning learns from every
+# training image, as timm's LP-FT does from the start. Held out to the end they cost 0.70 points
+# on average over eight runs (benchmarks/RESULTS.md, "The held-out share, on three more
+# checkpoints"); halfway is a guess between a decision made on a fine-tuning too young to judge
+# and images given back too late to teach much.
+GIVE_BACK_AT = 0.5
 FINETUNE_STEPS = 500
 # A small training set gets a batch that still gives this many steps an epoch (the recipe's
 # batch otherwise): 250 images train at batch 32 (7 steps) rather than failing at 256.
@@ -162,7 +169,9 @@ class RunPlan:
     `patch_reason`, `channels_reason`, `scaling_reason`, `budget_reasons`), `batch_reason`, `pretrained`
     (a `keras_vit.transfer.Pretrained` describing the checkpoint of `config.weights`, or None), `adapt`
     ("scratch", "finetune", "probe" or "probe_then_finetune") and `adapt_reason`, `zeroshot_head` (a
-    `keras_vit.transfer.zeroshot_head.ZeroshotHead` the head starts from, or None), `cache`. Frozen: where
+    `keras_vit.transfer.zeroshot_head.ZeroshotHead` the head starts from, or None), `given_back` (every
+    training image, `validation`'s included, for `--adapt auto`'s fine-tuning once it has decided on
+    `validation`: `GIVE_BACK_AT`; None where `validation` is not the decision's own), `cache`. Frozen: where
     the run stands in its run directory is the run's (`keras_vit.training.run_dir.RunProgress`), not the
     plan's.
     """
@@ -193,6 +202,7 @@ class RunPlan:
     adapt_reason: str = ""
     budget_reasons: tuple = ()
     zeroshot_head: object = None
+    given_back: Source | None = None
 
     @property
     def mesh(self) -> str | None:
@@ -354,6 +364,14 @@ def resolve(config: TrainConfig, *, name=None) -> RunPlan:
     epochs = config.epochs or choice.epochs or default_epochs
     if validation_source is not None and config.max_test_examples is None:
         validation_source = _validation_sample(validation_source, num_train)
+    given_back = None
+    if adapt == "probe_then_finetune" and config.validation_split is None and test_source is not None and \
+            config.max_train_examples is None and config.max_test_examples is None:
+        # The decision's own share, with the test split to report on: the training images it was held out of.
+        given_back = load_source(config.dataset, config.train_split, data_dir=config.data_dir,
+                                 on_corrupt=config.on_corrupt, download=config.download)
+        adapt_reason += (f"; the held-out {DECISION_SPLIT:.0%} decides once {GIVE_BACK_AT:.0%} of the fine-tuning "
+                         "is done, then the fine-tuning learns from it too")
     return RunPlan(
         config=config, recipe=recipe, strategy=strategy, precision=precision, precision_reason=precision_reason,
         jit_compile=jit_compile,
@@ -362,6 +380,7 @@ def resolve(config: TrainConfig, *, name=None) -> RunPlan:
         image_size_reason=image_size_reason, cache=cache, epochs=epochs, channels_reason=channels_reason,
         budget_reasons=choice.reasons, scaling_reason=scaling_reason, batch_reason=batch_reason,
         pretrained=pretrained, adapt=adapt, adapt_reason=adapt_reason, zeroshot_head=zeroshot_head,
+        given_back=given_back,
     )
 
 

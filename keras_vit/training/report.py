@@ -104,7 +104,9 @@ def format_summary(result) -> str:
             f"{decision['probe_validation_accuracy']:.4f} probed"
             + (f", {tuned:.4f} fine-tuned ({sign_test_words(decision)})" if tuned is not None else "")
             + (" (the probe then fitted again on the training and validation images)" if decision["kept"] == "probe"
-               else "") + ".")
+               else "")
+            + (f"; decided after {decision['decided_at_step']} steps, then the validation images joined the fine-tuning"
+               if decision.get("decided_at_step") is not None and decision["kept"] == "finetuned" else "") + ".")
     if not probe or result["steps_done"]:
         lines.append(
             f"Trained {settings['params']:,} parameters for {result['epochs_done']} epochs ({result['steps_done']} steps"

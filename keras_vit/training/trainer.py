@@ -120,7 +120,13 @@ def train(config: TrainConfig, *, name=None) -> dict:
             print(report.header(plan, model, estimate, progress), flush=True)
         prober, probed, finetune = _probe(plan, model, progress)
         callbacks, backup = _callbacks(plan, progress, schedule, spent=probed.seconds if probed else 0.0)
+        midway = None
         if finetune:
+            train_ds, midway = _give_back(plan, train_ds, prober, probed, schedule, progress)
+            if midway is not None:
+                callbacks.insert(len(callbacks) - (backup is not None), midway)  # the backup stays last
+            if _gives_back(plan, progress):  # once given back, validation would score images trained on
+                validation_ds = None
             history, steps_before, process_seconds = _fit(plan, progress, model, train_ds, validation_ds, callbacks,
                                                                 backup)
             recalibrated = _precise_batch_norm(plan, model, train_ds)
@@ -134,7 +140,10 @@ def train(config: TrainConfig, *, name=None) -> dict:
         result["probe"] = dataclasses.asdict(probed) if probed else None
         if probed and not finetune:
             result["validation_accuracy"] = probed.validation_accuracy
-        result["adapt_decision"] = _keep_the_better(plan, model, prober, probed, finetune)
+        result["adapt_decision"] = _keep_the_better(plan, model, prober, probed, finetune, midway)
+        decision = result["adapt_decision"]
+        if decision and decision.get("decided_at_step") is not None:  # the last score the held-out images gave
+            result["validation_accuracy"] = decision[f"{decision['kept']}_validation_accuracy"]
         if plan.test is not None:
             _test(plan, model, result)
         if config.output_dir:
@@ -193,30 +202,90 @@ def _probe(plan, model, progress):
     return prober, probed, finetune
 
 
-def _keep_the_better(plan, model, prober, probed, finetuned):
+def _gives_back(plan, progress):
+    """Whether this run's fine-tuning takes `plan.given_back`: one process, and a decision's own held-out share."""
+    return plan.given_back is not None and _process_index(plan.strategy) is None and not progress.finished
+
+
+def _give_back(plan, train_ds, prober, probed, schedule, progress):
+    """`--adapt auto`: the fine-tuning's pipeline that takes the held-out images back once it has decided on them.
+
+    Returns (the training pipeline, the `callbacks.DecideMidway` that decides, or None). A resumed
+    run trains on every image from its start: either the decision was made before the kill, or
+    the probe to decide against was not kept (a resumed run keeps its fine-tuning, as one that
+    never gives back does).
+    """
+    if not _gives_back(plan, progress):
+        return train_ds, None
+    decide_now = prober is not None and not progress.state
+    switch = tf.Variable(not decide_now, trainable=False, name="given_back")
+    every_image = _pipeline(plan, plan.given_back, training=True)
+    # The switch is read for each batch: from the next batches on, they come from every image.
+    choice = tf.data.Dataset.from_tensors(0).repeat().map(lambda _: tf.cast(switch, tf.int64))
+    dataset = tf.data.Dataset.choose_from_datasets([train_ds, every_image], choice)
+    if not decide_now:
+        return dataset, None
+
+    def decide():
+        midway.decision, keep = _compare(plan, prober, probed)
+        if plan.config.verbose != 0:
+            steps = int(keras.ops.convert_to_numpy(midway.model.optimizer.iterations))
+            then = ("its held-out images join the fine-tuning" if keep
+                    else "the probe is clearly better: fine-tuning stops here")
+            print(f"\nDecided:  after {steps} steps, validation accuracy {midway.decision['finetuned_validation_accuracy']:.4f} "
+                  f"fine-tuned against {probed.validation_accuracy:.4f} for the probe "
+                  f"({report.sign_test_words(midway.decision)}): {then}", flush=True)
+        return keep
+
+    midway = callbacks_lib.DecideMidway(
+        decide, switch, plan_lib.GIVE_BACK_AT, schedule=schedule if isinstance(schedule, recipes.WarmupCosine) else None,
+        total_steps=plan.epochs * plan.steps_per_epoch)
+    midway.decision = None
+    return dataset, midway
+
+
+def _compare(plan, prober, probed):
+    """The probe against the model as it is now on the validation images: (the figures, keep the fine-tuned model?).
+
+    It is kept unless the probe is clearly better: right on enough of the images where exactly one
+    of the two is right that a one-sided sign test puts chance below `plan.DECISION_ALPHA` (5%).
+    """
+    with plan.strategy.scope():
+        only_probe, only_tuned, tuned = prober.compare_on_validation()
+    p_value = probe_lib.sign_test_p_value(only_probe, only_tuned)
+    decision = {"probe_validation_accuracy": probed.validation_accuracy, "finetuned_validation_accuracy": tuned,
+                "only_probe_right": only_probe, "only_finetuned_right": only_tuned, "sign_test_p": p_value}
+    return decision, p_value >= plan_lib.DECISION_ALPHA
+
+
+def _keep_the_better(plan, model, prober, probed, finetuned, midway=None):
     """`--adapt auto`: keeps the fine-tuned model unless the probe is clearly better on the validation images.
 
-    Clearly: right on enough of the images where exactly one of the two is right that a one-sided
-    sign test puts chance below `plan.DECISION_ALPHA` (5%). A draw, or a lead of an image or two on the
-    few images held out, keeps the fine-tuned model: LP-FT ends above its probe where it has the
-    time (timm's did on each of benchmarks/RESULTS.md's four backbones), and one image of 25 is
-    4 points of noise. Where the probe is the result, its head is fitted again on the training
-    and validation images together (the validation share was held out for this decision alone).
-    Returns what was decided (a dict for the run's results), or None for runs that decide nothing.
+    Clearly: `_compare`. A draw, or a lead of an image or two on the few images held out, keeps the
+    fine-tuned model: LP-FT ends above its probe where it has the time (timm's did on each of
+    benchmarks/RESULTS.md's four backbones), and one image of 25 is 4 points of noise. Decided
+    after the fine-tuning, or midway by `midway` (`_give_back`), which then gave the held-out
+    images to the fine-tuning's rest. Where the probe is the result, its head is fitted again on
+    the training and validation images together (the validation share was held out for this
+    decision alone). Returns what was decided (a dict for the run's results), or None for runs
+    that decide nothing.
     """
     if plan.adapt != "probe_then_finetune" or prober is None or probed.validation_accuracy is None:
         return None
     decision = {"probe_validation_accuracy": probed.validation_accuracy, "finetuned_validation_accuracy": None}
     if finetuned:
-        with plan.strategy.scope():
-            only_probe, only_tuned, tuned = prober.compare_on_validation()
-        p_value = probe_lib.sign_test_p_value(only_probe, only_tuned)
-        decision.update(finetuned_validation_accuracy=tuned, only_probe_right=only_probe,
-                        only_finetuned_right=only_tuned, sign_test_p=p_value)
-        if p_value >= plan_lib.DECISION_ALPHA:
+        decided_midway = midway is not None and midway.decided_at_step is not None
+        if decided_midway:
+            decision, keep = {**midway.decision, "decided_at_step": midway.decided_at_step}, midway.went_on
+        else:
+            decision, keep = _compare(plan, prober, probed)
+        if keep:
             if plan.config.verbose != 0:
-                print(f"Kept:     the fine-tuned model (validation accuracy {tuned:.4f} against "
-                      f"{probed.validation_accuracy:.4f} for the probe; {report.sign_test_words(decision)})", flush=True)
+                when = (f"decided after {midway.decided_at_step} steps, then fine-tuned on the held-out images too; "
+                        if decided_midway else "")
+                print(f"Kept:     the fine-tuned model ({when}validation accuracy "
+                      f"{decision['finetuned_validation_accuracy']:.4f} against {probed.validation_accuracy:.4f} for "
+                      f"the probe; {report.sign_test_words(decision)})", flush=True)
             return {**decision, "kept": "finetuned"}
         model.set_weights(prober.weights)
     fitted = prober.refit_with_validation()
