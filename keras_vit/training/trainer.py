@@ -232,14 +232,15 @@ def _give_back(plan, train_ds, prober, probed, schedule, progress):
             steps = int(keras.ops.convert_to_numpy(midway.model.optimizer.iterations))
             then = ("its held-out images join the fine-tuning" if keep
                     else "the probe is clearly better: fine-tuning stops here")
-            print(f"\nDecided:  after {steps} steps, validation accuracy {midway.decision['finetuned_validation_accuracy']:.4f} "
-                  f"fine-tuned against {probed.validation_accuracy:.4f} for the probe "
-                  f"({report.sign_test_words(midway.decision)}): {then}", flush=True)
+            tuned = midway.decision["finetuned_validation_accuracy"]
+            print(f"\nDecided:  after {steps} steps, validation accuracy {tuned:.4f} fine-tuned against "
+                  f"{probed.validation_accuracy:.4f} for the probe ({report.sign_test_words(midway.decision)}): {then}",
+                  flush=True)
         return keep
 
-    midway = callbacks_lib.DecideMidway(
-        decide, switch, plan_lib.GIVE_BACK_AT, schedule=schedule if isinstance(schedule, recipes.WarmupCosine) else None,
-        total_steps=plan.epochs * plan.steps_per_epoch)
+    cosine = schedule if isinstance(schedule, recipes.WarmupCosine) else None
+    midway = callbacks_lib.DecideMidway(decide, switch, plan_lib.GIVE_BACK_AT, schedule=cosine,
+                                        total_steps=plan.epochs * plan.steps_per_epoch)
     midway.decision = None
     return dataset, midway
 
