@@ -64,9 +64,10 @@ DECISION_ALPHA = 0.05
 # ... and decides once the fine-tuning has taken this share of its steps (the cosine's, as fitted
 # to a budget), then gives the held-out images back: the rest of the fine-tuning learns from every
 # training image, as timm's LP-FT does from the start. Held out to the end they cost 0.70 points
-# on average over eight runs (benchmarks/RESULTS.md, "The held-out share, on three more
-# checkpoints"); halfway is a guess between a decision made on a fine-tuning too young to judge
-# and images given back too late to teach much.
+# on average over eight runs (benchmarks/RESULTS.md, "What the 10% held out for the decision
+# costs"); given back halfway they gained 0.33 on average over six checkpoints, 4 of 6 higher
+# ("The held-out share given back halfway"). Halfway is a guess, not tuned: between a decision
+# made on a fine-tuning too young to judge and images given back too late to teach much.
 GIVE_BACK_AT = 0.5
 FINETUNE_STEPS = 500
 # A small training set gets a batch that still gives this many steps an epoch (the recipe's
