@@ -12,15 +12,6 @@ BACKEND = os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 XLA_TEST_FLAG = "--xla_backend_optimization_level=0"
 if XLA_TEST_FLAG not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {XLA_TEST_FLAG}".strip()
-# On JAX every fit, predict and eager op compiles, and the two xdist workers and the subprocesses
-# of the CLI and distribution tests compile the same programs again: one compilation cache for the
-# session, which they share (the first process to import this sets it; children inherit it), and
-# which the session removes at its end (`pytest_unconfigure`).
-if BACKEND == "jax" and "JAX_COMPILATION_CACHE_DIR" not in os.environ:
-    import tempfile
-
-    os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="keras_vit_tests_jax_cache_")
-    os.environ["KERAS_VIT_TESTS_OWN_JAX_CACHE"] = "1"
 # `precision="auto"` takes the table's answer: on a CPU with native bfloat16 it would otherwise time
 # a trial (and cache it in the user's cache folder). tests/test_machine.py forces the trial itself.
 os.environ.setdefault("KERAS_VIT_PRECISION_TRIAL", "0")
@@ -39,14 +30,6 @@ def pytest_configure(config):
         "backends(*names): the Keras backends a test runs on (tensorflow, jax, torch); "
         "a test without it runs on TensorFlow only",
     )
-
-
-def pytest_unconfigure(config):
-    # Only the process that made the session's cache removes it (not an xdist worker, which inherits it).
-    if os.environ.get("KERAS_VIT_TESTS_OWN_JAX_CACHE") and not hasattr(config, "workerinput"):
-        import shutil
-
-        shutil.rmtree(os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config, items):
