@@ -354,14 +354,15 @@ class TimeBudget(keras.callbacks.Callback):
 class DecideMidway(keras.callbacks.Callback):
     """At the first epoch end past `fraction` of the training's steps, decides whether to go on.
 
-    `decide()` is called once, with the model as training left it: False stops training; True
-    goes on with `switch` set to True, which a pipeline reads to change its data (`--adapt
+    `decide(steps)` is called once, with the model as training left it, and returns (a record
+    of what it weighed, kept as `record`; whether to go on): no stops training; yes goes on with
+    `switch` set to True, which a pipeline reads to change its data (`--adapt
     auto` gives its held-out images back to the fine-tuning). The steps are the optimizer's,
     a resumed run's included, against the fewer of the schedule's `total_steps` (which
     `TimeBudget` fits to a budget) and `total_steps` (fit's epochs, which may end it first).
 
     Args:
-        decide: callable. Returns True to go on.
+        decide: callable. `decide(steps)` returns (record, go on?).
         switch: tf.Variable of dtype bool. Set True once `decide()` says go on.
         fraction: float. In (0, 1]. Defaults to 0.5.
         schedule: `keras_vit.training.recipes.WarmupCosine` or None. Where the total steps are read.
@@ -374,10 +375,10 @@ class DecideMidway(keras.callbacks.Callback):
     >>> switch = tf.Variable(False)
     >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     >>> model.compile("sgd", "mse")
-    >>> midway = DecideMidway(lambda: True, switch, fraction=0.5, total_steps=4)
+    >>> midway = DecideMidway(lambda steps: ({"steps": steps}, True), switch, fraction=0.5, total_steps=4)
     >>> history = model.fit(np.zeros((4, 2)), np.zeros((4, 1)), batch_size=2, epochs=2, verbose=0, callbacks=[midway])
-    >>> midway.decided_at_step, bool(switch.numpy())
-    (2, True)
+    >>> midway.decided_at_step, midway.record, bool(switch.numpy())
+    (2, {'steps': 2}, True)
     """
 
     def __init__(self, decide, switch, fraction=0.5, schedule=None, total_steps=None):
@@ -391,6 +392,7 @@ class DecideMidway(keras.callbacks.Callback):
         self.schedule = schedule
         self.total_steps = total_steps
         self.decided_at_step = None
+        self.record = None
         self.went_on = None
 
     def on_epoch_end(self, epoch, logs=None):
@@ -402,7 +404,8 @@ class DecideMidway(keras.callbacks.Callback):
         if steps < self.fraction * total:
             return
         self.decided_at_step = steps
-        self.went_on = bool(self.decide())
+        self.record, went_on = self.decide(steps)
+        self.went_on = bool(went_on)
         if self.went_on:
             self.switch.assign(True)
         else:

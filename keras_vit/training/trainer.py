@@ -226,22 +226,19 @@ def _give_back(plan, train_ds, prober, probed, schedule, progress):
     if not decide_now:
         return dataset, None
 
-    def decide():
-        midway.decision, keep = _compare(plan, prober, probed)
+    def decide(steps):
+        decision, keep = _compare(plan, prober, probed)
         if plan.config.verbose != 0:
-            steps = int(keras.ops.convert_to_numpy(midway.model.optimizer.iterations))
             then = ("its held-out images join the fine-tuning" if keep
                     else "the probe is clearly better: fine-tuning stops here")
-            tuned = midway.decision["finetuned_validation_accuracy"]
-            print(f"\nDecided:  after {steps} steps, validation accuracy {tuned:.4f} fine-tuned against "
-                  f"{probed.validation_accuracy:.4f} for the probe ({report.sign_test_words(midway.decision)}): {then}",
-                  flush=True)
-        return keep
+            print(f"\nDecided:  after {steps} steps, validation accuracy {decision['finetuned_validation_accuracy']:.4f} "
+                  f"fine-tuned against {probed.validation_accuracy:.4f} for the probe "
+                  f"({report.sign_test_words(decision)}): {then}", flush=True)
+        return decision, keep
 
     cosine = schedule if isinstance(schedule, recipes.WarmupCosine) else None
     midway = callbacks_lib.DecideMidway(decide, switch, plan_lib.GIVE_BACK_AT, schedule=cosine,
                                         total_steps=plan.epochs * plan.steps_per_epoch)
-    midway.decision = None
     return dataset, midway
 
 
@@ -277,7 +274,7 @@ def _keep_the_better(plan, model, prober, probed, finetuned, midway=None):
     if finetuned:
         decided_midway = midway is not None and midway.decided_at_step is not None
         if decided_midway:
-            decision, keep = {**midway.decision, "decided_at_step": midway.decided_at_step}, midway.went_on
+            decision, keep = {**midway.record, "decided_at_step": midway.decided_at_step}, midway.went_on
         else:
             decision, keep = _compare(plan, prober, probed)
         if keep:
