@@ -33,8 +33,8 @@ trial is off (KERAS_VIT_PRECISION_TRIAL=0), fails or runs out of time.
 | jit_compile | PyTorch | off | torch.compile trained ~60x slower on CPU |
 | attention | JAX, GPU with compute capability >= 8 | cuDNN flash attention, tokens padded to a multiple of 16 | ViT-B/16 training on an H100 (batch 256, bf16): 3339 img/s against 2814 with the explicit softmax, 1.02x timm's compiled 3289 (cuDNN refuses 197 tokens' gradient unpadded; issue 54, RESULTS "Training speed on one GPU") |
 | attention | otherwise | the explicit softmax | `keras.ops.dot_product_attention` trained a small ViT slower on CPU under TensorFlow; unmeasured on TensorFlow GPUs |
-| oneDNN (TensorFlow's CPU kernels outside XLA) | x86-64 CPU with avx512f but none of avx512_vnni, avx512_bf16, amx_tile, TF_ENABLE_ONEDNN_OPTS unset, TensorFlow not yet imported | on (keras_vit sets TF_ENABLE_ONEDNN_OPTS=1 at import) | TensorFlow turns oneDNN on by itself only on CPUs with one of those flags; on a 2-core Xeon with avx512f and none of them the LP-FT fine-tuning step without XLA ran 1.07-1.45x faster with it (ViT-Ti/4, batch 32, seven alternating process pairs; a width-128 ViT 1.23-1.36x, two pairs); an XLA step compiles to the same program either way (RESULTS "TensorFlow's oneDNN kernels") |
-| oneDNN | TF_ENABLE_ONEDNN_OPTS set, TensorFlow imported before keras_vit, AVX2-only or non-x86 CPUs | TensorFlow's own setting | the user's choice; too late once TensorFlow is loaded; not measured on AVX2-only CPUs |
+| oneDNN (TensorFlow's CPU kernels outside XLA) | x86-64 CPU with avx2 or avx512f but none of avx512_vnni, avx512_bf16, amx_tile, TF_ENABLE_ONEDNN_OPTS unset, TensorFlow not yet imported | on (keras_vit sets TF_ENABLE_ONEDNN_OPTS=1 at import) | TensorFlow turns oneDNN on by itself only on CPUs with one of those flags; the LP-FT fine-tuning step without XLA (ViT-Ti/4, batch 32, alternating process pairs) ran 1.07-1.45x faster with it on a 2-core Xeon with avx512f and none of them (seven pairs; a width-128 ViT 1.23-1.36x, two pairs) and 1.16-1.27x on a 2-core AMD EPYC with AVX2 only (three pairs); an XLA step compiles to the same program either way (RESULTS "TensorFlow's oneDNN kernels") |
+| oneDNN | TF_ENABLE_ONEDNN_OPTS set, TensorFlow imported before keras_vit, non-x86 CPUs or x86 CPUs without avx2 | TensorFlow's own setting | the user's choice; too late once TensorFlow is loaded; not measured there |
 | threads | all | the runtime's own (one per core) | 2/2 against 1/1 TensorFlow threads: no winner on 2 cores (RESULTS) |
 | memory check | GPU seen by `nvidia-smi` | the first GPU's free memory | |
 | memory check | otherwise, Linux | MemAvailable from /proc/meminfo | |
@@ -335,8 +335,11 @@ def default_fused_attention(machine: Machine, backend: str) -> bool:
 TENSORFLOW_ONEDNN_FLAGS = ("avx512_vnni", "avx512_bf16", "amx_tile")
 ONEDNN_VARIABLE = "TF_ENABLE_ONEDNN_OPTS"
 X86_64 = ("x86_64", "amd64")
+# The vector flags of the CPU kinds where oneDNN was measured faster than TensorFlow's Eigen kernels.
+ONEDNN_MEASURED_FLAGS = ("avx2", "avx512f")
 # What oneDNN gained where keras_vit turns it on (RESULTS "TensorFlow's oneDNN kernels").
-ONEDNN_MEASURED = "the LP-FT fine-tuning step without XLA ran 1.07-1.45x faster with it on a 2-core Xeon"
+ONEDNN_MEASURED = ("the LP-FT fine-tuning step without XLA ran 1.07-1.45x faster with it on a 2-core Xeon with avx512f "
+                   "and 1.16-1.27x on a 2-core AMD EPYC with AVX2 only")
 
 
 def onednn_choice(flags, arch: str, environ, tensorflow_loaded: bool) -> tuple[str | None, str]:
@@ -363,14 +366,16 @@ def onednn_choice(flags, arch: str, environ, tensorflow_loaded: bool) -> tuple[s
     own = sorted(flags & set(TENSORFLOW_ONEDNN_FLAGS))
     if own:
         return None, f"on, TensorFlow's own setting on a CPU with {', '.join(own)}"
-    if "avx512f" not in flags:
+    if not flags & set(ONEDNN_MEASURED_FLAGS):
         return None, (f"off, TensorFlow's own setting on a CPU without {', '.join(TENSORFLOW_ONEDNN_FLAGS)}; "
-                      f"not measured on AVX2-only CPUs ({ONEDNN_VARIABLE}=1 turns it on)")
+                      f"not measured on x86 CPUs without {' or '.join(ONEDNN_MEASURED_FLAGS)} "
+                      f"({ONEDNN_VARIABLE}=1 turns it on)")
     if tensorflow_loaded:
         return None, (f"off: TensorFlow was imported before keras_vit, too late to turn on its oneDNN kernels "
-                      f"({ONEDNN_MEASURED} like this one); set {ONEDNN_VARIABLE}=1 or import keras_vit first")
-    return "1", (f"on: keras_vit set {ONEDNN_VARIABLE}=1, which TensorFlow leaves off on CPUs with avx512f but "
-                 f"none of {', '.join(TENSORFLOW_ONEDNN_FLAGS)} ({ONEDNN_MEASURED}; {ONEDNN_VARIABLE}=0 turns it off)")
+                      f"({ONEDNN_MEASURED}); set {ONEDNN_VARIABLE}=1 or import keras_vit first")
+    return "1", (f"on: keras_vit set {ONEDNN_VARIABLE}=1, which TensorFlow leaves off on CPUs with "
+                 f"{' or '.join(ONEDNN_MEASURED_FLAGS)} but none of {', '.join(TENSORFLOW_ONEDNN_FLAGS)} "
+                 f"({ONEDNN_MEASURED}; {ONEDNN_VARIABLE}=0 turns it off)")
 
 
 def prepare_tensorflow(environ=None, modules=None, cpuinfo: str = "/proc/cpuinfo", arch: str | None = None) -> str:

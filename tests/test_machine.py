@@ -156,7 +156,7 @@ def test_machine_refuses_what_it_cannot_be():
 
 
 # TensorFlow's oneDNN kernels: TensorFlow turns them on only on CPUs with avx512_vnni, avx512_bf16 or
-# AMX; on an avx512f CPU without them (this project's 2-core Xeon) it ran Eigen's, slower.
+# AMX; on an avx512f Xeon and an AVX2-only EPYC without them it ran Eigen's, slower.
 AVX512F = frozenset({"avx2", "fma", "avx512f"})
 
 
@@ -169,7 +169,9 @@ AVX512F = frozenset({"avx2", "fma", "avx512f"})
     (AVX512_BF16, "x86_64", {}, False, None, "on, TensorFlow's own setting on a CPU with avx512_bf16"),
     (AMX, "x86_64", {}, False, None, "on, TensorFlow's own setting on a CPU with amx_tile"),
     (frozenset({"avx2", "fma", "avx512f", "avx512_vnni"}), "x86_64", {}, False, None, "with avx512_vnni"),
-    (AVX2, "x86_64", {}, False, None, "not measured on AVX2-only CPUs"),
+    (AVX2, "x86_64", {}, False, "1", "on: keras_vit set TF_ENABLE_ONEDNN_OPTS=1"),
+    (AVX2, "x86_64", {}, True, None, "off: TensorFlow was imported before keras_vit"),
+    (frozenset({"sse4_2", "avx"}), "x86_64", {}, False, None, "not measured on x86 CPUs without avx2 or avx512f"),
     (frozenset(), "aarch64", {}, False, None, "TensorFlow's own setting on a aarch64 CPU"),
 ])
 def test_onednn_is_turned_on_only_where_tensorflow_leaves_it_off_and_it_was_measured(flags, arch, environ, loaded, value, why):
