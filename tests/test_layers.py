@@ -409,9 +409,17 @@ def test_the_mlp_runs_its_bias_and_gelu_inside_onednns_matrix_product(policy, fo
     done = subprocess.run([sys.executable, "-c", _FUSED_MATMULS, policy, form], env=environ,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
+    products = [tuple(line.split()) for line in done.stdout.splitlines()]
+    from keras_vit import machine
+
+    if policy == "mixed_bfloat16" and not machine.native_bfloat16(machine.read_cpuinfo()[1]):
+        # Without avx512_bf16 or amx_bf16 TensorFlow leaves bfloat16 products to Eigen, unfused (seen on
+        # an AVX2-only EPYC): nothing for the rows to fuse. Which branch runs is the CPU's, not forceable.
+        assert products == [("MatMul",)] * 4
+        return
     # The query-key-value, output and two MLP products, each one fused kernel.
-    assert sorted(done.stdout.split()) == sorted(["_MklNativeFusedMatMul", "BiasAdd"] * 3
-                                                 + ["_MklNativeFusedMatMul", f"BiasAdd+{fused}"])
+    assert sorted(products) == sorted([("_MklNativeFusedMatMul", "BiasAdd")] * 3
+                                      + [("_MklNativeFusedMatMul", f"BiasAdd+{fused}")])
 
 
 def test_drop_path_drops_whole_samples():
