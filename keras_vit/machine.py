@@ -18,13 +18,14 @@ trial is off (KERAS_VIT_PRECISION_TRIAL=0), fails or runs out of time.
 | precision | GPU, compute capability >= 8 | mixed_bfloat16 | bfloat16 tensor cores, no loss scaling |
 | precision | GPU, compute capability < 8 | mixed_float16 | float16 tensor cores; Keras scales the loss |
 | precision | CPU without avx512_bf16 and amx_bf16 | float32, no trial | bfloat16 is emulated, 2-5x slower; without native bfloat16 instructions bfloat16 never beat float32 (AVX2 EPYC: training 0.66-1.08x on TensorFlow and JAX; ViT-B/16 inference 0.71x on TensorFlow, and on PyTorch 13 calls of batch 8 unfinished after 17 minutes against about 35 s in float32) |
-| precision | CPU with avx512_bf16 or amx_bf16 | the trial's fastest (float32 unless mixed_bfloat16 is >= 5% faster), cached | on a 2-core AMD Zen 4 (avx512_bf16, no AMX) bfloat16 ran 1.7-2.1x faster on PyTorch and ViT-B/16 inference 1.75x faster on TensorFlow, while TensorFlow trained the default model 1.33x faster in float32 + XLA (issue 54): no rule by flags and backend alone fits |
+| precision | CPU with avx512_bf16 or amx_bf16 | the trial's fastest (float32 unless mixed_bfloat16 is >= 5% faster), cached | no rule by flags and backend alone fits: on a 2-core AMD Zen 4 (avx512_bf16, no AMX) TensorFlow trained the default model 1.33x faster in float32 + XLA in issue 54's table and 1.22x faster in mixed_bfloat16 with the code of 2026-12-06; on the AMX Xeon the default model tied on TensorFlow while ViT-Ti/4 ran 1.3-1.4x faster in bfloat16 (RESULTS section 4) |
 | precision, no trial | CPU with amx_bf16, PyTorch backend | mixed_bfloat16 | on a 2-core Xeon with AMX, Keras-on-PyTorch under mixed_bfloat16 trained ViT-Ti/4 2.12x and the default model 1.34x faster than in float32: PyTorch's oneDNN runs bfloat16 products on AMX tiles and ATen the element-wise work (`python -m benchmarks compare --keras-backends tensorflow,torch`, RESULTS "bfloat16 on AMX") |
 | precision, no trial | CPU with amx_bf16, TensorFlow, token width >= `TENSORFLOW_AMX_MIN_WIDTH` | mixed_bfloat16 | ViT-B/16 inference 2.27x and ViT-S/16 training (224 px) 1.41x float32 + XLA, through oneDNN outside XLA |
 | precision, no trial | CPU with amx_bf16, TensorFlow, narrower | float32 | the default model (width 128) trained 1.54x and ViT-Ti/4 (192) 1.12x faster in float32 + XLA: outside XLA, TensorFlow's casts and element-wise work cost more than its bfloat16 products save |
 | precision, no trial | CPU with amx_bf16, JAX | float32 | XLA's CPU bfloat16 ran the default model at 0.77x and ViT-Ti/4 at 0.57x float32 |
 | precision, no trial | CPU with avx512_bf16 without AMX, PyTorch | mixed_bfloat16 | on a 2-core Zen 4, Keras on PyTorch trained ViT-Ti/4 1.96x and the default model 1.73x, and ran ViT-B/16 inference 2.1x faster than in float32 (issue 54) |
-| precision, no trial | CPU with avx512_bf16 without AMX, TensorFlow or JAX | float32 | on a 2-core AMD EPYC with avx512_bf16 (quiet), the default model trained 1.33-1.48x faster in float32 + XLA than in mixed_bfloat16 without XLA (`python -m benchmarks precision-xla`, RESULTS "Precision x XLA"; issue 54); whole `keras-vit train` runs on a Zen 5: 1.13-1.22x (issue 24) |
+| precision, no trial | CPU with avx512_bf16 without AMX, TensorFlow | mixed_bfloat16 | on a 2-core Zen 4 (2026-12-06, quiet, two rounds) TensorFlow trained ViT-Ti/4 1.43x and the default model 1.22x, and ran ViT-B/16 inference 1.86x faster in mixed_bfloat16 (oneDNN, no XLA) than in float32 + XLA (RESULTS "`auto` against keras-hub and timm on the Zen 4"); the code of 2026-11-23 had trained the default model 1.45-1.48x faster in float32 + XLA (RESULTS "Precision x XLA") |
+| precision, no trial | CPU with avx512_bf16 without AMX, JAX | float32 | XLA's CPU bfloat16 ran below its float32 on the AMX Xeon (the row above); not measured on this kind |
 | jit_compile | TensorFlow, CPU, float32, one replica | XLA on | 1.25x without XLA (RESULTS) |
 | jit_compile | TensorFlow, CPU, mixed precision | XLA off | XLA's bfloat16 matrix products ran below its float32 ones; oneDNN's run ~2x |
 | jit_compile | TensorFlow, CPU, several replicas or workers | XLA off | XLA cannot compile the gradient all-reduce for CPU devices |
@@ -263,8 +264,8 @@ def table_precision(machine: Machine, backend: str | None = None, width: int | N
     >>> table_precision(amx, "torch", 128)[0], table_precision(amx, "jax", 768)[0]
     ('mixed_bfloat16', 'float32')
     >>> zen4 = Machine(cpu_flags=frozenset({"avx512f", "avx512_bf16"}))
-    >>> table_precision(zen4, "torch")[0], table_precision(zen4, "tensorflow", 768)[0]
-    ('mixed_bfloat16', 'float32')
+    >>> table_precision(zen4, "torch")[0], table_precision(zen4, "tensorflow", 128)[0], table_precision(zen4, "jax")[0]
+    ('mixed_bfloat16', 'mixed_bfloat16', 'float32')
     """
     if machine.accelerator == "tpu":
         return "mixed_bfloat16", "TPU: bfloat16 matrix units"
@@ -283,8 +284,12 @@ def table_precision(machine: Machine, backend: str | None = None, width: int | N
         if backend == "torch":
             return "mixed_bfloat16", ("avx512_bf16 on this CPU: Keras on PyTorch trained 1.7-2.0x and ran ViT-B/16 "
                                       "inference 2.1x faster in mixed_bfloat16 than in float32 on a Zen 4")
-        return "float32", ("avx512_bf16 without AMX on this CPU: float32 + XLA trained the default model 1.33-1.48x "
-                           "faster than mixed_bfloat16 on TensorFlow on a Zen 4")
+        if backend == "tensorflow":
+            return "mixed_bfloat16", ("avx512_bf16 on this CPU: TensorFlow trained ViT-Ti/4 1.43x and the default "
+                                      "model 1.22x, and ran ViT-B/16 inference 1.86x faster in mixed_bfloat16 than "
+                                      "in float32 + XLA on a Zen 4")
+        return "float32", ("avx512_bf16 without AMX on this CPU, but XLA's CPU bfloat16 ran slower than its float32 "
+                           "(JAX on an AMX Xeon; not measured without AMX)")
     if backend == "torch":
         return "mixed_bfloat16", ("AMX bfloat16 tiles on this CPU: Keras on PyTorch trained 1.3-2.1x faster "
                                   "in mixed_bfloat16 than in float32")

@@ -2,9 +2,10 @@
 
 On a CPU with native bfloat16 instructions (`keras_vit.machine.native_bfloat16`: avx512_bf16 or
 amx_bf16) whether mixed_bfloat16 beats float32 depends on the CPU, the Keras backend and the
-model: on a 2-core AMD Zen 4 (avx512_bf16, no AMX) bfloat16 ran 1.7-2.1x faster on PyTorch and
-ViT-B/16 inference 1.75x faster on TensorFlow, while the default model trained 1.33x faster in
-float32 + XLA on TensorFlow (issue 54). There `choose` times the candidates on the run's own model
+model, and moves with the code: on a 2-core AMD Zen 4 (avx512_bf16, no AMX) TensorFlow trained the
+default model 1.33x faster in float32 + XLA in issue 54's table and 1.22x faster in mixed_bfloat16
+on 2026-12-06; on a 2-core AMX Xeon it tied while ViT-Ti/4 ran 1.3-1.4x faster in bfloat16
+(benchmarks/RESULTS.md section 4). There `choose` times the candidates on the run's own model
 and batch, random data: every candidate is built and warmed up (one step: tracing, compilation),
 then timed steps alternate between them (A B, then B A) until `rounds` rounds or the time cap,
 whichever comes first; images/s come from each candidate's median step. mixed_bfloat16 wins only

@@ -296,7 +296,9 @@ def test_cli_predict_and_export_take_a_naflex_model_and_inspect_refuses_it(tmp_p
     expected = to_numpy(model(naflex_inputs(_images(), PATCH, BUDGET)[0]))
     predictor = load_predictor(path, scaling="symmetric", max_num_patches=BUDGET)
     np.testing.assert_allclose(predictor.predict_files(files), expected, atol=1e-5)
-    assert main(["predict", path, *files, "--scaling", "symmetric", "--max-num-patches", str(BUDGET)]) == 0
+    # float32, as `expected`: `auto` computes in bfloat16 on some CPUs.
+    assert main(["predict", path, *files, "--scaling", "symmetric", "--max-num-patches", str(BUDGET),
+                 "--precision", "float32"]) == 0
     assert f"{expected[0].max():.4f}" in capsys.readouterr().out
     for argv, message in ((["inspect", path, files[0], "--out", str(tmp_path / "figures")], "Cannot inspect NaFlex"),
                           (["export", path, "--tflite", str(tmp_path / "m.tflite"), "--quantization", "float16"],
