@@ -235,9 +235,10 @@ def test_the_given_back_pipeline_serves_the_held_out_images_only_once_decided(ch
     assert len(held) == 3 and not images_seen(40) & held
     midway.switch.assign(True)
     assert held <= images_seen(40)
-    # A resumed run cannot decide (its probe is gone, or it decided before the kill): every image from its start.
-    resumed = dataclasses.replace(progress, state={"epoch": 1})
-    dataset, midway = trainer._give_back(plan, trainer._pipeline(plan, plan.train, training=True), prober, None, None,
+    # A run resumed after its decision kept the fine-tuning fits no probe (test_adapt_resume.py): every image
+    # from its start.
+    resumed = dataclasses.replace(progress, state={"epoch": 1, "adapt_decision": {"kept": "finetuned"}})
+    dataset, midway = trainer._give_back(plan, trainer._pipeline(plan, plan.train, training=True), None, None, None,
                                          resumed)
     assert midway is None and held <= images_seen(40)
 

@@ -106,7 +106,8 @@ def format_summary(result) -> str:
             + (" (the probe then fitted again on the training and validation images)" if decision["kept"] == "probe"
                else "")
             + (f"; decided after {decision['decided_at_step']} steps, then the validation images joined the fine-tuning"
-               if decision.get("decided_at_step") is not None and decision["kept"] == "finetuned" else "") + ".")
+               if decision.get("decided_at_step") is not None and decision["kept"] == "finetuned" else "")
+            + ("; decided by the run this one resumed" if decision.get("before_resume") else "") + ".")
     if not probe or result["steps_done"]:
         lines.append(
             f"Trained {settings['params']:,} parameters for {result['epochs_done']} epochs ({result['steps_done']} steps"

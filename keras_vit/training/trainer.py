@@ -118,11 +118,12 @@ def train(config: TrainConfig, *, name=None) -> dict:
         progress = RunProgress.open(config.run_dir, plan.fingerprint(), config.resume)
         if config.verbose != 0:
             print(report.header(plan, model, estimate, progress), flush=True)
-        prober, probed, finetune = _probe(plan, model, progress)
+        recorded = (progress.state or {}).get("adapt_decision")  # made by the run this one resumes
+        prober, probed, finetune = _probe(plan, model, progress, recorded)
         callbacks, backup = _callbacks(plan, progress, schedule, spent=probed.seconds if probed else 0.0)
         midway = None
         if finetune:
-            train_ds, midway = _give_back(plan, train_ds, prober, probed, schedule, progress)
+            train_ds, midway = _give_back(plan, train_ds, prober, probed, schedule, progress, backup)
             if midway is not None:
                 callbacks.insert(len(callbacks) - (backup is not None), midway)  # the backup stays last
             if _gives_back(plan, progress):  # once given back, validation would score images trained on
@@ -130,9 +131,11 @@ def train(config: TrainConfig, *, name=None) -> dict:
             history, steps_before, process_seconds = _fit(plan, progress, model, train_ds, validation_ds, callbacks,
                                                                 backup)
             recalibrated = _precise_batch_norm(plan, model, train_ds)
-        else:  # the probe is the result: no fit, so no backup to resume from
-            history, steps_before, process_seconds, backup, recalibrated = None, 0, probed.seconds, None, None
-        result = _results(plan, progress, model, estimate, history, steps_before, process_seconds, backup)
+        else:  # the probe is the result: no fit (a resumed run's backup keeps only its SavedModel version)
+            history, steps_before, process_seconds, recalibrated = None, 0, probed.seconds, None
+            backup = backup if progress.state else None
+        result = _results(plan, progress, model, estimate, history, steps_before, process_seconds,
+                          backup if finetune else None)
         result["batch_norm"] = recalibrated
         if recalibrated and validation_ds is not None:  # the last epoch's score predates the new statistics
             with plan.strategy.scope():
@@ -140,7 +143,7 @@ def train(config: TrainConfig, *, name=None) -> dict:
         result["probe"] = dataclasses.asdict(probed) if probed else None
         if probed and not finetune:
             result["validation_accuracy"] = probed.validation_accuracy
-        result["adapt_decision"] = _keep_the_better(plan, model, prober, probed, finetune, midway)
+        result["adapt_decision"] = _keep_the_better(plan, model, prober, probed, finetune, midway, recorded)
         decision = result["adapt_decision"]
         if decision and decision.get("decided_at_step") is not None:  # the last score the held-out images gave
             result["validation_accuracy"] = decision[f"{decision['kept']}_validation_accuracy"]
@@ -150,7 +153,8 @@ def train(config: TrainConfig, *, name=None) -> dict:
             version = None
             if config.export and backup is not None:
                 # Fixed before exporting, so a run killed during the export redoes the same version.
-                version = backup.state.get("saved_model_version") or next_saved_model_version(config.output_dir, config.name)
+                reserved = (backup.state or backup.read_state() or {}).get("saved_model_version")
+                version = reserved or next_saved_model_version(config.output_dir, config.name)
                 backup.commit(saved_model_version=version)
             result["artifacts"] = save_final_artifacts(
                 model, plan.train.class_names, config.output_dir, config.name, result,
@@ -177,19 +181,25 @@ def _process_index(strategy):
     return None
 
 
-def _probe(plan, model, progress):
+def _probe(plan, model, progress, recorded=None):
     """Fits the linear probe a run from a checkpoint asks for.
 
     Returns (`probe.LinearProbe` or None, its `ProbeResult` or None, whether to fine-tune). Before
     fine-tuning from the probe (`--adapt auto`) the probed weights are kept on the LinearProbe
-    (`weights`), for `_keep_the_better`.
+    (`weights`), for `_keep_the_better`. A resumed run fits the probe again, on the checkpoint's
+    weights (the backup's are restored later, by the fit), so that it decides as the killed run
+    would have; unless `recorded`, the decision the killed run made, kept the fine-tuning (nothing
+    left to decide). Where it kept the probe, the probe is the result again, with no fine-tuning.
     """
-    if plan.adapt not in ("probe", "probe_then_finetune") or progress.state:
+    if plan.adapt not in ("probe", "probe_then_finetune") or (recorded or {}).get("kept") == "finetuned":
         return None, None, True
     with plan.strategy.scope():
         prober = probe_lib.LinearProbe(model, batch_size=plan.batch_size, seed=plan.config.seed)
         probed = prober.fit(plan.train, plan.validation)
     finetune, why = plan_lib.finetune_after_probe(plan, probed)
+    if recorded is not None:
+        finetune, why = False, (f"the probe was kept after {recorded['decided_at_step']} steps of fine-tuning, "
+                                "before the run was resumed")
     if finetune:
         prober.weights = model.get_weights()
     if plan.config.verbose != 0:
@@ -207,17 +217,17 @@ def _gives_back(plan, progress):
     return plan.given_back is not None and _process_index(plan.strategy) is None and not progress.finished
 
 
-def _give_back(plan, train_ds, prober, probed, schedule, progress):
+def _give_back(plan, train_ds, prober, probed, schedule, progress, backup=None):
     """`--adapt auto`: the fine-tuning's pipeline that takes the held-out images back once it has decided on them.
 
-    Returns (the training pipeline, the `callbacks.DecideMidway` that decides, or None). A resumed
-    run trains on every image from its start: either the decision was made before the kill, or
-    the probe to decide against was not kept (a resumed run keeps its fine-tuning, as one that
-    never gives back does).
+    Returns (the training pipeline, the `callbacks.DecideMidway` that decides, or None). Without a
+    probe to decide against (a run resumed after its decision kept the fine-tuning) it trains on
+    every image from its start. The decision goes into the crash backup (`backup`'s metadata,
+    written with the epoch that made it), so a run resumed from that epoch on does not decide again.
     """
     if not _gives_back(plan, progress):
         return train_ds, None
-    decide_now = prober is not None and not progress.state
+    decide_now = prober is not None
     switch = tf.Variable(not decide_now, trainable=False, name="given_back")
     every_image = _pipeline(plan, plan.given_back, training=True)
     # The switch is read for each batch: from the next batches on, they come from every image.
@@ -228,6 +238,9 @@ def _give_back(plan, train_ds, prober, probed, schedule, progress):
 
     def decide(steps):
         decision, keep = _compare(plan, prober, probed)
+        if backup is not None:
+            backup.metadata["adapt_decision"] = {**decision, "decided_at_step": steps,
+                                                 "kept": "finetuned" if keep else "probe"}
         if plan.config.verbose != 0:
             then = ("its held-out images join the fine-tuning" if keep
                     else "the probe is clearly better: fine-tuning stops here")
@@ -256,36 +269,45 @@ def _compare(plan, prober, probed):
     return decision, p_value >= plan_lib.DECISION_ALPHA
 
 
-def _keep_the_better(plan, model, prober, probed, finetuned, midway=None):
+def _keep_the_better(plan, model, prober, probed, finetuned, midway=None, recorded=None):
     """`--adapt auto`: keeps the fine-tuned model unless the probe is clearly better on the validation images.
 
     Clearly: `_compare`. A draw, or a lead of an image or two on the few images held out, keeps the
     fine-tuned model: LP-FT ends above its probe where it has the time (timm's did on each of
     benchmarks/RESULTS.md's four backbones), and one image of 25 is 4 points of noise. Decided
     after the fine-tuning, or midway by `midway` (`_give_back`), which then gave the held-out
-    images to the fine-tuning's rest. Where the probe is the result, its head is fitted again on
+    images to the fine-tuning's rest. `recorded`: that decision as the run this one resumes made
+    it (`_give_back`), which stands. Where the probe is the result, its head is fitted again on
     the training and validation images together (the validation share was held out for this
     decision alone). Returns what was decided (a dict for the run's results), or None for runs
     that decide nothing.
     """
-    if plan.adapt != "probe_then_finetune" or prober is None or probed.validation_accuracy is None:
+    if plan.adapt != "probe_then_finetune" or (recorded is None and (prober is None or probed.validation_accuracy is None)):
         return None
-    decision = {"probe_validation_accuracy": probed.validation_accuracy, "finetuned_validation_accuracy": None}
-    if finetuned:
+    decision = {"probe_validation_accuracy": probed.validation_accuracy if probed else None,
+                "finetuned_validation_accuracy": None}
+    if recorded is not None:
+        decision = {**recorded, "before_resume": True}
+        keep, decided_midway = recorded["kept"] == "finetuned", True
+    elif finetuned:
         decided_midway = midway is not None and midway.decided_at_step is not None
         if decided_midway:
             decision, keep = {**midway.record, "decided_at_step": midway.decided_at_step}, midway.went_on
         else:
             decision, keep = _compare(plan, prober, probed)
+    if recorded is not None or finetuned:
         if keep:
             if plan.config.verbose != 0:
-                when = (f"decided after {midway.decided_at_step} steps, then fine-tuned on the held-out images too; "
-                        if decided_midway else "")
+                before = " before the run was resumed" if recorded is not None else ""
+                when = (f"decided after {decision['decided_at_step']} steps{before}, then fine-tuned on the held-out "
+                        "images too; " if decided_midway else "")
                 print(f"Kept:     the fine-tuned model ({when}validation accuracy "
-                      f"{decision['finetuned_validation_accuracy']:.4f} against {probed.validation_accuracy:.4f} for "
-                      f"the probe; {report.sign_test_words(decision)})", flush=True)
+                      f"{decision['finetuned_validation_accuracy']:.4f} against "
+                      f"{decision['probe_validation_accuracy']:.4f} for the probe; {report.sign_test_words(decision)})",
+                      flush=True)
             return {**decision, "kept": "finetuned"}
-        model.set_weights(prober.weights)
+        if finetuned:
+            model.set_weights(prober.weights)
     fitted = prober.refit_with_validation()
     decision.update(kept="probe", refit_l2=fitted.l2)
     if plan.config.verbose != 0:
