@@ -25,7 +25,7 @@ trial is off (KERAS_VIT_PRECISION_TRIAL=0), fails or runs out of time.
 | precision, no trial | CPU with amx_bf16, JAX | float32 | XLA's CPU bfloat16 ran the default model at 0.77x and ViT-Ti/4 at 0.57x float32 |
 | precision, no trial | CPU with avx512_bf16 without AMX, PyTorch | mixed_bfloat16 | on a 2-core Zen 4, Keras on PyTorch trained ViT-Ti/4 1.96x and the default model 1.73x, and ran ViT-B/16 inference 2.1x faster than in float32 (issue 54) |
 | precision, no trial | CPU with avx512_bf16 without AMX, TensorFlow | mixed_bfloat16 | on a 2-core Zen 4 (2026-12-06, quiet, two rounds) TensorFlow trained ViT-Ti/4 1.43x and the default model 1.22x, and ran ViT-B/16 inference 1.86x faster in mixed_bfloat16 (oneDNN, no XLA) than in float32 + XLA (RESULTS "`auto` against keras-hub and timm on the Zen 4"); the code of 2026-11-23 had trained the default model 1.45-1.48x faster in float32 + XLA (RESULTS "Precision x XLA") |
-| precision, no trial | CPU with avx512_bf16 without AMX, JAX | float32 | XLA's CPU bfloat16 ran below its float32 on the AMX Xeon (the row above); not measured on this kind |
+| precision, no trial | CPU with avx512_bf16 without AMX, JAX | float32 | on a 2-core Zen 4 (2026-12-06, two rounds) JAX's mixed_bfloat16 under XLA ran ViT-B/16 inference at 0.94x, ViT-Ti/4 at 0.93x and the default model at 0.83x its float32, and the trial picked float32 for all three; XLA's CPU bfloat16 was slower on the AMX Xeon too |
 | jit_compile | TensorFlow, CPU, float32, one replica | XLA on | 1.25x without XLA (RESULTS) |
 | jit_compile | TensorFlow, CPU, mixed precision | XLA off | XLA's bfloat16 matrix products ran below its float32 ones; oneDNN's run ~2x |
 | jit_compile | TensorFlow, CPU, several replicas or workers | XLA off | XLA cannot compile the gradient all-reduce for CPU devices |
@@ -288,8 +288,8 @@ def table_precision(machine: Machine, backend: str | None = None, width: int | N
             return "mixed_bfloat16", ("avx512_bf16 on this CPU: TensorFlow trained ViT-Ti/4 1.43x and the default "
                                       "model 1.22x, and ran ViT-B/16 inference 1.86x faster in mixed_bfloat16 than "
                                       "in float32 + XLA on a Zen 4")
-        return "float32", ("avx512_bf16 without AMX on this CPU, but XLA's CPU bfloat16 ran slower than its float32 "
-                           "(JAX on an AMX Xeon; not measured without AMX)")
+        return "float32", ("avx512_bf16 without AMX on this CPU, but XLA's CPU bfloat16 ran slower than its float32: "
+                           "0.83-0.94x on JAX on a Zen 4")
     if backend == "torch":
         return "mixed_bfloat16", ("AMX bfloat16 tiles on this CPU: Keras on PyTorch trained 1.3-2.1x faster "
                                   "in mixed_bfloat16 than in float32")
