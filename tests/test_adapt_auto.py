@@ -250,3 +250,20 @@ def test_nothing_is_given_back_where_the_validation_images_are_not_the_decisions
     data = _folder(tmp_path / "data", per_class=10)
     plan = plan_lib.resolve(_config(tmp_path, data, checkpoint, **fields))
     assert plan.given_back is None and "decides once" not in plan.adapt_reason
+
+
+def test_a_resumed_run_goes_on_fine_tuning_whatever_its_probe_takes_this_time(checkpoint, tmp_path, monkeypatch):
+    # Whether to fine-tune after the probe rests on the probe's measured seconds; a run resumed from a
+    # fine-tuning backup fits its probe again (to decide), and a slower probe this time must not drop
+    # the fine-tuning the killed run had started.
+    from keras_vit.training import plan as plan_lib, run_dir, trainer
+
+    data = _folder(tmp_path / "data", per_class=10)
+    plan = plan_lib.resolve(_config(tmp_path, data, checkpoint, augment="none"))
+    model, _ = trainer._compiled_model(plan)
+    monkeypatch.setattr(plan_lib, "finetune_after_probe", lambda plan, probed: (False, "the budget is spent"))
+    fresh = run_dir.RunProgress.open(None, plan.fingerprint(), False)
+    assert trainer._probe(plan, model, fresh)[2] is False
+    resumed = dataclasses.replace(fresh, state={"epoch": 1})
+    prober, probed, finetune = trainer._probe(plan, model, resumed)
+    assert finetune is True and probed is not None and prober.weights is not None

@@ -200,6 +200,8 @@ def _probe(plan, model, progress, recorded=None):
     if recorded is not None:
         finetune, why = False, (f"the probe was kept after {recorded['decided_at_step']} steps of fine-tuning, "
                                 "before the run was resumed")
+    elif progress.state:  # the probe's seconds vary: the killed run's choice to fine-tune stands
+        finetune, why = True, "the fine-tuning goes on from the backup; the probe is fitted again to decide against"
     if finetune:
         prober.weights = model.get_weights()
     if plan.config.verbose != 0:
