@@ -239,10 +239,10 @@ def _give_back(plan, train_ds, prober, probed, schedule, progress, backup=None):
         return dataset, None
 
     def decide(steps):
-        decision, keep = _compare(plan, prober, probed)
+        figures, keep = _compare(plan, prober, probed)
+        decision = {**figures, "decided_at_step": steps, "kept": "finetuned" if keep else "probe"}
         if backup is not None:
-            backup.metadata["adapt_decision"] = {**decision, "decided_at_step": steps,
-                                                 "kept": "finetuned" if keep else "probe"}
+            backup.metadata["adapt_decision"] = decision
         if plan.config.verbose != 0:
             then = ("its held-out images join the fine-tuning" if keep
                     else "the probe is clearly better: fine-tuning stops here")
@@ -284,25 +284,23 @@ def _keep_the_better(plan, model, prober, probed, finetuned, midway=None, record
     decision alone). Returns what was decided (a dict for the run's results), or None for runs
     that decide nothing.
     """
-    if plan.adapt != "probe_then_finetune" or (recorded is None and (prober is None or probed.validation_accuracy is None)):
+    # Decided midway, by this run or by the run it resumes: that decision stands.
+    made = ({**recorded, "before_resume": True} if recorded is not None
+            else midway.record if midway is not None and midway.decided_at_step is not None else None)
+    if plan.adapt != "probe_then_finetune" or (made is None and (prober is None or probed.validation_accuracy is None)):
         return None
     decision = {"probe_validation_accuracy": probed.validation_accuracy if probed else None,
                 "finetuned_validation_accuracy": None}
-    if recorded is not None:
-        decision = {**recorded, "before_resume": True}
-        keep, decided_midway = recorded["kept"] == "finetuned", True
+    if made is not None:
+        decision, keep = dict(made), made["kept"] == "finetuned"
     elif finetuned:
-        decided_midway = midway is not None and midway.decided_at_step is not None
-        if decided_midway:
-            decision, keep = {**midway.record, "decided_at_step": midway.decided_at_step}, midway.went_on
-        else:
-            decision, keep = _compare(plan, prober, probed)
-    if recorded is not None or finetuned:
+        decision, keep = _compare(plan, prober, probed)
+    if made is not None or finetuned:
         if keep:
             if plan.config.verbose != 0:
                 before = " before the run was resumed" if recorded is not None else ""
                 when = (f"decided after {decision['decided_at_step']} steps{before}, then fine-tuned on the held-out "
-                        "images too; " if decided_midway else "")
+                        "images too; " if made is not None else "")
                 print(f"Kept:     the fine-tuned model ({when}validation accuracy "
                       f"{decision['finetuned_validation_accuracy']:.4f} against "
                       f"{decision['probe_validation_accuracy']:.4f} for the probe; {report.sign_test_words(decision)})",
