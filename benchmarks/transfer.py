@@ -219,6 +219,7 @@ def adapt_one(work, setup, budget_seconds, seed=0, epochs=None, weights=None):
         "probe": result.get("probe"), "adapt_decision": result.get("adapt_decision"),
         "adapt": settings.get("adapt"), "recipe": settings["recipe"],
         "batch_size": settings["batch_size"], "learning_rate": settings["learning_rate"], "params": settings["params"],
+        "precision": settings.get("precision"),
     }
 
 
@@ -250,8 +251,10 @@ def adapt(work, budget_minutes, setups, out=None, argv=None, seed=0, epochs=None
     from benchmarks.workers import ResultLog, run_worker
 
     log = ResultLog("transfer", out, argv)
-    with open(os.path.join(work, "backbone", "pretrain.json")) as f:
-        log.add({"setup": "pretrain", **json.load(f)})
+    record = os.path.join(work, "backbone", "pretrain.json")
+    if os.path.exists(record):  # scratch alone needs no backbone
+        with open(record) as f:
+            log.add({"setup": "pretrain", **json.load(f)})
     if weights is not None:
         log.add({"setup": "weights", "weights": weights})
     results = []
@@ -266,8 +269,10 @@ def adapt(work, budget_minutes, setups, out=None, argv=None, seed=0, epochs=None
         result.setdefault("setup", setup)
         log.add(result)
         results.append(result)
-    backbone = run_worker("benchmarks.transfer:evaluate_backbone", dict(work=work, seed=seed, weights=weights))
-    log.add(backbone)
+    backbone = {"error": "no backbone"}
+    if weights is not None or os.path.exists(record):
+        backbone = run_worker("benchmarks.transfer:evaluate_backbone", dict(work=work, seed=seed, weights=weights))
+        log.add(backbone)
     rows = ["| set-up | test accuracy | epochs (steps) | train s | adapt, recipe, batch, peak lr |", "|---|---|---|---|---|"]
     for r in results:
         if "error" in r:

@@ -226,6 +226,12 @@ def test_transfer_benchmark_pretrains_writes_both_folders_and_adapts(tmp_path, i
     result line per set-up (the adaptation's workers in this process)."""
     module = in_process("transfer")
     work = _transfer_work(module, tmp_path, images=12, per_class=4)
+    # Scratch reads no backbone: it runs before one is pre-trained.
+    module.main(["adapt", "--work", work, "--budget-minutes", "0.5", "--epochs", "1", "--setups", "scratch",
+                 "--out", str(tmp_path / "out0")])
+    (lines,) = (tmp_path / "out0").glob("transfer-*.jsonl")
+    _, scratch = [json.loads(line) for line in lines.read_text().splitlines()]  # the machine, then scratch: no backbone
+    assert (scratch["setup"], scratch["epochs_done"], scratch["num_test"]) == ("scratch", 1, 20), scratch
     module.main(["pretrain", "--work", work, "--budget-minutes", "0.5", "--epochs", "1", "--backbone", "smoke"])
     assert {"timm", "hf"} <= set(os.listdir(os.path.join(work, "backbone")))
     assert "preprocessor_config.json" in os.listdir(os.path.join(work, "backbone", "hf"))
