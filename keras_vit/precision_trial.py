@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import platform
 import statistics
@@ -113,7 +114,7 @@ def trial_seconds(environ=None) -> float:
 
 
 def training_workload(architecture: dict, image_size: int, channels: int, batch_size: int, jit_compile=None,
-                      recipe: str | None = None) -> dict:
+                      recipe: str | None = None, stem: dict | None = None) -> dict:
     """The model shape a training trial times (and its cache key): the core fields, the input, the batch and the recipe.
 
     Args:
@@ -125,16 +126,29 @@ def training_workload(architecture: dict, image_size: int, channels: int, batch_
             Defaults to None.
         recipe: str or None. The run's recipe (a `keras_vit.training.recipes.RECIPES` name), whose
             optimizer the trial compiles; None: `keras-vit train`'s default. Defaults to None.
+        stem: dict or None. The `filters` and `strides` of the model's conv stem
+            (`keras_vit.models.stems.conv_stem`); None for a model without one. The encoder then
+            reads the stem's cells as its patches: a 32 px image is 16 tokens behind the default
+            stem, not the 1,024 of 1 px patches. Defaults to None.
 
     >>> training_workload({"patch_size": 4, "hidden_size": 192, "num_layers": 12, "num_heads": 3,
     ...                    "mlp_dim": 768}, 32, 3, 128)["tokens"]
     64
+    >>> stem = {"filters": (32, 64, 128, 128), "strides": (2, 2, 2, 1)}  # 8 px a cell
+    >>> training_workload({"patch_size": 1, "hidden_size": 128, "num_layers": 4, "num_heads": 4,
+    ...                    "mlp_dim": 256}, 32, 3, 32, stem=stem)["tokens"]
+    16
     """
     workload = {"mode": "train", **{field: _int(architecture.get(field)) for field in MODEL_FIELDS},
                 "image_size": int(image_size), "channels": int(channels), "batch_size": int(batch_size),
                 "jit_compile": jit_compile, "recipe": recipe}
+    side = workload["image_size"]
+    if stem is not None:
+        # Only a model with a stem has the key, so the cache keys of the others stay as they were.
+        workload["stem"] = {"filters": [int(f) for f in stem["filters"]], "strides": [int(s) for s in stem["strides"]]}
+        side = -(-side // math.prod(workload["stem"]["strides"]))  # "same" padding: rounded up
     # None where the architecture has no patch size (a hybrid's): its trial fails and the table answers.
-    workload["tokens"] = (workload["image_size"] // workload["patch_size"]) ** 2 if workload["patch_size"] else None
+    workload["tokens"] = (side // workload["patch_size"]) ** 2 if workload["patch_size"] else None
     return workload
 
 
@@ -182,6 +196,8 @@ def describe(workload: dict) -> str:
     'width 128, 6 layers, 16 tokens, batch 256'
     """
     what = [f"width {workload['hidden_size']}", f"{workload['num_layers']} layers"]
+    if workload.get("stem") is not None:
+        what.append("the conv stem")
     if workload.get("tokens"):
         what.append(f"{workload['tokens']} tokens")
     return ", ".join(what + [f"batch {workload['batch_size']}"])

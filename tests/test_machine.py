@@ -229,6 +229,15 @@ def _timings(float32, bfloat16, steps=3):
     return measure
 
 
+def _measured_on_zen4(monkeypatch):
+    """This machine taken for a Zen 4, its training trials timed by `_timings(0.2, 0.1)` (bfloat16 twice as fast)."""
+    measure = _timings(0.2, 0.1)
+    monkeypatch.setattr(machine, "detect", lambda *args, **kwargs: ZEN4)
+    monkeypatch.setattr(precision_trial, "measure_training", lambda workload, policies, seconds, backend=None:
+                        measure(workload, policies, seconds))
+    return measure
+
+
 @pytest.fixture
 def trial_on(tmp_path, monkeypatch):
     """The trial on (30 s cap), its cache in a fresh folder; returns the cache file."""
@@ -505,10 +514,7 @@ def test_training_steps_build_each_policy_and_restore_the_global_one():
 def test_the_plan_times_the_runs_own_model_and_the_header_shows_the_figures(trial_on, monkeypatch):
     from keras_vit.training import plan as plan_lib
 
-    measure = _timings(0.2, 0.1)
-    monkeypatch.setattr(machine, "detect", lambda *args, **kwargs: ZEN4)
-    monkeypatch.setattr(precision_trial, "measure_training", lambda workload, policies, seconds, backend=None:
-                        measure(workload, policies, seconds))
+    measure = _measured_on_zen4(monkeypatch)
     config = plan_lib.TrainConfig(variant="tiny", image_size=28, model_overrides={"num_layers": 1}, batch_size=16,
                                   max_train_examples=32, run_dir=None, output_dir=None)
     plan = plan_lib.resolve(config)
@@ -531,14 +537,68 @@ def test_the_plan_times_the_runs_own_model_and_the_header_shows_the_figures(tria
     assert len(measure.calls) == 2 and jit_on.precision == "mixed_bfloat16"
 
 
+def _stem_checkpoint(path):
+    """A .keras checkpoint of the conv stem + ViT, as `keras-vit pretrain --method dino` writes one for 32 px images."""
+    from keras_vit.models import stems
+
+    keras_vit.ViT(patch_size=1, hidden_size=16, num_layers=1, num_heads=2, mlp_dim=32, input_shape=(32, 32, 3),
+                  backbone=stems.conv_stem((8, 16), (2, 2)), include_top=False, preprocessing="unit").save(path)
+    return str(path)
+
+
+@pytest.mark.parametrize("start", ["scratch", "checkpoint"])
+def test_the_trial_times_the_conv_stem_and_its_tokens_not_a_vit_on_pixels(trial_on, monkeypatch, tmp_path, start):
+    """The model behind a conv stem reads the stem's cells as 1 px patches: a trial of a plain ViT on 1 px patches
+    timed 1,024 tokens where the run's model has 16 (or 64) and chose its precision on that model."""
+    from PIL import Image
+
+    from keras_vit.training import plan as plan_lib
+    from keras_vit.training import precision_child
+
+    measure = _measured_on_zen4(monkeypatch)
+    rng = np.random.default_rng(0)
+    for name in ("cat", "dog"):
+        (tmp_path / "data" / name).mkdir(parents=True)
+        for i in range(16):
+            Image.fromarray(rng.integers(0, 255, (32, 32, 3)).astype("uint8")).save(tmp_path / "data" / name / f"{i}.png")
+    config = plan_lib.TrainConfig(dataset=str(tmp_path / "data"), batch_size=16, run_dir=None, output_dir=None,
+                                  epochs=1)
+    if start == "scratch":
+        config = dataclasses.replace(config, stem="conv", model_overrides={"hidden_size": 16, "num_layers": 1,
+                                                                            "num_heads": 2, "mlp_dim": 32})
+    else:
+        config = dataclasses.replace(config, weights=_stem_checkpoint(tmp_path / "stem.keras"))
+    plan = plan_lib.resolve(config)
+    ((workload, _, _),) = measure.calls
+    stem = {"filters": [32, 64, 128, 128], "strides": [2, 2, 2, 1]} if start == "scratch" else {
+        "filters": [8, 16], "strides": [2, 2]}
+    tokens = 16 if start == "scratch" else 64
+    assert (workload["stem"], workload["tokens"], workload["patch_size"]) == (stem, tokens, 1)
+    assert "the conv stem, " + f"{tokens} tokens" in plan.precision_reason
+    steps, _ = precision_child.training_steps(workload, ["float32"])
+    timed = steps["float32"].__defaults__[0]
+    assert tuple(timed.get_layer("embedding").grid_size) == (int(tokens ** 0.5),) * 2
+    assert precision_trial.training_workload(plan.architecture, 32, 3, 16) != workload  # no stem: another key
+
+
+def test_a_hybrids_trial_times_the_widths_stand_in_not_a_vit_on_its_pixels(trial_on, monkeypatch, tmp_path):
+    """A hybrid's ResNet stem feeds the encoder cells it reads as 1 px patches; a trial cannot build the stem
+    again, and a ViT on 1 px patches of its images would time 1,024 tokens here (50,176 at 224 px)."""
+    from keras_vit.training import plan as plan_lib
+
+    measure = _measured_on_zen4(monkeypatch)
+    config = plan_lib.TrainConfig(variant="R26_S32", image_size=32, model_overrides={"num_layers": 1}, batch_size=16,
+                                  max_train_examples=32, run_dir=None, output_dir=None)
+    plan = plan_lib.resolve(config)
+    ((workload, _, _),) = measure.calls
+    assert workload == precision_trial.width_workload(384), workload
+
+
 def test_a_resumed_run_keeps_its_backups_precision_without_a_trial(trial_on, monkeypatch, tmp_path):
     from keras_vit.training import plan as plan_lib
     from keras_vit.training import run_dir, run_state
 
-    measure = _timings(0.2, 0.1)  # a trial would pick mixed_bfloat16
-    monkeypatch.setattr(machine, "detect", lambda *args, **kwargs: ZEN4)
-    monkeypatch.setattr(precision_trial, "measure_training", lambda workload, policies, seconds, backend=None:
-                        measure(workload, policies, seconds))
+    measure = _measured_on_zen4(monkeypatch)  # a trial would pick mixed_bfloat16
     run_state.commit(tmp_path / "run" / run_dir.BACKUP, {"fingerprint": {"precision": "float32"}})
     config = plan_lib.TrainConfig(variant="tiny", image_size=28, model_overrides={"num_layers": 1}, batch_size=16,
                                   max_train_examples=32, run_dir=str(tmp_path / "run"), output_dir=None)

@@ -124,3 +124,29 @@ def shifted_patch_stem(patch_size: int, channels: int = 3, name: str = "shifted_
     x = ShiftedPatches(patch_size, name="shifted_patches")(inputs)
     x = keras.layers.LayerNormalization(epsilon=1e-6, name="patch_norm")(x)
     return keras.Model(inputs, x, name=name)
+
+
+def conv_stem_arguments(model) -> dict | None:
+    """The `conv_stem` arguments (filters, strides) of the conv stem inside `model`; None where it has none.
+
+    What a precision trial needs to build a checkpoint's model again at its cost: the stem sets
+    how many tokens the encoder reads.
+
+    Args:
+        model: keras.Model. A ViT, e.g. one `keras_vit.transfer.load_pretrained` read.
+
+    Example:
+
+    >>> import keras_vit
+    >>> model = keras_vit.ViT(patch_size=1, hidden_size=16, num_layers=1, num_heads=2, mlp_dim=32,
+    ...                       input_shape=(32, 32, 3), backbone=conv_stem((8, 16), (2, 2)), num_classes=2)
+    >>> conv_stem_arguments(model)
+    {'filters': [8, 16], 'strides': [2, 2]}
+    """
+    try:
+        stem = model.get_layer("conv_stem")
+    except ValueError:
+        return None
+    convolutions = [layer for layer in stem.layers if isinstance(layer, keras.layers.Conv2D)]
+    return {"filters": [int(layer.filters) for layer in convolutions],
+            "strides": [int(layer.strides[0]) for layer in convolutions]}

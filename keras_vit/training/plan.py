@@ -36,6 +36,7 @@ from keras_vit.models.spec import (  # noqa: F401  (DEFAULT_MODEL, DEFAULT_GRID,
     resolve_architecture,
     resolve_image_size,
 )
+from keras_vit.models import stems
 from keras_vit.training import budget, distribute, memory, recipes
 from keras_vit.train_options import TrainConfig, check_config  # noqa: F401  (their home is train_options)
 
@@ -84,6 +85,10 @@ VALIDATION_SAMPLE = 500
 # (benchmarks/RESULTS.md section 17, "Epochs without their edges").
 VALIDATION_CACHE_BYTES = 256 * 2**20
 MODEL_KEYS = choices.MODEL_FIELDS  # what model_overrides may set
+# A stem other than the conv stem (a hybrid's ResNet, a custom backbone): a precision trial cannot
+# build it again, and a ViT on its patch size of 1 would time one token per pixel (50,176 at
+# 224 px), so the trial times the width's stand-in (`precision_trial.width_workload`).
+OTHER_STEM = "other"
 
 
 def build_model(plan):
@@ -301,7 +306,8 @@ def resolve(config: TrainConfig, *, name=None) -> RunPlan:
     data_channels = train_source.dataset.element_spec[0].shape[-1] or 3
     pretrained = zeroshot_head = None
     if config.weights is not None:
-        pretrained, pretrained_architecture, channels = describe_pretrained(config, train_source.num_classes)
+        pretrained, pretrained_architecture, channels, pretrained_stem = describe_pretrained(
+            config, train_source.num_classes)
         if config.head == "zeroshot":
             from keras_vit.transfer.zeroshot_head import fold_head
 
@@ -350,13 +356,21 @@ def resolve(config: TrainConfig, *, name=None) -> RunPlan:
         # costs more than XLA's faster steps give back in it.
         jit_compile = False
         adapt_reason += "; XLA off: its compilation costs more than a short fine-tuning saves"
+    if pretrained is not None:
+        stem = pretrained_stem
+    elif model.stem:
+        stem = {"filters": model.stem_args.get("filters", stems.DEFAULT_FILTERS),
+                "strides": model.stem_args.get("strides", stems.DEFAULT_STRIDES)}
+    else:
+        variant_stem = config.variant is not None and configs.get_variant(config.variant).stem is not None
+        stem = OTHER_STEM if config.backbone is not None or variant_stem else None
     # The AMX rule reads the model's width, and a precision trial times the model at the run's batch,
     # with XLA as the run will set it: resolved once the architecture is.
     precision, precision_reason = distribute.choose_precision(
         config.precision, width=architecture.get("hidden_size"), strategy=strategy,
         workload=precision_trial.training_workload(
             architecture, image_size, channels, batch_size, jit_compile,
-            recipe=_named_recipe(recipe)),
+            recipe=_named_recipe(recipe), stem=stem) if stem != OTHER_STEM else None,
         resumed=_backup_precision(config))
     if jit_compile is None:
         jit_compile = distribute.default_jit_compile(precision=precision, strategy=strategy)
@@ -489,7 +503,10 @@ def _validation_sample(source, num_train):
 
 
 def describe_pretrained(config, num_classes):
-    """(`keras_vit.transfer.Pretrained`, its core architecture fields, its input channels) of `config.weights`.
+    """(`keras_vit.transfer.Pretrained`, its core architecture fields, its input channels, its stem) of `config.weights`.
+
+    The stem: the conv stem's arguments, `OTHER_STEM` for another (a hybrid's ResNet, a custom
+    backbone), None for patches read from the pixels.
 
     Model flags that contradict the checkpoint are refused by name. The model is built here to
     read them and built again inside the run's strategy and precision (`build_model`).
@@ -514,4 +531,7 @@ def describe_pretrained(config, num_classes):
     if config.channels is not None and config.channels != arch["channels"]:
         raise ValueError(f"Contradicting --channels={config.channels} and weights={config.weights!r}: the checkpoint "
                          f"takes {arch['channels']}-channel images (the data are converted to them). Leave it out.")
-    return pretrained, {key: arch[key] for key in MODEL_KEYS}, arch["channels"]
+    stem = stems.conv_stem_arguments(model)
+    if stem is None and (arch.get("stem") is not None or arch.get("backbone") is not None):
+        stem = OTHER_STEM
+    return pretrained, {key: arch[key] for key in MODEL_KEYS}, arch["channels"], stem

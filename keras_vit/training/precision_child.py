@@ -36,7 +36,7 @@ SCHEDULE_STEPS = 10
 
 
 def training_steps(workload: dict, policies) -> tuple[dict, dict]:
-    """({policy: one train step}, {policy: label}): `workload`'s ViT under each policy, on random data.
+    """({policy: one train step}, {policy: label}): `workload`'s ViT (its conv stem too) under each policy, on random data.
 
     Each model is built under its policy (the global policy is restored), compiled with the
     workload's recipe's optimizer (`keras-vit train`'s default recipe's without one) and with XLA (or torch.compile)
@@ -59,7 +59,7 @@ def training_steps(workload: dict, policies) -> tuple[dict, dict]:
         keras.config.set_dtype_policy(policy)
         try:
             model = keras_vit.ViT(
-                **{field: workload[field] for field in MODEL_FIELDS},
+                **{field: workload[field] for field in MODEL_FIELDS}, backbone=_stem(workload),
                 input_shape=shape, num_classes=10, classifier_activation=None)
         finally:
             keras.config.set_dtype_policy(previous)
@@ -69,6 +69,15 @@ def training_steps(workload: dict, policies) -> tuple[dict, dict]:
         steps[policy] = lambda model=model: model.train_on_batch(images, labels_)
         labels[policy] = f"{policy} + {backend.COMPILER}" if jit else policy
     return steps, labels
+
+
+def _stem(workload: dict):
+    """The workload's conv stem, built under the current policy; None without one."""
+    if workload.get("stem") is None:
+        return None
+    from keras_vit.models import stems
+
+    return stems.conv_stem(channels=workload["channels"], **workload["stem"])
 
 
 def main(argv=None) -> int:
