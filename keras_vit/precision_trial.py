@@ -146,8 +146,9 @@ def training_workload(architecture: dict, image_size: int, channels: int, batch_
     if stem is not None:
         # Only a model with a stem has the key, so the cache keys of the others stay as they were.
         workload["stem"] = {"filters": [int(f) for f in stem["filters"]], "strides": [int(s) for s in stem["strides"]]}
-        side = -(-side // math.prod(workload["stem"]["strides"]))  # "same" padding: rounded up
-    # None where the architecture has no patch size (a hybrid's): its trial fails and the table answers.
+        # The stem's stride (`stems.stem_stride`, which this module sits below); "same" padding rounds up.
+        side = -(-side // math.prod(workload["stem"]["strides"]))
+    # None where the architecture has no patch size: its trial fails and the table answers.
     workload["tokens"] = (side // workload["patch_size"]) ** 2 if workload["patch_size"] else None
     return workload
 

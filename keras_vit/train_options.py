@@ -255,7 +255,7 @@ def _stem_header(plan):
         return None
     from keras_vit.models import stems
 
-    widths = ", ".join(map(str, plan.stem_args.get("filters", stems.DEFAULT_FILTERS)))
+    widths = ", ".join(map(str, stems.stem_arguments(plan.stem_args)["filters"]))
     return f" behind a conv stem (3x3 convolutions of {widths} channels, stride {plan.model.stem_stride})"
 
 

@@ -198,7 +198,7 @@ def conv_stem_stride(stem_args: dict) -> int:
     """
     from keras_vit.models import stems
 
-    return stems.stem_stride(stem_args.get("strides", stems.DEFAULT_STRIDES))
+    return stems.stem_stride(stems.stem_arguments(stem_args)["strides"])
 
 
 # `keras_vit.ViT` arguments a spec sets itself: `ModelSpec.vit_args` may not.

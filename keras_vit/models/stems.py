@@ -82,6 +82,19 @@ def conv_stem(filters=DEFAULT_FILTERS, strides=DEFAULT_STRIDES, channels: int = 
     return keras.Model(inputs, x, name=name)
 
 
+def stem_arguments(stem_args: dict | None = None) -> dict:
+    """The filters and strides `conv_stem(**stem_args)` builds with, its defaults filled in.
+
+    Example:
+
+    >>> stem_arguments({"strides": (2, 2, 2, 2)})
+    {'filters': [32, 64, 128, 128], 'strides': [2, 2, 2, 2]}
+    """
+    stem_args = stem_args or {}
+    return {"filters": [int(f) for f in stem_args.get("filters", DEFAULT_FILTERS)],
+            "strides": [int(s) for s in stem_args.get("strides", DEFAULT_STRIDES)]}
+
+
 def stem_stride(strides=DEFAULT_STRIDES) -> int:
     """Pixels per feature-map cell of a stem with these `strides`.
 
@@ -148,5 +161,5 @@ def conv_stem_arguments(model) -> dict | None:
     except ValueError:
         return None
     convolutions = [layer for layer in stem.layers if isinstance(layer, keras.layers.Conv2D)]
-    return {"filters": [int(layer.filters) for layer in convolutions],
-            "strides": [int(layer.strides[0]) for layer in convolutions]}
+    return stem_arguments({"filters": [layer.filters for layer in convolutions],
+                           "strides": [layer.strides[0] for layer in convolutions]})

@@ -359,8 +359,7 @@ def resolve(config: TrainConfig, *, name=None) -> RunPlan:
     if pretrained is not None:
         stem = pretrained_stem
     elif model.stem:
-        stem = {"filters": model.stem_args.get("filters", stems.DEFAULT_FILTERS),
-                "strides": model.stem_args.get("strides", stems.DEFAULT_STRIDES)}
+        stem = stems.stem_arguments(model.stem_args)
     else:
         variant_stem = config.variant is not None and configs.get_variant(config.variant).stem is not None
         stem = OTHER_STEM if config.backbone is not None or variant_stem else None
