@@ -58,6 +58,7 @@ import sys
 import time
 import warnings
 
+from keras_vit import configs  # a hybrid's ResNet stride
 from keras_vit.choices import MODEL_FIELDS  # the core fields of the ViT a training trial builds
 
 ENV = "KERAS_VIT_PRECISION_TRIAL"
@@ -126,10 +127,11 @@ def training_workload(architecture: dict, image_size: int, channels: int, batch_
             Defaults to None.
         recipe: str or None. The run's recipe (a `keras_vit.training.recipes.RECIPES` name), whose
             optimizer the trial compiles; None: `keras-vit train`'s default. Defaults to None.
-        stem: dict or None. The `filters` and `strides` of the model's conv stem
-            (`keras_vit.models.stems.conv_stem`); None for a model without one. The encoder then
-            reads the stem's cells as its patches: a 32 px image is 16 tokens behind the default
-            stem, not the 1,024 of 1 px patches. Defaults to None.
+        stem: dict or None. The model's stem: the `filters` and `strides` of a conv stem
+            (`keras_vit.models.stems.conv_stem`), or a hybrid's BiT ResNet as {"resnet": units per
+            stage, "width": root width} (`keras_vit.models.resnet.BiTResNet`); None for a model
+            without one. The encoder then reads the stem's cells as its patches: a 32 px image is
+            16 tokens behind the default conv stem, not the 1,024 of 1 px patches. Defaults to None.
 
     >>> training_workload({"patch_size": 4, "hidden_size": 192, "num_layers": 12, "num_heads": 3,
     ...                    "mlp_dim": 768}, 32, 3, 128)["tokens"]
@@ -138,13 +140,20 @@ def training_workload(architecture: dict, image_size: int, channels: int, batch_
     >>> training_workload({"patch_size": 1, "hidden_size": 128, "num_layers": 4, "num_heads": 4,
     ...                    "mlp_dim": 256}, 32, 3, 32, stem=stem)["tokens"]
     16
+    >>> r50 = {"resnet": (3, 4, 9), "width": 64}  # R50+ViT-B/16: 16 px a cell
+    >>> training_workload({"patch_size": 1, "hidden_size": 768, "num_layers": 12, "num_heads": 12,
+    ...                    "mlp_dim": 3072}, 224, 3, 8, stem=r50)["tokens"]
+    196
     """
     workload = {"mode": "train", **{field: _int(architecture.get(field)) for field in MODEL_FIELDS},
                 "image_size": int(image_size), "channels": int(channels), "batch_size": int(batch_size),
                 "jit_compile": jit_compile, "recipe": recipe}
     side = workload["image_size"]
-    if stem is not None:
-        # Only a model with a stem has the key, so the cache keys of the others stay as they were.
+    # Only a model with a stem has the key, so the cache keys of the others stay as they were.
+    if stem is not None and "resnet" in stem:
+        workload["stem"] = {"resnet": [int(units) for units in stem["resnet"]], "width": int(stem["width"])}
+        side = -(-side // configs.stem_stride(workload["stem"]["resnet"]))
+    elif stem is not None:
         workload["stem"] = {"filters": [int(f) for f in stem["filters"]], "strides": [int(s) for s in stem["strides"]]}
         # The stem's stride (`stems.stem_stride`, which this module sits below); "same" padding rounds up.
         side = -(-side // math.prod(workload["stem"]["strides"]))
@@ -197,8 +206,9 @@ def describe(workload: dict) -> str:
     'width 128, 6 layers, 16 tokens, batch 256'
     """
     what = [f"width {workload['hidden_size']}", f"{workload['num_layers']} layers"]
-    if workload.get("stem") is not None:
-        what.append("the conv stem")
+    stem = workload.get("stem")
+    if stem is not None:
+        what.append(f"the ResNet stem {tuple(stem['resnet'])}" if "resnet" in stem else "the conv stem")
     if workload.get("tokens"):
         what.append(f"{workload['tokens']} tokens")
     return ", ".join(what + [f"batch {workload['batch_size']}"])

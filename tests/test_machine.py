@@ -581,17 +581,44 @@ def test_the_trial_times_the_conv_stem_and_its_tokens_not_a_vit_on_pixels(trial_
     assert precision_trial.training_workload(plan.architecture, 32, 3, 16) != workload  # no stem: another key
 
 
-def test_a_hybrids_trial_times_the_widths_stand_in_not_a_vit_on_its_pixels(trial_on, monkeypatch, tmp_path):
-    """A hybrid's ResNet stem feeds the encoder cells it reads as 1 px patches; a trial cannot build the stem
-    again, and a ViT on 1 px patches of its images would time 1,024 tokens here (50,176 at 224 px)."""
+@pytest.mark.parametrize("start", ["scratch", "checkpoint"])
+def test_a_hybrids_trial_times_its_resnet_stem_and_its_tokens_not_a_vit_on_pixels(trial_on, monkeypatch, tmp_path,
+                                                                                   start):
+    """A hybrid's ResNet feeds the encoder cells it reads as 1 px patches: a ViT on 1 px patches of its images would
+    time 1,024 tokens here (50,176 at 224 px), and the width's stand-in (what the trial timed before) has no ResNet."""
+    from keras_vit.training import plan as plan_lib
+    from keras_vit.training import precision_child
+
+    measure = _measured_on_zen4(monkeypatch)
+    config = plan_lib.TrainConfig(variant="R_tiny", image_size=32, batch_size=16, max_train_examples=32,
+                                  run_dir=None, output_dir=None)
+    if start == "checkpoint":
+        path = str(tmp_path / "hybrid.keras")
+        keras_vit.ViT("R_tiny", include_top=False, preprocessing="unit").save(path)
+        config = dataclasses.replace(config, variant=None, image_size=None, weights=path)
+    plan = plan_lib.resolve(config)
+    ((workload, _, _),) = measure.calls
+    assert (workload["stem"], workload["tokens"], workload["patch_size"]) == ({"resnet": [1], "width": 32}, 64, 1)
+    assert "the ResNet stem (1,), 64 tokens" in plan.precision_reason
+    steps, _ = precision_child.training_steps(workload, ["float32"])
+    timed = steps["float32"].__defaults__[0]
+    assert tuple(timed.get_layer("embedding").grid_size) == (8, 8)
+    assert timed.get_layer("resnet").count_params() == plan_lib.build_model(plan).get_layer("resnet").count_params()
+
+
+def test_a_custom_backbones_trial_times_the_widths_stand_in(trial_on, monkeypatch):
+    """A Keras model given as the backbone cannot be built again in the trial's child: the width's stand-in is timed."""
+    from keras_vit.models import stems
     from keras_vit.training import plan as plan_lib
 
     measure = _measured_on_zen4(monkeypatch)
-    config = plan_lib.TrainConfig(variant="R26_S32", image_size=32, model_overrides={"num_layers": 1}, batch_size=16,
-                                  max_train_examples=32, run_dir=None, output_dir=None)
-    plan = plan_lib.resolve(config)
+    config = plan_lib.TrainConfig(image_size=32, backbone=lambda: stems.conv_stem((8,), (4,)),
+                                  model_overrides={"patch_size": 1, "hidden_size": 32, "num_layers": 1, "num_heads": 2,
+                                                   "mlp_dim": 64},
+                                  batch_size=16, max_train_examples=32, run_dir=None, output_dir=None)
+    plan_lib.resolve(config)
     ((workload, _, _),) = measure.calls
-    assert workload == precision_trial.width_workload(384), workload
+    assert workload == precision_trial.width_workload(32), workload
 
 
 def test_a_resumed_run_keeps_its_backups_precision_without_a_trial(trial_on, monkeypatch, tmp_path):

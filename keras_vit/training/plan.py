@@ -85,9 +85,10 @@ VALIDATION_SAMPLE = 500
 # (benchmarks/RESULTS.md section 17, "Epochs without their edges").
 VALIDATION_CACHE_BYTES = 256 * 2**20
 MODEL_KEYS = choices.MODEL_FIELDS  # what model_overrides may set
-# A stem other than the conv stem (a hybrid's ResNet, a custom backbone): a precision trial cannot
-# build it again, and a ViT on its patch size of 1 would time one token per pixel (50,176 at
-# 224 px), so the trial times the width's stand-in (`precision_trial.width_workload`).
+# A custom backbone (a Keras model the run was given): a precision trial cannot build it again,
+# and a ViT on its patch size of 1 would time one token per pixel (50,176 at 224 px), so the trial
+# times the width's stand-in (`precision_trial.width_workload`). The conv stem and a hybrid's BiT
+# ResNet are built again from their arguments.
 OTHER_STEM = "other"
 
 
@@ -360,9 +361,10 @@ def resolve(config: TrainConfig, *, name=None) -> RunPlan:
         stem = pretrained_stem
     elif model.stem:
         stem = stems.stem_arguments(model.stem_args)
+    elif config.backbone is not None:
+        stem = OTHER_STEM
     else:
-        variant_stem = config.variant is not None and configs.get_variant(config.variant).stem is not None
-        stem = OTHER_STEM if config.backbone is not None or variant_stem else None
+        stem = _resnet_stem(config.variant)
     # The AMX rule reads the model's width, and a precision trial times the model at the run's batch,
     # with XLA as the run will set it: resolved once the architecture is.
     precision, precision_reason = distribute.choose_precision(
@@ -504,8 +506,8 @@ def _validation_sample(source, num_train):
 def describe_pretrained(config, num_classes):
     """(`keras_vit.transfer.Pretrained`, its core architecture fields, its input channels, its stem) of `config.weights`.
 
-    The stem: the conv stem's arguments, `OTHER_STEM` for another (a hybrid's ResNet, a custom
-    backbone), None for patches read from the pixels.
+    The stem: the conv stem's arguments, a hybrid's ResNet ({"resnet": units per stage, "width"}),
+    `OTHER_STEM` for a custom backbone, None for patches read from the pixels.
 
     Model flags that contradict the checkpoint are refused by name. The model is built here to
     read them and built again inside the run's strategy and precision (`build_model`).
@@ -531,6 +533,20 @@ def describe_pretrained(config, num_classes):
         raise ValueError(f"Contradicting --channels={config.channels} and weights={config.weights!r}: the checkpoint "
                          f"takes {arch['channels']}-channel images (the data are converted to them). Leave it out.")
     stem = stems.conv_stem_arguments(model)
-    if stem is None and (arch.get("stem") is not None or arch.get("backbone") is not None):
+    if stem is None and arch.get("stem") is not None:
+        stem = {"resnet": list(arch["stem"]), "width": arch["stem_width"]}
+    elif stem is None and arch.get("backbone") is not None:
         stem = OTHER_STEM
     return pretrained, {key: arch[key] for key in MODEL_KEYS}, arch["channels"], stem
+
+
+def _resnet_stem(variant) -> dict | None:
+    """A hybrid variant's BiT ResNet, as a precision trial builds it again; None for a variant without one.
+
+    >>> _resnet_stem("R50_B16"), _resnet_stem("B16"), _resnet_stem(None)
+    ({'resnet': [3, 4, 9], 'width': 64}, None, None)
+    """
+    row = configs.get_variant(variant) if variant is not None else None
+    if row is None or row.stem is None:
+        return None
+    return {"resnet": list(row.stem), "width": row.stem_width}

@@ -36,7 +36,7 @@ SCHEDULE_STEPS = 10
 
 
 def training_steps(workload: dict, policies) -> tuple[dict, dict]:
-    """({policy: one train step}, {policy: label}): `workload`'s ViT (its conv stem too) under each policy, on random data.
+    """({policy: one train step}, {policy: label}): `workload`'s ViT (its stem too) under each policy, on random data.
 
     Each model is built under its policy (the global policy is restored), compiled with the
     workload's recipe's optimizer (`keras-vit train`'s default recipe's without one) and with XLA (or torch.compile)
@@ -72,12 +72,15 @@ def training_steps(workload: dict, policies) -> tuple[dict, dict]:
 
 
 def _stem(workload: dict):
-    """The workload's conv stem, built under the current policy; None without one."""
-    if workload.get("stem") is None:
+    """The workload's stem (a hybrid's BiT ResNet, the conv stem), built under the current policy; None without one."""
+    stem = workload.get("stem")
+    if stem is None:
         return None
-    from keras_vit.models import stems
+    from keras_vit.models import resnet, stems
 
-    return stems.conv_stem(channels=workload["channels"], **workload["stem"])
+    if "resnet" in stem:
+        return resnet.BiTResNet(stem["resnet"], stem["width"], channels=workload["channels"])
+    return stems.conv_stem(channels=workload["channels"], **stem)
 
 
 def main(argv=None) -> int:
