@@ -56,6 +56,9 @@ BACKBONES = {
 }
 # Backbones that only a .keras file holds (no timm or Hugging Face layout has the conv stem).
 KERAS_ONLY = ("budget",)
+# The timm peer's copy of a KERAS_ONLY backbone: timm's VisionTransformer behind a HybridEmbed of the
+# conv stem in torch (`transfer_timm_peer.conv_stem_module`), the same weights (`write_stem_folder`).
+STEM_FOLDER = "timm_stem"
 # timm VisionTransformer arguments beyond the widths: GAP (timm then adds fc_norm) and four
 # register tokens without position rows (as DINOv2 with registers stores them).
 TIMM_EXTRAS = {
@@ -114,8 +117,11 @@ def pretrain(work, budget_minutes, seed=0, epochs=None, backbone=DEFAULT_BACKBON
     if os.path.isfile(saved):  # pre-trained already: write its folders again
         with open(os.path.join(work, "backbone", "pretrain.json")) as f:
             summary = json.load(f)
-        if summary.get("backbone") not in KERAS_ONLY:
-            _write_folders(keras.saving.load_model(saved, compile=False), work)
+        model = keras.saving.load_model(saved, compile=False)
+        if summary.get("backbone") in KERAS_ONLY:
+            write_stem_folder(model, os.path.join(work, "backbone", STEM_FOLDER))
+        else:
+            _write_folders(model, work)
         return summary
     model = ({} if backbone in KERAS_ONLY else  # the budget rules choose
              dict(model_overrides=dict(BACKBONES[backbone]), stem="none", tokenizer="patches", pooling="token",
@@ -129,7 +135,9 @@ def pretrain(work, budget_minutes, seed=0, epochs=None, backbone=DEFAULT_BACKBON
                                                                 "images_per_second")}}
     with open(os.path.join(work, "backbone", "pretrain.json"), "w") as f:
         json.dump(summary, f, indent=1)
-    if backbone not in KERAS_ONLY:
+    if backbone in KERAS_ONLY:
+        write_stem_folder(result["model"], os.path.join(work, "backbone", STEM_FOLDER))
+    else:
         _write_folders(result["model"], work)
     return summary
 
@@ -140,6 +148,56 @@ def _write_folders(model, work):
 
     weights.save_timm(model, os.path.join(work, "backbone", "timm"), overwrite=True)
     weights.save_hf(model, os.path.join(work, "backbone", "hf"), overwrite=True)
+
+
+def write_stem_folder(model, folder):
+    """A conv stem + ViT as the timm peer builds it: a timm folder of its encoder, the stem's tensors and arguments added.
+
+    The encoder (patch embedding of the stem's cells, tokens, blocks, norm, head) goes through
+    keras_vit's own timm writer on a plain copy of it; the stem's convolutions and BatchNorms are
+    written as `patch_embed.backbone.conv{i}` and `.bn{i}` in torch's layout, and config.json's
+    "conv_stem" holds what `transfer_timm_peer.conv_stem_module` builds them from.
+    """
+    import keras
+    import numpy as np
+
+    import keras_vit
+    from keras_vit import weights
+    from keras_vit.choices import MODEL_FIELDS
+    from keras_vit.models import stems
+    from keras_vit.weights.files import read_safetensors, write_safetensors
+
+    config = model.vit_config
+    if config["preprocessing"] != SCALING:
+        raise ValueError(f"Expected a backbone scaled {SCALING!r} (the peer's mean and std), not {config['preprocessing']!r}")
+    stem = model.get_layer("conv_stem")
+    side = config["image_size"][0]
+    grid = stem.compute_output_shape((None, side, side, config["channels"]))[1:]
+    plain = keras_vit.ViT(**{field: config[field] for field in MODEL_FIELDS}, input_shape=grid, preprocessing=None,
+                          pooling=config["pooling"], include_top=config["include_top"], num_classes=config["num_classes"])
+    for layer in plain.layers:
+        if layer.weights:
+            layer.set_weights(model.get_layer(layer.name).get_weights())
+    weights.save_timm(plain, folder, overwrite=True, pretrained_cfg={"mean": [0.5] * 3, "std": [0.5] * 3})
+    tensors = read_safetensors(os.path.join(folder, "model.safetensors"))
+    batch_norms = [layer for layer in stem.layers if isinstance(layer, keras.layers.BatchNormalization)]
+    convolutions = [layer for layer in stem.layers if isinstance(layer, keras.layers.Conv2D)]
+    for i, (conv, norm) in enumerate(zip(convolutions, batch_norms)):
+        tensors[f"patch_embed.backbone.conv{i}.weight"] = conv.kernel.numpy().transpose(3, 2, 0, 1)
+        for key, weight in (("weight", norm.gamma), ("bias", norm.beta), ("running_mean", norm.moving_mean),
+                            ("running_var", norm.moving_variance)):
+            tensors[f"patch_embed.backbone.bn{i}.{key}"] = np.asarray(weight.numpy(), "float32")
+    write_safetensors(os.path.join(folder, "model.safetensors"), tensors, {"format": "pt"})
+    with open(os.path.join(folder, "config.json")) as f:
+        timm_config = json.load(f)
+    # The encoder's copy reads the stem's map; timm's model reads the images.
+    timm_config["model_args"].update(img_size=side, in_chans=config["channels"])
+    timm_config["pretrained_cfg"]["input_size"] = [config["channels"], side, side]
+    timm_config["conv_stem"] = {**stems.conv_stem_arguments(model), "epsilon": batch_norms[0].epsilon,
+                                "momentum": batch_norms[0].momentum}
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(timm_config, f, indent=1)
+    return folder
 
 
 def write_hf_folder(work):

@@ -72,12 +72,73 @@ def _accuracy(torch, model, images, labels, batch=250):
     return correct / len(labels)
 
 
+def timm_backbone(timm, torch, folder, num_classes, drop_path_rate=0.0):
+    """timm's model of a timm folder with a new zero head of `num_classes`; a "conv_stem" in its config.json goes in front.
+
+    The conv stem (`benchmarks.transfer.write_stem_folder`) is `conv_stem_module` inside timm's own
+    HybridEmbed, whose 1x1 projection is the ViT's patch embedding of the stem's cells.
+    """
+    import functools
+
+    import safetensors.torch
+    from timm.layers import HybridEmbed
+
+    with open(os.path.join(folder, "config.json")) as f:
+        config = json.load(f)
+    extra = {}
+    if "conv_stem" in config:
+        stem = conv_stem_module(torch, channels=config["model_args"]["in_chans"], **config["conv_stem"])
+        extra["embed_layer"] = functools.partial(HybridEmbed, backbone=stem)
+    model = timm.create_model(config["architecture"], **{**config["model_args"], "num_classes": num_classes},
+                              drop_path_rate=drop_path_rate, **extra)
+    state = safetensors.torch.load_file(os.path.join(folder, "model.safetensors"))
+    state = {k: v for k, v in state.items() if not k.startswith("head.")}
+    missing = set(model.load_state_dict(state, strict=False).missing_keys)
+    missing = {key for key in missing if not key.endswith("num_batches_tracked")}  # BatchNorm's counter
+    assert missing == {"head.weight", "head.bias"}, missing
+    return model
+
+
+def conv_stem_module(torch, filters, strides, channels=3, epsilon=1e-3, momentum=0.99):
+    """keras_vit's conv stem (`keras_vit.models.stems.conv_stem`) as a torch module: 3x3 Conv2d + BatchNorm2d + ReLU each.
+
+    Keras pads "same" convolutions of stride 2 on an even side at the end only (TensorFlow's rule),
+    where torch's padding=1 pads both sides: the padding is computed as Keras does. `momentum` is
+    Keras' (the share kept), torch's is its complement.
+    """
+    nn = torch.nn
+
+    class ConvStem(nn.Module):
+        def __init__(self):
+            super().__init__()
+            widths = (channels, *filters)
+            for i, stride in enumerate(strides):
+                self.add_module(f"conv{i}", nn.Conv2d(widths[i], widths[i + 1], 3, stride=stride, bias=False))
+                self.add_module(f"bn{i}", nn.BatchNorm2d(widths[i + 1], eps=epsilon, momentum=1 - momentum))
+
+        def forward(self, x):
+            for i, stride in enumerate(strides):
+                x = nn.functional.pad(x, _same_padding(x.shape[-2:], stride))
+                x = torch.relu(getattr(self, f"bn{i}")(getattr(self, f"conv{i}")(x)))
+            return x
+
+    return ConvStem()
+
+
+def _same_padding(size, stride, kernel=3):
+    """torch.nn.functional.pad's (left, right, top, bottom) for a "same" convolution as TensorFlow pads it."""
+    pads = []
+    for side in reversed(tuple(size)):
+        total = max((-(-side // stride) - 1) * stride + kernel - side, 0)
+        pads += [total // 2, total - total // 2]
+    return pads
+
+
 def adapt_timm(work, classes, budget_seconds, seed=0, max_steps=None, threads=None):
     """timm's LP-FT of the timm folder under `work`/backbone on `work`/adapt; its result dict."""
     from benchmarks.workloads import import_timm
 
     timm = import_timm()
-    import safetensors.torch
     import timm.optim
     import torch
 
@@ -86,14 +147,9 @@ def adapt_timm(work, classes, budget_seconds, seed=0, max_steps=None, threads=No
     if threads:
         torch.set_num_threads(threads)
     folder = os.path.join(work, "backbone", "timm")
-    with open(os.path.join(folder, "config.json")) as f:
-        config = json.load(f)
-    model = timm.create_model(config["architecture"], **{**config["model_args"], "num_classes": len(classes)},
-                              drop_path_rate=RECIPE["drop_path_rate"])
-    state = safetensors.torch.load_file(os.path.join(folder, "model.safetensors"))
-    state = {k: v for k, v in state.items() if not k.startswith("head.")}
-    missing = set(model.load_state_dict(state, strict=False).missing_keys)
-    assert missing == {"head.weight", "head.bias"}, missing
+    if not os.path.isdir(folder):  # a conv stem + ViT (benchmarks.transfer.KERAS_ONLY): its peer's copy
+        folder = os.path.join(work, "backbone", "timm_stem")
+    model = timm_backbone(timm, torch, folder, len(classes), RECIPE["drop_path_rate"])
     train_x, train_y = load_folder(os.path.join(work, "adapt", "train"), classes)
     test_x, test_y = load_folder(os.path.join(work, "adapt", "test"), classes)
     train_x, train_y = torch.from_numpy(train_x), torch.from_numpy(train_y)

@@ -301,6 +301,47 @@ def test_transfer_benchmark_pretrains_with_timm_and_keras_vit_reads_what_timm_wr
     assert (late["steps_done"], late["stopped_on_time"], late["planned_steps"]) == (1, True, None), late
 
 
+def test_the_timm_peer_builds_a_conv_stem_backbone_to_keras_vits_features(tmp_path):
+    """A conv stem + ViT (the `budget` backbone, which no timm layout holds) written for the peer: timm's
+    VisionTransformer behind a HybridEmbed of the stem in torch gives keras_vit's features, in inference and
+    in training mode (BatchNorm on the batch), on an odd side too (TensorFlow pads "same" at the end)."""
+    from _timm_import import import_timm
+
+    timm = import_timm()
+    if timm is None:
+        pytest.skip("timm is not installed")
+    import keras
+    import torch
+
+    import keras_vit
+    from benchmarks import transfer, transfer_timm_peer
+    from keras_vit.models import stems
+
+    rng = np.random.default_rng(0)
+    model = keras_vit.ViT(patch_size=1, hidden_size=32, num_layers=2, num_heads=2, mlp_dim=64, input_shape=(32, 32, 3),
+                          backbone=stems.conv_stem((8, 16, 16), (2, 2, 1)), num_classes=5, preprocessing="symmetric")
+    for weight in model.weights:  # BatchNorm statistics and biases away from their initial values
+        weight.assign(weight.numpy() + rng.normal(0, 0.05, weight.shape).astype("float32"))
+    for layer in model.get_layer("conv_stem").layers:
+        if isinstance(layer, keras.layers.BatchNormalization):
+            layer.moving_variance.assign(rng.uniform(0.5, 2, layer.moving_variance.shape).astype("float32"))
+    folder = transfer.write_stem_folder(model, str(tmp_path / "timm_stem"))
+    peer = transfer_timm_peer.timm_backbone(timm, torch, folder, num_classes=5)
+    images = rng.integers(0, 255, (4, 32, 32, 3)).astype("float32")
+    torch_images = torch.from_numpy((images / 127.5 - 1).transpose(0, 3, 1, 2))
+    features = keras.Model(model.input, model.get_layer("pooling").output)
+    for training in (False, True):
+        peer.train(training)
+        with torch.no_grad():
+            got = peer.forward_head(peer.forward_features(torch_images), pre_logits=True).numpy()
+        np.testing.assert_allclose(got, np.asarray(features(images, training=training)), atol=1e-4)
+    odd = rng.normal(0, 1, (2, 31, 30, 3)).astype("float32")  # TensorFlow pads "same" at the end only
+    peer.eval()
+    with torch.no_grad():
+        got = peer.patch_embed.backbone(torch.from_numpy(odd.transpose(0, 3, 1, 2))).numpy().transpose(0, 2, 3, 1)
+    np.testing.assert_allclose(got, np.asarray(model.get_layer("conv_stem")(odd)), atol=1e-4)
+
+
 def test_dense_benchmark_probes_a_weights_folder_and_its_random_control(tmp_path):
     """The dense harness on 16 canvases of 16 px from the shipped sample: one result line per backbone and block count."""
     import keras_vit
