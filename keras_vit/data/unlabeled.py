@@ -2,7 +2,7 @@
 
 What pre-training reads (`keras-vit pretrain --dataset DIR`): every image directly in the folder
 and in its sub-folders (class folders, their labels unused), listed and streamed as
-`keras_vit.data.sources.from_folder` does (hidden entries left out, corrupt files skipped or
+`keras_vit.data.folders.from_folder` does (hidden entries left out, corrupt files skipped or
 refused by `on_corrupt`, decoding inside tf.data). Its images decode to the channels their
 headers state; a folder mixing grey and colour images is refused unless `channels` says which.
 
@@ -25,7 +25,7 @@ import os
 import numpy as np
 
 from keras_vit._validation import check_choice
-from keras_vit.data import image_io, sources
+from keras_vit.data import folders, image_io
 
 # The one "class" of unlabeled images (a Source has class names; pre-training reads none).
 UNLABELED = ("images",)
@@ -41,10 +41,10 @@ def from_unlabeled_folder(directory, on_corrupt="skip", channels=None, name="dat
             image is grey, else 3), a mix of grey and colour refused. Defaults to None.
         name: str. How messages name the folder's argument (`--dataset`). Defaults to "dataset".
     """
-    check_choice("on_corrupt", on_corrupt, sources.ON_CORRUPT)
+    check_choice("on_corrupt", on_corrupt, folders.ON_CORRUPT)
     if channels is not None:
         check_choice("channels", channels, (1, 3))
-    sources._check_not_a_loop(directory)
+    folders.check_not_a_loop(directory)
     if not os.path.isdir(directory):
         raise FileNotFoundError(f"Image folder not found: {name}={directory!r}.")
     paths, sizes, corrupt = [], [], []
@@ -60,23 +60,22 @@ def from_unlabeled_folder(directory, on_corrupt="skip", channels=None, name="dat
     if not paths:
         found = f" ({len(corrupt)} corrupt)" if corrupt else ""
         raise ValueError(f"Invalid {name}={directory!r}: it holds no readable image{found} "
-                         f"({', '.join(sources.IMAGE_EXTENSIONS)}), directly or in its sub-folders.")
+                         f"({', '.join(folders.IMAGE_EXTENSIONS)}), directly or in its sub-folders.")
     if channels is None:
         channels = _stated_channels(paths, directory, name)
-    listing = sources._Listing(directory, UNLABELED, paths, np.zeros(len(paths), "int32"), sizes, corrupt)
-    shapes = set(sizes)
-    shape = "x".join(map(str, next(iter(shapes)))) if len(shapes) == 1 else f"{len(shapes)} different sizes"
-    description = f"{len(paths):,} unlabeled images in {directory} ({shape}, {'grey' if channels == 1 else 'colour'})"
-    return sources._files_source(listing, np.arange(len(paths)), channels, on_corrupt, description)
+    listing = folders.Listing(directory, UNLABELED, paths, np.zeros(len(paths), "int32"), sizes, corrupt)
+    description = (f"{len(paths):,} unlabeled images in {directory} ({folders.describe_sizes(sizes)}, "
+                   f"{'grey' if channels == 1 else 'colour'})")
+    return folders.files_source(listing, np.arange(len(paths)), channels, on_corrupt, description)
 
 
 def _image_entries(directory):
     """The image files of `directory`, then those of each sub-folder, sorted by name."""
-    entries = sources._visible_entries(directory)
-    files = [e for e in entries if sources._is(e, "file")]
-    for folder in (e for e in entries if sources._is(e, "dir")):
-        files += [e for e in sources._visible_entries(folder.path) if sources._is(e, "file")]
-    return [e for e in files if e.name.lower().endswith(sources.IMAGE_EXTENSIONS)]
+    entries = folders.visible_entries(directory)
+    files = [e for e in entries if folders.is_kind(e, "file")]
+    for folder in (e for e in entries if folders.is_kind(e, "dir")):
+        files += [e for e in folders.visible_entries(folder.path) if folders.is_kind(e, "file")]
+    return [e for e in files if e.name.lower().endswith(folders.IMAGE_EXTENSIONS)]
 
 
 def _stated_channels(paths, directory, name):

@@ -223,8 +223,8 @@ def load_images(config, name):
     dataset = config.dataset
     if isinstance(dataset, np.ndarray):
         source = sources.from_arrays(dataset, np.zeros(len(dataset), "int32"), class_names=unlabeled.UNLABELED)
-    elif isinstance(dataset, str) and os.path.isdir(dataset) and not sources._has_idx_files(dataset):
-        root = os.path.join(dataset, config.split) if sources._split_dirs(dataset) else dataset
+    elif isinstance(dataset, str) and os.path.isdir(dataset) and not sources.has_idx_files(dataset):
+        root = os.path.join(dataset, config.split) if sources.split_dirs(dataset) else dataset
         source = unlabeled.from_unlabeled_folder(root, config.on_corrupt, config.channels, name=name("dataset"))
     else:
         source = sources.load_source(dataset, config.split, config.data_dir, config.on_corrupt, config.download)
