@@ -1,6 +1,6 @@
 """ab-inference: a git revision's encoder block against this checkout's, bfloat16 inference in one process.
 
-Two bfloat16 copies of one model (`keras_vit.export._common.bfloat16_model`, what `keras-vit
+Two bfloat16 copies of one model (`keras_vit.export.compute_precision.bfloat16_model`, what `keras-vit
 predict --precision bfloat16` runs), random weights with non-zero biases and norms (zero ones
 would let TensorFlow fold them away); each encoder block of the "revision" copy runs a
 `TransformerBlock` (with its `MultiHeadSelfAttention`) built by those classes as they were at
@@ -72,7 +72,7 @@ def main(argv=None):
     import keras
     import numpy as np
 
-    from keras_vit.export._common import bfloat16_model
+    from keras_vit.export.compute_precision import bfloat16_model
 
     classes = revision_classes(args.revision)
     w = workload(args.workload, {"batch": args.batch} if args.batch else {})

@@ -3,7 +3,7 @@
 For a `.keras` classifier and a folder of photos (JPEG/PNG, any size; resized as `predict` does):
 
 - agreement: top-1 agreement and the largest and mean probability difference between the
-  float32 model and its bfloat16 copy (`keras_vit.export._common.bfloat16_model`), for the Keras
+  float32 model and its bfloat16 copy (`keras_vit.export.compute_precision.bfloat16_model`), for the Keras
   model (`load_predictor(precision=...)`) and for the SavedModel exported with
   `precision="bfloat16"` against the float32 one.
 - speed: images/s at --batch of the Keras model (float32 + XLA as `predict` runs it, bfloat16

@@ -17,7 +17,7 @@ import tensorflow as tf
 
 import keras_vit
 from keras_vit import cli, export, machine
-from keras_vit.export import _common
+from keras_vit.export import compute_precision
 from keras_vit.layers import self_attention
 from keras_vit.machine import Machine
 
@@ -42,7 +42,7 @@ def _model(**overrides):
 
 def test_bfloat16_copy_keeps_the_head_and_scaling_in_float32_and_agrees():
     model = _model()
-    copy = _common.bfloat16_model(model)
+    copy = compute_precision.bfloat16_model(model)
     assert copy.get_layer("encoderblock_0").dtype_policy.name == "mixed_bfloat16"
     assert copy.get_layer("encoderblock_0").compute_dtype == "bfloat16"
     for name in ("head", "preprocessing"):
@@ -54,9 +54,9 @@ def test_bfloat16_copy_keeps_the_head_and_scaling_in_float32_and_agrees():
     assert got.dtype == np.float32
     np.testing.assert_allclose(got, want, atol=3e-2)
     assert not np.array_equal(got, want)  # it does compute in bfloat16
-    assert _common.compute_model(model, "float32") is model
+    assert compute_precision.compute_model(model, "float32") is model
     with pytest.raises(ValueError, match=r"precision='float16'.*\['float32', 'bfloat16'\]"):
-        _common.compute_model(model, "float16")
+        compute_precision.compute_model(model, "float16")
 
 
 def test_bfloat16_saved_model_computes_in_bfloat16_from_float32_variables(tmp_path):

@@ -201,7 +201,7 @@ def test_cli_predict_refuses_a_depth_model_in_one_line(tmp_path, capsys):
 
 def test_a_depth_model_has_a_bfloat16_copy_as_the_predictors_use():
     # Its graph passes symbolic tensors as call arguments: the copy keeps their dtypes.
-    from keras_vit.export._common import compute_model
+    from keras_vit.export.compute_precision import compute_model
 
     model = keras_vit.DepthEstimator(backbone="tiny")
     images = np.random.default_rng(0).uniform(-1, 1, (1, 32, 32, 3)).astype("float32")

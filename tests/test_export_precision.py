@@ -1,7 +1,7 @@
 """Every export format from a model trained or built under each dtype policy computes in float32.
 
 A model built under mixed_bfloat16 or mixed_float16 keeps float32 variables; the exports rebuild it
-in float32 (`keras_vit.export._common.float32_model`), so each exported file must match the
+in float32 (`keras_vit.export.compute_precision.float32_model`), so each exported file must match the
 float32 Keras model with the same weights, to the tolerance its own quantization allows. Before
 that rule TFLite refused every mixed-precision model ("'tf.Conv2D' op is neither a custom op nor
 a flex op") and ONNX refused them by design.
@@ -16,7 +16,7 @@ import tensorflow as tf
 
 import keras_vit
 from keras_vit import export
-from keras_vit.export import _common
+from keras_vit.export import compute_precision
 
 POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
 # Largest difference in probability from the float32 Keras model, per format. Float32 files
@@ -128,14 +128,14 @@ def test_the_cases_cover_every_format_under_a_low_precision_policy_and_the_float
 
 def test_float32_model_copies_only_what_computes_below_float32():
     model, reference = _models("mixed_bfloat16")
-    copy = _common.float32_model(model)
+    copy = compute_precision.float32_model(model)
     assert copy is not model
     assert {layer.compute_dtype for layer in copy.layers} == {"float32"}
     assert copy.get_config()["name"] == model.name and len(copy.weights) == len(model.weights)
     np.testing.assert_array_equal(copy.get_weights()[3], model.get_weights()[3])
     # The original keeps its policy; a float32 model is exported as it is.
     assert model.get_layer("encoderblock_0").dtype_policy.name == "mixed_bfloat16"
-    assert _common.float32_model(reference) is reference
+    assert compute_precision.float32_model(reference) is reference
     assert keras.config.dtype_policy().name == "float32"
 
 
@@ -148,7 +148,7 @@ def test_hybrid_with_keras_applications_backbone_exports_float32(tmp_path):
     )
     model = keras_vit.ViT("tiny", num_classes=3, backbone=backbone, image_size=32, preprocessing="unit")
     keras.config.set_dtype_policy("float32")
-    copy = _common.float32_model(model)
+    copy = compute_precision.float32_model(model)
     nested = [layer for layer in copy.layers if isinstance(layer, keras.Model)]
     assert nested and {layer.compute_dtype for layer in nested[0].layers} == {"float32"}
     result = export.tflite(model, str(tmp_path / "hybrid.tflite"))

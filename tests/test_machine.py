@@ -738,7 +738,7 @@ def test_train_end_to_end_with_exports_per_branch(branch, tmp_path, monkeypatch,
     assert trained.get_layer("encoderblock_0").dtype_policy.name == precision
     images = np.random.default_rng(0).integers(0, 256, (4, 28, 28, 1)).astype("float32")  # the sample is grey
     # Exports compute in float32: compare with the float32 copy of the trained model.
-    expected = np.asarray(export._common.float32_model(trained)(images))
+    expected = np.asarray(export.compute_precision.float32_model(trained)(images))
     for path in (out / "m.tflite", out / "m" / "1"):
         np.testing.assert_allclose(export.load_predictor(str(path)).predict(images), expected, atol=1e-5)
     assert sorted(os.listdir(out)) == ["m", "m.json", "m.keras", "m.labels.txt", "m.tflite"]

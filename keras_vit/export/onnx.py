@@ -10,7 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_vit._validation import check_positive_int
-from keras_vit.export import _common, _tensorflow_process
+from keras_vit.export import _common, _tensorflow_process, compute_precision
 
 # Opset 17 (ONNX 1.12, 2022): run by every maintained onnxruntime, TensorRT and OpenVINO.
 DEFAULT_OPSET = 17
@@ -92,7 +92,7 @@ def onnx(model, path, *, scaling=None, class_names=None, opset=DEFAULT_OPSET, ov
         return _tensorflow_process.call(
             "onnx", model, path, scaling=scaling, class_names=names, opset=opset, overwrite=overwrite
         )
-    proto = _convert(_common.float32_model(model), shape, mean_std, opset)
+    proto = _convert(compute_precision.float32_model(model), shape, mean_std, opset)
     if names is not None:
         onnx_lib.helper.set_model_props(proto, {LABELS_KEY: "\n".join(names)})
     onnx_lib.checker.check_model(proto, full_check=True)
@@ -137,7 +137,7 @@ def naflex_onnx(model, path, max_num_patches=None, *, weights=None, opset=DEFAUL
     require("tf2onnx")
     if _tensorflow_process.needed():
         return _tensorflow_process.call("naflex_onnx", model, path, budget, opset=opset, overwrite=overwrite)
-    model = _common.float32_model(model)
+    model = compute_precision.float32_model(model)
     proto = _graph_to_onnx(_common.naflex_sequence_function(model, budget, output_name), opset,
                            _common.NAFLEX_INPUTS, output_name)
     proto.doc_string = (f"{model.name}: a NaFlex patch sequence ({', '.join(_common.NAFLEX_INPUTS)}) in, "

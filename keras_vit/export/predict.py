@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from keras_vit.data import image_io
 from keras_vit.data.processor_graph import decode_processed_images
-from keras_vit.export import _common, tflite_metadata
+from keras_vit.export import _common, compute_precision, tflite_metadata
 from keras_vit.export.onnx import LABELS_KEY as ONNX_LABELS_KEY
 from keras_vit.export.onnx import require
 from keras_vit.export.tflite import INPUT_NAME, OUTPUT_NAME, SIGNATURE
@@ -147,15 +147,15 @@ def load_predictor(path, *, class_names=None, scaling=None, precision=None, max_
     if not isinstance(path, (str, os.PathLike)) or not os.path.exists(path):
         raise FileNotFoundError(f"Model not found: path={path!r}.")
     path = os.fspath(path)
-    if precision not in (None, "auto", *_common.EXPORT_PRECISIONS):
-        raise ValueError(f"Invalid precision={precision!r}. Expected None, 'auto' or one of {list(_common.EXPORT_PRECISIONS)}.")
+    if precision not in (None, "auto", *compute_precision.EXPORT_PRECISIONS):
+        raise ValueError(f"Invalid precision={precision!r}. Expected None, 'auto' or one of {list(compute_precision.EXPORT_PRECISIONS)}.")
     if path.endswith(".keras"):
         return _keras_predictor(path, class_names, scaling, precision, max_num_patches)
     if max_num_patches is not None:
         raise ValueError(f"Invalid max_num_patches={max_num_patches!r} for {path!r}: it applies to a NaFlex .keras "
                          "model; an exported file takes the images it was exported for.")
     predictor = _file_predictor(path, class_names)
-    if precision in _common.EXPORT_PRECISIONS and precision != predictor.precision:
+    if precision in compute_precision.EXPORT_PRECISIONS and precision != predictor.precision:
         how = ("keras-vit export MODEL.keras --saved-model DIR --precision bfloat16" if precision == "bfloat16"
                else "keras-vit export MODEL.keras --saved-model DIR")
         raise ValueError(
@@ -206,7 +206,7 @@ def _keras_predictor(path, class_names, scaling, precision, max_num_patches, mod
     if model is None:
         model = keras.saving.load_model(path)
     precision = inference_precision(model, precision)
-    model = _common.compute_model(model, precision[0])
+    model = compute_precision.compute_model(model, precision[0])
     if _common.is_naflex(model):
         return _naflex_predictor(path, model, class_names, scaling, precision, max_num_patches)
     if max_num_patches is not None:
@@ -288,14 +288,14 @@ def inference_precision(model, precision="auto", machine=None, measure=None):
     if precision != "auto":
         return precision, "given"
     machine = machine or machine_lib.detect()
-    width = _common.token_width(model)
+    width = compute_precision.token_width(model)
     shape = tuple(model.inputs[0].shape[1:]) if len(getattr(model, "inputs", None) or ()) == 1 else None
     if shape is None or None in shape:
         policy, reason = machine_lib.table_precision(machine, width=width)
         if machine_lib.needs_trial(machine):
             reason += "; no precision trial: the model takes images of more than one size"
     else:
-        blocks = sum(layer.name.startswith("encoderblock_") for layer in _common._all_layers(model))
+        blocks = sum(layer.name.startswith("encoderblock_") for layer in compute_precision._all_layers(model))
         workload = precision_trial.inference_workload(type(model).__name__, model.count_params(), shape, width, blocks)
         policy, reason = machine_lib.precision_choice(machine, width=width, workload=workload,
                                                       measure=measure or inference_trial(model))
@@ -329,7 +329,7 @@ def saved_model_precision(model, machine=None, measure=None):
     if keras.backend.backend() == "tensorflow":
         return inference_precision(model, "auto", machine, measure)
     machine = machine or machine_lib.detect()
-    policy, reason = machine_lib.table_precision(machine, "tensorflow", _common.token_width(model))
+    policy, reason = machine_lib.table_precision(machine, "tensorflow", compute_precision.token_width(model))
     if machine_lib.needs_trial(machine):
         reason += f"; no precision trial: the SavedModel computes in TensorFlow, this process on {keras.backend.backend()}"
     return ("bfloat16" if policy == "mixed_bfloat16" else "float32"), reason
@@ -337,14 +337,14 @@ def saved_model_precision(model, machine=None, measure=None):
 
 def inference_trial(model):
     """The timing function of `model`'s inference trial: its float32 and bfloat16 copies
-    (`keras_vit.export._common.compute_model`), `predict_on_batch` on random images, alternating
+    (`keras_vit.export.compute_precision.compute_model`), `predict_on_batch` on random images, alternating
     (`keras_vit.precision_trial.time_alternating`)."""
     from keras_vit import precision_trial
 
     def measure(workload, policies, seconds):
         images = np.random.default_rng(0).random((workload["batch_size"], *workload["input_shape"]), dtype="float32")
         names = {policy: "bfloat16" if policy == "mixed_bfloat16" else "float32" for policy in policies}
-        copies = {policy: _common.compute_model(model, names[policy]) for policy in policies}
+        copies = {policy: compute_precision.compute_model(model, names[policy]) for policy in policies}
         steps = {policy: (lambda copy=copies[policy]: copy.predict_on_batch(images)) for policy in policies}
         warmups = {policy: [] for policy in policies}
         timed = precision_trial.time_alternating(
@@ -391,7 +391,7 @@ def _saved_model_predictor(path, class_names):
         def run_bytes(data):
             return serve_bytes(image_bytes=tf.constant(data))["probabilities"].numpy()
 
-    marker = os.path.join(path, "assets.extra", _common.PRECISION_FILENAME)
+    marker = os.path.join(path, "assets.extra", compute_precision.PRECISION_FILENAME)
     precision = "float32"
     if os.path.isfile(marker):
         with open(marker) as f:

@@ -10,7 +10,7 @@ import tensorflow as tf
 from keras_vit._validation import check_positive_int
 from keras_vit.data.image_io import MAX_PIXELS, decode_image, decode_images, error_text, require  # noqa: F401  (the signatures' decoder)
 from keras_vit.data.processor_graph import TF_OPS, decode_processed_images
-from keras_vit.export import _common, _tensorflow_process
+from keras_vit.export import _common, _tensorflow_process, compute_precision
 from keras_vit.image_processor import pil_resize
 from keras_vit.naflex import NAFLEX_FILTER, fitted_size, processor_settings
 
@@ -54,7 +54,7 @@ def saved_model(
     for a model trained under mixed precision (see `keras_vit.export`), unless
     `precision="bfloat16"`: then its layers compute in bfloat16 from those float32 variables
     (head and pixel scaling in float32), which TF Serving on a CPU with AMX runs on oneDNN's
-    bfloat16 kernels (`keras_vit.export._common.bfloat16_model`; benchmarks/RESULTS.md "bfloat16 on AMX").
+    bfloat16 kernels (`keras_vit.export.compute_precision.bfloat16_model`; benchmarks/RESULTS.md "bfloat16 on AMX").
 
     The version is written to a hidden temporary folder inside `base_dir` and renamed, so TF
     Serving (which only loads folders named by integers) never sees a half-written version;
@@ -103,7 +103,7 @@ def saved_model(
     mean_std = _common.resolve_scaling(model, scaling, channels)
     check_positive_int("top_k", top_k)
     check_positive_int("max_pixels", max_pixels)
-    _common.check_precision(precision)
+    compute_precision.check_precision(precision)
     base_dir = _checked_base_dir(base_dir)
     version = _resolve_version(base_dir, version)
     target = os.path.join(base_dir, str(version))
@@ -118,7 +118,7 @@ def saved_model(
             "saved_model", model, base_dir, version, class_names=names, scaling=scaling, top_k=top_k,
             overwrite=overwrite, jit_compile=jit_compile, max_pixels=max_pixels, precision=precision,
         )
-    model = _common.compute_model(model, precision)
+    model = compute_precision.compute_model(model, precision)
     k = None if classes is None else min(top_k, classes)
     module, signatures = _serving_module(model, (height, width, channels), mean_std, k, names,
                              jit_compile=jit_compile, max_pixels=max_pixels)
@@ -130,7 +130,7 @@ def saved_model(
             _common.write_labels(os.path.join(extra, _common.LABELS_FILENAME), names)
         if precision != "float32":  # read back by load_predictor; float32 files keep their old layout
             os.makedirs(extra, exist_ok=True)
-            with open(os.path.join(extra, _common.PRECISION_FILENAME), "w") as f:
+            with open(os.path.join(extra, compute_precision.PRECISION_FILENAME), "w") as f:
                 f.write(precision + "\n")
     return target
 
@@ -288,7 +288,7 @@ def naflex_saved_model(
     if _tensorflow_process.needed():
         return _tensorflow_process.call("naflex_saved_model", model, base_dir, version, max_num_patches=max_num_patches,
                                         scaling=scaling, overwrite=overwrite, max_pixels=max_pixels)
-    model = _common.float32_model(model)
+    model = compute_precision.float32_model(model)
     inputs = _naflex_graph_inputs(config, max_num_patches, _common.scale_pixels(mean_std), max_pixels)
 
     @tf.function(input_signature=[tf.TensorSpec((None,), tf.string, name="image_bytes")], autograph=False)

@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_vit._validation import check_positive_int
-from keras_vit.export import _common, _tensorflow_process, tflite_metadata
+from keras_vit.export import _common, _tensorflow_process, compute_precision, tflite_metadata
 from keras_vit.models.vit import build
 
 QUANTIZATIONS = ("none", "float16", "dynamic", "int8")
@@ -169,7 +169,7 @@ def tflite(
             calibration_samples=calibration_samples, approximate_gelu=approximate_gelu,
             batch_size=batch_size, float_ops=tuple(float_ops), overwrite=overwrite,
         )
-    model = _common.float32_model(model)
+    model = compute_precision.float32_model(model)
     if approximate_gelu:
         model = with_tanh_gelu(model)
     # Not in a full-integer file: nothing there can hold a NaN or Inf (its input is quantized first).
@@ -234,7 +234,7 @@ def naflex_tflite(model, path, max_num_patches=None, *, weights=None, overwrite=
     path = _common.output_file(path, ".tflite", overwrite=overwrite)
     if _tensorflow_process.needed():
         return _tensorflow_process.call("naflex_tflite", model, path, budget, overwrite=overwrite)
-    model = _common.float32_model(model)
+    model = compute_precision.float32_model(model)
     module = tf.Module()
     module.model_variables = [variable.value for variable in model.variables]  # so the converter freezes them
     module.serve = _common.naflex_sequence_function(model, budget, output_name)
