@@ -117,11 +117,7 @@ def pretrain(work, budget_minutes, seed=0, epochs=None, backbone=DEFAULT_BACKBON
     if os.path.isfile(saved):  # pre-trained already: write its folders again
         with open(os.path.join(work, "backbone", "pretrain.json")) as f:
             summary = json.load(f)
-        model = keras.saving.load_model(saved, compile=False)
-        if summary.get("backbone") in KERAS_ONLY:
-            write_stem_folder(model, os.path.join(work, "backbone", STEM_FOLDER))
-        else:
-            _write_folders(model, work)
+        _write_folders(keras.saving.load_model(saved, compile=False), work, summary.get("backbone"))
         return summary
     model = ({} if backbone in KERAS_ONLY else  # the budget rules choose
              dict(model_overrides=dict(BACKBONES[backbone]), stem="none", tokenizer="patches", pooling="token",
@@ -135,16 +131,20 @@ def pretrain(work, budget_minutes, seed=0, epochs=None, backbone=DEFAULT_BACKBON
                                                                 "images_per_second")}}
     with open(os.path.join(work, "backbone", "pretrain.json"), "w") as f:
         json.dump(summary, f, indent=1)
-    if backbone in KERAS_ONLY:
-        write_stem_folder(result["model"], os.path.join(work, "backbone", STEM_FOLDER))
-    else:
-        _write_folders(result["model"], work)
+    _write_folders(result["model"], work, backbone)
     return summary
 
 
-def _write_folders(model, work):
-    """The backbone as a timm Hub folder and a Hugging Face folder, as other programs would publish it."""
+def _write_folders(model, work, backbone):
+    """The backbone as a timm Hub folder and a Hugging Face folder, as other programs would publish it.
+
+    A KERAS_ONLY backbone, which neither layout holds, gets the timm peer's copy (`write_stem_folder`) instead.
+    """
     from keras_vit import weights
+
+    if backbone in KERAS_ONLY:
+        write_stem_folder(model, os.path.join(work, "backbone", STEM_FOLDER))
+        return
 
     weights.save_timm(model, os.path.join(work, "backbone", "timm"), overwrite=True)
     weights.save_hf(model, os.path.join(work, "backbone", "hf"), overwrite=True)
@@ -163,6 +163,7 @@ def write_stem_folder(model, folder):
 
     import keras_vit
     from keras_vit import weights
+    from keras_vit._atomic import write_json
     from keras_vit.choices import MODEL_FIELDS
     from keras_vit.models import stems
     from keras_vit.weights.files import read_safetensors, write_safetensors
@@ -195,8 +196,7 @@ def write_stem_folder(model, folder):
     timm_config["pretrained_cfg"]["input_size"] = [config["channels"], side, side]
     timm_config["conv_stem"] = {**stems.conv_stem_arguments(model), "epsilon": batch_norms[0].epsilon,
                                 "momentum": batch_norms[0].momentum}
-    with open(os.path.join(folder, "config.json"), "w") as f:
-        json.dump(timm_config, f, indent=1)
+    write_json(os.path.join(folder, "config.json"), timm_config)
     return folder
 
 

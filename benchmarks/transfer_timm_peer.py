@@ -148,7 +148,9 @@ def adapt_timm(work, classes, budget_seconds, seed=0, max_steps=None, threads=No
         torch.set_num_threads(threads)
     folder = os.path.join(work, "backbone", "timm")
     if not os.path.isdir(folder):  # a conv stem + ViT (benchmarks.transfer.KERAS_ONLY): its peer's copy
-        folder = os.path.join(work, "backbone", "timm_stem")
+        from benchmarks.transfer import STEM_FOLDER  # a constant: that module imports no Keras at its top
+
+        folder = os.path.join(work, "backbone", STEM_FOLDER)
     model = timm_backbone(timm, torch, folder, len(classes), RECIPE["drop_path_rate"])
     train_x, train_y = load_folder(os.path.join(work, "adapt", "train"), classes)
     test_x, test_y = load_folder(os.path.join(work, "adapt", "test"), classes)

@@ -151,7 +151,7 @@ def training_workload(architecture: dict, image_size: int, channels: int, batch_
     side = workload["image_size"]
     # Only a model with a stem has the key, so the cache keys of the others stay as they were.
     if stem is not None and "resnet" in stem:
-        workload["stem"] = {"resnet": [int(units) for units in stem["resnet"]], "width": int(stem["width"])}
+        workload["stem"] = resnet_stem(stem["resnet"], stem["width"])
         side = -(-side // configs.stem_stride(workload["stem"]["resnet"]))
     elif stem is not None:
         workload["stem"] = {"filters": [int(f) for f in stem["filters"]], "strides": [int(s) for s in stem["strides"]]}
@@ -160,6 +160,15 @@ def training_workload(architecture: dict, image_size: int, channels: int, batch_
     # None where the architecture has no patch size: its trial fails and the table answers.
     workload["tokens"] = (side // workload["patch_size"]) ** 2 if workload["patch_size"] else None
     return workload
+
+
+def resnet_stem(units, width) -> dict:
+    """`training_workload`'s `stem` for a hybrid's BiT ResNet of `units` per stage and root `width`.
+
+    >>> resnet_stem((3, 4, 9), 64)
+    {'resnet': [3, 4, 9], 'width': 64}
+    """
+    return {"resnet": [int(count) for count in units], "width": int(width)}
 
 
 def _int(value):

@@ -23,8 +23,8 @@ import tensorflow as tf
 from keras_vit._validation import check_fraction
 # What the other modules of the package and their users read from here.
 from keras_vit.data.folders import (  # noqa: F401
-    FLAT_FOLDER_VALIDATION_SPLIT, IMAGE_EXTENSIONS, ON_CORRUPT, VALIDATION, check_not_a_loop, classes_in_turn,
-    folder_split, from_folder, naming_corrupt_files, split_dirs,
+    FLAT_FOLDER_VALIDATION_SPLIT, IMAGE_EXTENSIONS, VALIDATION, check_not_a_loop, folder_split, from_folder,
+    naming_corrupt_files, split_dirs,
 )
 from keras_vit.data.source import Source, from_arrays, hold_out  # noqa: F401
 

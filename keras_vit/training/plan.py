@@ -506,7 +506,7 @@ def _validation_sample(source, num_train):
 def describe_pretrained(config, num_classes):
     """(`keras_vit.transfer.Pretrained`, its core architecture fields, its input channels, its stem) of `config.weights`.
 
-    The stem: the conv stem's arguments, a hybrid's ResNet ({"resnet": units per stage, "width"}),
+    The stem: the conv stem's arguments, a hybrid's ResNet (`precision_trial.resnet_stem`),
     `OTHER_STEM` for a custom backbone, None for patches read from the pixels.
 
     Model flags that contradict the checkpoint are refused by name. The model is built here to
@@ -534,7 +534,7 @@ def describe_pretrained(config, num_classes):
                          f"takes {arch['channels']}-channel images (the data are converted to them). Leave it out.")
     stem = stems.conv_stem_arguments(model)
     if stem is None and arch.get("stem") is not None:
-        stem = {"resnet": list(arch["stem"]), "width": arch["stem_width"]}
+        stem = precision_trial.resnet_stem(arch["stem"], arch["stem_width"])
     elif stem is None and arch.get("backbone") is not None:
         stem = OTHER_STEM
     return pretrained, {key: arch[key] for key in MODEL_KEYS}, arch["channels"], stem
@@ -549,4 +549,4 @@ def _resnet_stem(variant) -> dict | None:
     row = configs.get_variant(variant) if variant is not None else None
     if row is None or row.stem is None:
         return None
-    return {"resnet": list(row.stem), "width": row.stem_width}
+    return precision_trial.resnet_stem(row.stem, row.stem_width)
