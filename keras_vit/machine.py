@@ -204,7 +204,7 @@ def needs_trial(machine: Machine) -> bool:
 
 
 def precision_choice(machine: Machine, backend: str | None = None, width: int | None = None,
-                     workload: dict | None = None, measure=None) -> tuple[str, str]:
+                     workload: dict | None = None, measure=None, budget_seconds: float | None = None) -> tuple[str, str]:
     """(dtype policy, why) that `precision="auto"` picks for a model of token width `width` on `machine`.
 
     GPUs, TPUs and CPUs whose bfloat16 is emulated: the table (`table_precision`). A CPU with
@@ -222,6 +222,8 @@ def precision_choice(machine: Machine, backend: str | None = None, width: int | 
             (`keras_vit.precision_trial.width_workload`). Defaults to None.
         measure: callable or None. The trial's timing function, (workload, policies, seconds) ->
             results; None: a training trial in a child process. Defaults to None.
+        budget_seconds: float or None. The run's time budget, from which each candidate's first
+            step (tracing, XLA's compilation) is spent; None: by speed alone. Defaults to None.
 
     Example:
 
@@ -244,7 +246,7 @@ def precision_choice(machine: Machine, backend: str | None = None, width: int | 
     if measure is None and workload.get("mode", "train") == "train":
         def measure(workload, policies, seconds):
             return precision_trial.measure_training(workload, policies, seconds, backend)
-    return precision_trial.choose(machine, backend, workload, table, measure=measure)
+    return precision_trial.choose(machine, backend, workload, table, measure=measure, budget_seconds=budget_seconds)
 
 
 def table_precision(machine: Machine, backend: str | None = None, width: int | None = None) -> tuple[str, str]:

@@ -9,8 +9,10 @@ on 2026-12-06; on a 2-core AMX Xeon it tied while ViT-Ti/4 ran 1.3-1.4x faster i
 and batch, random data: every candidate is built and warmed up (one step: tracing, compilation),
 then timed steps alternate between them (A B, then B A) until `rounds` rounds or the time cap,
 whichever comes first; images/s come from each candidate's median step. mixed_bfloat16 wins only
-when it is at least `MARGIN` faster than float32 (a tie keeps the exact one). The answer is cached
-per machine and model shape (`cache_file`), so the next run does not measure again.
+when it is at least `MARGIN` faster than float32 (a tie keeps the exact one). A run with a time
+budget weighs the candidates by the images each trains in it after its first step (XLA's
+compilation is paid from the budget: `pick`). The answer is cached per machine and model shape
+(`cache_file`), with each candidate's speed and first step, so the next run does not measure again.
 
 A training trial runs in a child process (`python -m keras_vit.training.precision_child`, which
 compiles each candidate with the run's recipe's optimizer, as the run does): the run's random
@@ -271,14 +273,20 @@ def time_alternating(steps: dict, seconds: float, *, rounds: int = ROUNDS, warmu
     return timed
 
 
-def decide(results: list, batch_size: int, margin: float = MARGIN):
+def decide(results: list, batch_size: int, margin: float = MARGIN, budget_seconds: float | None = None):
     """(policy, figures) from a trial's `results`; None when a candidate has no timed step.
 
+    With `budget_seconds`, candidates are weighed by the images they train within it: a run's time
+    budget is spent from its first step (TensorFlow's tracing, XLA's compilation), which the
+    trial's warm-up timed, so a candidate a little faster per step can train fewer images in a
+    short budget (`pick`).
+
     Args:
-        results: list of dict. Per candidate: "policy", "label" (for the header) and "seconds"
-            (one per timed step).
+        results: list of dict. Per candidate: "policy", "label" (for the header), "seconds"
+            (one per timed step) and, where timed, "warmup" (the first step's seconds).
         batch_size: int. Images per step.
         margin: float. How much faster than float32 another candidate must be. Defaults to `MARGIN`.
+        budget_seconds: float or None. The run's time budget; None: speed alone. Defaults to None.
 
     Returns:
         (the fastest candidate's policy, or float32 within `margin` of it; "label N img/s, ...", the chosen first).
@@ -292,12 +300,51 @@ def decide(results: list, batch_size: int, margin: float = MARGIN):
     """
     if not results or any(not result["seconds"] for result in results):
         return None
-    speed = {result["policy"]: batch_size / statistics.median(result["seconds"]) for result in results}
-    best = max(speed, key=speed.get)
-    if best != "float32" and "float32" in speed and speed[best] < speed["float32"] * (1 + margin):
+    return pick(candidates_of(results, batch_size), margin, budget_seconds)
+
+
+def candidates_of(results: list, batch_size: int) -> list:
+    """A trial's `results` as what the cache keeps: [{"policy", "label", "img_s", "first_step_s" (None: not timed)}].
+
+    >>> candidates_of([{"policy": "float32", "label": "float32", "seconds": [0.5, 0.4, 0.6], "warmup": [12.0]}], 100)
+    [{'policy': 'float32', 'label': 'float32', 'img_s': 200.0, 'first_step_s': 12.0}]
+    """
+    return [{"policy": result["policy"], "label": result["label"],
+             "img_s": batch_size / statistics.median(result["seconds"]),
+             "first_step_s": sum(result["warmup"]) if result.get("warmup") else None} for result in results]
+
+
+def pick(candidates: list, margin: float = MARGIN, budget_seconds: float | None = None):
+    """(policy, figures) from `candidates_of`'s list: the most images per second, or within `budget_seconds`.
+
+    Within a budget a candidate trains img/s x (budget - its first step) images; the budget's
+    weighing applies only where every candidate's first step was timed. float32 stays unless
+    another candidate is at least `margin` ahead (a tie keeps the exact one), and where no
+    candidate has time left after its first step.
+
+    >>> xla = {"policy": "float32", "label": "float32 + XLA", "img_s": 1100.0, "first_step_s": 30.0}
+    >>> eager = {"policy": "mixed_bfloat16", "label": "mixed_bfloat16", "img_s": 1000.0, "first_step_s": 3.0}
+    >>> pick([xla, eager])
+    ('float32', 'float32 + XLA 1100 img/s, mixed_bfloat16 1000 img/s')
+    >>> pick([xla, eager], budget_seconds=120)  # 1000 x 117 s against 1100 x 90 s
+    ('mixed_bfloat16', "mixed_bfloat16 1000 img/s after a first step of 3 s, float32 + XLA 1100 img/s after 30 s; weighed over the run's budget of 120 s, which the first step spends from")
+    """
+    speed = {candidate["policy"]: candidate["img_s"] for candidate in candidates}
+    first = {candidate["policy"]: candidate["first_step_s"] for candidate in candidates}
+    weigh = budget_seconds is not None and all(value is not None for value in first.values())
+    score = {policy: speed[policy] * max(budget_seconds - first[policy], 0.0) if weigh else speed[policy]
+             for policy in speed}
+    best = max(score, key=score.get)
+    if best != "float32" and "float32" in score and (score[best] < score["float32"] * (1 + margin) or not score[best]):
         best = "float32"
-    ordered = sorted(results, key=lambda result: (result["policy"] != best, -speed[result["policy"]]))
-    return best, ", ".join(f"{result['label']} {speed[result['policy']]:.0f} img/s" for result in ordered)
+    ordered = sorted(candidates, key=lambda candidate: (candidate["policy"] != best, -score[candidate["policy"]]))
+    figures = ", ".join(
+        f"{candidate['label']} {speed[candidate['policy']]:.0f} img/s"
+        + (f" after {'a first step of ' if i == 0 else ''}{first[candidate['policy']]:.0f} s" if weigh else "")
+        for i, candidate in enumerate(ordered))
+    if weigh:
+        figures += f"; weighed over the run's budget of {budget_seconds:g} s, which the first step spends from"
+    return best, figures
 
 
 def cache_file(environ=None) -> str:
@@ -361,7 +408,22 @@ def read_cache(path: str) -> dict:
 def _valid_entry(entry) -> bool:
     return (isinstance(entry, dict) and entry.get("precision") in (None, *POLICIES)
             and isinstance(entry.get("figures"), str) and isinstance(entry.get("measured"), str)
-            and isinstance(entry.get("seconds"), (int, float)) and not isinstance(entry.get("seconds"), bool))
+            and _is_number(entry.get("seconds")) and _valid_candidates(entry))
+
+
+def _valid_candidates(entry) -> bool:
+    """Whether `entry`'s candidates (written since the budget's weighing; older entries have none) can be weighed."""
+    if "candidates" not in entry:
+        return True
+    candidates = entry["candidates"]
+    return (isinstance(candidates, list) and bool(candidates) and isinstance(entry.get("steps"), int)
+            and all(isinstance(c, dict) and c.get("policy") in POLICIES and isinstance(c.get("label"), str)
+                    and _is_number(c.get("img_s")) and (c.get("first_step_s") is None or _is_number(c["first_step_s"]))
+                    for c in candidates))
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def write_cache(path: str, digest: str, entry: dict) -> None:
@@ -379,11 +441,14 @@ def write_cache(path: str, digest: str, entry: dict) -> None:
                       f"The next run measures again (set {CACHE_ENV} to a writable folder).", stacklevel=2)
 
 
-def choose(machine, backend: str, workload: dict, table: tuple, *, measure=None, seconds=None, cache=None):
+def choose(machine, backend: str, workload: dict, table: tuple, *, measure=None, seconds=None, cache=None,
+           budget_seconds=None):
     """(policy, why) for `workload` on `machine`: cached, else measured, else `table` with why not.
 
     A trial that ran out of time is cached too (the table answers; a trial of the same model
-    would cost as much again), until the cap is raised; one that failed is not.
+    would cost as much again), until the cap is raised; one that failed is not. The cache keeps
+    each candidate's speed and first step, so a run with another budget is weighed from them
+    without a trial.
 
     Args:
         machine: `keras_vit.machine.Machine`. A CPU with native bfloat16 (the caller's check).
@@ -394,6 +459,8 @@ def choose(machine, backend: str, workload: dict, table: tuple, *, measure=None,
             None: `measure_training` in a child process. Defaults to None.
         seconds: float or None. The cap; None: `trial_seconds()`; 0: no trial. Defaults to None.
         cache: str or None. The cache file; None: `cache_file()`. Defaults to None.
+        budget_seconds: float or None. The run's time budget, over which the candidates are
+            weighed with their first steps (`pick`); None: by speed alone. Defaults to None.
     """
     seconds = trial_seconds() if seconds is None else seconds
     if seconds == 0:
@@ -404,6 +471,9 @@ def choose(machine, backend: str, workload: dict, table: tuple, *, measure=None,
     where = f"this {'/'.join(machine.bfloat16_flags)} CPU"
     cached = read_cache(cache).get(digest)
     if cached is not None and cached["precision"] is not None:
+        if budget_seconds is not None and cached.get("candidates"):
+            policy, figures = pick(cached["candidates"], budget_seconds=budget_seconds)
+            return policy, f"{MEASURED} {where} on {cached['measured']}, cached: {_figures(figures, cached['steps'], workload)}"
         return cached["precision"], f"{MEASURED} {where} on {cached['measured']}, cached: {cached['figures']}"
     if cached is not None and cached["seconds"] >= seconds:
         return table[0], (f"{table[1]}; the precision trial on {cached['measured']} timed too little in its "
@@ -420,10 +490,17 @@ def choose(machine, backend: str, workload: dict, table: tuple, *, measure=None,
                           f"was timed{_warmups(results)}; a larger {ENV} measures again")
     policy, figures = decision
     steps = min(len(result["seconds"]) for result in results)
-    figures = f"{figures}; {steps} timed step{'s' if steps > 1 else ''} each of {describe(workload)}"
-    write_cache(cache, digest, {"precision": policy, "figures": figures, "seconds": seconds, "key": facts,
-                                "measured": today})
-    return policy, f"{MEASURED} {where}: {figures}"
+    candidates = candidates_of(results, workload["batch_size"])
+    write_cache(cache, digest, {"precision": policy, "figures": _figures(figures, steps, workload), "seconds": seconds,
+                                "key": facts, "measured": today, "candidates": candidates, "steps": steps})
+    if budget_seconds is not None:
+        policy, figures = pick(candidates, budget_seconds=budget_seconds)
+    return policy, f"{MEASURED} {where}: {_figures(figures, steps, workload)}"
+
+
+def _figures(figures: str, steps: int, workload: dict) -> str:
+    """A decision's figures with what was timed: "...; 3 timed steps each of width 128, ..."."""
+    return f"{figures}; {steps} timed step{'s' if steps > 1 else ''} each of {describe(workload)}"
 
 
 def _warmups(results) -> str:

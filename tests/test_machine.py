@@ -216,14 +216,19 @@ TI4 = precision_trial.training_workload({"patch_size": 4, "hidden_size": 192, "n
                                          "mlp_dim": 768}, image_size=32, channels=3, batch_size=128)
 
 
-def _timings(float32, bfloat16, steps=3):
-    """A timing function that returns fixed seconds per step (float32's, mixed_bfloat16's) and records its calls."""
+def _timings(float32, bfloat16, steps=3, first_steps=None):
+    """A timing function that returns fixed seconds per step (float32's, mixed_bfloat16's) and records its calls.
+
+    `first_steps`: (float32's, mixed_bfloat16's) warm-up seconds, as a child reports them; None: none reported.
+    """
     calls = []
 
     def measure(workload, policies, seconds):
         calls.append((workload, tuple(policies), seconds))
         per_step = {"float32": float32, "mixed_bfloat16": bfloat16}
-        return [{"policy": policy, "label": policy, "seconds": [per_step[policy]] * steps} for policy in policies]
+        first = dict(zip(("float32", "mixed_bfloat16"), first_steps or ()))
+        return [{"policy": policy, "label": policy, "seconds": [per_step[policy]] * steps,
+                 **({"warmup": [first[policy]]} if first else {})} for policy in policies]
 
     measure.calls = calls
     return measure
@@ -281,6 +286,51 @@ def test_the_trial_picks_the_fastest_beyond_the_margin(float32, bfloat16, expect
     assert reason.startswith("measured on this avx512_bf16 CPU: ")
     assert reason.endswith("; 3 timed steps each of width 192, 12 layers, 64 tokens, batch 128")
     assert reason.split(": ", 1)[1].startswith(expected)  # the chosen first
+
+
+# float32 + XLA 4% faster a step than mixed_bfloat16 without XLA, but 30 s of compilation against 3 s of tracing.
+XLA_FIRST = dict(float32=0.100, bfloat16=0.104, first_steps=(30.0, 3.0))
+
+
+@pytest.mark.parametrize("budget, expected", [
+    (None, "float32"),            # speed alone: within the margin, the exact one
+    (20, "mixed_bfloat16"),       # float32's first step outlasts the budget
+    (120, "mixed_bfloat16"),      # 1231 img/s x 117 s against 1280 x 90 s: 1.25x the images
+    (3600, "float32"),            # 1280 x 3570 s against 1231 x 3597 s
+])
+def test_a_budgeted_run_weighs_each_candidates_first_step_against_its_speed(budget, expected, trial_on):
+    """Issue 54: a run's budget pays for XLA's compilation, so a short one can train more images without it."""
+    policy, reason = precision_trial.choose(ZEN4, "tensorflow", TI4, ("float32", "table"), budget_seconds=budget,
+                                            measure=_timings(**XLA_FIRST))
+    assert policy == expected
+    assert reason.split(": ", 1)[1].startswith(expected)
+    assert ("weighed over the run's budget" in reason) is (budget is not None)
+    if budget is not None:
+        assert f"budget of {budget:g} s" in reason and "after a first step of" in reason
+
+
+def test_the_cache_weighs_another_budget_without_measuring_again(trial_on):
+    measure = _timings(**XLA_FIRST)
+    assert precision_trial.choose(ZEN4, "tensorflow", TI4, ("float32", "table"), measure=measure)[0] == "float32"
+    short = precision_trial.choose(ZEN4, "tensorflow", TI4, ("float32", "table"), measure=measure, budget_seconds=60)
+    assert short[0] == "mixed_bfloat16" and len(measure.calls) == 1
+    assert ", cached: mixed_bfloat16 1231 img/s after a first step of 3 s, float32 1280 img/s after 30 s; weighed over " \
+           "the run's budget of 60 s" in short[1]
+    # A cache written before the weighing (no candidates) answers as it did.
+    cache = json.loads(trial_on.read_text())
+    for entry in cache["entries"].values():
+        del entry["candidates"], entry["steps"]
+    trial_on.write_text(json.dumps(cache))
+    assert precision_trial.choose(ZEN4, "tensorflow", TI4, ("float32", "table"), measure=measure,
+                                  budget_seconds=60)[0] == "float32"
+    assert len(measure.calls) == 1
+
+
+def test_a_trial_without_first_steps_is_weighed_by_speed_alone(trial_on):
+    """An in-process trial reports no warm-ups: nothing to weigh a budget with."""
+    policy, reason = precision_trial.choose(ZEN4, "tensorflow", TI4, ("float32", "table"), budget_seconds=60,
+                                            measure=_timings(0.100, 0.104))
+    assert policy == "float32" and "budget" not in reason
 
 
 def test_a_trial_that_times_too_little_falls_back_to_the_table_and_is_cached_until_the_cap_grows(trial_on, monkeypatch):
@@ -535,6 +585,22 @@ def test_the_plan_times_the_runs_own_model_and_the_header_shows_the_figures(tria
     assert measure.calls[-1][0]["jit_compile"] is True and len(measure.calls) == 2
     plan_lib.resolve(config)
     assert len(measure.calls) == 2 and jit_on.precision == "mixed_bfloat16"
+
+
+def test_a_budgeted_plan_passes_its_budget_to_the_trial(trial_on, monkeypatch):
+    from keras_vit.training import plan as plan_lib
+
+    measure = _timings(**XLA_FIRST)
+    monkeypatch.setattr(machine, "detect", lambda *args, **kwargs: ZEN4)
+    monkeypatch.setattr(precision_trial, "measure_training", lambda workload, policies, seconds, backend=None:
+                        measure(workload, policies, seconds))
+    config = plan_lib.TrainConfig(variant="tiny", image_size=28, model_overrides={"num_layers": 1}, batch_size=16,
+                                  max_train_examples=32, run_dir=None, output_dir=None, budget_seconds=90)
+    plan = plan_lib.resolve(config)
+    assert plan.precision == "mixed_bfloat16"
+    assert "weighed over the run's budget of 90 s" in train_options.header_parts(plan)["precision"]
+    assert plan_lib.resolve(dataclasses.replace(config, budget_seconds=None)).precision == "float32"
+    assert len(measure.calls) == 1  # the second plan weighed the cached figures
 
 
 def _stem_checkpoint(path):

@@ -288,7 +288,7 @@ def resolve_precision(precision: str = "auto", machine: machine_lib.Machine | No
 
 def choose_precision(precision: str = "auto", machine: machine_lib.Machine | None = None,
                      width: int | None = None, workload: dict | None = None, strategy=None,
-                     resumed: str | None = None) -> tuple[str, str]:
+                     resumed: str | None = None, budget_seconds: float | None = None) -> tuple[str, str]:
     """(dtype policy, why) for a run's `precision`: the given one, or the machine's rule for "auto".
 
     Args:
@@ -303,6 +303,8 @@ def choose_precision(precision: str = "auto", machine: machine_lib.Machine | Non
         resumed: str or None. The precision of the backup the run resumes: where a trial would
             decide, it stands (a trial again could answer otherwise on a near tie, and the backup
             would be refused). Defaults to None.
+        budget_seconds: float or None. The run's time budget, over which a trial weighs each
+            candidate's first step (XLA's compilation) with its speed. Defaults to None.
 
     Example:
 
@@ -319,7 +321,7 @@ def choose_precision(precision: str = "auto", machine: machine_lib.Machine | Non
     if machine_lib.needs_trial(machine) and _uses_collectives(strategy):
         policy, why = machine_lib.table_precision(machine, width=width)
         return policy, f"{why}; no precision trial: a step that all-reduces over replicas or workers takes the table's answer"
-    return machine_lib.precision_choice(machine, width=width, workload=workload)
+    return machine_lib.precision_choice(machine, width=width, workload=workload, budget_seconds=budget_seconds)
 
 
 def work_around_multi_worker(model, strategy):

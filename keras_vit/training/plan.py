@@ -372,7 +372,7 @@ def resolve(config: TrainConfig, *, name=None) -> RunPlan:
         workload=precision_trial.training_workload(
             architecture, image_size, channels, batch_size, jit_compile,
             recipe=_named_recipe(recipe), stem=stem) if stem != OTHER_STEM else None,
-        resumed=_backup_precision(config))
+        resumed=_backup_precision(config), budget_seconds=config.budget_seconds)
     if jit_compile is None:
         jit_compile = distribute.default_jit_compile(precision=precision, strategy=strategy)
     steps_per_epoch = num_train // batch_size
