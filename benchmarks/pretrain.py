@@ -82,7 +82,7 @@ def main(argv=None):
     parser.add_argument("--work", required=True, help="the transfer benchmark's work folder (its prepare step)")
     parser.add_argument("--minutes", default="5,10,20,40", help="pre-training budgets, comma-separated")
     parser.add_argument("--adapt-minutes", type=float, default=3)
-    parser.add_argument("--method", choices=("mae", "dino"), default="mae")
+    parser.add_argument("--method", choices=("mae", "dino", "simclr"), default="mae")
     parser.add_argument("--local-views", type=int, help="DINO's local views (keras-vit pretrain --local-views; "
                         "default: its own); the folders are named for it")
     parser.add_argument("--seed", type=int, default=0)

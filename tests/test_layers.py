@@ -14,6 +14,7 @@ from keras_vit.layers import (
     MultiHeadSelfAttention,
     PatchEncoder,
     Patches,
+    ProjectionHead,
     RotaryPositionEmbedding,
     ShiftedPatches,
     StandardizedConv2D,
@@ -72,6 +73,8 @@ LAYER_CASES = {
     ),
     "dino_head": (DinoHead, {"out_dim": 6, "hidden_dim": 8, "bottleneck_dim": 4}, (2, 5)),
     "dino_head_one_layer": (DinoHead, {"out_dim": 6, "bottleneck_dim": 4, "num_layers": 1}, (3, 5)),
+    "projection_head": (ProjectionHead, {"out_dim": 6, "hidden_dim": 8}, (4, 5)),
+    "projection_head_one_layer_no_last_norm": (ProjectionHead, {"out_dim": 6, "num_layers": 1, "last_norm": False}, (3, 5)),
     "layer_scale": (LayerScale, {"init_value": 0.5}, (2, 5, 12)),
     "attention_pooling": (
         AttentionPooling, {"hidden_size": 12, "num_heads": 3, "mlp_dim": 20, "approximate_gelu": True}, (2, 5, 12),

@@ -54,13 +54,13 @@ def test_pretrain_writes_a_checkpoint_that_train_adapts(tmp_path, capsys):
     assert os.path.exists(tmp_path / "saved" / "vit.keras")
 
 
-@pytest.mark.parametrize("method", ["mae", "dino"])
+@pytest.mark.parametrize("method", ["mae", "dino", "simclr"])
 def test_a_run_killed_mid_epoch_then_before_its_output_resumes_and_writes_it(tmp_path, monkeypatch, capsys, method):
-    from keras_vit.pretraining import dino_run
+    from keras_vit.pretraining import dino_run, simclr_run
     from keras_vit.training import callbacks as callbacks_lib
 
     images = np.random.RandomState(0).randint(0, 256, (8, 16, 16, 3)).astype("uint8")
-    own = dict(decoder="test") if method == "mae" else dict(method="dino", head="test")
+    own = dict(decoder="test") if method == "mae" else dict(method=method, head="test")
     config = run.PretrainConfig(dataset=images, batch_size=4, epochs=2, model={"patch_size": 4, "hidden_size": 16,
                                 "num_layers": 1, "num_heads": 2, "mlp_dim": 32}, jit_compile=False,
                                 run_dir=str(tmp_path / "run"), output_dir=str(tmp_path / "out"), verbose=0, figure=False,
@@ -85,7 +85,8 @@ def test_a_run_killed_mid_epoch_then_before_its_output_resumes_and_writes_it(tmp
         run.pretrain(config)
     monkeypatch.setattr(callbacks_lib, "make_callbacks", make_callbacks)
     # Then it dies again, trained, before writing its output.
-    monkeypatch.setattr(*((hf, "save_mae_hf") if method == "mae" else (dino_run, "save")), killed)
+    monkeypatch.setattr(*{"mae": (hf, "save_mae_hf"), "dino": (dino_run, "save"), "simclr": (simclr_run, "save")}[method],
+                        killed)
     with pytest.raises(KeyboardInterrupt):
         run.pretrain(run.PretrainConfig(**{**config.__dict__, "verbose": 1}))
     # The second epoch ran again from the first's backup: 2 + 2 steps, not 3 + 2.
@@ -160,6 +161,36 @@ def test_dino_writes_the_teachers_backbone_that_train_and_knn_read(tmp_path, cap
     assert code == 0, capsys.readouterr()
 
 
+SIMCLR_TINY = ["--method", "simclr", "--head", "test"] + DINO_TINY[4:]
+
+
+def test_simclr_on_smaller_views_writes_the_backbone_at_its_own_size_that_train_adapts(tmp_path, capsys):
+    data = _folder(str(tmp_path / "images"), count=8, size=16)
+    out = str(tmp_path / "out")
+    code = cli.main(["pretrain", "--dataset", data, "--batch-size", "4", "--epochs", "1", "--output-dir", out,
+                     "--run-dir", str(tmp_path / "run"), "--patch-size", "4", "--view-size", "8"] + SIMCLR_TINY)
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert "SimCLR (contrastive)" in printed and "projection head 16 wide to 8" in printed
+    assert "views of 8 px (given), through the backbone's layers at its 16 px" in printed
+    assert "crops of 14%-100% of the image at 8 px" in printed and "the backbone as model.keras" in printed
+    assert "Few passes: 1 over the images, where SimCLR's" in printed
+    assert sorted(os.listdir(out)) == ["model.keras", "pretraining.json"]
+    with open(os.path.join(out, "pretraining.json")) as f:
+        record = json.load(f)
+    assert (record["method"], record["settings"]["view_size"], record["settings"]["temperature"]) == ("simclr", 8, 0.2)
+    saved = keras.saving.load_model(os.path.join(out, "model.keras"), compile=False)
+    assert saved.input_shape == (None, 16, 16, 3) and not saved.vit_config["include_top"]
+    labelled = str(tmp_path / "labelled")
+    for name in ("a", "b"):
+        _folder(labelled, count=4, size=16, sub=name)
+    code = cli.main(["train", "--weights", out, "--dataset", labelled, "--epochs", "1", "--batch-size", "4",
+                     "--run-dir", str(tmp_path / "train_run"), "--output-dir", str(tmp_path / "saved"), "--no-export",
+                     "--jit-compile", "off", "--quiet"])
+    assert code == 0, capsys.readouterr()
+    assert os.path.exists(tmp_path / "saved" / "vit.keras")
+
+
 def test_dino_on_small_images_pretrains_the_conv_stem_model_train_builds(tmp_path):
     images = np.random.RandomState(0).randint(0, 256, (8, 28, 28, 1)).astype("uint8")
     config = run.PretrainConfig(dataset=images, batch_size=4, epochs=1, method="dino", head="test", jit_compile=False,
@@ -176,6 +207,13 @@ def test_dino_on_small_images_pretrains_the_conv_stem_model_train_builds(tmp_pat
 
 @pytest.mark.parametrize("args, flag", [
     (["--method", "dino", "--mask-ratio", "0.5"], "--mask-ratio=0.5"),
+    (["--method", "simclr", "--decoder", "test"], "--decoder='test'"),
+    (["--method", "dino", "--view-size", "8"], "--view-size=8"),
+    (["--view-size", "8"], "--view-size=8"),
+    (["--method", "simclr", "--local-views", "2"], "--local-views=2"),
+    # 16 px images: views of 6 px are no whole 4 px patches; 0 is no side.
+    (["--method", "simclr", "--patch-size", "4", "--view-size", "6"], "--view-size=6"),
+    (["--method", "simclr", "--view-size", "0"], "--view-size=0"),
     (["--head", "small"], "--head='small'"),
     (["--method", "dino", "--decoder", "test"], "--decoder='test'"),
     (["--local-views", "2"], "--local-views=2"),
@@ -239,13 +277,13 @@ def test_the_flags_choices_are_the_tables_rows():
     import argparse
 
     from keras_vit.commands import pretrain as command
-    from keras_vit.pretraining import dino, mae
+    from keras_vit.pretraining import dino, mae, simclr
 
     parser = argparse.ArgumentParser()
     command.add(parser.add_subparsers())
     actions = {a.dest: a for sub in parser._subparsers._group_actions for p in sub.choices.values() for a in p._actions}
     assert tuple(actions["decoder"].choices) == tuple(mae.DECODERS)
-    assert tuple(actions["head"].choices) == tuple(dino.HEADS)
+    assert tuple(actions["head"].choices) == tuple(dino.HEADS) == tuple(simclr.HEADS)
     assert tuple(actions["method"].choices) == run.METHODS
 
 

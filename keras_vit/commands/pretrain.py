@@ -1,7 +1,7 @@
-"""`keras-vit pretrain`: self-supervised pre-training on unlabeled images, MAE or DINO (`keras_vit.pretraining.run.pretrain`).
+"""`keras-vit pretrain`: self-supervised pre-training on unlabeled images, MAE, DINO or SimCLR (`keras_vit.pretraining.run.pretrain`).
 
 The flags it shares with `keras-vit train` are that command's own (`keras_vit.train_options.OPTIONS`: the
-same spelling, help, type and choices); the rest are MAE's and DINO's.
+same spelling, help, type and choices); the rest are MAE's, DINO's and SimCLR's.
 """
 
 from __future__ import annotations
@@ -19,14 +19,17 @@ def add(subparsers) -> None:
 
     parser = subparsers.add_parser(
         "pretrain",
-        help="pre-train a ViT on unlabeled images: masked autoencoding (MAE) or self-distillation (DINO)",
+        help="pre-train a ViT on unlabeled images: masked autoencoding (MAE), self-distillation (DINO) or contrastive "
+             "learning (SimCLR)",
         description=(
             "Pre-training on images without labels. --method mae (He et al. 2022): the encoder sees a random "
             "quarter of each image's patches, a light decoder predicts the rest; writes a Hugging Face ViT-MAE "
             "checkpoint folder and reconstructions.png in the run directory. --method dino (Caron et al. 2021): a "
             "student learns to match an averaged teacher across augmented views of each image; it takes any "
             "backbone, by default the model keras-vit train builds from scratch (the conv stem + ViT on small "
-            "images), and writes the teacher's backbone as model.keras. Either folder (--output-dir) is what "
+            "images), and writes the teacher's backbone as model.keras. --method simclr (Chen et al. 2020): each "
+            "augmented view learns to pick out the other view of its image among the batch's, on the same backbones, "
+            "with no teacher (the least work per image); writes the backbone as model.keras. Each folder (--output-dir) is what "
             "keras-vit train --weights adapts with few labels, and embed, fewshot and knn read. Runs survive crashes: "
             "the same command resumes. A header before the first step says every choice and why."),
     )
@@ -35,8 +38,9 @@ def add(subparsers) -> None:
     data.add_argument("--dataset", required=True, help="a folder of images (flat, or in sub-folders whose names are "
                       "ignored; a folder with train/ ... sub-folders reads --split), 'sample', a Fashion-MNIST IDX "
                       "folder or a tensorflow-datasets name")
-    model.add_argument("--method", choices=("mae", "dino"), default="mae", help="mae: masked autoencoding of a plain "
-                       "ViT; dino: self-distillation, any backbone (default: mae)")
+    model.add_argument("--method", choices=("mae", "dino", "simclr"), default="mae", help="mae: masked autoencoding of "
+                       "a plain ViT; dino: self-distillation, any backbone; simclr: contrastive learning, any backbone, "
+                       "the most passes in a budget (default: mae)")
     data.add_argument("--split", default="train", help="split of a tfds name or of split sub-folders (default: train)")
     for option_name in _TRAIN_FLAGS:
         option = train_options.OPTIONS[option_name]
@@ -56,10 +60,13 @@ def add(subparsers) -> None:
                        "checkpoint's)")
     model.add_argument("--decoder", choices=("base", "small", "tiny", "test"),
                        help="MAE's decoder size (default: by the encoder's width; base is MAE's 512 wide, 8 blocks)")
-    model.add_argument("--head", choices=("base", "small", "test"), help="DINO's head (default: by the backbone's "
-                       "width; base is DINO's 65,536 prototypes)")
+    model.add_argument("--head", choices=("base", "small", "test"), help="DINO's or SimCLR's head (default: by the "
+                       "backbone's width; base is DINO's 65,536 prototypes, SimCLR's 2048 wide)")
     model.add_argument("--local-views", type=int, metavar="N", help="DINO's small local views of each image at 3/7 of its "
                        "side, seen by the student only (default: none; 6 is DINO's multi-crop, for longer runs)")
+    model.add_argument("--view-size", type=int, metavar="PX", help="SimCLR's views at this side, through the "
+                       "backbone's layers at its own (a step costs less, so a budget makes more passes; default: the "
+                       "backbone's side)")
     training.add_argument("--budget-minutes", type=float, help="stop after this many minutes, summed over resumed "
                           "parts; chooses the encoder for the data and fits the cosine to the measured pace")
     output.add_argument("--output-dir", default="pretrained", help="the checkpoint folder written at the end "
@@ -84,7 +91,7 @@ def run(args) -> int:
         precision=args.precision, jit_compile={"auto": None, "on": True, "off": False}[args.jit_compile],
         seed=args.seed, run_dir=args.run_dir or None, output_dir=args.output_dir or None, resume=args.resume,
         overwrite=args.overwrite, verbose=2 if args.quiet else 1, method=args.method, head=args.head,
-        local_views=args.local_views)
+        local_views=args.local_views, view_size=args.view_size)
     result = pretrain(config, name=option_flag)
     loss = f", last epoch's loss {result['loss']:.4f}" if result["loss"] is not None else ""
     print(f"Pre-trained for {result['epochs_done']} epochs ({result['steps_done']} steps, {result['passes']:.3g} "

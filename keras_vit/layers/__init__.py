@@ -14,6 +14,7 @@ from keras_vit.layers.mask_tokens import MaskTokens
 from keras_vit.layers.naflex_patch_encoder import NaFlexPatchEncoder
 from keras_vit.layers.patch_encoder import PatchEncoder, sincos2d_embedding
 from keras_vit.layers.patches import Patches
+from keras_vit.layers.projection_head import ProjectionHead
 from keras_vit.layers.random_masking import RandomPatchMasking
 from keras_vit.layers.resize_like import ResizeLike
 from keras_vit.layers.rotary_embedding import RotaryPositionEmbedding
@@ -43,6 +44,7 @@ __all__ = [
     "ShiftedPatches",
     "PatchEncoder",
     "Patches",
+    "ProjectionHead",
     "RandomPatchMasking",
     "ResizeLike",
     "RotaryPositionEmbedding",

@@ -87,14 +87,14 @@ def head_for(hidden_size: int) -> str:
     return "base" if hidden_size >= 384 else "small"
 
 
-def check_dino_backbone(backbone, name="backbone"):
-    """Refuses (ValueError) a backbone DINO cannot train: not a keras_vit ViT, or one without pooled features."""
+def check_dino_backbone(backbone, name="backbone", method="self-distillation"):
+    """Refuses (ValueError) a backbone `method` cannot train: not a keras_vit ViT, or one without pooled features."""
     config = getattr(backbone, "vit_config", None)
     if config is None:
         raise ValueError(f"Invalid {name}={getattr(backbone, 'name', backbone)!r}: expected a keras_vit "
-                         "VisionTransformer (keras_vit.ViT(..., include_top=False)), whose pooled features DINO trains.")
+                         f"VisionTransformer (keras_vit.ViT(..., include_top=False)), whose pooled features {method} trains.")
     if config.get("include_top") or config.get("pooling") is None:
-        raise ValueError(f"Invalid {name}={backbone.name!r} for self-distillation: it returns "
+        raise ValueError(f"Invalid {name}={backbone.name!r} for {method}: it returns "
                          f"{'class scores' if config.get('include_top') else 'every token'}, not pooled features. "
                          "Build it with include_top=False and a pooling ('token' or 'gap').")
 

@@ -50,10 +50,7 @@ def recipe(peak_learning_rate):
 
 def build(config, name, source, num_train, data_channels):
     """(`dino.SelfDistillation`, reasons for the header) of the run: from `weights`, or the budget's backbone."""
-    if config.weights is not None:
-        student, reasons = _loaded(config, name)
-    else:
-        student, reasons = _budget_backbone(config, name, source, num_train, data_channels)
+    student, reasons = backbone(config, name, source, num_train, data_channels)
     head = config.head or dino.head_for(student.vit_config["hidden_size"])
     local_views, local_size, local_reason = local_crops(config.local_views, student, name)
     reasons.append(local_reason)
@@ -89,6 +86,16 @@ def local_crops(local_views, student, name=lambda field: field):
                                f"{LOCAL_CROP_SCALE_TEXT} of the image, seen by the student only)")
 
 
+def backbone(config, name, source, num_train, data_channels):
+    """(the backbone a view-based method pre-trains, reasons for the header): from `weights`, or the budget's.
+
+    DINO's and SimCLR's (`keras_vit.pretraining.simclr_run`): any keras_vit feature model.
+    """
+    if config.weights is not None:
+        return _loaded(config, name)
+    return _budget_backbone(config, name, source, num_train, data_channels)
+
+
 def token_pixels(student):
     """The pixels a side of one token covers in `student`, through any stem: the image's side over its token grid's."""
     embedding = student.get_layer("embedding")
@@ -113,7 +120,7 @@ def _loaded(config, name):
     student, info = load_pretrained(config.weights, image_size=config.image_size, scaling=config.scaling,
                                     patch_size=config.model.get("patch_size"))
     if getattr(student, "vit_config", None) is None:
-        raise ValueError(f"Invalid {name('weights')}={config.weights!r} for self-distillation: it loads as a model "
+        raise ValueError(f"Invalid {name('weights')}={config.weights!r} for {name('method')}={config.method!r}: it loads as a model "
                          "without its ViT configuration (a .keras classifier). Pass a checkpoint folder or a "
                          ".keras feature model (include_top=False).")
     if config.channels is not None and config.channels != student.inputs[0].shape[-1]:
@@ -152,7 +159,7 @@ def _budget_backbone(config, name, source, num_train, data_channels):
     if given:
         model_reason += f"; given: {', '.join(f'{name(k)} {v}' for k, v in given.items())}"
     return student, [model_reason, f"patch {architecture['patch_size']} ({patch_reason}), {channels} "
-                     f"channel{'s' if channels > 1 else ''}, scaling {scaling}, class-token pooling (DINO's)"]
+                     f"channel{'s' if channels > 1 else ''}, scaling {scaling}, class-token pooling"]
 
 
 LOCAL_CROP_SCALE_TEXT = f"{dino.LOCAL_CROP_SCALE[0]:.0%}-{dino.LOCAL_CROP_SCALE[1]:.0%}"

@@ -84,7 +84,7 @@ DEFAULT_GRID = 8
 FEW_PASSES = 100
 # MAE's own augmentation (random resized crops and flips), the closest preset.
 AUGMENT = "light"
-METHODS = ("mae", "dino")
+METHODS = ("mae", "dino", "simclr")
 FIGURE = "reconstructions.png"
 FIGURE_IMAGES = 6
 
@@ -96,6 +96,10 @@ def recipe(method="mae"):
         from keras_vit.pretraining import dino_run
 
         return dino_run.recipe(PEAK_LEARNING_RATE)
+    if method == "simclr":
+        from keras_vit.pretraining import simclr_run
+
+        return simclr_run.recipe(PEAK_LEARNING_RATE)
     if RECIPE is None:
         from keras_vit.training.recipes import Recipe
 
@@ -132,12 +136,15 @@ class PretrainConfig:
         overwrite: bool. Replace an existing `output_dir`. Defaults to False.
         figure: bool. Write the PNG of originals, masks and reconstructions (needs matplotlib). Defaults to True.
         verbose: int or str. Keras verbosity; 0 prints nothing. Defaults to "auto".
-        method: str. "mae" (masked autoencoding, a plain ViT) or "dino" (self-distillation, any
-            backbone: by default the conv stem + ViT of `keras-vit train` on small images). Defaults to "mae".
-        head: str or None. DINO's head (`keras_vit.pretraining.dino.HEADS`); None: by the backbone's
-            width. Defaults to None.
+        method: str. "mae" (masked autoencoding, a plain ViT), "dino" (self-distillation) or "simclr"
+            (contrastive learning), the last two on any backbone: by default the conv stem + ViT of
+            `keras-vit train` on small images. Defaults to "mae".
+        head: str or None. DINO's or SimCLR's head (`keras_vit.pretraining.dino.HEADS`,
+            `keras_vit.pretraining.simclr.HEADS`); None: by the backbone's width. Defaults to None.
         local_views: int or None. DINO's small local views of each image (multi-crop), at 3/7 of its side
             (`keras_vit.pretraining.dino_run.local_crops`); None: `dino_run.LOCAL_VIEWS` (none). Defaults to None.
+        view_size: int or None. SimCLR's views at this side, through the backbone's layers at its own
+            (`keras_vit.pretraining.simclr_run.view_side`); None: the backbone's side. Defaults to None.
     """
 
     dataset: object = "sample"
@@ -168,6 +175,7 @@ class PretrainConfig:
     method: str = "mae"
     head: str | None = None
     local_views: int | None = None
+    view_size: int | None = None
 
 
 def check_config(config, name=None):
@@ -175,8 +183,8 @@ def check_config(config, name=None):
     name = name or (lambda field: field)
     _validation.check_choice(name("method"), config.method, METHODS)
     mae_only = [field for field in ("mask_ratio", "decoder") if getattr(config, field) is not None]
-    if config.method == "dino" and mae_only:
-        raise ValueError(f"Contradicting {name('method')}='dino' and {name(mae_only[0])}="
+    if config.method != "mae" and mae_only:
+        raise ValueError(f"Contradicting {name('method')}={config.method!r} and {name(mae_only[0])}="
                          f"{getattr(config, mae_only[0])!r}: it is masked autoencoding's. Leave it out.")
     if config.local_views is not None:
         if config.method != "dino":
@@ -185,12 +193,17 @@ def check_config(config, name=None):
                              "leave it out.")
         _validation.check_non_negative_int(name("local_views"), config.local_views)
     if config.head is not None:
-        from keras_vit.pretraining import dino
+        from keras_vit.pretraining import dino, simclr
 
-        if config.method != "dino":
+        if config.method == "mae":
             raise ValueError(f"Contradicting {name('head')}={config.head!r} and {name('method')}={config.method!r}: "
-                             f"the head is self-distillation's. Pass {name('method')} dino or leave it out.")
-        _validation.check_choice(name("head"), config.head, tuple(dino.HEADS))
+                             f"the head is DINO's and SimCLR's. Pass {name('method')} dino or simclr, or leave it out.")
+        _validation.check_choice(name("head"), config.head, tuple((dino if config.method == "dino" else simclr).HEADS))
+    if config.view_size is not None:
+        if config.method != "simclr":
+            raise ValueError(f"Contradicting {name('view_size')}={config.view_size!r} and {name('method')}="
+                             f"{config.method!r}: the views' size is SimCLR's. Pass {name('method')} simclr or leave it out.")
+        _validation.check_positive_int(name("view_size"), config.view_size)
     for field in ("max_train_examples", "image_size", "epochs", "batch_size"):
         if getattr(config, field) is not None:
             _validation.check_positive_int(name(field), getattr(config, field))
@@ -373,10 +386,12 @@ def few_passes_note(passes, method="mae"):
     """
     if passes >= FEW_PASSES:
         return None
-    if method == "dino":
-        return (f"Few passes: {passes:.3g} over the images, where DINO's features come with hundreds (Caron et al.: "
-                "100-800 over ImageNet). Compare the checkpoint with a model trained from scratch on the labelled "
-                "images alone before relying on it (benchmarks/RESULTS.md, \"Pre-training on unlabeled images\").")
+    if method in ("dino", "simclr"):
+        source = "DINO's features come with hundreds (Caron et al.: 100-800" if method == "dino" else \
+            "SimCLR's features come with hundreds (Chen et al.: 100-800"
+        return (f"Few passes: {passes:.3g} over the images, where {source} over ImageNet). Compare the checkpoint with "
+                "a model trained from scratch on the labelled images alone before relying on it (benchmarks/RESULTS.md, "
+                "\"Pre-training on unlabeled images\").")
     return (f"Few passes: {passes:.3g} over the images, where MAE's features come with hundreds (He et al.: 800-1600). "
             "On a 2-core CPU, 20 minutes (about 5 passes over 25,000 images) adapted below a model trained from scratch on "
             "the labelled images alone (benchmarks/RESULTS.md, \"Pre-training on unlabeled images\"): compare both "
@@ -395,7 +410,7 @@ def _shown(dataset):
 
 def _method_facts(model):
     """What the run needs of its model, by method: the backbone, input, pipeline arguments, fingerprint, header and output."""
-    from keras_vit.pretraining import dino_run
+    from keras_vit.pretraining import dino_run, simclr, simclr_run
 
     if isinstance(model, mae.MaskedAutoencoder):
         return {"backbone": model.encoder, "image_size": model.grid_size[0] * model.patch_size,
@@ -405,6 +420,12 @@ def _method_facts(model):
                                 "decoder": dataclasses.asdict(model.decoder_size)},
                 "model_line": _mae_line(model), "data_line": f"augment {AUGMENT} (MAE's crops and flips)",
                 "figure": True}
+    if isinstance(model, simclr.ContrastiveLearning):
+        height, _, channels = model.image_shape
+        return {"backbone": model.backbone, "image_size": height, "channels": channels,
+                "pipeline": {"views": simclr.NUM_VIEWS, "augment": simclr_run.view_augment()}, "output_files": (simclr_run.MODEL_FILE,),
+                "fingerprint": simclr_run.fingerprint(model), "model_line": simclr_run.model_line(model),
+                "data_line": simclr_run.data_line(model), "figure": False}
     height, _, channels = model.image_shape
     global_views, local = dino_run.view_augments(model)
     pipeline = {"views": model.num_views, "augment": global_views}
@@ -433,18 +454,19 @@ def _save(config, model, result):
     if config.method == "mae":
         hf.save_mae_hf(model, config.output_dir, overwrite=True)
         return os.path.abspath(config.output_dir)
-    from keras_vit.pretraining import dino_run
+    from keras_vit.pretraining import dino_run, simclr_run
 
-    return dino_run.save(model, config.output_dir, {k: result[k] for k in (
+    saver = simclr_run.save if config.method == "simclr" else dino_run.save
+    return saver(model, config.output_dir, {k: result[k] for k in (
         "epochs_done", "steps_done", "train_seconds", "loss", "num_train_examples", "passes", "settings")})
 
 
 def _model(config, name, source, num_train, data_channels):
     """(`MaskedAutoencoder` or `SelfDistillation`, reasons for the header) of the run: from `weights`, or built for the data."""
-    if config.method == "dino":
-        from keras_vit.pretraining import dino_run
+    if config.method in ("dino", "simclr"):
+        from keras_vit.pretraining import dino_run, simclr_run
 
-        return dino_run.build(config, name, source, num_train, data_channels)
+        return (dino_run if config.method == "dino" else simclr_run).build(config, name, source, num_train, data_channels)
     if config.weights is not None:
         model, info = hf.load_mae(config.weights, scaling=config.scaling, image_size=config.image_size,
                                   patch_size=config.model.get("patch_size"), mask_ratio=config.mask_ratio,
@@ -525,7 +547,8 @@ def _header(config, method_facts, source, reasons, facts, progress):
                      f"{facts['jit']}{budget}"),
         ("Choices", "; ".join(reasons)),
         ("Outputs", f"checkpoint {os.path.abspath(config.output_dir) if config.output_dir else 'none'} ("
-                    + ("a Hugging Face ViT-MAE folder" if config.method == "mae" else "the teacher's backbone as model.keras")
+                    + {"mae": "a Hugging Face ViT-MAE folder", "dino": "the teacher's backbone as model.keras",
+                       "simclr": "the backbone as model.keras"}[config.method]
                     + f": keras-vit train --weights DIR adapts it); run dir "
                     f"{os.path.abspath(config.run_dir) if config.run_dir else 'none'}"
                     + ("" if method_facts["figure"] else " (no figure: reconstructions are MAE's)")),
