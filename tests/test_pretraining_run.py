@@ -10,7 +10,7 @@ import tensorflow as tf
 import keras
 
 from keras_vit import cli
-from keras_vit.pretraining import hf, run
+from keras_vit.pretraining import hf, mae_run, run
 
 TINY = ["--patch-size", "4", "--hidden-size", "16", "--num-layers", "1", "--num-heads", "2", "--mlp-dim", "32",
         "--decoder", "test", "--jit-compile", "off", "--quiet"]
@@ -27,6 +27,19 @@ def _folder(root, count=8, size=16, channels=(3,), sub=None):
     return root
 
 
+def _train_adapts(checkpoint, tmp_path, capsys):
+    """`keras-vit train --weights checkpoint` on 2 classes of 4 images of 16 px exits 0 and saves; the folder."""
+    labelled = str(tmp_path / "labelled")
+    for name in ("a", "b"):
+        _folder(labelled, count=4, size=16, sub=name)
+    code = cli.main(["train", "--weights", checkpoint, "--dataset", labelled, "--epochs", "1", "--batch-size", "4",
+                     "--run-dir", str(tmp_path / "train_run"), "--output-dir", str(tmp_path / "saved"), "--no-export",
+                     "--jit-compile", "off", "--quiet"])
+    assert code == 0, capsys.readouterr()
+    assert os.path.exists(tmp_path / "saved" / "vit.keras")
+    return labelled
+
+
 def test_pretrain_writes_a_checkpoint_that_train_adapts(tmp_path, capsys):
     data = _folder(str(tmp_path / "images"), count=8, sub="any_class")  # a class folder: its name is ignored
     out, runs = str(tmp_path / "out"), str(tmp_path / "run")
@@ -41,17 +54,10 @@ def test_pretrain_writes_a_checkpoint_that_train_adapts(tmp_path, capsys):
     assert "2 steps, 1 pass over the 8 images" in printed, printed
     assert "Few passes: 1 over the images" in printed and "adapted below a model trained from scratch" in printed
     assert sorted(os.listdir(out)) == ["config.json", "model.safetensors", "preprocessor_config.json"]
-    if "matplotlib" in printed or os.path.exists(os.path.join(runs, run.FIGURE)):
-        assert os.path.getsize(os.path.join(runs, run.FIGURE)) > 0
+    if "matplotlib" in printed or os.path.exists(os.path.join(runs, mae_run.FIGURE)):
+        assert os.path.getsize(os.path.join(runs, mae_run.FIGURE)) > 0
     # The folder is a checkpoint: train adapts it as it is (its scaling and size from its own files).
-    labelled = str(tmp_path / "labelled")
-    for name in ("a", "b"):
-        _folder(labelled, count=4, sub=name)
-    code = cli.main(["train", "--weights", out, "--dataset", labelled, "--epochs", "1", "--batch-size", "4",
-                     "--run-dir", str(tmp_path / "train_run"), "--output-dir", str(tmp_path / "saved"), "--no-export",
-                     "--jit-compile", "off", "--quiet"])
-    assert code == 0, capsys.readouterr()
-    assert os.path.exists(tmp_path / "saved" / "vit.keras")
+    _train_adapts(out, tmp_path, capsys)
 
 
 @pytest.mark.parametrize("method", ["mae", "dino", "simclr"])
@@ -148,14 +154,7 @@ def test_dino_writes_the_teachers_backbone_that_train_and_knn_read(tmp_path, cap
     assert (settings["local_views"], settings["local_size"], settings["batch_size"]) == (2, 8, 4)
     saved = keras.saving.load_model(os.path.join(out, "model.keras"), compile=False)
     assert saved.vit_config["pooling"] == "token" and not saved.vit_config["include_top"]
-    labelled = str(tmp_path / "labelled")
-    for name in ("a", "b"):
-        _folder(labelled, count=4, size=16, sub=name)
-    code = cli.main(["train", "--weights", out, "--dataset", labelled, "--epochs", "1", "--batch-size", "4",
-                     "--run-dir", str(tmp_path / "train_run"), "--output-dir", str(tmp_path / "saved"), "--no-export",
-                     "--jit-compile", "off", "--quiet"])
-    assert code == 0, capsys.readouterr()
-    assert os.path.exists(tmp_path / "saved" / "vit.keras")
+    labelled = _train_adapts(out, tmp_path, capsys)
     capsys.readouterr()
     code = cli.main(["knn", out, "--dataset", labelled, "--k", "3", "--validation-split", "0.25"])
     assert code == 0, capsys.readouterr()
@@ -181,14 +180,7 @@ def test_simclr_on_smaller_views_writes_the_backbone_at_its_own_size_that_train_
     assert (record["method"], record["settings"]["view_size"], record["settings"]["temperature"]) == ("simclr", 8, 0.2)
     saved = keras.saving.load_model(os.path.join(out, "model.keras"), compile=False)
     assert saved.input_shape == (None, 16, 16, 3) and not saved.vit_config["include_top"]
-    labelled = str(tmp_path / "labelled")
-    for name in ("a", "b"):
-        _folder(labelled, count=4, size=16, sub=name)
-    code = cli.main(["train", "--weights", out, "--dataset", labelled, "--epochs", "1", "--batch-size", "4",
-                     "--run-dir", str(tmp_path / "train_run"), "--output-dir", str(tmp_path / "saved"), "--no-export",
-                     "--jit-compile", "off", "--quiet"])
-    assert code == 0, capsys.readouterr()
-    assert os.path.exists(tmp_path / "saved" / "vit.keras")
+    _train_adapts(out, tmp_path, capsys)
 
 
 def test_dino_on_small_images_pretrains_the_conv_stem_model_train_builds(tmp_path):

@@ -165,20 +165,33 @@ def _budget_backbone(config, name, source, num_train, data_channels):
 LOCAL_CROP_SCALE_TEXT = f"{dino.LOCAL_CROP_SCALE[0]:.0%}-{dino.LOCAL_CROP_SCALE[1]:.0%}"
 
 
+# The backbone's fields a resumed run must share (`fingerprint`).
+ENCODER_FIELDS = ("patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim", "stem", "pooling")
+
+
 def fingerprint(model):
     """The run's facts that a resumed run must share (beside the data's): the backbone and the head."""
-    config = model.student.vit_config
-    return {"method": "dino", "encoder": {k: config[k] for k in ("patch_size", "hidden_size", "num_layers", "num_heads",
-                                                                  "mlp_dim", "stem", "pooling")},
-            "head": dataclasses.asdict(model.head_size), "local_views": model.local_views, "local_size": model.local_size}
+    return {"method": "dino", "encoder": encoder_facts(model.student), "head": dataclasses.asdict(model.head_size),
+            "local_views": model.local_views, "local_size": model.local_size}
+
+
+def encoder_facts(backbone):
+    """The backbone's `ENCODER_FIELDS`, for a run's fingerprint."""
+    return {field: backbone.vit_config[field] for field in ENCODER_FIELDS}
+
+
+def backbone_words(backbone):
+    """The header's words on a view-based method's backbone: its blocks, width, stem, parameters and pooling."""
+    config = backbone.vit_config
+    stem = " behind the conv stem" if config.get("backbone") or config.get("stem") else ""
+    return (f"backbone {config['num_layers']} block(s) of width {config['hidden_size']}{stem} "
+            f"({backbone.count_params():,} parameters), pooled by {config['pooling']}")
 
 
 def model_line(model):
     """The header's Model line."""
-    config, size = model.student.vit_config, model.head_size
-    stem = " behind the conv stem" if config.get("backbone") or config.get("stem") else ""
-    return (f"DINO (self-distillation): backbone {config['num_layers']} block(s) of width {config['hidden_size']}{stem} "
-            f"({model.student.count_params():,} parameters), pooled by {config['pooling']}; head {size.hidden_dim} wide to "
+    size = model.head_size
+    return (f"DINO (self-distillation): {backbone_words(model.student)}; head {size.hidden_dim} wide to "
             f"{size.out_dim:,} prototypes; teacher an average of the student (momentum {model.teacher_momentum:g}); "
             f"{model.num_views} global views of each image"
             + (f" and {model.local_views} local ones of {model.local_size} px" if model.local_views else "")
@@ -197,12 +210,16 @@ def data_line(model):
 
 def save(model, output_dir, result_facts):
     """Writes the teacher's backbone (`MODEL_FILE`) and what made it (`RECORD_FILE`) into `output_dir`."""
+    return save_backbone(model.teacher, output_dir, {"method": "dino", "saved": "the teacher's backbone", **result_facts})
+
+
+def save_backbone(backbone, output_dir, record):
+    """Writes `backbone` as `MODEL_FILE` and `record` as `RECORD_FILE` into `output_dir`; its absolute path."""
     from keras_vit.training.callbacks import save_model_atomic
 
     os.makedirs(output_dir, exist_ok=True)
-    record = {"method": "dino", "saved": "the teacher's backbone", **result_facts}
     _atomic.write_text(os.path.join(output_dir, RECORD_FILE), json.dumps(record, indent=1, default=str) + "\n")
     # The model last: a run killed between the two files left no checkpoint, and its resumed run writes both.
-    save_model_atomic(model.teacher, os.path.join(output_dir, MODEL_FILE))
+    save_model_atomic(backbone, os.path.join(output_dir, MODEL_FILE))
     return os.path.abspath(output_dir)
 

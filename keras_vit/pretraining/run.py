@@ -1,16 +1,17 @@
-"""One pre-training run (`keras-vit pretrain`): data, MAE or DINO, a crash-safe fit, a checkpoint and a figure.
+"""One pre-training run (`keras-vit pretrain`): data, MAE, DINO or SimCLR, a crash-safe fit, a checkpoint and a figure.
 
 It behaves as `keras_vit.training.trainer.train` does and reuses its parts: the data sources and
 pipeline (`keras_vit.data`), the batch rule (`training.plan.resolve_batch_size`), the precision and
 XLA rules (`training.distribute`), AdamW with warm-up and cosine (`training.recipes`), the run
 directory (its lock, backup, history, last model: `training.run_dir`, `training.callbacks`) and the
 budget's cosine fitted to the measured pace (`training.callbacks.TimeBudget`). What differs: the
-model (`method`: the masked autoencoder of `keras_vit.pretraining.mae`, or the self-distillation of
-`keras_vit.pretraining.dino`, whose backbone, recipe and output `keras_vit.pretraining.dino_run`
-holds), the data need no labels, and the output folder is a checkpoint that `keras-vit train
---weights`, `embed`, `fewshot` and `knn` read as it is: MAE's a Hugging Face ViT-MAE folder
-(`keras_vit.pretraining.hf`) with `reconstructions.png` beside it in the run directory, DINO's a
-folder holding its teacher's backbone as `model.keras`.
+model (`method`: the masked autoencoder of `keras_vit.pretraining.mae`, the self-distillation of
+`keras_vit.pretraining.dino` or the contrastive learning of `keras_vit.pretraining.simclr`, each
+method's model, header lines and output in its `*_run` module), the data need no labels, and the
+output folder is a checkpoint that `keras-vit train --weights`, `embed`, `fewshot` and `knn` read
+as it is: MAE's a Hugging Face ViT-MAE folder (`keras_vit.pretraining.hf`) with
+`reconstructions.png` beside it in the run directory, DINO's a folder holding its teacher's
+backbone as `model.keras`, SimCLR's its backbone.
 
 Example (two steps of a tiny model on 32 images of the shipped sample):
 
@@ -27,7 +28,6 @@ Example (two steps of a tiny model on 32 images of the shipped sample):
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import time
 
@@ -35,7 +35,7 @@ import keras
 import numpy as np
 
 from keras_vit import _validation, configs
-from keras_vit.pretraining import hf, mae
+from keras_vit.pretraining import hf, mae, mae_run
 
 # MAE's recipe (He et al. 2022, Table 8) but its peak: AdamW, betas (0.9, 0.95), weight decay 0.05, warm-up
 # then cosine. MAE's peak, 1.5e-4 per 256 images, is set for ViT-B/L over 800-1600 epochs; a run of minutes
@@ -47,15 +47,6 @@ from keras_vit.pretraining import hf, mae
 PEAK_LEARNING_RATE = 1e-3
 # MAE warms up for 40 of 800 epochs (5%); a budgeted run warms up for its first epoch (`BUDGET_EPOCH_STEPS`).
 RECIPE = None  # made on first use (`recipe()`): keras_vit.training imports TensorFlow
-# The encoder a budget buys, by ms of budget per training image (`training.budget.milliseconds_per_image`):
-# (bound, encoder fields). A short budget buys passes over the data, not width and depth; the last row is
-# ViT-Ti, the model of the small-data MAE results (IcarusWizard/MAE: CIFAR-10 74.1% -> 89.8%).
-BUDGET_MODELS = (
-    (20.0, {"hidden_size": 128, "num_layers": 4, "num_heads": 4, "mlp_dim": 256}),
-    (80.0, {"hidden_size": 192, "num_layers": 6, "num_heads": 3, "mlp_dim": 768}),
-    (math.inf, {"hidden_size": 192, "num_layers": 12, "num_heads": 3, "mlp_dim": 768}),
-)
-DEFAULT_MODEL = BUDGET_MODELS[1][1]  # without a budget
 DEFAULT_EPOCHS = 10
 # A budgeted run's epochs are at most this many steps (the data set repeats across them): `TimeBudget`
 # fits the cosine to the measured pace from the first epoch's end, the warm-up is that first epoch, and
@@ -75,8 +66,6 @@ XLA_MIN_BUDGET_SECONDS = 600
 # views alone: 0.62 and 0.70 s). The stem alone, forward and backward on 1,536 images of 16 px: 0.85 s with
 # XLA, 0.13 s without.
 XLA_LOCAL_VIEWS_SLOWDOWN = 1.5
-# The image side over the patch: 8x8 patches on small images (64 patches, 16 seen at 75% hidden).
-DEFAULT_GRID = 8
 # MAE learns its features over hundreds of passes over the images (He et al. 2022: 800-1600 epochs;
 # IcarusWizard/MAE's CIFAR-10 ViT-T: 2000). A run of fewer passes says so when it ends: on a 2-core
 # CPU, 20 minutes bought about 5 passes over 25,000 images, and the checkpoint adapted below the budget's
@@ -85,8 +74,6 @@ FEW_PASSES = 100
 # MAE's own augmentation (random resized crops and flips), the closest preset.
 AUGMENT = "light"
 METHODS = ("mae", "dino", "simclr")
-FIGURE = "reconstructions.png"
-FIGURE_IMAGES = 6
 
 
 def recipe(method="mae"):
@@ -244,24 +231,6 @@ def load_images(config, name):
     return source.take(config.max_train_examples)
 
 
-def budget_model(budget_seconds, num_train):
-    """(encoder fields, why) a budget buys for `num_train` images (`BUDGET_MODELS`); the default without one.
-
-    Example:
-
-    >>> budget_model(1200, 25_000)[0]["num_layers"], budget_model(None, 25_000)[1]
-    (6, 'the default encoder (no budget)')
-    """
-    if budget_seconds is None:
-        return dict(DEFAULT_MODEL), "the default encoder (no budget)"
-    from keras_vit.training import budget
-
-    ms = budget.milliseconds_per_image(budget_seconds, num_train)
-    fields = next(dict(row) for bound, row in BUDGET_MODELS if ms < bound)
-    return fields, (f"{budget_seconds / 60:g} min for {num_train:,} images: {ms:.3g} ms per image buys "
-                    f"{fields['num_layers']} blocks of width {fields['hidden_size']}")
-
-
 def pretrain(config: PretrainConfig, *, name=None) -> dict:
     """Runs one pre-training run (see the module docstring) and returns its results.
 
@@ -363,8 +332,8 @@ def pretrain(config: PretrainConfig, *, name=None) -> dict:
             "artifacts": {},
         }
         if config.figure and config.run_dir and facts["figure"]:
-            result["artifacts"]["figure"] = write_figure(model, source, image_size, channels,
-                                                         os.path.join(config.run_dir, FIGURE), config.seed)
+            result["artifacts"]["figure"] = mae_run.write_figure(model, source, image_size, channels,
+                                                                 os.path.join(config.run_dir, mae_run.FIGURE), config.seed)
         if config.output_dir:
             result["artifacts"]["checkpoint"] = _save(config, model, result)
         if progress.directory is not None:
@@ -418,7 +387,7 @@ def _method_facts(model):
                 "fingerprint": {"mask_ratio": model.mask_ratio,
                                 "encoder": {k: model.encoder.vit_config[k] for k in configs.CORE_FIELDS},
                                 "decoder": dataclasses.asdict(model.decoder_size)},
-                "model_line": _mae_line(model), "data_line": f"augment {AUGMENT} (MAE's crops and flips)",
+                "model_line": mae_run.model_line(model), "data_line": f"augment {AUGMENT} (MAE's crops and flips)",
                 "figure": True}
     if isinstance(model, simclr.ContrastiveLearning):
         height, _, channels = model.image_shape
@@ -462,58 +431,12 @@ def _save(config, model, result):
 
 
 def _model(config, name, source, num_train, data_channels):
-    """(`MaskedAutoencoder` or `SelfDistillation`, reasons for the header) of the run: from `weights`, or built for the data."""
+    """(the method's model, reasons for the header) of the run: from `weights`, or built for the data."""
     if config.method in ("dino", "simclr"):
         from keras_vit.pretraining import dino_run, simclr_run
 
         return (dino_run if config.method == "dino" else simclr_run).build(config, name, source, num_train, data_channels)
-    if config.weights is not None:
-        model, info = hf.load_mae(config.weights, scaling=config.scaling, image_size=config.image_size,
-                                  patch_size=config.model.get("patch_size"), mask_ratio=config.mask_ratio,
-                                  decoder=config.decoder, seed=config.seed, log=lambda line: None)
-        reasons = [f"weights {config.weights}: " + (f"image {info.image_size[0]} px ({info.image_size_reason}), "
-                                                    f"scaling {info.scaling} ({info.scaling_reason})"
-                                                    if info is not None else "a saved masked autoencoder")]
-        if config.channels is not None and config.channels != model.channels:
-            raise ValueError(f"Contradicting {name('channels')}={config.channels} and {name('weights')}="
-                             f"{config.weights!r}: the checkpoint takes {model.channels}-channel images.")
-        return model, reasons
-    size, size_reason = image_side(config, name, source)
-    fields, model_reason = budget_model(config.budget_seconds, num_train)
-    given = {k: v for k, v in config.model.items() if v is not None}
-    if given:
-        fields.update(given)
-        model_reason += f"; given: {', '.join(f'{name(k)} {v}' for k, v in given.items())}"
-    patch_reason = "given"
-    if "patch_size" not in fields:
-        divisors = [p for p in range(1, size + 1) if size % p == 0]
-        fields["patch_size"] = min(divisors, key=lambda p: (abs(p - size / DEFAULT_GRID), p))
-        patch_reason = f"{size // fields['patch_size']}x{size // fields['patch_size']} patches"
-    if size % fields["patch_size"]:
-        raise ValueError(f"Invalid {name('image_size')}={size}: not a multiple of {name('patch_size')}="
-                         f"{fields['patch_size']}; the patches must tile the image.")
-    ratio, patches = config.mask_ratio or mae.MASK_RATIO, (size // fields["patch_size"]) ** 2
-    if int(patches * (1 - ratio)) < 1:
-        raise ValueError(f"Invalid {name('mask_ratio')}={ratio:g}: it leaves none of the {patches} patches visible. "
-                         f"Lower it, or pass a smaller {name('patch_size')}.")
-    channels = config.channels or data_channels
-    scaling = config.scaling or "unit"
-    model = mae.build_mae(image_size=size, channels=channels, scaling=scaling, decoder=config.decoder,
-                          mask_ratio=config.mask_ratio or mae.MASK_RATIO, seed=config.seed, **fields)
-    reasons = [model_reason, f"image {size} px ({size_reason}), patch {fields['patch_size']} ({patch_reason}), "
-               f"{channels} channel{'s' if channels > 1 else ''}, scaling {scaling}"]
-    return model, reasons
-
-
-def _mae_line(model):
-    """The header's Model line of a masked autoencoder."""
-    encoder, size = model.encoder.vit_config, model.decoder_size
-    visible = model.masking.visible_count(model.num_patches)
-    return (f"MAE: encoder {encoder['num_layers']} block(s) of width {encoder['hidden_size']} ({encoder['num_heads']} "
-            f"heads, MLP {encoder['mlp_dim']}), {model.encoder.count_params():,} parameters; decoder "
-            f"{size.num_layers} block(s) of width {size.hidden_size}; {model.num_patches} patches, {visible} seen "
-            f"(mask ratio {model.mask_ratio:g}); loss on {'per-patch normalised ' if model.norm_pix_loss else ''}"
-            "pixels of the hidden patches")
+    return mae_run.build(config, name, source, num_train, data_channels)
 
 
 def image_side(config, name, source):
@@ -587,24 +510,3 @@ def choose_jit_compile(jit_compile, precision, budget_seconds=None, local_views=
         return False, ("TensorFlow on a CPU with local views: XLA's CPU convolutions on their small maps made the "
                        f"step {XLA_LOCAL_VIEWS_SLOWDOWN:g}x slower than TensorFlow's own")
     return distribute.default_jit_compile(precision), "the backend's and machine's default"
-
-
-def write_figure(model, source, image_size, channels, path, seed=0):
-    """Writes the PNG of `FIGURE_IMAGES` images: originals, what the encoder saw, reconstructions; its path, or None
-    without matplotlib (a line says so)."""
-    import importlib.util
-
-    if importlib.util.find_spec("matplotlib") is None:
-        print(f"keras-vit pretrain: no {FIGURE}: it needs matplotlib (pip install \"keras_vit[plot]\")")
-        return None
-    from keras_vit.data.pipeline import make_pipeline
-    from keras_vit.inspect.plots import plot_mae_reconstructions
-
-    batch = next(iter(make_pipeline(source.take(FIGURE_IMAGES), image_size=image_size, channels=channels,
-                                    scaling=None, batch_size=FIGURE_IMAGES)))[0]
-    images = np.asarray(batch, "float32")
-    noise = np.random.default_rng(seed).random((len(images), model.num_patches)).astype("float32")
-    mask, reconstructions = model.reconstruct(images, noise=noise)
-    hidden = np.repeat(np.repeat(mask.reshape(-1, *model.grid_size), model.patch_size, 1), model.patch_size, 2)
-    masked = np.where(hidden[..., None] > 0, 127.5, images)
-    return plot_mae_reconstructions(images, masked, reconstructions, path)

@@ -10,10 +10,7 @@ augmentation and the optimizer's settings. The checkpoint is a folder holding th
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
 
-from keras_vit import _atomic
 from keras_vit.pretraining import dino_run, simclr
 
 RECORD_FILE = dino_run.RECORD_FILE
@@ -45,8 +42,10 @@ def view_side(view_size, backbone, name=lambda field: field):
 
     >>> import keras_vit
     >>> model = keras_vit.ViT("tiny", image_size=32, include_top=False)
-    >>> view_side(None, model), view_side(16, model)
-    ((None, 'views of 32 px, the backbone's own'), (16, 'views of 16 px (given), through the backbone's layers at its 32 px'))
+    >>> view_side(None, model)[0], view_side(16, model)[0]
+    (None, 16)
+    >>> print(view_side(16, model)[1])
+    views of 16 px (given), through the backbone's layers at its 32 px
     """
     side = backbone.inputs[0].shape[1]
     if view_size is None or view_size == side:
@@ -67,20 +66,16 @@ def view_augment():
 
 def fingerprint(model):
     """The run's facts that a resumed run must share (beside the data's): the backbone, the head and the views."""
-    config = model.backbone.vit_config
-    return {"method": "simclr", "encoder": {k: config[k] for k in ("patch_size", "hidden_size", "num_layers", "num_heads",
-                                                                    "mlp_dim", "stem", "pooling")},
+    return {"method": "simclr", "encoder": dino_run.encoder_facts(model.backbone),
             "head": dataclasses.asdict(model.head_size), "temperature": model.temperature, "view_size": model.view_size}
 
 
 def model_line(model):
     """The header's Model line."""
-    config, size = model.backbone.vit_config, model.head_size
-    stem = " behind the conv stem" if config.get("backbone") or config.get("stem") else ""
-    return (f"SimCLR (contrastive): backbone {config['num_layers']} block(s) of width {config['hidden_size']}{stem} "
-            f"({model.backbone.count_params():,} parameters), pooled by {config['pooling']}; projection head "
-            f"{size.hidden_dim} wide to {size.out_dim}; {simclr.NUM_VIEWS} views of each image, each told apart from "
-            f"the batch's other views at temperature {model.temperature:g}")
+    size = model.head_size
+    return (f"SimCLR (contrastive): {dino_run.backbone_words(model.backbone)}; projection head {size.hidden_dim} wide "
+            f"to {size.out_dim}; {simclr.NUM_VIEWS} views of each image, each told apart from the batch's other views "
+            f"at temperature {model.temperature:g}")
 
 
 def data_line(model):
@@ -92,11 +87,4 @@ def data_line(model):
 
 def save(model, output_dir, result_facts):
     """Writes the backbone (`MODEL_FILE`) and what made it (`RECORD_FILE`) into `output_dir`."""
-    from keras_vit.training.callbacks import save_model_atomic
-
-    os.makedirs(output_dir, exist_ok=True)
-    record = {"method": "simclr", "saved": "the backbone", **result_facts}
-    _atomic.write_text(os.path.join(output_dir, RECORD_FILE), json.dumps(record, indent=1, default=str) + "\n")
-    # The model last: a run killed between the two files left no checkpoint, and its resumed run writes both.
-    save_model_atomic(model.backbone, os.path.join(output_dir, MODEL_FILE))
-    return os.path.abspath(output_dir)
+    return dino_run.save_backbone(model.backbone, output_dir, {"method": "simclr", "saved": "the backbone", **result_facts})
