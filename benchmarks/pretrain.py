@@ -1,4 +1,4 @@
-"""pretrain: does self-supervised pre-training (MAE or DINO) on unlabeled images make a better start for few labels? (issue 53)
+"""pretrain: does self-supervised pre-training (MAE, DINO or SimCLR) on unlabeled images make a better start for few labels? (issue 53)
 
 The transfer benchmark's split (benchmarks/transfer.py): `keras-vit pretrain` on the 25,000 images
 of five CIFAR-10 classes, their labels unused, for the given minutes; then the transfer
@@ -11,6 +11,7 @@ benchmark's own adaptation (its `adapt_one`, the set-up `auto_timm`: what `keras
     python -m benchmarks pretrain --work /tmp/xfer --minutes 5,10,20,40 --adapt-minutes 3 --out benchmarks/results
     python -m benchmarks pretrain --work /tmp/xfer --method dino --minutes 20 --adapt-minutes 3 --out benchmarks/results
     python -m benchmarks pretrain --work /tmp/xfer --method dino --local-views 0 --minutes 20 --out benchmarks/results
+    python -m benchmarks pretrain --work /tmp/xfer --method simclr --minutes 20 --adapt-minutes 3 --out benchmarks/results
 """
 
 from __future__ import annotations
