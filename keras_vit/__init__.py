@@ -30,7 +30,8 @@ _NAMES = {
     "layers": (
         "AttentionPooling", "BottleneckUnit", "DinoHead", "DPTDepthHead", "DPTFusion", "DPTReassemble", "DPTResidualUnit",
         "DropPath", "InferenceMode", "LayerScale", "MaskTokens", "MultiHeadSelfAttention",
-        "NaFlexPatchEncoder", "PatchEncoder", "RandomPatchMasking", "Patches", "ResizeLike", "RotaryPositionEmbedding", "ShiftedPatches",
+        "NaFlexPatchEncoder", "PatchEncoder", "ProjectionHead", "RandomPatchMasking", "Patches", "ResizeLike",
+        "RotaryPositionEmbedding", "ShiftedPatches",
         "StandardizedConv2D", "TextEmbedding", "TextPooling", "TokenMap", "TokenPooling", "TransformerBlock",
     ),
     "text": ("ImageTextModel",),

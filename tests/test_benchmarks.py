@@ -456,7 +456,7 @@ def test_a_keras_jobs_auto_is_what_train_and_predict_pick_for_that_workload(monk
 
     seen = []
 
-    def choice(machine, backend=None, width=None, workload=None, measure=None):
+    def choice(machine, backend=None, width=None, workload=None, measure=None, budget_seconds=None):
         seen.append((width, workload, measure))
         return "mixed_bfloat16", "measured"
 
