@@ -273,20 +273,16 @@ def time_alternating(steps: dict, seconds: float, *, rounds: int = ROUNDS, warmu
     return timed
 
 
-def decide(results: list, batch_size: int, margin: float = MARGIN, budget_seconds: float | None = None):
-    """(policy, figures) from a trial's `results`; None when a candidate has no timed step.
+def decide(results: list, batch_size: int, margin: float = MARGIN):
+    """(policy, figures) from a trial's `results` by speed alone; None when a candidate has no timed step.
 
-    With `budget_seconds`, candidates are weighed by the images they train within it: a run's time
-    budget is spent from its first step (TensorFlow's tracing, XLA's compilation), which the
-    trial's warm-up timed, so a candidate a little faster per step can train fewer images in a
-    short budget (`pick`).
+    A budgeted run weighs the same candidates with their first steps (`pick`'s `budget_seconds`).
 
     Args:
         results: list of dict. Per candidate: "policy", "label" (for the header), "seconds"
             (one per timed step) and, where timed, "warmup" (the first step's seconds).
         batch_size: int. Images per step.
         margin: float. How much faster than float32 another candidate must be. Defaults to `MARGIN`.
-        budget_seconds: float or None. The run's time budget; None: speed alone. Defaults to None.
 
     Returns:
         (the fastest candidate's policy, or float32 within `margin` of it; "label N img/s, ...", the chosen first).
@@ -300,7 +296,7 @@ def decide(results: list, batch_size: int, margin: float = MARGIN, budget_second
     """
     if not results or any(not result["seconds"] for result in results):
         return None
-    return pick(candidates_of(results, batch_size), margin, budget_seconds)
+    return pick(candidates_of(results, batch_size), margin)
 
 
 def candidates_of(results: list, batch_size: int) -> list:
@@ -490,7 +486,7 @@ def choose(machine, backend: str, workload: dict, table: tuple, *, measure=None,
                           f"was timed{_warmups(results)}; a larger {ENV} measures again")
     policy, figures = decision
     steps = min(len(result["seconds"]) for result in results)
-    candidates = candidates_of(results, workload["batch_size"])
+    candidates = candidates_of(results, workload["batch_size"])  # the cache's form of what decide weighed
     write_cache(cache, digest, {"precision": policy, "figures": _figures(figures, steps, workload), "seconds": seconds,
                                 "key": facts, "measured": today, "candidates": candidates, "steps": steps})
     if budget_seconds is not None:
