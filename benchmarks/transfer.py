@@ -107,35 +107,41 @@ def pretrained_backbone(work):
         return json.load(f).get("backbone", "small")  # the runs before the name was recorded
 
 
-def pretrain(work, budget_minutes, seed=0, epochs=None, backbone=DEFAULT_BACKBONE):
-    """Pre-trains the backbone on the pre-training folder; writes it as .keras, and timm Hub and HF folders unless KERAS_ONLY."""
+def pretrain(work, budget_minutes, seed=0, epochs=None, backbone=DEFAULT_BACKBONE, folder="backbone"):
+    """Pre-trains the backbone on the pre-training folder; writes it as .keras, and timm Hub and HF folders unless KERAS_ONLY.
+
+    `folder`: where under `work` (the adaptation set-ups read "backbone"; benchmarks/pretrain.py's
+    supervised rows write beside it).
+    """
     import keras
 
     from keras_vit.training import TrainConfig, train
 
-    saved = os.path.join(work, "backbone", "backbone.keras")
+    output = os.path.join(work, folder)
+    saved = os.path.join(output, "backbone.keras")
     if os.path.isfile(saved):  # pre-trained already: write its folders again
-        with open(os.path.join(work, "backbone", "pretrain.json")) as f:
+        with open(os.path.join(output, "pretrain.json")) as f:
             summary = json.load(f)
-        _write_folders(keras.saving.load_model(saved, compile=False), work, summary.get("backbone"))
+        _write_folders(keras.saving.load_model(saved, compile=False), output, summary.get("backbone"))
         return summary
     model = ({} if backbone in KERAS_ONLY else  # the budget rules choose
              dict(model_overrides=dict(BACKBONES[backbone]), stem="none", tokenizer="patches", pooling="token",
                   attention_init="mimetic"))
     result = train(TrainConfig(
         dataset=os.path.join(work, "pretrain"), validation_split=0.04, image_size=32, **model,
-        scaling=SCALING, budget_seconds=budget_minutes * 60, seed=seed, epochs=epochs, run_dir=os.path.join(work, "pretrain-run"),
-        output_dir=os.path.join(work, "backbone"), name="backbone", export=False, verbose=2,
+        scaling=SCALING, budget_seconds=budget_minutes * 60, seed=seed, epochs=epochs,
+        run_dir=os.path.join(work, "pretrain-run" if folder == "backbone" else folder + "-run"),
+        output_dir=output, name="backbone", export=False, verbose=2,
     ))
     summary = {"backbone": backbone, **{k: result[k] for k in ("validation_accuracy", "epochs_done", "train_seconds",
                                                                 "images_per_second")}}
-    with open(os.path.join(work, "backbone", "pretrain.json"), "w") as f:
+    with open(os.path.join(output, "pretrain.json"), "w") as f:
         json.dump(summary, f, indent=1)
-    _write_folders(result["model"], work, backbone)
+    _write_folders(result["model"], output, backbone)
     return summary
 
 
-def _write_folders(model, work, backbone):
+def _write_folders(model, output, backbone):
     """The backbone as a timm Hub folder and a Hugging Face folder, as other programs would publish it.
 
     A KERAS_ONLY backbone, which neither layout holds, gets the timm peer's copy (`write_stem_folder`) instead.
@@ -143,11 +149,11 @@ def _write_folders(model, work, backbone):
     from keras_vit import weights
 
     if backbone in KERAS_ONLY:
-        write_stem_folder(model, os.path.join(work, "backbone", STEM_FOLDER))
+        write_stem_folder(model, os.path.join(output, STEM_FOLDER))
         return
 
-    weights.save_timm(model, os.path.join(work, "backbone", "timm"), overwrite=True)
-    weights.save_hf(model, os.path.join(work, "backbone", "hf"), overwrite=True)
+    weights.save_timm(model, os.path.join(output, "timm"), overwrite=True)
+    weights.save_hf(model, os.path.join(output, "hf"), overwrite=True)
 
 
 def write_stem_folder(model, folder):

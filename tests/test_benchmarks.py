@@ -518,25 +518,28 @@ def test_ab_inference_runs_the_revisions_block_beside_this_checkouts(tmp_path, c
 
 
 def test_pretrain_benchmark_pretrains_adapts_and_probes(tmp_path, monkeypatch):
-    """benchmarks/pretrain.py in this process on 8 tiny images: keras-vit pretrain for real; the transfer
-    benchmark's adaptation and probes (run by the transfer harness's tests) answered by stand-ins, to check
-    what the harness hands them and makes of their results."""
+    """benchmarks/pretrain.py in this process on tiny images: keras-vit pretrain and the supervised
+    pre-training for real; the transfer benchmark's adaptation and probes (run by the transfer harness's
+    tests) answered by stand-ins, to check what the harness hands them and makes of their results."""
     from PIL import Image
 
-    from benchmarks import workers
+    from benchmarks import transfer, workers
 
     module = _benchmark("pretrain")
-    folder = tmp_path / "work" / "pretrain" / "any_class"
-    folder.mkdir(parents=True)
     rng = np.random.default_rng(0)
-    for i in range(8):
-        Image.fromarray(rng.integers(0, 255, (16, 16, 3)).astype("uint8")).save(folder / f"{i}.jpg")
+    for name in ("cat", "dog"):  # class folders: their labels unused by MAE, used by the supervised row
+        folder = tmp_path / "work" / "pretrain" / name
+        folder.mkdir(parents=True)
+        for i in range(13):
+            Image.fromarray(rng.integers(0, 255, (32, 32, 3)).astype("uint8")).save(folder / f"{i}.jpg")
     calls = []
 
     def in_process(target, kwargs, **_):
         calls.append((target, kwargs))
         if target == "benchmarks.pretrain:pretrain_mae":
             return module.pretrain_mae(**kwargs)
+        if target == "benchmarks.transfer:pretrain":
+            return transfer.pretrain(**kwargs)
         if target == "benchmarks.transfer:adapt_one":
             return {"setup": kwargs["setup"], "accuracy": 0.5}
         return {"fewshot": {"1": {"mean": 0.25}}, "knn": 0.75}
@@ -544,18 +547,30 @@ def test_pretrain_benchmark_pretrains_adapts_and_probes(tmp_path, monkeypatch):
     monkeypatch.setattr(workers, "run_worker", in_process)
     work = str(tmp_path / "work")
     module.main(["--work", work, "--minutes", "0.1", "--adapt-minutes", "0.2", "--epochs", "1", "--model", "smoke",
-                 "--out", str(tmp_path / "out")])
+                 "--supervised", "0.1", "--scratch", "--out", str(tmp_path / "out")])
     (lines,) = (tmp_path / "out").glob("pretrain-*.jsonl")
-    _, pretrained, adapted, features = [json.loads(line) for line in lines.read_text().splitlines()]
+    records = [json.loads(line) for line in lines.read_text().splitlines()]
+    _, pretrained, adapted, features, supervised, supervised_adapted, _, scratch = records
     assert "error" not in pretrained and os.path.isfile(os.path.join(pretrained["checkpoint"], "config.json"))
-    assert [target.split(":")[1] for target, _ in calls] == ["pretrain_mae", "adapt_one", "evaluate_backbone"]
+    assert [target.split(":")[1] for target, _ in calls] == ["pretrain_mae", "adapt_one", "evaluate_backbone",
+                                                             "pretrain", "adapt_one", "evaluate_backbone", "adapt_one"]
     adapt_kwargs = calls[1][1]
     assert (adapt_kwargs["weights"], adapt_kwargs["budget_seconds"], adapt_kwargs["setup"]) == (
         pretrained["checkpoint"], 12.0, module.ADAPT_SETUP)
     assert calls[2][1]["weights"] == pretrained["checkpoint"]
     assert (adapted["setup"], features["setup"]) == ("mae_0.1min_adapted", "mae_0.1min_features")
+    # The supervised backbone: written beside the set-ups' own work/backbone, which it leaves alone, and read from there.
+    backbone = os.path.join(work, "supervised-0.1min", "backbone.keras")
+    assert os.path.isfile(backbone) and not os.path.exists(os.path.join(work, "backbone"))
+    assert (supervised["setup"], supervised["epochs_done"], supervised["backbone"]) == ("supervised_0.1min", 1, "smoke")
+    assert (calls[4][1]["weights"], calls[4][1]["setup"], calls[5][1]["weights"]) == (
+        backbone, module.SUPERVISED_ADAPT_SETUP, backbone)
+    assert supervised_adapted["setup"] == "supervised_0.1min_adapted"
+    assert (calls[6][1]["setup"], calls[6][1]["weights"], scratch["setup"]) == ("scratch", None, "scratch_adapted")
     table = next((tmp_path / "out").glob("pretrain-*.md")).read_text()
     assert "| MAE 0.1 min | 50.00% | 1-shot 25.0% | 75.0% |" in table, table
+    assert "| supervised 0.1 min | 50.00% | 1-shot 25.0% | 75.0% |" in table, table
+    assert "| none (scratch) | 50.00% | | |" in table, table
     # A run with --local-views given gets a folder of its own beside the default's.
     assert (module.run_name("dino", 20), module.run_name("dino", 20, 0)) == ("dino-20min", "dino-20min-local0")
 
