@@ -4,7 +4,8 @@ Each row of `OPTIONS` is one option: its name, type, default, choices, check, th
 field (`TrainConfig`'s docstring) and of its flag (`keras-vit train --help`), whether it enters
 the backup's fingerprint and the settings record of the results
 (`keras_vit.training.plan.RunPlan`), and its part of the header a run prints
-(`keras_vit.training.report.header`). `TrainConfig`, `add_train_flags`, `config_from_flags`,
+(`keras_vit.training.report.header`), by the functions of `keras_vit.train_option_records`.
+`TrainConfig`, `add_train_flags`, `config_from_flags`,
 `check_config`, the records and the header's parts are made from the rows, so a new option is
 one row here plus the code that uses it. The module imports no Keras or TensorFlow: `keras-vit
 train --help` reads it.
@@ -28,12 +29,11 @@ import os
 from typing import Callable
 
 from keras_vit import _validation, choices, configs
+from keras_vit import train_option_records as records
+from keras_vit.train_option_records import UNSET
 
 # The flag groups of `keras-vit train --help`, in their order.
 GROUPS = ("data", "model", "training", "output")
-# What an option's record function returns to leave its key out: an option that is not set then
-# adds nothing, and backups written before the option existed still resume.
-UNSET = object()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,135 +155,6 @@ def _check_model_arguments(label, value, name):
     spec.check_model_arguments(label, value)
 
 
-def _as_stored(value):
-    """`value` as the backup's JSON gives it back (tuples as lists), so that a resumed run compares equal."""
-    import json
-
-    return json.loads(json.dumps(value))
-
-
-def _set_arguments(field):
-    """The record of a dict of arguments: left out when empty, as JSON stores it (tuples as lists) when set."""
-
-    def recorded(plan):
-        value = getattr(plan.config, field)
-        return _as_stored(value) if value else UNSET
-
-    return recorded
-
-
-def _unless_default(field):
-    """The record of an option left out at its default (backups written before it existed still resume)."""
-
-    def recorded(plan):
-        value = getattr(plan.config, field)
-        return UNSET if value == OPTIONS[field].default else value
-
-    return recorded
-
-
-def _recipe_fingerprint(plan):
-    """A named recipe by its name; one's own by every field, so that a backup of another is not resumed."""
-
-    recipe = plan.config.recipe
-    if recipe is None or isinstance(recipe, str):
-        return plan.recipe.name
-    return _as_stored(dataclasses.asdict(recipe))
-
-
-def _backbone_name(plan):
-    backbone = plan.config.backbone
-    if backbone is None:
-        return None
-    return getattr(backbone, "name", None) or getattr(backbone, "__name__", type(backbone).__name__)
-
-
-# The options' parts of the run's header (`Option.header`), each with its leading separator.
-
-def _count_text(source) -> str:
-    """A split's size as known before training, e.g. "1,000 " or "17 files listed ": a folder's files are
-    decoded while training, and one that fails then is skipped; the summary and vit.json count the images used."""
-    if source.num_examples is None:
-        return ""
-    return f"{source.num_examples:,} {'files listed ' if source.files else ''}"
-
-
-def _test_header(plan):
-    if plan.test is None:
-        return ", no test split"
-    return f", test {_count_text(plan.test)}({plan.config.test_split})"
-
-
-def _unless_default_header(field):
-    def shown(plan):
-        value = getattr(plan.config, field)
-        return None if value == OPTIONS[field].default else f", {field.replace('_', ' ')} {value}"
-
-    return shown
-
-
-def _weights_header(plan):
-    pretrained = plan.pretrained
-    if pretrained is None:
-        return None
-    dropped = ", ".join(pretrained.dropped) if pretrained.dropped else "nothing"
-    head = (plan.zeroshot_head.describe() if plan.zeroshot_head is not None
-            else f"a new zero head for {plan.train.num_classes} classes")
-    return f"{pretrained.source} ({pretrained.kind}); dropped {dropped}; {head}"
-
-
-def _adapt_header(plan):
-    if plan.pretrained is None:
-        return None
-    trained = {"finetune": "every weight trained (fine-tuning)",
-               "probe": "the head alone on frozen features (linear probe)",
-               "probe_then_finetune": "a linear probe, then every weight if the budget buys it"}[plan.adapt]
-    return f"; {trained} ({plan.adapt_reason})"
-
-
-def _architecture_header(plan):
-    arch = plan.architecture
-    return (f" (patch {arch['patch_size']} ({plan.patch_reason}), width {arch['hidden_size']}, {arch['num_layers']} "
-            f"layers, {arch['num_heads']} heads, MLP {arch['mlp_dim']})")
-
-
-def _stem_header(plan):
-    """How the pixels become tokens where not the paper's patches: behind the conv stem, or on shifted patches."""
-    if plan.tokenizer == "shifted":
-        return " on shifted patches (each with its neighbours half a patch away, no convolution)"
-    if not plan.stem:
-        return None
-    from keras_vit.models import stems
-
-    widths = ", ".join(map(str, stems.stem_arguments(plan.stem_args)["filters"]))
-    return f" behind a conv stem (3x3 convolutions of {widths} channels, stride {plan.model.stem_stride})"
-
-
-def _epochs_header(plan):
-    if plan.config.epochs is None and plan.config.budget_seconds is not None:
-        return f", epochs until the budget is spent x {plan.steps_per_epoch} steps"
-    return f", {plan.epochs} epochs x {plan.steps_per_epoch} steps"
-
-
-def _compilation_header(plan):
-    from keras_vit import backends
-
-    return ", " + backends.compilation(plan.jit_compile)
-
-
-def _strategy_header(plan):
-    replicas = plan.strategy.num_replicas_in_sync
-    return f", strategy {plan.config.strategy} ({replicas} replica{'s' if replicas > 1 else ''})"
-
-
-def _output_header(plan):
-    config = plan.config
-    if not config.output_dir:
-        return "; final model not saved"
-    path = os.path.abspath(os.path.join(config.output_dir, config.name))
-    return f"; final model {path}.keras" + (" + SavedModel + TFLite" if config.export else "")
-
-
 _OPTIONS = (
     Option("dataset", "str", "sample", 'str. "sample", a folder, or a tfds name. Defaults to "sample".',
            Flag("data", "'sample' (shipped Fashion-MNIST sample, the default), a folder of class sub-folders (or of "
@@ -295,13 +166,13 @@ _OPTIONS = (
            Flag("data", "tensorflow-datasets data_dir (default: tensorflow-datasets' own)")),
     Option("train_split", "str", "train", 'str. Defaults to "train".',
            Flag("data", "split to train on (default: train)"), fingerprint=True,
-           header=lambda plan: f": train {_count_text(plan.train)}({plan.config.train_split})"),
+           header=lambda plan: f": train {records.count_text(plan.train)}({plan.config.train_split})"),
     Option("test_split", "str | None", "test",
            "str or None. Split evaluated at the end; None skips it. A flat class folder has none (its held-out "
            'validation share is reported instead). Defaults to "test".',
            Flag("data", "split to report test accuracy on, '' for none; a folder of class sub-folders has none "
                 "(default: test)", from_args=lambda args: args.test_split or None),
-           header=_test_header),
+           header=records.evaluation_header),
     Option("validation_split", "float | None", None,
            "float or None. Share of the training split held out for per-epoch validation, chosen by `seed`; None "
            "validates on the test split (a flat class folder holds out 0.1). Defaults to None.",
@@ -320,8 +191,8 @@ _OPTIONS = (
            'and `evaluate` resize bilinearly. Defaults to "bilinear".',
            Flag("data", "images of another size than the model's input: bilinear (resized) or pad (centred zero "
                 "padding, larger images centre-cropped; default: bilinear)"),
-           choices=choices.RESIZES, fingerprint=_unless_default("resize"), settings=_unless_default("resize"),
-           header=_unless_default_header("resize")),
+           choices=choices.RESIZES, fingerprint=records.unless_default("resize"), settings=records.unless_default("resize"),
+           header=records.unless_default_header("resize")),
     Option("variant", "str | None", None, "str or None. A `configs.VARIANTS` name; None for `DEFAULT_MODEL`.",
            Flag("model", f"ViT variant, one of {', '.join(configs.VARIANTS)} (default: a small ViT: patch 7, D 128, 6 "
                 "layers, 4 heads, MLP 256)",
@@ -344,7 +215,7 @@ _OPTIONS = (
                 kwargs={"metavar": "SPEC"}),
            fingerprint=True,
            settings=lambda plan: plan.pretrained.source if plan.pretrained is not None else None,
-           header=_weights_header),
+           header=records.weights_header),
     Option("adapt", "str", "auto",
            'str. With `weights`: "finetune" (every weight trained), "probe" (a linear probe of the frozen '
            'backbone: features computed once, a head fitted to them), or "auto" (with a budget: the probe first, '
@@ -356,7 +227,7 @@ _OPTIONS = (
                 extra=(("--probe", {"dest": "adapt", "action": "store_const", "const": "probe",
                                     "help": "the same as --adapt probe"}),)),
            choices=choices.ADAPTS, fingerprint=True, settings=True,
-           header=_adapt_header),
+           header=records.adapt_header),
     Option("head", "str", "zero",
            'str. With `weights`: "zero" (a new zero-initialised head) or "zeroshot" (an image-text checkpoint\'s '
            "zero-shot head: each class name in \"This is a photo of {}.\", embedded by its text tower, scaled and "
@@ -365,28 +236,28 @@ _OPTIONS = (
            Flag("model", "with --weights: zero (a new zero-initialised head) or zeroshot (a CLIP or SigLIP "
                 "checkpoint's text tower folds the class names into the head, which fine-tuning starts from; "
                 "no linear probe; default: zero)"),
-           choices=choices.HEADS, fingerprint=_unless_default("head"), settings=_unless_default("head"),
+           choices=choices.HEADS, fingerprint=records.unless_default("head"), settings=records.unless_default("head"),
            header="weights"),
     Option("model_overrides", "dict", dict, "dict. patch_size/hidden_size/num_layers/num_heads/mlp_dim overrides.",
            Flag("model", "override the variant's {field}",
                 from_args=lambda args: {k: getattr(args, k) for k in choices.MODEL_FIELDS}),
            check=_check_model_overrides, factory=True,
-           header=_architecture_header),
+           header=records.architecture_header),
     Option("backbone", "object", None,
            "Keras model or layer, callable or None. A stem for a hybrid ViT (see `keras_vit.ViT(backbone=)`); a "
            "callable without arguments is called inside the distribution strategy's scope to build it. "
            "Defaults to None.",
-           fingerprint=_backbone_name),
+           fingerprint=records.backbone_name),
     Option("vit_args", "dict", dict,
            'dict. More `keras_vit.ViT` arguments of a model trained from scratch, e.g. {"position_embedding": '
            '"sincos2d"}; not those other options set (`keras_vit.models.spec.SPEC_VIT_ARGS`). Defaults to {}.',
-           check=_check_model_arguments, fingerprint=_set_arguments("vit_args"), settings=_set_arguments("vit_args"),
+           check=_check_model_arguments, fingerprint=records.set_arguments("vit_args"), settings=records.set_arguments("vit_args"),
            factory=True,
            header=lambda plan: f", ViT arguments {plan.vit_args}" if plan.vit_args else None),
     Option("stem_args", "dict", dict,
            "dict. Arguments of the conv stem (`keras_vit.models.stems.conv_stem`: filters, strides); only with the "
            "conv stem. Defaults to {}.",
-           check=_check_model_arguments, fingerprint=_set_arguments("stem_args"), settings=_set_arguments("stem_args"),
+           check=_check_model_arguments, fingerprint=records.set_arguments("stem_args"), settings=records.set_arguments("stem_args"),
            factory=True,
            header="stem"),
     Option("stem", "str", "auto",
@@ -396,7 +267,7 @@ _OPTIONS = (
            Flag("model", "conv stem before the encoder: auto (when --budget-minutes' rules choose it for images up "
                 "to 64 px and no model flag is given), conv, none (default: auto)"),
            choices=choices.STEMS, fingerprint=True, settings=True,
-           header=_stem_header),
+           header=records.stem_header),
     Option("tokenizer", "str", "auto",
            'str. "auto": shifted patches (`keras_vit.models.stems.shifted_patch_stem`) for the plain default ViT '
            "when a budget's rules choose them (`keras_vit.training.budget`), else \"patches\", the paper's patch "
@@ -451,7 +322,7 @@ _OPTIONS = (
            '"compact" ("finetune_adamw" with `weights`). Defaults to None.',
            Flag("training", "optimizer/schedule/regularisation recipe (default: compact; with --weights "
                 "finetune_adamw)", kwargs={"choices": choices.RECIPES}),
-           fingerprint=_recipe_fingerprint, settings=lambda plan: plan.recipe.name,
+           fingerprint=records.recipe_fingerprint, settings=lambda plan: plan.recipe.name,
            header=lambda plan: (f"recipe {plan.recipe.name} (peak learning rate {plan.peak_learning_rate:g}, "
                                 f"weight decay {plan.recipe.weight_decay:g})")),
     Option("augment", "object", None,
@@ -466,7 +337,7 @@ _OPTIONS = (
            Flag("training", "number of epochs (default: 10, or with --budget-minutes as many as the budget buys)",
                 kwargs={"type": int}),
            check=_positive_int, fingerprint=True, settings=True,
-           header=_epochs_header),
+           header=records.epochs_header),
     Option("batch_size", "int | None", None,
            "int or None. Global batch size; None for the recipe's. Defaults to None.",
            Flag("training", "global batch size, split over replicas (default: the recipe's, smaller for a small "
@@ -485,14 +356,14 @@ _OPTIONS = (
                 "backend, hardware and precision)", kwargs={"choices": ("auto", "on", "off"), "default": "auto"},
                 from_args=lambda args: {"auto": None, "on": True, "off": False}[args.jit_compile]),
            settings=True,
-           header=_compilation_header),
+           header=records.compilation_header),
     Option("strategy", "str", "default",
            'str. "default"; "mirrored", "multi_worker", "tpu" (tf.distribute, TensorFlow only); "data_parallel", '
            '"model_parallel" (keras.distribution, JAX only). Defaults to "default".',
            Flag("training", "mirrored, multi_worker, tpu: tf.distribute (TensorFlow); data_parallel, "
                 "model_parallel: keras.distribution over a device mesh, on JAX (default: default, one device)"),
            choices=choices.STRATEGIES, settings=lambda plan: plan.config.strategy,
-           header=_strategy_header),
+           header=records.strategy_header),
     Option("mesh", "str | None", None,
            'str or None. "BATCHxMODEL" device mesh of "model_parallel" (and "data_parallel", "Nx1"); None uses '
            "every device (model parallel: all on the model axis). Defaults to None.",
@@ -508,7 +379,7 @@ _OPTIONS = (
     Option("output_dir", "str | None", "saved_models",
            'str or None. Where the final model goes; None saves nothing. Defaults to "saved_models".',
            Flag("output", "where the trained model is saved (default: saved_models)"), check=_writable_folder,
-           header=_output_header),
+           header=records.output_header),
     Option("name", "str", "vit", 'str. File name stem of the saved model. Defaults to "vit".',
            Flag("output", "file name stem of the saved model (default: vit)"),
            header="output_dir"),
