@@ -126,10 +126,11 @@ def main(argv=None):
     model = None
     if args.model == "smoke":
         model = {**transfer.BACKBONES["smoke"], **({"decoder": "test"} if args.method == "mae" else {"head": "test"})}
-    budgets = {flag: [float(m) for m in value.split(",") if m] for flag, value in
-               (("minutes", args.minutes), ("supervised", args.supervised))}
-    run(args.work, budgets["minutes"], args.adapt_minutes, args.out, argv, args.seed, args.epochs, model, args.method,
-        args.local_views, budgets["supervised"], args.scratch)
+    def budgets(text):
+        return [float(m) for m in text.split(",") if m]
+
+    run(args.work, budgets(args.minutes), args.adapt_minutes, args.out, argv, args.seed, args.epochs, model,
+        args.method, args.local_views, budgets(args.supervised), args.scratch)
 
 
 if __name__ == "__main__":

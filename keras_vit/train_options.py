@@ -5,10 +5,9 @@ field (`TrainConfig`'s docstring) and of its flag (`keras-vit train --help`), wh
 the backup's fingerprint and the settings record of the results
 (`keras_vit.training.plan.RunPlan`), and its part of the header a run prints
 (`keras_vit.training.report.header`), by the functions of `keras_vit.train_option_records`.
-`TrainConfig`, `add_train_flags`, `config_from_flags`,
-`check_config`, the records and the header's parts are made from the rows, so a new option is
-one row here plus the code that uses it. The module imports no Keras or TensorFlow: `keras-vit
-train --help` reads it.
+`TrainConfig`, `add_train_flags`, `config_from_flags`, `check_config`, the records and the
+header's parts are made from the rows, so a new option is one row here plus the code that uses it.
+The module imports no Keras or TensorFlow: `keras-vit train --help` reads it.
 
 Example:
 
