@@ -36,6 +36,7 @@ SUBCOMMANDS = {
     "load-weights": ("load_weights", "How long and how much memory does loading ViT-B/16 weights take?"),
     "transfer": ("transfer", "Does a pre-trained backbone adapted to 50 images per class beat training from scratch, and by how much?"),
     "pretrain": ("pretrain", "Does masked-autoencoder pre-training on unlabeled images make a better start for few labels?"),
+    "first-calls": ("first_calls", "What does a budgeted run pay before its steady steps (compilation of the first step and validation pass), and does the precision trial see it?"),
     "dino-step": ("dino_step", "What does a DINO step cost with local views, with and without XLA?"),
     "dense": ("dense", "How well does a linear probe segment from a backbone's frozen patch features (Fashion-MNIST canvases)?"),
     "image-text": ("image_text", "Do CLIP, SigLIP and SigLIP 2 towers give transformers' tokens, embeddings and scores on every backend and export, and how fast?"),

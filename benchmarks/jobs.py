@@ -87,12 +87,12 @@ def auto_precision(impl, w):
     """
     import keras
 
-    from keras_vit import precision_trial
+    from keras_vit import precision_workloads
     from keras_vit.export.predict import inference_precision
     from keras_vit.training import distribute
 
     if w["train"]:
-        trial = precision_trial.training_workload(vit_arguments(w), w["image"], w["channels"], w["batch"])
+        trial = precision_workloads.training_workload(vit_arguments(w), w["image"], w["channels"], w["batch"])
         return distribute.choose_precision("auto", width=w["hidden"], workload=trial)
     keras.config.set_dtype_policy("float32")
     precision, why = inference_precision(keras_model(impl, w)[0], "auto")

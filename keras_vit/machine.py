@@ -204,7 +204,8 @@ def needs_trial(machine: Machine) -> bool:
 
 
 def precision_choice(machine: Machine, backend: str | None = None, width: int | None = None,
-                     workload: dict | None = None, measure=None, budget_seconds: float | None = None) -> tuple[str, str]:
+                     workload: dict | None = None, measure=None, budget_seconds: float | None = None,
+                     validation_shapes: int = 0) -> tuple[str, str]:
     """(dtype policy, why) that `precision="auto"` picks for a model of token width `width` on `machine`.
 
     GPUs, TPUs and CPUs whose bfloat16 is emulated: the table (`table_precision`). A CPU with
@@ -217,13 +218,15 @@ def precision_choice(machine: Machine, backend: str | None = None, width: int | 
         backend: str or None. The Keras backend's name; None: the one in use. Defaults to None.
         width: int or None. The model's token width (hidden size); None: unknown, taken as narrow.
             Defaults to None.
-        workload: dict or None. What a trial times (`keras_vit.precision_trial.training_workload`,
+        workload: dict or None. What a trial times (`keras_vit.precision_workloads.training_workload`,
             or an inference workload); None: the default model at `width`
-            (`keras_vit.precision_trial.width_workload`). Defaults to None.
+            (`keras_vit.precision_workloads.width_workload`). Defaults to None.
         measure: callable or None. The trial's timing function, (workload, policies, seconds) ->
             results; None: a training trial in a child process. Defaults to None.
         budget_seconds: float or None. The run's time budget, from which each candidate's first
             step (tracing, XLA's compilation) is spent; None: by speed alone. Defaults to None.
+        validation_shapes: int. The batch shapes the run's validation compiles within the budget
+            (`keras_vit.precision_trial.validation_shapes`). Defaults to 0.
 
     Example:
 
@@ -239,14 +242,15 @@ def precision_choice(machine: Machine, backend: str | None = None, width: int | 
     table = table_precision(machine, backend, width)
     if not needs_trial(machine):
         return table
-    from keras_vit import precision_trial
+    from keras_vit import precision_trial, precision_workloads
 
     if workload is None:
-        workload = precision_trial.width_workload(width)
+        workload = precision_workloads.width_workload(width)
     if measure is None and workload.get("mode", "train") == "train":
         def measure(workload, policies, seconds):
             return precision_trial.measure_training(workload, policies, seconds, backend)
-    return precision_trial.choose(machine, backend, workload, table, measure=measure, budget_seconds=budget_seconds)
+    return precision_trial.choose(machine, backend, workload, table, measure=measure, budget_seconds=budget_seconds,
+                                  validation_shapes=validation_shapes)
 
 
 def table_precision(machine: Machine, backend: str | None = None, width: int | None = None) -> tuple[str, str]:

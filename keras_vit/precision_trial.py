@@ -10,9 +10,10 @@ and batch, random data: every candidate is built and warmed up (one step: tracin
 then timed steps alternate between them (A B, then B A) until `rounds` rounds or the time cap,
 whichever comes first; images/s come from each candidate's median step. mixed_bfloat16 wins only
 when it is at least `MARGIN` faster than float32 (a tie keeps the exact one). A run with a time
-budget weighs the candidates by the images each trains in it after its first step (XLA's
-compilation is paid from the budget: `pick`). The answer is cached per machine and model shape
-(`cache_file`), with each candidate's speed and first step, so the next run does not measure again.
+budget weighs the candidates by the images each trains in it after its first step and, where the
+run validates, its first validation call at each batch shape (XLA compiles both, and the budget
+pays for them: `pick`). The answer is cached per machine and model shape (`cache_file`), with each
+candidate's speed and first calls, so the next run does not measure again.
 
 A training trial runs in a child process (`python -m keras_vit.training.precision_child`, which
 compiles each candidate with the run's recipe's optimizer, as the run does): the run's random
@@ -34,6 +35,7 @@ Example (timings injected, so it does not depend on this machine's speed):
 
 >>> import tempfile
 >>> from keras_vit.machine import Machine
+>>> from keras_vit.precision_workloads import training_workload
 >>> zen4 = Machine(cpu_flags=frozenset({"avx512f", "avx512_bf16"}), cpu_name="AMD EPYC 9R14")
 >>> def measure(workload, policies, seconds):  # what a trial returns: seconds per timed step
 ...     return [{"policy": "float32", "label": "float32", "seconds": [0.20, 0.21, 0.20]},
@@ -51,7 +53,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import platform
 import statistics
@@ -60,8 +61,7 @@ import sys
 import time
 import warnings
 
-from keras_vit import configs  # a hybrid's ResNet stride
-from keras_vit.choices import MODEL_FIELDS  # the core fields of the ViT a training trial builds
+from keras_vit.precision_workloads import describe
 
 ENV = "KERAS_VIT_PRECISION_TRIAL"
 CACHE_ENV = "KERAS_VIT_CACHE"
@@ -77,16 +77,11 @@ ROUNDS = 3  # timed steps per candidate, at most
 # mixed_bfloat16 must beat float32 by this share to be picked: a tie keeps float32, the exact one.
 MARGIN = 0.05
 POLICIES = ("float32", "mixed_bfloat16")
-# Images per step of an inference trial: `keras-vit predict` runs a few photos at a time.
-INFERENCE_BATCH = 8
 CACHE_FILENAME = "precision.json"
 MEASURED = "measured on"  # how the why of a trial's answer begins, fresh or cached
 CACHE_VERSION = 1
 # The module a training trial's child runs (started by name: it is training code, above this module).
 CHILD = "keras_vit.training.precision_child"
-# A bare token width (`keras_vit.machine.default_precision(machine, backend, width)`) is timed on
-# the default `keras-vit train` model (28 px grey images, patch 7, 6 layers) at that width.
-WIDTH_MODEL = {"patch_size": 7, "num_layers": 6, "image_size": 28, "channels": 1, "batch_size": 256}
 
 
 class TrialError(RuntimeError):
@@ -116,116 +111,7 @@ def trial_seconds(environ=None) -> float:
     return seconds
 
 
-def training_workload(architecture: dict, image_size: int, channels: int, batch_size: int, jit_compile=None,
-                      recipe: str | None = None, stem: dict | None = None) -> dict:
-    """The model shape a training trial times (and its cache key): the core fields, the input, the batch and the recipe.
-
-    Args:
-        architecture: dict. `patch_size`, `hidden_size`, `num_layers`, `num_heads`, `mlp_dim`.
-        image_size: int. Input height and width.
-        channels: int. Input channels.
-        batch_size: int. The global batch.
-        jit_compile: bool or None. The run's; None: each candidate's default (`keras_vit.backends`).
-            Defaults to None.
-        recipe: str or None. The run's recipe (a `keras_vit.training.recipes.RECIPES` name), whose
-            optimizer the trial compiles; None: `keras-vit train`'s default. Defaults to None.
-        stem: dict or None. The model's stem: the `filters` and `strides` of a conv stem
-            (`keras_vit.models.stems.conv_stem`), or a hybrid's BiT ResNet as {"resnet": units per
-            stage, "width": root width} (`keras_vit.models.resnet.BiTResNet`); None for a model
-            without one. The encoder then reads the stem's cells as its patches: a 32 px image is
-            16 tokens behind the default conv stem, not the 1,024 of 1 px patches. Defaults to None.
-
-    >>> training_workload({"patch_size": 4, "hidden_size": 192, "num_layers": 12, "num_heads": 3,
-    ...                    "mlp_dim": 768}, 32, 3, 128)["tokens"]
-    64
-    >>> stem = {"filters": (32, 64, 128, 128), "strides": (2, 2, 2, 1)}  # 8 px a cell
-    >>> training_workload({"patch_size": 1, "hidden_size": 128, "num_layers": 4, "num_heads": 4,
-    ...                    "mlp_dim": 256}, 32, 3, 32, stem=stem)["tokens"]
-    16
-    >>> r50 = {"resnet": (3, 4, 9), "width": 64}  # R50+ViT-B/16: 16 px a cell
-    >>> training_workload({"patch_size": 1, "hidden_size": 768, "num_layers": 12, "num_heads": 12,
-    ...                    "mlp_dim": 3072}, 224, 3, 8, stem=r50)["tokens"]
-    196
-    """
-    workload = {"mode": "train", **{field: _int(architecture.get(field)) for field in MODEL_FIELDS},
-                "image_size": int(image_size), "channels": int(channels), "batch_size": int(batch_size),
-                "jit_compile": jit_compile, "recipe": recipe}
-    side = workload["image_size"]
-    # Only a model with a stem has the key, so the cache keys of the others stay as they were.
-    if stem is not None and "resnet" in stem:
-        workload["stem"] = resnet_stem(stem["resnet"], stem["width"])
-        side = -(-side // configs.stem_stride(workload["stem"]["resnet"]))
-    elif stem is not None:
-        workload["stem"] = {"filters": [int(f) for f in stem["filters"]], "strides": [int(s) for s in stem["strides"]]}
-        # The stem's stride (`stems.stem_stride`, which this module sits below); "same" padding rounds up.
-        side = -(-side // math.prod(workload["stem"]["strides"]))
-    # None where the architecture has no patch size: its trial fails and the table answers.
-    workload["tokens"] = (side // workload["patch_size"]) ** 2 if workload["patch_size"] else None
-    return workload
-
-
-def resnet_stem(units, width) -> dict:
-    """`training_workload`'s `stem` for a hybrid's BiT ResNet of `units` per stage and root `width`.
-
-    >>> resnet_stem((3, 4, 9), 64)
-    {'resnet': [3, 4, 9], 'width': 64}
-    """
-    return {"resnet": [int(count) for count in units], "width": int(width)}
-
-
-def _int(value):
-    return None if value is None else int(value)
-
-
-def inference_workload(name: str, params: int, input_shape, width: int | None, num_layers: int) -> dict:
-    """The model shape an inference trial times (and its cache key), at `INFERENCE_BATCH` images a step.
-
-    Args:
-        name: str. The model's class name.
-        params: int. Its parameter count.
-        input_shape: sequence of int. One image's shape.
-        width: int or None. Its token width.
-        num_layers: int. Its encoder blocks.
-
-    >>> describe(inference_workload("VisionTransformer", 86_000_000, (224, 224, 3), 768, 12))
-    'width 768, 12 layers, batch 8'
-    """
-    return {"mode": "predict", "model": name, "params": int(params), "input_shape": [int(n) for n in input_shape],
-            "hidden_size": width, "num_layers": int(num_layers), "batch_size": INFERENCE_BATCH}
-
-
-def width_workload(width: int | None) -> dict:
-    """The training workload a bare token width stands for: `WIDTH_MODEL` at `width` (None: 128).
-
-    Heads of 32 channels, as the default model's (4 of width 128), and an MLP twice the width.
-
-    >>> w = width_workload(768)
-    >>> w["hidden_size"], w["num_heads"], w["mlp_dim"], w["tokens"], w["batch_size"]
-    (768, 24, 1536, 16, 256)
-    """
-    width = 128 if width is None else int(width)
-    heads = max([h for h in range(1, width + 1) if width % h == 0 and width // h >= 32] or [1])
-    model = dict(WIDTH_MODEL)
-    return training_workload({"patch_size": model.pop("patch_size"), "num_layers": model.pop("num_layers"),
-                              "hidden_size": width, "num_heads": heads, "mlp_dim": 2 * width}, **model)
-
-
-def describe(workload: dict) -> str:
-    """The workload in a few words, for the header.
-
-    >>> describe(width_workload(128))
-    'width 128, 6 layers, 16 tokens, batch 256'
-    """
-    what = [f"width {workload['hidden_size']}", f"{workload['num_layers']} layers"]
-    stem = workload.get("stem")
-    if stem is not None:
-        what.append(f"the ResNet stem {tuple(stem['resnet'])}" if "resnet" in stem else "the conv stem")
-    if workload.get("tokens"):
-        what.append(f"{workload['tokens']} tokens")
-    return ", ".join(what + [f"batch {workload['batch_size']}"])
-
-
-def time_alternating(steps: dict, seconds: float, *, rounds: int = ROUNDS, warmup: int = 1,
+def time_alternating(steps: dict, seconds: float, *, rounds: int = ROUNDS, warmup: int = 1, once=None,
                      clock=time.perf_counter, report=None) -> dict:
     """Seconds per timed call of each of `steps`, after `warmup` calls each, alternating, within `seconds`.
 
@@ -239,9 +125,13 @@ def time_alternating(steps: dict, seconds: float, *, rounds: int = ROUNDS, warmu
         seconds: float. The time cap, warm-ups included.
         rounds: int. Timed calls per candidate, at most. Defaults to `ROUNDS`.
         warmup: int. Untimed calls per candidate first (tracing, compilation). Defaults to 1.
+        once: dict or None. name -> callable, called once right after that candidate's warm-ups
+            (within the cap) and reported on its own: a training trial's first validation call,
+            whose compilation a budgeted run pays too. Defaults to None.
         clock: callable. Seconds, monotonic. Defaults to `time.perf_counter`.
-        report: callable or None. Called with (name, seconds, warmup) after each call: warmup
-            True for a warm-up (its seconds include tracing and compiling). Defaults to None.
+        report: callable or None. Called with (name, seconds, kind) after each call: kind
+            "warmup" for a warm-up (its seconds include tracing and compiling), "once" for
+            `once`'s call, None for a timed step. Defaults to None.
 
     >>> ticks = iter(range(100))
     >>> time_alternating({"a": lambda: None, "b": lambda: None}, 100, clock=lambda: next(ticks))
@@ -249,13 +139,20 @@ def time_alternating(steps: dict, seconds: float, *, rounds: int = ROUNDS, warmu
     """
     start = clock()
     for name, step in steps.items():
+        warmed = 0
         for _ in range(warmup):
             if clock() - start > seconds:
                 break
             t0 = clock()
             step()
+            warmed += 1
             if report is not None:
-                report(name, clock() - t0, True)
+                report(name, clock() - t0, "warmup")
+        if once and name in once and warmed == warmup and clock() - start <= seconds:
+            t0 = clock()
+            once[name]()
+            if report is not None:
+                report(name, clock() - t0, "once")
     timed = {name: [] for name in steps}
     names = list(steps)
     last_round = 0.0
@@ -268,7 +165,7 @@ def time_alternating(steps: dict, seconds: float, *, rounds: int = ROUNDS, warmu
             steps[name]()
             timed[name].append(clock() - t0)
             if report is not None:
-                report(name, timed[name][-1], False)
+                report(name, timed[name][-1], None)
         last_round = clock() - began
     return timed
 
@@ -300,33 +197,61 @@ def decide(results: list, batch_size: int, margin: float = MARGIN):
 
 
 def candidates_of(results: list, batch_size: int) -> list:
-    """A trial's `results` as what the cache keeps: [{"policy", "label", "img_s", "first_step_s" (None: not timed)}].
+    """A trial's `results` as what the cache keeps: [{"policy", "label", "img_s", "first_step_s", "first_validation_s"}].
 
-    >>> candidates_of([{"policy": "float32", "label": "float32", "seconds": [0.5, 0.4, 0.6], "warmup": [12.0]}], 100)
-    [{'policy': 'float32', 'label': 'float32', 'img_s': 200.0, 'first_step_s': 12.0}]
+    A first call's seconds are None where the trial did not reach it.
+
+    >>> candidates_of([{"policy": "float32", "label": "float32", "seconds": [0.5, 0.4, 0.6], "warmup": [12.0],
+    ...                 "validation": [1.5]}], 100)
+    [{'policy': 'float32', 'label': 'float32', 'img_s': 200.0, 'first_step_s': 12.0, 'first_validation_s': 1.5}]
     """
     return [{"policy": result["policy"], "label": result["label"],
              "img_s": batch_size / statistics.median(result["seconds"]),
-             "first_step_s": sum(result["warmup"]) if result.get("warmup") else None} for result in results]
+             "first_step_s": sum(result["warmup"]) if result.get("warmup") else None,
+             "first_validation_s": sum(result["validation"]) if result.get("validation") else None}
+            for result in results]
 
 
-def pick(candidates: list, margin: float = MARGIN, budget_seconds: float | None = None):
+def validation_shapes(examples: int | None, batch_size: int, whole_batches: bool = False) -> int:
+    """How many batch shapes a run's validation passes compile: a whole batch, a last partial one; 0 without validation.
+
+    Args:
+        examples: int or None. The validation images; None or 0: the run does not validate.
+        batch_size: int. Images per batch.
+        whole_batches: bool. Whether the partial last batch is dropped. Defaults to False.
+
+    >>> validation_shapes(None, 256), validation_shapes(600, 256), validation_shapes(512, 256), validation_shapes(100, 256)
+    (0, 2, 1, 1)
+    """
+    if not examples:
+        return 0
+    return int(examples >= batch_size) + int(examples % batch_size != 0 and not whole_batches)
+
+
+def pick(candidates: list, margin: float = MARGIN, budget_seconds: float | None = None, validation_shapes: int = 0):
     """(policy, figures) from `candidates_of`'s list: the most images per second, or within `budget_seconds`.
 
-    Within a budget a candidate trains img/s x (budget - its first step) images; the budget's
-    weighing applies only where every candidate's first step was timed. float32 stays unless
-    another candidate is at least `margin` ahead (a tie keeps the exact one), and where no
-    candidate has time left after its first step.
+    Within a budget a candidate trains img/s x (budget - its first calls) images: its first
+    training step, and its first validation call once per batch shape the run's validation
+    compiles (`validation_shapes`; the trial times one, and XLA's compilation takes about as long
+    at another batch: benchmarks/RESULTS.md section 4). The budget's weighing applies only where
+    every candidate's first calls were timed. float32 stays unless another candidate is at least
+    `margin` ahead (a tie keeps the exact one), and where no candidate has time left after its
+    first calls.
 
-    >>> xla = {"policy": "float32", "label": "float32 + XLA", "img_s": 1100.0, "first_step_s": 30.0}
-    >>> eager = {"policy": "mixed_bfloat16", "label": "mixed_bfloat16", "img_s": 1000.0, "first_step_s": 3.0}
+    >>> xla = {"policy": "float32", "label": "float32 + XLA", "img_s": 1100.0, "first_step_s": 30.0,
+    ...        "first_validation_s": 5.0}
+    >>> eager = {"policy": "mixed_bfloat16", "label": "mixed_bfloat16", "img_s": 1000.0, "first_step_s": 3.0,
+    ...          "first_validation_s": 0.5}
     >>> pick([xla, eager])
     ('float32', 'float32 + XLA 1100 img/s, mixed_bfloat16 1000 img/s')
     >>> pick([xla, eager], budget_seconds=120)  # 1000 x 117 s against 1100 x 90 s
     ('mixed_bfloat16', "mixed_bfloat16 1000 img/s after a first step of 3 s, float32 + XLA 1100 img/s after 30 s; weighed over the run's budget of 120 s, which the first step spends from")
+    >>> pick([xla, eager], budget_seconds=120, validation_shapes=2)[1]  # 1000 x 116 s against 1100 x 80 s
+    "mixed_bfloat16 1000 img/s after first calls of 4 s, float32 + XLA 1100 img/s after 40 s; weighed over the run's budget of 120 s, which the first training step and a first validation call at each of 2 batch shapes spend from"
     """
     speed = {candidate["policy"]: candidate["img_s"] for candidate in candidates}
-    first = {candidate["policy"]: candidate["first_step_s"] for candidate in candidates}
+    first = {candidate["policy"]: _first_calls(candidate, validation_shapes) for candidate in candidates}
     weigh = budget_seconds is not None and all(value is not None for value in first.values())
     score = {policy: speed[policy] * max(budget_seconds - first[policy], 0.0) if weigh else speed[policy]
              for policy in speed}
@@ -334,13 +259,27 @@ def pick(candidates: list, margin: float = MARGIN, budget_seconds: float | None 
     if best != "float32" and "float32" in score and (score[best] < score["float32"] * (1 + margin) or not score[best]):
         best = "float32"
     ordered = sorted(candidates, key=lambda candidate: (candidate["policy"] != best, -score[candidate["policy"]]))
+    what = "a first step of " if not validation_shapes else "first calls of "
     figures = ", ".join(
         f"{candidate['label']} {speed[candidate['policy']]:.0f} img/s"
-        + (f" after {'a first step of ' if i == 0 else ''}{first[candidate['policy']]:.0f} s" if weigh else "")
+        + (f" after {what if i == 0 else ''}{first[candidate['policy']]:.0f} s" if weigh else "")
         for i, candidate in enumerate(ordered))
     if weigh:
-        figures += f"; weighed over the run's budget of {budget_seconds:g} s, which the first step spends from"
+        figures += f"; weighed over the run's budget of {budget_seconds:g} s, which " + (
+            "the first step spends from" if not validation_shapes else
+            "the first training step and the first validation call spend from" if validation_shapes == 1 else
+            f"the first training step and a first validation call at each of {validation_shapes} batch shapes spend from")
     return best, figures
+
+
+def _first_calls(candidate: dict, validation_shapes: int):
+    """A candidate's seconds of first calls that a budget pays: its first step, and its first validation per batch
+    shape; None where the trial did not time one of them."""
+    step = candidate["first_step_s"]
+    if not validation_shapes:
+        return step
+    validation = candidate.get("first_validation_s")
+    return None if step is None or validation is None else step + validation_shapes * validation
 
 
 def cache_file(environ=None) -> str:
@@ -414,8 +353,12 @@ def _valid_candidates(entry) -> bool:
     candidates = entry["candidates"]
     return (isinstance(candidates, list) and bool(candidates) and isinstance(entry.get("steps"), int)
             and all(isinstance(c, dict) and c.get("policy") in POLICIES and isinstance(c.get("label"), str)
-                    and _is_number(c.get("img_s")) and (c.get("first_step_s") is None or _is_number(c["first_step_s"]))
-                    for c in candidates))
+                    and _is_number(c.get("img_s")) and _optional_number(c.get("first_step_s"))
+                    and _optional_number(c.get("first_validation_s")) for c in candidates))
+
+
+def _optional_number(value) -> bool:
+    return value is None or _is_number(value)
 
 
 def _is_number(value) -> bool:
@@ -438,13 +381,14 @@ def write_cache(path: str, digest: str, entry: dict) -> None:
 
 
 def choose(machine, backend: str, workload: dict, table: tuple, *, measure=None, seconds=None, cache=None,
-           budget_seconds=None):
+           budget_seconds=None, validation_shapes=0):
     """(policy, why) for `workload` on `machine`: cached, else measured, else `table` with why not.
 
     A trial that ran out of time is cached too (the table answers; a trial of the same model
     would cost as much again), until the cap is raised; one that failed is not. The cache keeps
-    each candidate's speed and first step, so a run with another budget is weighed from them
-    without a trial.
+    each candidate's speed and first calls, so a run with another budget is weighed from them
+    without a trial; a budgeted run measures again where its cached answer lacks a figure it
+    weighs (an entry written before validation calls were timed).
 
     Args:
         machine: `keras_vit.machine.Machine`. A CPU with native bfloat16 (the caller's check).
@@ -456,7 +400,9 @@ def choose(machine, backend: str, workload: dict, table: tuple, *, measure=None,
         seconds: float or None. The cap; None: `trial_seconds()`; 0: no trial. Defaults to None.
         cache: str or None. The cache file; None: `cache_file()`. Defaults to None.
         budget_seconds: float or None. The run's time budget, over which the candidates are
-            weighed with their first steps (`pick`); None: by speed alone. Defaults to None.
+            weighed with their first calls (`pick`); None: by speed alone. Defaults to None.
+        validation_shapes: int. The batch shapes the run's validation compiles, within the
+            budget (`validation_shapes`). Defaults to 0.
     """
     seconds = trial_seconds() if seconds is None else seconds
     if seconds == 0:
@@ -466,9 +412,13 @@ def choose(machine, backend: str, workload: dict, table: tuple, *, measure=None,
     # No parentheses: the header shows the why inside a pair of them.
     where = f"this {'/'.join(machine.bfloat16_flags)} CPU"
     cached = read_cache(cache).get(digest)
+    if cached is not None and cached["precision"] is not None and budget_seconds is not None and \
+            not _weighable(cached, validation_shapes):
+        cached = None
     if cached is not None and cached["precision"] is not None:
-        if budget_seconds is not None and cached.get("candidates"):
-            policy, figures = pick(cached["candidates"], budget_seconds=budget_seconds)
+        if budget_seconds is not None:
+            policy, figures = pick(cached["candidates"], budget_seconds=budget_seconds,
+                                   validation_shapes=validation_shapes)
             return policy, f"{MEASURED} {where} on {cached['measured']}, cached: {_figures(figures, cached['steps'], workload)}"
         return cached["precision"], f"{MEASURED} {where} on {cached['measured']}, cached: {cached['figures']}"
     if cached is not None and cached["seconds"] >= seconds:
@@ -490,8 +440,15 @@ def choose(machine, backend: str, workload: dict, table: tuple, *, measure=None,
     write_cache(cache, digest, {"precision": policy, "figures": _figures(figures, steps, workload), "seconds": seconds,
                                 "key": facts, "measured": today, "candidates": candidates, "steps": steps})
     if budget_seconds is not None:
-        policy, figures = pick(candidates, budget_seconds=budget_seconds)
+        policy, figures = pick(candidates, budget_seconds=budget_seconds, validation_shapes=validation_shapes)
     return policy, f"{MEASURED} {where}: {_figures(figures, steps, workload)}"
+
+
+def _weighable(entry: dict, validation_shapes: int) -> bool:
+    """Whether a cached answer keeps the figures a budget weighs: the candidates (since the budget's weighing)
+    and, for a run that validates, their first validation calls (the key exists, even if not reached)."""
+    candidates = entry.get("candidates")
+    return bool(candidates) and (not validation_shapes or all("first_validation_s" in c for c in candidates))
 
 
 def _figures(figures: str, steps: int, workload: dict) -> str:
@@ -515,9 +472,10 @@ def _first_line(error) -> str:
 def measure_training(workload: dict, policies, seconds: float, backend: str | None = None) -> list:
     """Times `policies` training `workload` in a child process on `backend` (None: KERAS_BACKEND's).
 
-    The child prints a line per candidate (its label), per warm-up and per timed step; the parent
-    reads what came before a failure or its limit (`seconds` + `START_SECONDS`), so a slow trial
-    still counts the steps it timed. Each result also lists its warm-ups' seconds ("warmup").
+    The child prints a line per candidate (its label), per warm-up, per first validation call and
+    per timed step; the parent reads what came before a failure or its limit (`seconds` +
+    `START_SECONDS`), so a slow trial still counts the steps it timed. Each result also lists its
+    warm-ups' seconds ("warmup") and its first validation call's ("validation").
     """
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
     if backend is not None:
@@ -529,7 +487,8 @@ def measure_training(workload: dict, policies, seconds: float, backend: str | No
         out, err, failed = done.stdout, done.stderr, done.returncode
     except subprocess.TimeoutExpired as stopped:
         out, err, failed = _text(stopped.stdout), "", None
-    labels, timed, warmups = {}, {policy: [] for policy in policies}, {policy: [] for policy in policies}
+    labels = {}
+    timed, warmups, validations = ({policy: [] for policy in policies} for _ in range(3))
     for line in out.splitlines():
         try:
             record = json.loads(line)
@@ -539,12 +498,13 @@ def measure_training(workload: dict, policies, seconds: float, backend: str | No
             if "label" in record:
                 labels[record["policy"]] = record["label"]
             if "seconds" in record:
-                (warmups if record.get("warmup") else timed)[record["policy"]].append(float(record["seconds"]))
+                kept = warmups if record.get("warmup") else validations if record.get("validation") else timed
+                kept[record["policy"]].append(float(record["seconds"]))
     if failed:
         lines = [line for line in err.splitlines() if line.strip()]
         raise TrialError(f"the trial's process exited with status {failed}: {lines[-1] if lines else 'no message'}")
-    return [{"policy": policy, "label": labels.get(policy, policy), "seconds": timed[policy], "warmup": warmups[policy]}
-            for policy in policies]
+    return [{"policy": policy, "label": labels.get(policy, policy), "seconds": timed[policy], "warmup": warmups[policy],
+             "validation": validations[policy]} for policy in policies]
 
 
 def _text(output) -> str:

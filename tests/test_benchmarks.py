@@ -456,7 +456,7 @@ def test_a_keras_jobs_auto_is_what_train_and_predict_pick_for_that_workload(monk
 
     seen = []
 
-    def choice(machine, backend=None, width=None, workload=None, measure=None, budget_seconds=None):
+    def choice(machine, backend=None, width=None, workload=None, measure=None, budget_seconds=None, validation_shapes=0):
         seen.append((width, workload, measure))
         return "mixed_bfloat16", "measured"
 
@@ -610,3 +610,32 @@ def test_image_text_benchmark_checks_parity_and_times(tmp_path, capsys, monkeypa
     assert cells[2] == "exact" and all(float(value) < 1e-4 for value in cells[3:]), row
     assert "| siglip | transformers |" in table and "| siglip | keras_vit tensorflow |" in table
     assert not list((tmp_path / "tmp").glob("image-text-*")), "the made checkpoints were left behind"
+
+
+def test_first_calls_sets_the_trials_charge_beside_what_a_fit_pays():
+    """Issue 54: the benchmark that checks a budget's weighing; the fit runs for real (tiny model, in this process)."""
+    first_calls = _benchmark("first_calls")
+    from benchmarks.workers import ResultLog
+
+    def trial(workload, policies, seconds):  # as `measure_training` returns them
+        return [{"policy": p, "label": p, "seconds": [0.1], "warmup": [w], "validation": [v]}
+                for p, w, v in zip(policies, (9.0, 3.0), (1.5, 0.5))]
+
+    fits = []
+
+    def fit(job):
+        fits.append(job["policy"])
+        return first_calls.fit_first_calls(job["workload"], job["policy"], job["validation"])
+
+    records = first_calls.run(["tiny"], 12, 2, ResultLog("first-calls"), fit=fit, trial=trial)
+    assert fits == ["float32", "mixed_bfloat16", "mixed_bfloat16", "float32"]  # rounds alternate
+    float32 = records[0]
+    assert float32["validation_shapes"] == 2  # 12 images at batch 8: a whole batch and a partial one
+    assert float32["charged_s"] == 9.0 + 2 * 1.5 and records[1]["charged_s"] == 3.0 + 2 * 0.5
+    assert all(isinstance(r["fit_first_validation_extra_s"], float) for r in records)
+    text = first_calls.table(records)
+    assert "| tiny, batch 8, 12 validation images (2 shapes) |" in text and "| 12.00 |" in text
+    with pytest.raises(SystemExit, match="--rounds 0: expected a positive number"):
+        first_calls.main(["--rounds", "0"])
+    with pytest.raises(SystemExit, match="--workloads 'infer_b16': not a training workload"):
+        first_calls.main(["--workloads", "infer_b16"])

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import keras_vit
-from keras_vit import backends, cli, export, machine, precision_trial, train_options
+from keras_vit import backends, cli, export, machine, precision_trial, precision_workloads, train_options
 from keras_vit.machine import Machine
 from keras_vit.training import distribute
 
@@ -212,14 +212,15 @@ def test_import_keras_vit_first_sets_onednn_as_the_rule_says(monkeypatch):
 # --- the precision trial: where the table cannot know, measured (timings injected) ----------
 
 ZEN4 = Machine("cpu", cpu_flags=AVX512_BF16, cpu_name="AMD EPYC 9R14")
-TI4 = precision_trial.training_workload({"patch_size": 4, "hidden_size": 192, "num_layers": 12, "num_heads": 3,
+TI4 = precision_workloads.training_workload({"patch_size": 4, "hidden_size": 192, "num_layers": 12, "num_heads": 3,
                                          "mlp_dim": 768}, image_size=32, channels=3, batch_size=128)
 
 
-def _timings(float32, bfloat16, steps=3, first_steps=None):
+def _timings(float32, bfloat16, steps=3, first_steps=None, first_validations=None):
     """A timing function that returns fixed seconds per step (float32's, mixed_bfloat16's) and records its calls.
 
-    `first_steps`: (float32's, mixed_bfloat16's) warm-up seconds, as a child reports them; None: none reported.
+    `first_steps`, `first_validations`: (float32's, mixed_bfloat16's) seconds of the warm-up and of the first
+    validation call, as a child reports them (None: not reached); None: none reported.
     """
     calls = []
 
@@ -227,8 +228,11 @@ def _timings(float32, bfloat16, steps=3, first_steps=None):
         calls.append((workload, tuple(policies), seconds))
         per_step = {"float32": float32, "mixed_bfloat16": bfloat16}
         first = dict(zip(("float32", "mixed_bfloat16"), first_steps or ()))
+        validation = dict(zip(("float32", "mixed_bfloat16"), first_validations or ()))
         return [{"policy": policy, "label": policy, "seconds": [per_step[policy]] * steps,
-                 **({"warmup": [first[policy]]} if first else {})} for policy in policies]
+                 **({"warmup": [first[policy]]} if first else {}),
+                 **({"validation": [validation[policy]] if validation[policy] is not None else []} if validation else {})}
+                for policy in policies]
 
     measure.calls = calls
     return measure
@@ -316,14 +320,74 @@ def test_the_cache_weighs_another_budget_without_measuring_again(trial_on):
     assert short[0] == "mixed_bfloat16" and len(measure.calls) == 1
     assert ", cached: mixed_bfloat16 1231 img/s after a first step of 3 s, float32 1280 img/s after 30 s; weighed over " \
            "the run's budget of 60 s" in short[1]
-    # A cache written before the weighing (no candidates) answers as it did.
+    # A cache written before the weighing (no candidates) answers a run without a budget as it did;
+    # a budgeted run measures again rather than answer by speed alone.
     cache = json.loads(trial_on.read_text())
     for entry in cache["entries"].values():
         del entry["candidates"], entry["steps"]
     trial_on.write_text(json.dumps(cache))
-    assert precision_trial.choose(ZEN4, "tensorflow", TI4, ("float32", "table"), measure=measure,
-                                  budget_seconds=60)[0] == "float32"
+    assert precision_trial.choose(ZEN4, "tensorflow", TI4, ("float32", "table"), measure=measure)[0] == "float32"
     assert len(measure.calls) == 1
+    assert precision_trial.choose(ZEN4, "tensorflow", TI4, ("float32", "table"), measure=measure,
+                                  budget_seconds=60)[0] == "mixed_bfloat16"
+    assert len(measure.calls) == 2
+
+
+# The same, with XLA's compilation of the first validation call: 6 s against 0.5 s.
+XLA_FIRST_VALIDATED = dict(XLA_FIRST, first_validations=(6.0, 0.5))
+
+
+@pytest.mark.parametrize("shapes, expected", [
+    (0, "float32"),         # no validation: 1231 img/s x 357 s against 1280 x 330 s, 1.04x: within the margin
+    (1, "mixed_bfloat16"),  # a whole batch: 1231 x 356.5 s against 1280 x 324 s, 1.06x
+    (2, "mixed_bfloat16"),  # and a partial one: 1231 x 356 s against 1280 x 318 s, 1.08x
+])
+def test_a_budgeted_run_weighs_its_validations_compilation_too(shapes, expected, trial_on):
+    """Issue 54: under XLA a run's first validation pass compiles at each batch shape, and its budget pays for it."""
+    measure = _timings(**XLA_FIRST_VALIDATED)
+    policy, reason = precision_trial.choose(ZEN4, "tensorflow", TI4, ("float32", "table"), measure=measure,
+                                            budget_seconds=360, validation_shapes=shapes)
+    assert policy == expected
+    first_calls = {0: "float32 1280 img/s after a first step of 30 s, mixed_bfloat16 1231 img/s after 3 s",
+                   1: "mixed_bfloat16 1231 img/s after first calls of 4 s, float32 1280 img/s after 36 s",
+                   2: "mixed_bfloat16 1231 img/s after first calls of 4 s, float32 1280 img/s after 42 s"}[shapes]
+    assert first_calls in reason
+    assert ("validation" in reason) is bool(shapes)
+    # The cache keeps the validation call's figure: another run weighs it without a trial.
+    entry = next(iter(json.loads(trial_on.read_text())["entries"].values()))
+    assert [c["first_validation_s"] for c in entry["candidates"]] == [6.0, 0.5]
+    assert precision_trial.choose(ZEN4, "tensorflow", TI4, ("float32", "table"), measure=measure,
+                                  budget_seconds=360, validation_shapes=2)[0] == "mixed_bfloat16"
+    assert len(measure.calls) == 1
+
+
+def test_a_cached_answer_without_the_validation_call_is_measured_again_for_a_run_that_validates(trial_on):
+    """An entry written before validation calls were timed weighs a run without validation; one with validation
+    measures again rather than leave the validation's compilation out."""
+    old = _timings(**XLA_FIRST)  # no validation figures reported
+    assert precision_trial.choose(ZEN4, "tensorflow", TI4, ("float32", "table"), measure=old, budget_seconds=360)[0] \
+        == "float32"
+    assert precision_trial.choose(ZEN4, "tensorflow", TI4, ("float32", "table"), measure=old, budget_seconds=360)[0] \
+        == "float32" and len(old.calls) == 1
+    cache = json.loads(trial_on.read_text())
+    for entry in cache["entries"].values():
+        for candidate in entry["candidates"]:
+            del candidate["first_validation_s"]
+    trial_on.write_text(json.dumps(cache))
+    new = _timings(**XLA_FIRST_VALIDATED)
+    assert precision_trial.choose(ZEN4, "tensorflow", TI4, ("float32", "table"), measure=new, budget_seconds=360,
+                                  validation_shapes=1)[0] == "mixed_bfloat16"
+    assert len(new.calls) == 1
+    # A validation call the trial did not reach (its cap ran out): weighed by speed alone, as a missing first step.
+    unreached = _timings(**dict(XLA_FIRST_VALIDATED, first_validations=(6.0, None)))
+    candidates = precision_trial.candidates_of(unreached(TI4, precision_trial.POLICIES, 30), 128)
+    assert precision_trial.pick(candidates, budget_seconds=360, validation_shapes=1)[1] == \
+        "float32 1280 img/s, mixed_bfloat16 1231 img/s"
+
+
+def test_validation_shapes_counts_a_whole_and_a_partial_batch():
+    assert [precision_trial.validation_shapes(n, 256) for n in (None, 0, 100, 256, 600)] == [0, 0, 1, 1, 2]
+    assert precision_trial.validation_shapes(600, 256, whole_batches=True) == 1
 
 
 def test_a_trial_without_first_steps_is_weighed_by_speed_alone(trial_on):
@@ -477,6 +541,21 @@ def test_time_alternating_warms_up_alternates_and_stops_at_the_cap():
     clock, order = FakeClock(), []
     steps = {"a": clock.step("a", 5.0, order), "b": clock.step("b", 5.0, order)}
     assert precision_trial.time_alternating(steps, 4, clock=clock) == {"a": [], "b": []} and order == ["a"]
+    # `once` (a first validation call): right after each candidate's warm-up, reported on its own, not in the
+    # rounds; not made for a candidate whose warm-up the cap left out.
+    clock, order, reports = FakeClock(), [], []
+    steps = {"a": clock.step("a", 1.0, order), "b": clock.step("b", 2.0, order)}
+    once = {"a": clock.step("A", 0.5, order), "b": clock.step("B", 0.25, order)}
+    timed = precision_trial.time_alternating(steps, 100, rounds=1, once=once, clock=clock,
+                                             report=lambda *report: reports.append(report))
+    assert order == ["a", "A", "b", "B", "a", "b"] and timed == {"a": [1.0], "b": [2.0]}
+    assert reports == [("a", 1.0, "warmup"), ("a", 0.5, "once"), ("b", 2.0, "warmup"), ("b", 0.25, "once"),
+                       ("a", 1.0, None), ("b", 2.0, None)]
+    clock, order = FakeClock(), []
+    steps = {"a": clock.step("a", 5.0, order), "b": clock.step("b", 5.0, order)}
+    precision_trial.time_alternating(steps, 4, once={"a": clock.step("A", 1.0, order), "b": clock.step("B", 1.0, order)},
+                                     clock=clock)
+    assert order == ["a"]
     assert precision_trial.decide([{"policy": p, "label": p, "seconds": []} for p in "ab"], 8) is None
 
 
@@ -488,7 +567,8 @@ def _completed(stdout, returncode=0, stderr=""):
 
 def test_measure_training_reads_the_childs_lines(monkeypatch):
     lines = [{"policy": "float32", "label": "float32 + XLA"}, {"policy": "mixed_bfloat16", "label": "mixed_bfloat16"},
-             {"policy": "float32", "seconds": 9.0, "warmup": True}, {"policy": "mixed_bfloat16", "seconds": 4.0, "warmup": True},
+             {"policy": "float32", "seconds": 9.0, "warmup": True}, {"policy": "float32", "seconds": 1.5, "validation": True},
+             {"policy": "mixed_bfloat16", "seconds": 4.0, "warmup": True},
              {"policy": "float32", "seconds": 0.5}, {"policy": "mixed_bfloat16", "seconds": 0.25}]
     seen = {}
 
@@ -498,15 +578,16 @@ def test_measure_training_reads_the_childs_lines(monkeypatch):
 
     monkeypatch.setattr(subprocess, "run", run)
     results = precision_trial.measure_training(TI4, precision_trial.POLICIES, 20, backend="jax")
-    assert results == [{"policy": "float32", "label": "float32 + XLA", "seconds": [0.5], "warmup": [9.0]},
-                       {"policy": "mixed_bfloat16", "label": "mixed_bfloat16", "seconds": [0.25], "warmup": [4.0]}]
+    assert results == [{"policy": "float32", "label": "float32 + XLA", "seconds": [0.5], "warmup": [9.0], "validation": [1.5]},
+                       {"policy": "mixed_bfloat16", "label": "mixed_bfloat16", "seconds": [0.25], "warmup": [4.0],
+                        "validation": []}]
     assert seen["command"][1:3] == ["-m", "keras_vit.training.precision_child"]
     assert json.loads(seen["command"][3]) == {"workload": TI4, "policies": list(precision_trial.POLICIES), "seconds": 20}
     assert seen["env"]["KERAS_BACKEND"] == "jax" and seen["timeout"] == 20 + precision_trial.START_SECONDS
 
     # Stopped at its limit: the steps it timed still count. Failed: the error's last line.
     def too_slow(command, **kwargs):
-        raise subprocess.TimeoutExpired(command, kwargs["timeout"], output=json.dumps(lines[4]).encode() + b"\n")
+        raise subprocess.TimeoutExpired(command, kwargs["timeout"], output=json.dumps(lines[5]).encode() + b"\n")
 
     monkeypatch.setattr(subprocess, "run", too_slow)
     assert [r["seconds"] for r in precision_trial.measure_training(TI4, precision_trial.POLICIES, 20)] == [[0.5], []]
@@ -520,28 +601,31 @@ def test_the_child_prints_a_line_per_label_and_timed_step(monkeypatch, capsys):
 
     calls = []
     monkeypatch.setattr(precision_child, "training_steps", lambda workload, policies: (
-        {p: (lambda p=p: calls.append(p)) for p in policies}, {p: p.upper() for p in policies}))
+        {p: (lambda p=p: calls.append(p)) for p in policies}, {p: p.upper() for p in policies},
+        {p: (lambda p=p: calls.append("validate " + p)) for p in policies}))
     assert precision_child.main([json.dumps({"workload": TI4, "policies": ["float32", "mixed_bfloat16"], "seconds": 60})]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert lines[:2] == [{"policy": "float32", "label": "FLOAT32"}, {"policy": "mixed_bfloat16", "label": "MIXED_BFLOAT16"}]
-    assert [(line["policy"], line.get("warmup", False)) for line in lines[2:4]] == [("float32", True), ("mixed_bfloat16", True)]
-    assert [line["policy"] for line in lines[4:]] == ["float32", "mixed_bfloat16", "mixed_bfloat16", "float32",
+    assert [(line["policy"], line.get("warmup", False), line.get("validation", False)) for line in lines[2:6]] == [
+        ("float32", True, False), ("float32", False, True), ("mixed_bfloat16", True, False), ("mixed_bfloat16", False, True)]
+    assert [line["policy"] for line in lines[6:]] == ["float32", "mixed_bfloat16", "mixed_bfloat16", "float32",
                                                       "float32", "mixed_bfloat16"]
-    assert not any("warmup" in line for line in lines[4:])
-    assert len(calls) == 2 + 6  # a warm-up each, then three rounds
+    assert not any("warmup" in line or "validation" in line for line in lines[6:])
+    assert len(calls) == 2 + 2 + 6 and calls.count("validate float32") == 1  # a warm-up and a validation each, 3 rounds
 
 
 @pytest.mark.backends("tensorflow", "jax", "torch")
 def test_training_steps_build_each_policy_and_restore_the_global_one():
     from keras_vit.training import optimizers, precision_child
 
-    tiny = precision_trial.training_workload({"patch_size": 4, "hidden_size": 8, "num_layers": 1, "num_heads": 2,
+    tiny = precision_workloads.training_workload({"patch_size": 4, "hidden_size": 8, "num_layers": 1, "num_heads": 2,
                                               "mlp_dim": 16}, image_size=8, channels=1, batch_size=2, jit_compile=False)
-    steps, labels = precision_child.training_steps(tiny, precision_trial.POLICIES)
+    steps, labels, validations = precision_child.training_steps(tiny, precision_trial.POLICIES)
     assert labels == {"float32": "float32", "mixed_bfloat16": "mixed_bfloat16"}  # jit_compile given: off for both
     assert keras.config.dtype_policy().name == "float32"
     for policy, step in steps.items():
         assert np.isfinite(float(np.ravel(step())[0]))
+        assert np.isfinite(float(np.ravel(validations[policy]())[0]))  # the same model, evaluated
         model = step.__defaults__[0]
         assert model.get_layer("encoderblock_0").dtype_policy.name == policy
         # The run's optimizer, not Keras' AdamW (53 graph operations a variable against 25 on TensorFlow).
@@ -550,7 +634,7 @@ def test_training_steps_build_each_policy_and_restore_the_global_one():
     assert lpft.optimizer.layer_scales and min(lpft.optimizer.layer_scales.values()) < 1.0
     sgd = precision_child.training_steps({**tiny, "recipe": "finetune"}, ["float32"])[0]["float32"].__defaults__[0]
     assert isinstance(sgd.optimizer, keras.optimizers.SGD)
-    default = precision_trial.training_workload({**tiny, "num_layers": 1}, 8, 1, 2)  # jit_compile None: the backend's
+    default = precision_workloads.training_workload({**tiny, "num_layers": 1}, 8, 1, 2)  # jit_compile None: the backend's
     labels = precision_child.training_steps(default, precision_trial.POLICIES)[1]
     compiler = backends.current().COMPILER
     expected = {"tensorflow": {"float32": f"float32 + {compiler}", "mixed_bfloat16": "mixed_bfloat16"},
@@ -569,7 +653,7 @@ def test_the_plan_times_the_runs_own_model_and_the_header_shows_the_figures(tria
                                   max_train_examples=32, run_dir=None, output_dir=None)
     plan = plan_lib.resolve(config)
     ((workload, _, _),) = measure.calls
-    assert workload == precision_trial.training_workload(plan.architecture, 28, plan.channels, 16, recipe="compact")
+    assert workload == precision_workloads.training_workload(plan.architecture, 28, plan.channels, 16, recipe="compact")
     # A recipe of the user's own is not one a child can rebuild by name: the default's optimizer stands in.
     own = dataclasses.replace(plan_lib.recipes.get_recipe("compact"), optimizer="sgd")
     assert plan_lib._named_recipe(own) is None
@@ -590,15 +674,20 @@ def test_the_plan_times_the_runs_own_model_and_the_header_shows_the_figures(tria
 def test_a_budgeted_plan_passes_its_budget_to_the_trial(trial_on, monkeypatch):
     from keras_vit.training import plan as plan_lib
 
-    measure = _timings(**XLA_FIRST)
+    measure = _timings(**XLA_FIRST_VALIDATED)
     monkeypatch.setattr(machine, "detect", lambda *args, **kwargs: ZEN4)
     monkeypatch.setattr(precision_trial, "measure_training", lambda workload, policies, seconds, backend=None:
                         measure(workload, policies, seconds))
     config = plan_lib.TrainConfig(variant="tiny", image_size=28, model_overrides={"num_layers": 1}, batch_size=16,
-                                  max_train_examples=32, run_dir=None, output_dir=None, budget_seconds=90)
+                                  max_train_examples=32, run_dir=None, output_dir=None, budget_seconds=90,
+                                  validation_split=0.2)
     plan = plan_lib.resolve(config)
     assert plan.precision == "mixed_bfloat16"
-    assert "weighed over the run's budget of 90 s" in train_options.header_parts(plan)["precision"]
+    header = train_options.header_parts(plan)["precision"]
+    assert "weighed over the run's budget of 90 s" in header
+    # Its validation images (a whole batch of 16 and a partial one) compile twice within the budget.
+    assert plan.validation.count() > 16 and plan.validation.count() % 16
+    assert "a first validation call at each of 2 batch shapes" in header
     assert plan_lib.resolve(dataclasses.replace(config, budget_seconds=None)).precision == "float32"
     assert len(measure.calls) == 1  # the second plan weighed the cached figures
 
@@ -641,10 +730,10 @@ def test_the_trial_times_the_conv_stem_and_its_tokens_not_a_vit_on_pixels(trial_
     tokens = 16 if start == "scratch" else 64
     assert (workload["stem"], workload["tokens"], workload["patch_size"]) == (stem, tokens, 1)
     assert "the conv stem, " + f"{tokens} tokens" in plan.precision_reason
-    steps, _ = precision_child.training_steps(workload, ["float32"])
+    steps = precision_child.training_steps(workload, ["float32"])[0]
     timed = steps["float32"].__defaults__[0]
     assert tuple(timed.get_layer("embedding").grid_size) == (int(tokens ** 0.5),) * 2
-    assert precision_trial.training_workload(plan.architecture, 32, 3, 16) != workload  # no stem: another key
+    assert precision_workloads.training_workload(plan.architecture, 32, 3, 16) != workload  # no stem: another key
 
 
 @pytest.mark.parametrize("start", ["scratch", "checkpoint"])
@@ -666,7 +755,7 @@ def test_a_hybrids_trial_times_its_resnet_stem_and_its_tokens_not_a_vit_on_pixel
     ((workload, _, _),) = measure.calls
     assert (workload["stem"], workload["tokens"], workload["patch_size"]) == ({"resnet": [1], "width": 32}, 64, 1)
     assert "the ResNet stem (1,), 64 tokens" in plan.precision_reason
-    steps, _ = precision_child.training_steps(workload, ["float32"])
+    steps = precision_child.training_steps(workload, ["float32"])[0]
     timed = steps["float32"].__defaults__[0]
     assert tuple(timed.get_layer("embedding").grid_size) == (8, 8)
     assert timed.get_layer("resnet").count_params() == plan_lib.build_model(plan).get_layer("resnet").count_params()
@@ -684,7 +773,7 @@ def test_a_custom_backbones_trial_times_the_widths_stand_in(trial_on, monkeypatc
                                   batch_size=16, max_train_examples=32, run_dir=None, output_dir=None)
     plan_lib.resolve(config)
     ((workload, _, _),) = measure.calls
-    assert workload == precision_trial.width_workload(32), workload
+    assert workload == precision_workloads.width_workload(32), workload
 
 
 def test_a_resumed_run_keeps_its_backups_precision_without_a_trial(trial_on, monkeypatch, tmp_path):
@@ -721,7 +810,7 @@ def test_default_precision_measures_the_default_model_at_a_width(trial_on, monke
 
     monkeypatch.setattr(precision_trial, "measure_training", measure_training)
     assert machine.default_precision(ZEN4, "torch", 768) == "float32"
-    assert seen == [(precision_trial.width_workload(768), "torch")]  # on the backend asked for, in its child
+    assert seen == [(precision_workloads.width_workload(768), "torch")]  # on the backend asked for, in its child
     assert machine.default_precision(ZEN4, "torch", 768) == "float32" and len(seen) == 1  # cached
     assert distribute.default_precision(ZEN4, width=768) == "float32" and seen[-1][1] == keras.backend.backend()
 
@@ -735,7 +824,7 @@ def test_predict_auto_times_the_models_float32_and_bfloat16_copies(trial_on, mon
         "bfloat16", "measured on this avx512_bf16 CPU: mixed_bfloat16 80 img/s, float32 40 img/s; "
                     "3 timed steps each of width 32, 2 layers, batch 8")
     ((workload, _, _),) = measure.calls
-    assert workload == precision_trial.inference_workload("VisionTransformer", model.count_params(), (32, 32, 3), 32, 2)
+    assert workload == precision_workloads.inference_workload("VisionTransformer", model.count_params(), (32, 32, 3), 32, 2)
     assert predict.inference_precision(model, "auto", Machine("cpu", cpu_flags=AVX2), measure)[0] == "float32"
     assert len(measure.calls) == 1  # emulated bfloat16: the table
     # The real timing function, on the model's own copies: every candidate timed within a short cap.

@@ -281,7 +281,7 @@ def inference_precision(model, precision="auto", machine=None, measure=None):
     (('bfloat16', 'GPU of compute capability 8: bfloat16 tensor cores'), 'float32')
     """
     from keras_vit import machine as machine_lib
-    from keras_vit import precision_trial
+    from keras_vit import precision_workloads
 
     if precision is None:
         return "float32", "the model's own"
@@ -296,7 +296,7 @@ def inference_precision(model, precision="auto", machine=None, measure=None):
             reason += "; no precision trial: the model takes images of more than one size"
     else:
         blocks = sum(layer.name.startswith("encoderblock_") for layer in compute_precision._all_layers(model))
-        workload = precision_trial.inference_workload(type(model).__name__, model.count_params(), shape, width, blocks)
+        workload = precision_workloads.inference_workload(type(model).__name__, model.count_params(), shape, width, blocks)
         policy, reason = machine_lib.precision_choice(machine, width=width, workload=workload,
                                                       measure=measure or inference_trial(model))
     return ("bfloat16" if policy == "mixed_bfloat16" else "float32"), reason
@@ -348,7 +348,7 @@ def inference_trial(model):
         steps = {policy: (lambda copy=copies[policy]: copy.predict_on_batch(images)) for policy in policies}
         warmups = {policy: [] for policy in policies}
         timed = precision_trial.time_alternating(
-            steps, seconds, report=lambda policy, took, warmup: warmup and warmups[policy].append(took))
+            steps, seconds, report=lambda policy, took, kind: kind == "warmup" and warmups[policy].append(took))
         return [{"policy": policy, "label": names[policy], "seconds": timed[policy], "warmup": warmups[policy]}
                 for policy in policies]
 

@@ -288,7 +288,8 @@ def resolve_precision(precision: str = "auto", machine: machine_lib.Machine | No
 
 def choose_precision(precision: str = "auto", machine: machine_lib.Machine | None = None,
                      width: int | None = None, workload: dict | None = None, strategy=None,
-                     resumed: str | None = None, budget_seconds: float | None = None) -> tuple[str, str]:
+                     resumed: str | None = None, budget_seconds: float | None = None,
+                     validation_shapes: int = 0) -> tuple[str, str]:
     """(dtype policy, why) for a run's `precision`: the given one, or the machine's rule for "auto".
 
     Args:
@@ -296,7 +297,7 @@ def choose_precision(precision: str = "auto", machine: machine_lib.Machine | Non
         machine: keras_vit.machine.Machine or None. None detects this one. Defaults to None.
         width: int or None. The model's token width. Defaults to None.
         workload: dict or None. The run's model and batch, which a precision trial times on a CPU
-            with native bfloat16 (`keras_vit.precision_trial.training_workload`). Defaults to None.
+            with native bfloat16 (`keras_vit.precision_workloads.training_workload`). Defaults to None.
         strategy: tf.distribute.Strategy or None. The run's; one whose step all-reduces gradients
             takes the table's answer, the same on every replica and worker, with no trial.
             Defaults to None.
@@ -305,6 +306,8 @@ def choose_precision(precision: str = "auto", machine: machine_lib.Machine | Non
             would be refused). Defaults to None.
         budget_seconds: float or None. The run's time budget, over which a trial weighs each
             candidate's first step (XLA's compilation) with its speed. Defaults to None.
+        validation_shapes: int. The batch shapes the run's validation compiles within the budget,
+            weighed as well (`keras_vit.precision_trial.validation_shapes`). Defaults to 0.
 
     Example:
 
@@ -321,7 +324,8 @@ def choose_precision(precision: str = "auto", machine: machine_lib.Machine | Non
     if machine_lib.needs_trial(machine) and _uses_collectives(strategy):
         policy, why = machine_lib.table_precision(machine, width=width)
         return policy, f"{why}; no precision trial: a step that all-reduces over replicas or workers takes the table's answer"
-    return machine_lib.precision_choice(machine, width=width, workload=workload, budget_seconds=budget_seconds)
+    return machine_lib.precision_choice(machine, width=width, workload=workload, budget_seconds=budget_seconds,
+                                        validation_shapes=validation_shapes)
 
 
 def work_around_multi_worker(model, strategy):

@@ -24,7 +24,7 @@ import dataclasses
 
 import keras
 
-from keras_vit import _validation, choices, configs, precision_trial, train_options
+from keras_vit import _validation, choices, configs, precision_trial, precision_workloads, train_options
 from keras_vit.data.sources import Source, load_source, load_splits
 from keras_vit.models.spec import (  # noqa: F401  (DEFAULT_MODEL, DEFAULT_GRID, default_patch_size: public here too)
     DEFAULT_GRID,
@@ -87,7 +87,7 @@ VALIDATION_CACHE_BYTES = 256 * 2**20
 MODEL_KEYS = choices.MODEL_FIELDS  # what model_overrides may set
 # A custom backbone (a Keras model the run was given): a precision trial cannot build it again,
 # and a ViT on its patch size of 1 would time one token per pixel (50,176 at 224 px), so the trial
-# times the width's stand-in (`precision_trial.width_workload`). The conv stem and a hybrid's BiT
+# times the width's stand-in (`keras_vit.precision_workloads.width_workload`). The conv stem and a hybrid's BiT
 # ResNet are built again from their arguments.
 OTHER_STEM = "other"
 
@@ -365,21 +365,24 @@ def resolve(config: TrainConfig, *, name=None) -> RunPlan:
         stem = OTHER_STEM
     else:
         stem = _resnet_stem(config.variant)
+    if validation_source is not None and config.max_test_examples is None:
+        validation_source = _validation_sample(validation_source, num_train)
     # The AMX rule reads the model's width, and a precision trial times the model at the run's batch,
-    # with XLA as the run will set it: resolved once the architecture is.
+    # with XLA as the run will set it, and its validation's compilations: resolved once the architecture is.
     precision, precision_reason = distribute.choose_precision(
         config.precision, width=architecture.get("hidden_size"), strategy=strategy,
-        workload=precision_trial.training_workload(
+        workload=precision_workloads.training_workload(
             architecture, image_size, channels, batch_size, jit_compile,
             recipe=_named_recipe(recipe), stem=stem) if stem != OTHER_STEM else None,
-        resumed=_backup_precision(config), budget_seconds=config.budget_seconds)
+        resumed=_backup_precision(config), budget_seconds=config.budget_seconds,
+        validation_shapes=precision_trial.validation_shapes(
+            validation_source.count() if validation_source is not None else None, batch_size,
+            whole_batches=distribute.whole_batches_only(strategy)))
     if jit_compile is None:
         jit_compile = distribute.default_jit_compile(precision=precision, strategy=strategy)
     steps_per_epoch = num_train // batch_size
     default_epochs = DEFAULT_EPOCHS if pretrained is None else max(DEFAULT_EPOCHS, -(-FINETUNE_STEPS // steps_per_epoch))
     epochs = config.epochs or choice.epochs or default_epochs
-    if validation_source is not None and config.max_test_examples is None:
-        validation_source = _validation_sample(validation_source, num_train)
     given_back = None
     if adapt == "probe_then_finetune" and config.validation_split is None and test_source is not None and \
             config.max_train_examples is None and config.max_test_examples is None:
@@ -506,7 +509,7 @@ def _validation_sample(source, num_train):
 def describe_pretrained(config, num_classes):
     """(`keras_vit.transfer.Pretrained`, its core architecture fields, its input channels, its stem) of `config.weights`.
 
-    The stem: the conv stem's arguments, a hybrid's ResNet (`precision_trial.resnet_stem`),
+    The stem: the conv stem's arguments, a hybrid's ResNet (`precision_workloads.resnet_stem`),
     `OTHER_STEM` for a custom backbone, None for patches read from the pixels.
 
     Model flags that contradict the checkpoint are refused by name. The model is built here to
@@ -534,7 +537,7 @@ def describe_pretrained(config, num_classes):
                          f"takes {arch['channels']}-channel images (the data are converted to them). Leave it out.")
     stem = stems.conv_stem_arguments(model)
     if stem is None and arch.get("stem") is not None:
-        stem = precision_trial.resnet_stem(arch["stem"], arch["stem_width"])
+        stem = precision_workloads.resnet_stem(arch["stem"], arch["stem_width"])
     elif stem is None and arch.get("backbone") is not None:
         stem = OTHER_STEM
     return pretrained, {key: arch[key] for key in MODEL_KEYS}, arch["channels"], stem
@@ -549,4 +552,4 @@ def _resnet_stem(variant) -> dict | None:
     row = configs.get_variant(variant) if variant is not None else None
     if row is None or row.stem is None:
         return None
-    return precision_trial.resnet_stem(row.stem, row.stem_width)
+    return precision_workloads.resnet_stem(row.stem, row.stem_width)

@@ -2,19 +2,20 @@
 
 `keras_vit.precision_trial.measure_training` starts it with a JSON job (the workload, the
 policies, the cap in seconds) and reads what it prints: a line per candidate's label, then a line
-per warm-up and per timed step. It lives with the training code because it compiles each
+per warm-up, per first validation call (its compilation, which a budgeted run pays too) and per
+timed step. It lives with the training code because it compiles each
 candidate as a run compiles its model: with the run's recipe's optimizer (`recipes.make_optimizer`:
 keras_vit's fused AdamW with its layer rates, or SGD), whose graph is part of each step's time and
 of its first step's tracing.
 
 Example (one tiny model, XLA off, on random data):
 
->>> from keras_vit import precision_trial
->>> tiny = precision_trial.training_workload({"patch_size": 4, "hidden_size": 8, "num_layers": 1, "num_heads": 2,
+>>> from keras_vit import precision_workloads
+>>> tiny = precision_workloads.training_workload({"patch_size": 4, "hidden_size": 8, "num_layers": 1, "num_heads": 2,
 ...                                           "mlp_dim": 16}, 8, 1, 2, jit_compile=False, recipe="lpft")
->>> steps, labels = training_steps(tiny, ["float32"])
->>> labels, type(steps["float32"].__defaults__[0].optimizer).__name__
-({'float32': 'float32'}, 'LayerDecayAdamW')
+>>> steps, labels, validations = training_steps(tiny, ["float32"])
+>>> labels, type(steps["float32"].__defaults__[0].optimizer).__name__, sorted(validations)
+({'float32': 'float32'}, 'LayerDecayAdamW', ['float32'])
 """
 
 from __future__ import annotations
@@ -35,12 +36,14 @@ from keras_vit.training.plan import DEFAULT_RECIPE  # what a workload without a 
 SCHEDULE_STEPS = 10
 
 
-def training_steps(workload: dict, policies) -> tuple[dict, dict]:
-    """({policy: one train step}, {policy: label}): `workload`'s ViT (its stem too) under each policy, on random data.
+def training_steps(workload: dict, policies) -> tuple[dict, dict, dict]:
+    """({policy: one train step}, {policy: label}, {policy: one validation call}): `workload`'s ViT (its stem too)
+    under each policy, on random data.
 
     Each model is built under its policy (the global policy is restored), compiled with the
     workload's recipe's optimizer (`keras-vit train`'s default recipe's without one) and with XLA (or torch.compile)
     as the run would: `workload["jit_compile"]`, else the backend's default for that policy on CPU.
+    The validation call evaluates one batch, as a run's validation pass does (`fit(validation_data=...)`).
     """
     import keras_vit
     from keras_vit import backends
@@ -51,7 +54,7 @@ def training_steps(workload: dict, policies) -> tuple[dict, dict]:
     rng = np.random.default_rng(0)
     images = rng.random((workload["batch_size"], *shape), dtype="float32")
     labels_ = rng.integers(0, 10, workload["batch_size"])
-    steps, labels = {}, {}
+    steps, labels, validations = {}, {}, {}
     previous = keras.config.dtype_policy()
     for policy in policies:
         jit = workload.get("jit_compile")
@@ -67,8 +70,9 @@ def training_steps(workload: dict, policies) -> tuple[dict, dict]:
         model.compile(optimizer=recipes.make_optimizer(recipe, model, schedule),
                       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=jit)
         steps[policy] = lambda model=model: model.train_on_batch(images, labels_)
+        validations[policy] = lambda model=model: model.test_on_batch(images, labels_)
         labels[policy] = f"{policy} + {backend.COMPILER}" if jit else policy
-    return steps, labels
+    return steps, labels, validations
 
 
 def _stem(workload: dict):
@@ -84,19 +88,20 @@ def _stem(workload: dict):
 
 
 def main(argv=None) -> int:
-    """Times the job given as JSON: a JSON line per label, per warm-up and per timed step."""
+    """Times the job given as JSON: a JSON line per label, per warm-up, per first validation call and per timed step."""
     job = json.loads((sys.argv[1:] if argv is None else argv)[0])
     start = time.perf_counter()
-    steps, labels = training_steps(job["workload"], job["policies"])
+    steps, labels, validations = training_steps(job["workload"], job["policies"])
     for policy in job["policies"]:
         print(json.dumps({"policy": policy, "label": labels[policy]}), flush=True)
 
-    def report(policy, seconds, warmup):
-        print(json.dumps({"policy": policy, "seconds": seconds, **({"warmup": True} if warmup else {})}), flush=True)
+    def report(policy, seconds, kind):
+        marks = {"warmup": {"warmup": True}, "once": {"validation": True}}.get(kind, {})
+        print(json.dumps({"policy": policy, "seconds": seconds, **marks}), flush=True)
 
     # The cap counts from the start of work (importing Keras and TensorFlow is the child's start-up,
     # outside it): building the models is part of it.
-    time_alternating(steps, job["seconds"] - (time.perf_counter() - start), report=report)
+    time_alternating(steps, job["seconds"] - (time.perf_counter() - start), once=validations, report=report)
     return 0
 
 
