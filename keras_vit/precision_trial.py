@@ -197,7 +197,7 @@ def decide(results: list, batch_size: int, margin: float = MARGIN):
 
 
 def candidates_of(results: list, batch_size: int) -> list:
-    """A trial's `results` as what the cache keeps: [{"policy", "label", "img_s", "first_step_s", "first_validation_s"}].
+    """A trial's `results` as cached: [{"policy", "label", "img_s", "first_step_s", "first_validation_s"}].
 
     A first call's seconds are None where the trial did not reach it.
 
@@ -220,8 +220,8 @@ def validation_shapes(examples: int | None, batch_size: int, whole_batches: bool
         batch_size: int. Images per batch.
         whole_batches: bool. Whether the partial last batch is dropped. Defaults to False.
 
-    >>> validation_shapes(None, 256), validation_shapes(600, 256), validation_shapes(512, 256), validation_shapes(100, 256)
-    (0, 2, 1, 1)
+    >>> [validation_shapes(examples, 256) for examples in (None, 600, 512, 100)]
+    [0, 2, 1, 1]
     """
     if not examples:
         return 0
@@ -268,7 +268,8 @@ def pick(candidates: list, margin: float = MARGIN, budget_seconds: float | None 
         figures += f"; weighed over the run's budget of {budget_seconds:g} s, which " + (
             "the first step spends from" if not validation_shapes else
             "the first training step and the first validation call spend from" if validation_shapes == 1 else
-            f"the first training step and a first validation call at each of {validation_shapes} batch shapes spend from")
+            f"the first training step and a first validation call at each of {validation_shapes} batch shapes "
+            "spend from")
     return best, figures
 
 

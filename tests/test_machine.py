@@ -213,7 +213,7 @@ def test_import_keras_vit_first_sets_onednn_as_the_rule_says(monkeypatch):
 
 ZEN4 = Machine("cpu", cpu_flags=AVX512_BF16, cpu_name="AMD EPYC 9R14")
 TI4 = precision_workloads.training_workload({"patch_size": 4, "hidden_size": 192, "num_layers": 12, "num_heads": 3,
-                                         "mlp_dim": 768}, image_size=32, channels=3, batch_size=128)
+                                             "mlp_dim": 768}, image_size=32, channels=3, batch_size=128)
 
 
 def _timings(float32, bfloat16, steps=3, first_steps=None, first_validations=None):
@@ -619,7 +619,8 @@ def test_training_steps_build_each_policy_and_restore_the_global_one():
     from keras_vit.training import optimizers, precision_child
 
     tiny = precision_workloads.training_workload({"patch_size": 4, "hidden_size": 8, "num_layers": 1, "num_heads": 2,
-                                              "mlp_dim": 16}, image_size=8, channels=1, batch_size=2, jit_compile=False)
+                                                  "mlp_dim": 16}, image_size=8, channels=1, batch_size=2,
+                                                 jit_compile=False)
     steps, labels, validations = precision_child.training_steps(tiny, precision_trial.POLICIES)
     assert labels == {"float32": "float32", "mixed_bfloat16": "mixed_bfloat16"}  # jit_compile given: off for both
     assert keras.config.dtype_policy().name == "float32"

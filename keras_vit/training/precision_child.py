@@ -12,7 +12,7 @@ Example (one tiny model, XLA off, on random data):
 
 >>> from keras_vit import precision_workloads
 >>> tiny = precision_workloads.training_workload({"patch_size": 4, "hidden_size": 8, "num_layers": 1, "num_heads": 2,
-...                                           "mlp_dim": 16}, 8, 1, 2, jit_compile=False, recipe="lpft")
+...                                               "mlp_dim": 16}, 8, 1, 2, jit_compile=False, recipe="lpft")
 >>> steps, labels, validations = training_steps(tiny, ["float32"])
 >>> labels, type(steps["float32"].__defaults__[0].optimizer).__name__, sorted(validations)
 ({'float32': 'float32'}, 'LayerDecayAdamW', ['float32'])
