@@ -117,8 +117,9 @@ def format_summary(result) -> str:
     recalibrated = result.get("batch_norm")
     if recalibrated:
         lines.append(f"Recomputed the statistics of {recalibrated['layers']} BatchNorm layers from "
-                     f"{recalibrated['images']:,} training images: {recalibrated['steps']} steps had left their "
-                     "moving averages short of the data (precise BatchNorm).")
+                     f"{recalibrated['images']:,} training images in {recalibrated['seconds']:.0f} s, after the "
+                     f"training: {recalibrated['steps']} steps had left their moving averages short of the data "
+                     "(precise BatchNorm).")
     if result["test_accuracy"] is not None:
         lines.append(
             f"Test accuracy: {result['test_accuracy']:.4f} (loss {result['test_loss']:.4f}, cross-entropy without "

@@ -130,12 +130,14 @@ def train(config: TrainConfig, *, name=None) -> dict:
                 validation_ds = None
             history, steps_before, process_seconds = _fit(plan, progress, model, train_ds, validation_ds, callbacks,
                                                                 backup)
+            # The run's training time (what a budget counts) ends with the fit; the recalibration is reported apart.
+            train_seconds = backup.train_seconds() if backup is not None and not progress.finished else None
             recalibrated = _precise_batch_norm(plan, model, train_ds)
         else:  # the probe is the result: no fit (a resumed run's backup keeps only its SavedModel version)
-            history, steps_before, process_seconds, recalibrated = None, 0, probed.seconds, None
+            history, steps_before, process_seconds, recalibrated, train_seconds = None, 0, probed.seconds, None, None
             backup = backup if progress.state else None
         result = _results(plan, progress, model, estimate, history, steps_before, process_seconds,
-                          backup if finetune else None)
+                          backup if finetune else None, train_seconds)
         result["batch_norm"] = recalibrated
         if recalibrated and validation_ds is not None:  # the last epoch's score predates the new statistics
             with plan.strategy.scope():
@@ -405,22 +407,29 @@ def _fit(plan, progress, model, train_ds, validation_ds, callbacks, backup):
 
 
 def _precise_batch_norm(plan, model, train_ds):
-    """Recomputes the BatchNorm statistics a short run left short of the data (`batch_norm`); what it did, or None."""
+    """Recomputes the BatchNorm statistics a short run left short of the data (`batch_norm`); what it did
+    (layers, images, the steps that left them short, its seconds), or None."""
     steps = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
     layers = batch_norm.short_layers(model, steps)
     if not layers:
         return None
+    start = time.perf_counter()
     with plan.strategy.scope():
         images = batch_norm.recalibrate(model, train_ds.take(min(plan.steps_per_epoch, batch_norm.MAX_BATCHES)), layers)
-    return {"layers": len(layers), "images": images, "steps": steps}
+    return {"layers": len(layers), "images": images, "steps": steps, "seconds": round(time.perf_counter() - start, 1)}
 
 
-def _results(plan, progress, model, estimate, history, steps_before, process_seconds, backup):
-    """The run's results (without the test metrics and the artefacts); commits a finished backup."""
+def _results(plan, progress, model, estimate, history, steps_before, process_seconds, backup, train_seconds=None):
+    """The run's results (without the test metrics and the artefacts); commits a finished backup.
+
+    `train_seconds`: the whole run's training seconds when its fit ended (the backup's clock), which the backup
+    keeps; None: the backup's clock now.
+    """
     steps_done = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
     if backup is not None:
         if not progress.finished:
-            backup.commit(finished=True, train_seconds=round(backup.train_seconds(), 1), steps=steps_done)
+            seconds = backup.train_seconds() if train_seconds is None else train_seconds
+            backup.commit(finished=True, train_seconds=round(seconds, 1), steps=steps_done)
         epochs_done, train_seconds = backup.state["epoch"], backup.state["train_seconds"]
     else:
         epochs_done, train_seconds = len(history.epoch) if history is not None else 0, process_seconds
