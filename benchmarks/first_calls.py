@@ -5,7 +5,7 @@ step (tracing; XLA's compilation) and its first validation pass (compiled again,
 shape) come out of the budget. For each workload and round, this times:
 - the precision trial as a run makes it (`keras_vit.precision_trial.measure_training`, both
   candidates in one child process): each candidate's first training step and first validation call;
-- a fit as a run makes one, each precision in its own process (`--child`): 4 epochs of 7 steps on
+- a fit as a run makes one, each precision in its own process (`benchmarks.workers`): 4 epochs of 7 steps on
   random images with validation on `--validation` images; its first step's seconds beyond the
   median step, and its first validation pass's beyond the median of the later passes.
 Then what a budget's weighing charges (`precision_trial.validation_shapes` x the trial's first
@@ -19,11 +19,7 @@ validation call) beside what the fit paid. Rounds alternate the order of the pre
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
-import sys
 import time
 
 POLICIES = ("float32", "mixed_bfloat16")
@@ -93,14 +89,13 @@ def fit_first_calls(workload, policy, validation):
 
 
 def _child(job):
-    """Runs one fit in a process of its own; returns its figures."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    done = subprocess.run([sys.executable, "-m", "benchmarks.first_calls", "--child", json.dumps(job)],
-                          capture_output=True, text=True, env=env, check=False)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode or not lines:
-        raise SystemExit(f"the fit of {job['policy']} failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
-    return json.loads(lines[-1])
+    """Runs one fit in a process of its own (`benchmarks.workers.run_worker`); returns its figures."""
+    from benchmarks.workers import run_worker
+
+    fitted = run_worker("benchmarks.first_calls:fit_first_calls", job)
+    if "error" in fitted:
+        raise SystemExit(f"the fit of {job['policy']} failed: {fitted['error']}")
+    return fitted
 
 
 def run(names, validation, rounds, log, trial_seconds=90.0, fit=None, trial=None):
@@ -115,18 +110,18 @@ def run(names, validation, rounds, log, trial_seconds=90.0, fit=None, trial=None
         workload = training_workload(name)
         shapes = precision_trial.validation_shapes(validation, workload["batch_size"])
         for round_ in range(rounds):
-            results = {r["policy"]: r for r in trial(workload, POLICIES, trial_seconds)}
+            results = trial(workload, POLICIES, trial_seconds)
+            if any(not result["seconds"] for result in results):
+                raise SystemExit(f"the precision trial of {name} timed too little in its {trial_seconds:g} s")
+            timed = {c["policy"]: c for c in precision_trial.candidates_of(results, workload["batch_size"])}
             for policy in (POLICIES if round_ % 2 == 0 else POLICIES[::-1]):
                 fitted = fit({"workload": workload, "policy": policy, "validation": validation})
-                timed = results[policy]
-                trial_first = sum(timed["warmup"]) if timed.get("warmup") else None
-                trial_validation = sum(timed["validation"]) if timed.get("validation") else None
                 records.append({
                     "workload": name, "round": round_, "policy": policy, "label": fitted["label"],
                     "batch": workload["batch_size"], "validation_images": validation, "validation_shapes": shapes,
-                    "trial_first_step_s": trial_first, "trial_first_validation_s": trial_validation,
-                    "charged_s": None if trial_first is None or trial_validation is None
-                    else trial_first + shapes * trial_validation,
+                    "trial_first_step_s": timed[policy]["first_step_s"],
+                    "trial_first_validation_s": timed[policy]["first_validation_s"],
+                    "charged_s": precision_trial.first_calls(timed[policy], shapes),
                     "fit_first_step_extra_s": fitted["first_step_s"] - fitted["step_s"],
                     "fit_first_validation_extra_s": fitted["first_validation_s"] - fitted["validation_s"],
                 })
@@ -165,12 +160,7 @@ def main(argv=None):
     parser.add_argument("--validation", type=int, default=500, help="validation images of each fit")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--out", default=None, help="folder for first-calls-<hardware>-<time>.jsonl and .md")
-    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.child is not None:
-        job = json.loads(args.child)
-        print(json.dumps(fit_first_calls(job["workload"], job["policy"], job["validation"])), flush=True)
-        return 0
     for flag, value in (("--validation", args.validation), ("--rounds", args.rounds)):
         if value < 1:
             raise SystemExit(f"{flag} {value}: expected a positive number")

@@ -251,7 +251,7 @@ def pick(candidates: list, margin: float = MARGIN, budget_seconds: float | None 
     "mixed_bfloat16 1000 img/s after first calls of 4 s, float32 + XLA 1100 img/s after 40 s; weighed over the run's budget of 120 s, which the first training step and a first validation call at each of 2 batch shapes spend from"
     """
     speed = {candidate["policy"]: candidate["img_s"] for candidate in candidates}
-    first = {candidate["policy"]: _first_calls(candidate, validation_shapes) for candidate in candidates}
+    first = {candidate["policy"]: first_calls(candidate, validation_shapes) for candidate in candidates}
     weigh = budget_seconds is not None and all(value is not None for value in first.values())
     score = {policy: speed[policy] * max(budget_seconds - first[policy], 0.0) if weigh else speed[policy]
              for policy in speed}
@@ -273,9 +273,13 @@ def pick(candidates: list, margin: float = MARGIN, budget_seconds: float | None 
     return best, figures
 
 
-def _first_calls(candidate: dict, validation_shapes: int):
-    """A candidate's seconds of first calls that a budget pays: its first step, and its first validation per batch
-    shape; None where the trial did not time one of them."""
+def first_calls(candidate: dict, validation_shapes: int):
+    """A candidate's seconds of first calls that a budget pays: its first step, and its first validation call per
+    batch shape; None where the trial did not time one of them.
+
+    >>> first_calls({"first_step_s": 30.0, "first_validation_s": 5.0}, 2), first_calls({"first_step_s": 30.0}, 0)
+    (40.0, 30.0)
+    """
     step = candidate["first_step_s"]
     if not validation_shapes:
         return step

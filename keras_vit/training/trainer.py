@@ -131,7 +131,7 @@ def train(config: TrainConfig, *, name=None) -> dict:
             history, steps_before, process_seconds = _fit(plan, progress, model, train_ds, validation_ds, callbacks,
                                                                 backup)
             # The run's training time (what a budget counts) ends with the fit; the recalibration is reported apart.
-            train_seconds = backup.train_seconds() if backup is not None and not progress.finished else None
+            train_seconds = backup.train_seconds() if backup is not None else None
             recalibrated = _precise_batch_norm(plan, model, train_ds)
         else:  # the probe is the result: no fit (a resumed run's backup keeps only its SavedModel version)
             history, steps_before, process_seconds, recalibrated, train_seconds = None, 0, probed.seconds, None, None
@@ -419,17 +419,16 @@ def _precise_batch_norm(plan, model, train_ds):
     return {"layers": len(layers), "images": images, "steps": steps, "seconds": round(time.perf_counter() - start, 1)}
 
 
-def _results(plan, progress, model, estimate, history, steps_before, process_seconds, backup, train_seconds=None):
+def _results(plan, progress, model, estimate, history, steps_before, process_seconds, backup, train_seconds):
     """The run's results (without the test metrics and the artefacts); commits a finished backup.
 
     `train_seconds`: the whole run's training seconds when its fit ended (the backup's clock), which the backup
-    keeps; None: the backup's clock now.
+    keeps; None without a backup.
     """
     steps_done = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
     if backup is not None:
         if not progress.finished:
-            seconds = backup.train_seconds() if train_seconds is None else train_seconds
-            backup.commit(finished=True, train_seconds=round(seconds, 1), steps=steps_done)
+            backup.commit(finished=True, train_seconds=round(train_seconds, 1), steps=steps_done)
         epochs_done, train_seconds = backup.state["epoch"], backup.state["train_seconds"]
     else:
         epochs_done, train_seconds = len(history.epoch) if history is not None else 0, process_seconds
