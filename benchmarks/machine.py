@@ -22,6 +22,8 @@ from keras_vit.machine import ONEDNN_VARIABLE, native_bfloat16, read_cpuinfo
 
 # The instruction-set flags that decide precision and XLA defaults and matmul speed.
 FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16")
+# Environment variables that change what XLA compiles, recorded with every result where they are set.
+COMPILER_VARIABLES = ("XLA_FLAGS", "TF_XLA_FLAGS")
 
 
 def cpu_info():
@@ -71,6 +73,8 @@ def machine_record(gpu=False):
     record = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": name, "flags": cpu_flags(flags),
               "cores": os.cpu_count(), "load": loadavg(), "hardware": slug(name, flags),
               "onednn": os.environ.get(ONEDNN_VARIABLE, "unset")}
+    # Compiler flags change what XLA runs (oneDNN or XNNPACK products, threads); a figure taken under them says so.
+    record.update({name.lower(): os.environ[name] for name in COMPILER_VARIABLES if os.environ.get(name)})
     if gpu:
         record["gpu"] = gpu_name()
         if record["gpu"]:
@@ -82,8 +86,9 @@ def header(command, record=None):
     """The two-line header of every printed result: date, machine, load; the command."""
     r = record or machine_record()
     gpu = f"; GPU: {r['gpu']}" if r.get("gpu") else ""
+    compiler = "".join(f"; {name}={r[name.lower()]}" for name in COMPILER_VARIABLES if r.get(name.lower()))
     return (f"{r['date']}; CPU: {r['cpu']}, {r['cores']} cores, flags: {' '.join(r['flags']) or 'none of ' + '/'.join(FLAGS)}"
-            f"{gpu}; load {r['load']}; {ONEDNN_VARIABLE} {r.get('onednn', 'unset')}\ncommand: {command}")
+            f"{gpu}; load {r['load']}; {ONEDNN_VARIABLE} {r.get('onednn', 'unset')}{compiler}\ncommand: {command}")
 
 
 def cpu_jiffies():

@@ -593,6 +593,19 @@ def test_onednn_benchmark_alternates_the_variable_in_its_workers(tmp_path, monke
         module.main(["--workload", "tiny", "--set", "width=4"])
 
 
+def test_every_result_header_names_the_compiler_flags_it_ran_under(monkeypatch):
+    """A figure taken with XLA_FLAGS (oneDNN's products, say) must not read as XLA's default."""
+    module = _benchmark("machine")
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    monkeypatch.delenv("TF_XLA_FLAGS", raising=False)
+    assert "XLA_FLAGS" not in module.header("cmd")
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_onednn=true")
+    record = module.machine_record()
+    assert record["xla_flags"] == "--xla_cpu_use_onednn=true"
+    first = module.header("cmd", record).splitlines()[0]
+    assert first.endswith("; XLA_FLAGS=--xla_cpu_use_onednn=true") and "TF_XLA_FLAGS" not in first
+
+
 def test_image_text_benchmark_checks_parity_and_times(tmp_path, capsys, monkeypatch):
     """benchmarks/image_text.py in this process on the tests' tiny SigLIP towers, no exports, one round."""
     import tempfile

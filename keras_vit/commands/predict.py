@@ -1,4 +1,4 @@
-"""`keras-vit predict MODEL IMAGE...`: the top-k classes of image files by a .keras, SavedModel or .tflite model."""
+"""`keras-vit predict MODEL IMAGE...`: the top-k classes of image files by a .keras, SavedModel, .tflite or .onnx model."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ def add(subparsers):
 
     parser = subparsers.add_parser(
         "predict",
-        help="print the top-k classes of images with a .keras, SavedModel or .tflite model",
-        description="Runs a .keras model, a SavedModel folder or a .tflite file on image files.",
+        help="print the top-k classes of images with a .keras, SavedModel, .tflite or .onnx model",
+        description="Runs a .keras model, a SavedModel folder, a .tflite or an .onnx file on image files.",
     )
-    parser.add_argument("model", help=".keras file, SavedModel folder (or TF Serving base folder) or .tflite file")
+    parser.add_argument("model", help=".keras file, SavedModel folder (or TF Serving base folder), .tflite or .onnx file")
     parser.add_argument("images", nargs="+", metavar="IMAGE", help="JPEG/PNG/GIF/BMP/WebP files")
     parser.add_argument("--top-k", type=int, default=5, help="classes to print per image (default: 5)")
     parser.add_argument("--labels", metavar="FILE", help="class names, one per line (default: stored, or <model>.labels.txt / labels.txt beside the model)")
