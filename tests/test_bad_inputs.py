@@ -200,6 +200,64 @@ def test_evaluate_names_a_keras_file_that_is_no_image_classifier(tmp_path, capsy
     assert len(err.splitlines()) == 1 and "dense.keras" in err and "expected images (batch, height, width, channels)" in err
 
 
+def _always_first_class(tmp_path, labels):
+    """A saved classifier that predicts its class 0 for every image, `labels` written beside it as train does."""
+    import keras_vit
+
+    model = keras_vit.ViT("tiny", num_classes=2, input_shape=(16, 16, 3), patch_size=8, preprocessing="unit")
+    kernel, bias = model.get_layer("head").get_weights()
+    model.get_layer("head").set_weights([np.zeros_like(kernel), np.array([10.0, -10.0], bias.dtype)])
+    path = tmp_path / "vit.keras"
+    model.save(path)
+    (tmp_path / "vit.labels.txt").write_text("".join(f"{name}\n" for name in labels))
+    return str(path)
+
+
+def _class_folder(root, counts):
+    from PIL import Image
+
+    for name, count in counts.items():
+        (root / name).mkdir(parents=True)
+        for i in range(count):
+            Image.fromarray(np.full((16, 16, 3), 40 * i, "uint8")).save(root / name / f"{i}.png")
+    return str(root)
+
+
+def test_evaluate_matches_the_models_class_names_to_the_folders_or_refuses(tmp_path, capsys):
+    """`keras-vit evaluate` scored labels by index only: a model of classes (dog, cat) on a folder of cat/ and dog/
+    reported the accuracy of the wrong classes, and a model of other classes scored without a word."""
+    from keras_vit import cli
+
+    _class_folder(tmp_path / "photos" / "train", {"cat": 1, "dog": 1})
+    _class_folder(tmp_path / "photos" / "test", {"cat": 3, "dog": 1})  # labels by sorted names: cat 0, dog 1
+    folder = str(tmp_path / "photos")
+    model = _always_first_class(tmp_path, ["dog", "cat"])  # predicts "dog" for everything
+    assert cli.main(["evaluate", model, "--dataset", folder]) == 0
+    out = capsys.readouterr().out
+    assert "accuracy 0.2500" in out and "matched to the model's by name" in out, out
+    assert cli.main(["evaluate", model, "--dataset", folder, "--by-index"]) == 0
+    assert "accuracy 0.7500" in capsys.readouterr().out
+
+    (tmp_path / "vit.labels.txt").write_text("zebra\napple\n")
+    assert cli.main(["evaluate", model, "--dataset", folder]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "['cat', 'dog'] are not the model's ['zebra', 'apple']" in err, err
+    assert "--by-index" in err
+
+
+def test_evaluate_names_a_folder_or_a_cut_off_file_given_as_the_model(tmp_path, capsys):
+    """A folder read 'Model file not found', and a cut-off .keras file 'File not found: filepath=...'."""
+    from keras_vit import cli
+
+    model = _always_first_class(tmp_path, ["a", "b"])
+    cut = tmp_path / "cut.keras"
+    cut.write_bytes(open(model, "rb").read()[:3000])
+    for path, expected in [(tmp_path, "a folder; expected a .keras file"), (cut, "not a readable .keras file")]:
+        assert cli.main(["evaluate", str(path), "--max-examples", "4"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and expected in err and str(path) in err, err
+
+
 def test_inspect_out_that_is_a_file_is_one_line(tmp_path, capsys):
     """Issue 29: `keras-vit inspect ... --out FILE` with FILE an existing file ended in a FileExistsError traceback."""
     import keras_vit

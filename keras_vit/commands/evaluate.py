@@ -26,6 +26,10 @@ def add(subparsers) -> None:
                         help="the training run's --validation-split, for --split validation (default: none)")
     parser.add_argument("--seed", type=int, default=0,
                         help="the training run's --seed, which chose the held-out share (default: 0)")
+    parser.add_argument("--by-index", action="store_true",
+                        help="score the data set's labels by index; by default the class names stored with the model "
+                        "(<model>.labels.txt, or a zero-shot classifier's) must be the data set's: in another order they "
+                        "are matched by name, other names are refused")
     parser.set_defaults(func=run)
 
 
@@ -36,8 +40,9 @@ def run(args) -> int:
     check_evaluate_arguments(args.batch_size, args.max_examples, args.validation_split, name=option_flag)
     _validation.check_seed("--seed", args.seed)
     scores = evaluate(args.model, args.dataset, args.split, args.batch_size, args.data_dir, args.on_corrupt,
-                      args.download, args.max_examples, args.validation_split, args.seed)
+                      args.download, args.max_examples, args.validation_split, args.seed, args.by_index)
+    matched = "; classes matched to the model's by name" if scores["matched_by_name"] else ""
     print(f"{args.dataset}:{args.split}: accuracy {scores['accuracy']:.4f}, loss {scores['loss']:.4f} "
-          f"on {scores['num_examples']} examples ({scores['data']})")
+          f"on {scores['num_examples']} examples ({scores['data']}{matched})")
     print_skipped(scores["skipped_files"])
     return 0

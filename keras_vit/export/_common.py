@@ -193,6 +193,47 @@ def check_class_names(class_names, classes):
     return names
 
 
+def class_order(model_names, data_names, *, names_from, argument="dataset"):
+    """Where each of the model's classes sits among a data set's labels: None when they agree.
+
+    A classifier scored on labels in another order, or on other classes, would report a wrong
+    accuracy without a word; so the same names in another order are matched by name, and
+    different names are refused.
+
+    Args:
+        model_names: sequence of str or None. The model's class names (None: unknown, nothing checked).
+        data_names: sequence of str. The data set's class names, in label order.
+        names_from: str. Where the model's names came from, for the message.
+        argument: str. The argument that named the data set, for the message. Defaults to "dataset".
+
+    Returns:
+        None where the names agree (or the model's are unknown); else a list whose item j is the data
+        set's label index of the model's class j.
+
+    Example:
+
+    >>> class_order(["cat", "dog"], ["dog", "cat"], names_from="vit.labels.txt")
+    [1, 0]
+    >>> class_order(["cat", "dog"], ["zebra", "cat"], names_from="vit.labels.txt")
+    Traceback (most recent call last):
+    ...
+    ValueError: Invalid dataset: its classes ['zebra', 'cat'] are not the model's ['cat', 'dog'] (vit.labels.txt). ...
+    """
+    if model_names is None:
+        return None
+    model_names, data_names = [str(n) for n in model_names], [str(n) for n in data_names]
+    if model_names == data_names:
+        return None
+    if sorted(model_names) == sorted(data_names) and len(set(model_names)) == len(model_names):
+        return [data_names.index(name) for name in model_names]
+
+    def shown(names):
+        return repr(names) if len(names) <= 6 else f"[{', '.join(map(repr, names[:6]))}, ... {len(names)} in all]"
+
+    raise ValueError(f"Invalid {argument}: its classes {shown(data_names)} are not the model's {shown(model_names)} "
+                     f"({names_from}). Pass by_index=True (--by-index) to score its labels by index anyway.")
+
+
 def read_labels(path):
     """Reads class names from a text file, one name per line (blank trailing lines ignored).
 

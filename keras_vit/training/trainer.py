@@ -19,6 +19,7 @@ import dataclasses
 import os
 import time
 import warnings
+import zipfile
 
 import keras
 import tensorflow as tf
@@ -525,7 +526,7 @@ def check_evaluate_arguments(batch_size=256, max_examples=None, validation_split
 
 
 def evaluate(model_path, dataset="sample", split="test", batch_size=256, data_dir=None, on_corrupt="skip",
-             download=False, max_examples=None, validation_split=None, seed=0) -> dict:
+             download=False, max_examples=None, validation_split=None, seed=0, by_index=False) -> dict:
     """Evaluates a saved .keras model (trained by `train`) on a data set split.
 
     The model's input shape gives the image size and channels; pixels go in raw ([0, 255]),
@@ -545,10 +546,15 @@ def evaluate(model_path, dataset="sample", split="test", batch_size=256, data_di
         validation_split: float or None. The training run's held-out share, for split
             "validation" (a flat class folder holds out 0.1). Defaults to None.
         seed: int. The training run's seed, which chose the held-out share. Defaults to 0.
+        by_index: bool. Score the data set's labels by index, without matching its class names to
+            the model's (`<stem>.labels.txt` beside the file, or the names a zero-shot classifier
+            keeps): the same names in another order are matched by name, other names refused.
+            Defaults to False.
 
     Returns:
-        dict with accuracy, loss, num_examples and data (where the examples came from;
-        "training data" for split "train").
+        dict with accuracy, loss, num_examples, data (where the examples came from;
+        "training data" for split "train") and matched_by_name (the labels were reordered to the
+        model's classes).
 
     Example (an untrained model: its zero head gives uniform probabilities, loss ln 10):
 
@@ -560,10 +566,15 @@ def evaluate(model_path, dataset="sample", split="test", batch_size=256, data_di
     (16, 2.3026)
     """
     check_evaluate_arguments(batch_size, max_examples, validation_split)
+    if os.path.isdir(model_path):
+        raise ValueError(f"Invalid model={model_path!r}: a folder; expected a .keras file.")
     if not os.path.isfile(model_path):
         raise FileNotFoundError(f"Model file not found: model={model_path!r}.")
     source = load_source(dataset, split, data_dir, on_corrupt, download, validation_split, seed).take(max_examples)
-    model = keras.saving.load_model(model_path, compile=False)
+    try:
+        model = keras.saving.load_model(model_path, compile=False)
+    except (OSError, ValueError, zipfile.BadZipFile) as error:  # Keras reads a cut-off file as "File not found"
+        raise ValueError(f"Invalid model={model_path!r}: not a readable .keras file ({error}).") from None
     # A .keras file of another model (not an image classifier) must be named, not fail in unpacking.
     from keras_vit.export import _common
 
@@ -576,10 +587,17 @@ def evaluate(model_path, dataset="sample", split="test", batch_size=256, data_di
         raise ValueError(
             f"dataset={dataset!r} has {source.num_classes} classes but the model predicts {num_classes}."
         )
+    beside = _common.labels_beside(model_path)
+    order = None if by_index else _common.class_order(
+        beside or _common.class_names_of(model), source.class_names, argument=f"dataset={dataset!r}",
+        names_from="the labels file beside the model" if beside else "kept in the model")
     ds = make_pipeline(source, image_size=(height, width), channels=channels, scaling=None, batch_size=batch_size)
+    if order is not None:
+        ds = ds.map(lambda images, labels: (images, tf.gather(labels, order, axis=-1)))
     data = source.description + (" (training data)" if split == "train" else "")
     scores = _score(model, ds)
     source.count()
     # After the full pass: the images scored, and the files skipped as corrupt (listing or decoding).
-    return dict(scores, num_examples=source.num_used(), data=data, skipped_files=list(source.corrupt_files()))
+    return dict(scores, num_examples=source.num_used(), data=data, skipped_files=list(source.corrupt_files()),
+                matched_by_name=order is not None)
 
