@@ -131,6 +131,12 @@ def _writable_folder(label, value, name):
     _validation.check_writable_folder(label, value)
 
 
+def _file_stem(label, value, name):
+    if not isinstance(value, str) or value in ("", ".", "..") or any(sep in value for sep in ("/", "\\", os.sep)):
+        raise ValueError(f"Invalid {label}={value!r}. Expected a file name without folders (the model is saved as "
+                         f"<output dir>/<name>.keras; the output dir names the folder).")
+
+
 def _check_model_overrides(label, overrides, name):
     unknown = set(overrides) - set(choices.MODEL_FIELDS)
     if unknown:
@@ -380,7 +386,7 @@ _OPTIONS = (
            Flag("output", "where the trained model is saved (default: saved_models)"), check=_writable_folder,
            header=records.output_header),
     Option("name", "str", "vit", 'str. File name stem of the saved model. Defaults to "vit".',
-           Flag("output", "file name stem of the saved model (default: vit)"),
+           Flag("output", "file name stem of the saved model (default: vit)"), check=_file_stem,
            header="output_dir"),
     Option("export", "bool", False,
            "bool. Also write the SavedModel (`<output_dir>/<name>/<version>/`) and `<name>.tflite`. "

@@ -42,6 +42,9 @@ def test_train_then_evaluate_tiny(tmp_path, capsys):
         (["train", "--stem", "conv", "--tokenizer", "shifted"], "--stem='conv' and --tokenizer='shifted'"),
         (["train", "--dataset", "{empty}"], "no class sub-folders"),
         (["train", "--dataset", "./missing/folder"], "not found"),
+        # The name was joined to --output-dir only when saving: training ran first, then half the files were written.
+        (["train", "--name", "sub/../y"], "--name='sub/../y'. Expected a file name without folders"),
+        (["train", "--name", ".."], "--name='..'"),
         (["evaluate", "missing.keras"], "model='missing.keras'"),
         (["evaluate", "missing.keras", "--batch-size", "0"], "--batch-size=0"),
     ],
