@@ -445,3 +445,72 @@ def test_cli_embed_refuses_an_existing_out_file_without_overwrite(tmp_path, caps
     assert cli.main(argv + ["--overwrite"]) == 0
     with np.load(out) as data:
         assert data["embeddings"].shape[0] == 5  # 90% of 6 files
+
+
+def _stderr_line(capsys):
+    """The one line a user mistake prints (no backbone line before it, no traceback)."""
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "error: " in err[0], err
+    return err[0]
+
+
+def test_cli_fewshot_names_max_train_examples_when_it_left_a_class_short_before_the_model_loads(tmp_path, capsys):
+    """The first 2 training images are of 2 classes: the cut, not the held-out share, leaves the third empty.
+    The labels come from the folder, so the check runs before SPEC (here a file that is not there) loads."""
+    root = _write_folder(tmp_path / "images", per_class=6)
+    spec = str(tmp_path / "never-loaded.npz")
+    common = ["fewshot", spec, "--dataset", root, "--scaling", "unit", "--draws", "1"]
+    assert cli.main([*common, "--max-train-examples", "2", "--shots", "1"]) == 2
+    err = _stderr_line(capsys)
+    assert re.search(r"Invalid --max-train-examples=2: .*\(\w: 0 of \d\)\. Pass --max-train-examples of at least "
+                     r"\d+ .* or leave it out\.", err) and "held-out share" not in err, err
+    assert cli.main([*common, "--shots", "25"]) == 2
+    assert "Invalid --shots=(25,): 3 class(es) have fewer than 25" in _stderr_line(capsys)
+
+
+def test_cli_embed_split_all_of_a_folder_embeds_its_held_out_share_too(tmp_path, capsys):
+    root = _write_folder(tmp_path / "images", per_class=6)
+    out = str(tmp_path / "all.npz")
+    assert cli.main(["embed", _tiny_npz(tmp_path, 16), "--dataset", root, "--scaling", "unit", "--split", "all",
+                     "--out", out]) == 0
+    with np.load(out) as data:
+        assert len(data["embeddings"]) == 18 and len(set(data["files"])) == 18
+    capsys.readouterr()
+    os.makedirs(tmp_path / "split" / "train")
+    os.rename(root, tmp_path / "split" / "train" / "images")
+    assert cli.main(["embed", "SPEC", "--dataset", str(tmp_path / "split"), "--split", "all", "--out", out,
+                     "--overwrite"]) == 2
+    assert "Invalid --split='all' for --dataset=" in _stderr_line(capsys)
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["knn", "CUT_KERAS", "--k", "1"], r"Invalid SPEC='[^']*cut\.keras': not a readable \.keras file \(no zip archive"),
+    (["embed", "CUT_KERAS"], r"Invalid SPEC='[^']*cut\.keras': not a readable \.keras file \(no zip archive"),
+    (["embed", "KERAS", "--texts", "TEXTS"], r"Invalid SPEC='[^']*cut\.keras': expected a Hugging Face two-tower"),
+    (["embed", "KERAS", "--texts", "TEXTS", "--dataset", "x", "--max-examples", "3", "--download"],
+     r"Invalid --dataset='x', --max-examples=3, --download with --texts: options of the images to embed"),
+    (["embed", "KERAS", "--texts", "JPEG"], r"Invalid --texts='[^']*\.jpg': not UTF-8 text"),
+    (["search", "CUT_NPZ", "--text", "a cat", "--weights", "nosuch"], r"Invalid EMBEDDINGS='[^']*cut\.npz': not an "
+     r"\.npz file keras-vit embed writes"),
+    (["search", "NPZ", "--text", "a cat", "--weights", "nosuch"], r"Invalid --weights='nosuch': not found; expected"),
+])
+def test_cli_unreadable_or_ignored_inputs_of_embed_search_and_knn_exit_2_naming_the_argument(
+        arguments, message, tmp_path, capsys):
+    root = _write_folder(tmp_path / "images", per_class=2)
+    cut = tmp_path / "cut.keras"
+    cut.write_bytes(b"PK\x03\x04" + bytes(3000))  # the start of a .keras file, cut off
+    np.savez(tmp_path / "e.npz", embeddings=np.ones((2, 4), "float32"), files=np.array(["a.jpg", "b.jpg"]))
+    (tmp_path / "cut.npz").write_bytes((tmp_path / "e.npz").read_bytes()[:300])
+    (tmp_path / "texts.txt").write_text("a cat\n")
+    jpeg = tmp_path / "photo.jpg"
+    jpeg.write_bytes(tf.io.encode_jpeg(np.zeros((4, 4, 3), "uint8")).numpy())
+    paths = {"CUT_KERAS": cut, "KERAS": cut, "TEXTS": tmp_path / "texts.txt", "JPEG": jpeg,
+             "CUT_NPZ": tmp_path / "cut.npz", "NPZ": tmp_path / "e.npz"}
+    arguments = [str(paths.get(a, a)) for a in arguments]
+    if arguments[0] in ("knn", "embed") and "--texts" not in arguments:
+        arguments += ["--dataset", root]
+    if arguments[0] == "embed":
+        arguments += ["--out", str(tmp_path / "out.npz")]
+    assert cli.main(arguments) == 2
+    err = _stderr_line(capsys)
+    assert re.search(message, err) and "File not found" not in err, err

@@ -7,7 +7,11 @@ import os
 import numpy as np
 
 from keras_vit.commands._shared import print_skipped
-from keras_vit.commands.backbone import add_backbone_arguments, load_backbone
+from keras_vit.commands.backbone import add_backbone_arguments, load_backbone, spelled
+
+# The options that read or embed images, which `--texts` has no use for.
+IMAGE_OPTIONS = ("--dataset", "--split", "--max-examples", "--data-dir", "--download", "--on-corrupt", "--image-size",
+                 "--scaling")
 
 
 def add(subparsers) -> None:
@@ -19,14 +23,16 @@ def add(subparsers) -> None:
         "without files) and class_names. Prints the file and the shape.",
     )
     add_backbone_arguments(parser, splits=False)
-    parser.add_argument("--split", default="train", help="split to embed (default: train)")
+    parser.add_argument("--split", default="train", help="split to embed; 'all': every image of a folder of class "
+                        "sub-folders, its held-out share too, e.g. for keras-vit search (default: train)")
     parser.add_argument("--max-examples", type=int, help="embed only the first N examples (default: all)")
     parser.add_argument("--out", default="embeddings.npz", help="the .npz file to write (default: embeddings.npz)")
     parser.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     parser.add_argument("--texts", metavar="FILE", help="embed the lines of FILE with SPEC's text tower instead (a CLIP, "
                         "SigLIP or SigLIP 2 two-tower folder): an .npz with embeddings (N, D) float32, L2-normalised "
                         "(transformers' text_embeds), and texts (N,); keras-vit search ranks images by a sentence")
-    parser.set_defaults(func=run)
+    # What --texts leaves unused, with its default: given with --texts it is refused, not ignored.
+    parser.set_defaults(func=run, image_options={flag: parser.get_default(_dest(flag)) for flag in IMAGE_OPTIONS})
 
 
 def run(args) -> int:
@@ -41,9 +47,7 @@ def run(args) -> int:
     _validation.check_new_files([args.out], args.overwrite)
     if args.texts is not None:
         return _embed_texts(args)
-    from keras_vit.data.sources import load_source
-
-    source = load_source(args.dataset, args.split, args.data_dir, args.on_corrupt, args.download).take(args.max_examples)
+    source = _source(args).take(args.max_examples)
     model, info = load_backbone(args)
     from keras_vit._atomic import atomic_file
     from keras_vit.transfer import extract_features
@@ -59,18 +63,51 @@ def run(args) -> int:
     return 0
 
 
+def _source(args):
+    """The `Source` of --dataset and --split; 'all' of a folder of class sub-folders is every image in it."""
+    from keras_vit.data.sources import from_folder, has_idx_files, load_source, split_dirs
+
+    if args.split == "all" and os.path.isdir(args.dataset) and not has_idx_files(args.dataset):
+        dirs = split_dirs(args.dataset)
+        if not dirs:
+            return from_folder(args.dataset, on_corrupt=args.on_corrupt)
+        if "all" not in dirs:
+            raise ValueError(f"Invalid --split='all' for --dataset={args.dataset!r}: 'all' is every image of a folder "
+                             "of class sub-folders, and this one has split sub-folders; expected one of "
+                             f"{', '.join(map(repr, dirs))}.")
+    return load_source(args.dataset, args.split, args.data_dir, args.on_corrupt, args.download)
+
+
+def _dest(flag):
+    """The attribute argparse keeps `flag` in."""
+    return flag[2:].replace("-", "_")
+
+
 def _embed_texts(args) -> int:
     """`embed --texts FILE`: each non-empty line of FILE by the text tower of the image-text checkpoint SPEC."""
+    given = {flag: getattr(args, _dest(flag)) for flag, default in args.image_options.items()
+             if getattr(args, _dest(flag)) != default}
+    if given:
+        one = len(given) == 1
+        listed = ", ".join(flag if value is True else f"{flag}={value!r}" for flag, value in given.items())
+        raise ValueError(f"Invalid {listed} with --texts: {'an option' if one else 'options'} of the images to embed, "
+                         f"which --texts (the lines of a file) would ignore; leave {'it' if one else 'them'} out.")
     if not os.path.isfile(args.texts):
         raise FileNotFoundError(f"Texts file not found: --texts={args.texts!r}.")
-    with open(args.texts, encoding="utf-8") as f:
-        texts = [line.rstrip("\r\n") for line in f if line.strip()]
+    try:
+        with open(args.texts, encoding="utf-8") as f:
+            texts = [line.rstrip("\r\n") for line in f if line.strip()]
+    except UnicodeDecodeError as error:
+        raise ValueError(f"Invalid --texts={args.texts!r}: not UTF-8 text ({error}); expected a text file of one "
+                         "sentence per line.") from None
     if not texts:
         raise ValueError(f"Invalid --texts={args.texts!r}: the file holds no text; expected one per line.")
     from keras_vit._atomic import atomic_file
     from keras_vit.text.image_text_model import ImageTextModel
 
-    embeddings = ImageTextModel(weights=args.spec).encode_texts(texts, batch_size=args.batch_size)
+    with spelled("weights", "SPEC", args.spec):
+        pair = ImageTextModel(weights=args.spec)
+    embeddings = pair.encode_texts(texts, batch_size=args.batch_size)
     path = os.path.abspath(args.out)
     with atomic_file(path) as tmp:
         with open(tmp, "wb") as f:

@@ -26,9 +26,8 @@ def run(args) -> int:
 
     shots = _parse_shots(args.shots)
     shots = fewshot.check_fewshot_arguments(shots, args.draws, args.l2_reg, args.seed, name=option_flag)
-    train, test, train_features, test_features = split_features(args, lambda features, held_out: fewshot.check_shots(
-        shots, features.labels, range(len(features.class_names)), features.class_names, name=option_flag,
-        held_out_labels=held_out))
+    train, test, train_features, test_features = split_features(args, lambda features, known: fewshot.check_shots(
+        shots, features.labels, range(len(features.class_names)), features.class_names, name=option_flag, **known))
     result = fewshot.linear_fewshot(train_features.features, train_features.labels, test_features.features,
                                     test_features.labels, shots=shots, draws=args.draws, l2_reg=args.l2_reg,
                                     seed=args.seed)

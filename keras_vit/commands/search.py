@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import zipfile
 
 import numpy as np
 
@@ -30,9 +31,12 @@ def run(args) -> int:
     if not args.text.strip():
         raise ValueError(f"Invalid --text={args.text!r}: expected a sentence.")
     images, files = _read(args.embeddings)
+    from keras_vit.commands.backbone import spelled
     from keras_vit.text.image_text_model import ImageTextModel
 
-    text = ImageTextModel(weights=args.weights).encode_texts([args.text])[0]
+    with spelled("weights", "--weights", args.weights):
+        pair = ImageTextModel(weights=args.weights)
+    text = pair.encode_texts([args.text])[0]
     if text.shape[0] != images.shape[1]:
         raise ValueError(f"Invalid EMBEDDINGS={args.embeddings!r}: its embeddings have {images.shape[1]} values, the "
                          f"text embeddings of --weights={args.weights!r} {text.shape[0]}; embed the images with the same "
@@ -64,7 +68,7 @@ def _read(path):
     try:
         with np.load(path, allow_pickle=False) as data:
             fields = {key: data[key] for key in data.files}
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as error:  # a cut-off .npz is a bad zip
         raise ValueError(f"Invalid EMBEDDINGS={path!r}: not an .npz file keras-vit embed writes ({error}).") from None
     embeddings = fields.get("embeddings")
     if embeddings is None or embeddings.ndim != 2 or len(embeddings) == 0 or "texts" in fields:

@@ -223,7 +223,8 @@ def _folder(weights, cache_dir, token):
         return hub.download(weights, token=token, cache_dir=cache_dir, extra_files=SIDE_FILES,
                             alternative=OPEN_CLIP_FILES)
     if not isinstance(weights, (str, os.PathLike)) or not os.path.isdir(weights):
-        raise ValueError(f"Invalid weights={weights!r}: expected a Hugging Face two-tower folder (config.json of "
+        missing = "not found; " if isinstance(weights, (str, os.PathLike)) and not os.path.exists(weights) else ""
+        raise ValueError(f"Invalid weights={weights!r}: {missing}expected a Hugging Face two-tower folder (config.json of "
                          f"model_type {list(KINDS)}, model.safetensors, tokenizer files), an open_clip folder "
                          f"({', '.join(OPEN_CLIP_FILES)}, tokenizer files) or a Hub id 'hf-hub:ORG/NAME'.")
     return os.fspath(weights)

@@ -99,12 +99,14 @@ def check_knn_arguments(k=20, temperature=0.07, num_train=None, name=None):
     check_number_in(name("temperature"), temperature, 0, float("inf"), include_low=False, include_high=False)
 
 
-def check_shots(shots, train_labels, classes=None, class_names=None, name=None, held_out_labels=None) -> None:
+def check_shots(shots, train_labels, classes=None, class_names=None, name=None, held_out_labels=None,
+                uncut_labels=None) -> None:
     """Refuses shot counts that some class cannot fill, and data of fewer than two classes.
 
     The message names each short class with its count and, given `held_out_labels`, what the
     held-out share took of it; then what to pass: the shot counts that fit, or, for a class left
-    without training examples (no shot count fits it), where its images must come from.
+    without training examples (no shot count fits it), where its images must come from. Given
+    `uncut_labels`, a class that only `max_train_examples` left short is refused naming it.
 
     Args:
         shots: sequence of int. Shot counts, as for `linear_fewshot`.
@@ -115,6 +117,9 @@ def check_shots(shots, train_labels, classes=None, class_names=None, name=None, 
         name: callable or None. How an argument is spelled in messages. Defaults to None.
         held_out_labels: array or None. Labels of the examples held out of the same images for
             testing (a folder's held-out share), to say what it took. Defaults to None.
+        uncut_labels: array or None. Labels of all the training examples, of which `train_labels`
+            are the first (max_train_examples), to say when that cut left a class short. Defaults
+            to None.
 
     Example:
 
@@ -124,9 +129,21 @@ def check_shots(shots, train_labels, classes=None, class_names=None, name=None, 
     ValueError: Invalid shots=(1, 5): 1 class(es) have fewer than 5 training examples (cat: 3, 1 more held out).
     Pass shots of at most 3, the smallest class's count (of those asked for: 1), add images to cat, or hold out
     fewer with validation_split.
+
+    >>> check_shots((2,), [0, 1, 0], uncut_labels=[0, 1, 0, 0, 1, 1])
+    Traceback (most recent call last):
+    ...
+    ValueError: Invalid max_train_examples=3: its first 3 training examples leave 1 class(es) fewer than 2 for
+    shots=(2,) (class 1: 1 of 3). Pass max_train_examples of at least 5 (the first 5 hold 2 of every class) or
+    leave it out.
     """
     name = name or (lambda field: field)
     labels = np.asarray(train_labels)
+    if uncut_labels is not None and len(uncut_labels) > len(labels):
+        # The whole training split first: a larger cut cannot fill a class that the data leaves short.
+        check_shots(shots, uncut_labels, classes, class_names, name, held_out_labels)
+        _check_cut(shots, labels, np.asarray(uncut_labels), classes, class_names, name)
+        return
     classes = np.unique(labels) if classes is None else np.asarray(classes)
     if len(classes) < 2:
         raise ValueError(
@@ -173,6 +190,26 @@ def check_shots(shots, train_labels, classes=None, class_names=None, name=None, 
                        "test/ sub-folders, of which nothing is held out")
         advice += "."
     raise ValueError(f"{problem} {advice}")
+
+
+def _check_cut(shots, labels, uncut, classes, class_names, name):
+    """`check_shots` of the first len(labels) of `uncut` training labels, which hold every shot count."""
+    classes = np.unique(uncut) if classes is None else np.asarray(classes)
+    largest = max(shots)
+    short = {int(c): int(np.sum(labels == c)) for c in classes if np.sum(labels == c) < largest}
+    if not short:
+        return
+    # The shortest prefix of the training examples that holds `largest` of every class.
+    counts = np.stack([np.cumsum(uncut == c) for c in classes])
+    needed = int(np.argmax(counts.min(axis=0) >= largest)) + 1
+    listed = "; ".join(f"{class_names[c] if class_names is not None and c < len(class_names) else f'class {c}'}: "
+                       f"{n} of {int(np.sum(uncut == c))}" for c, n in sorted(short.items())[:5])
+    cut = name("max_train_examples")
+    raise ValueError(
+        f"Invalid {cut}={len(labels)}: its first {len(labels)} training examples leave {len(short)} class(es) fewer "
+        f"than {largest} for {name('shots')}={tuple(shots)} ({listed}{'; ...' if len(short) > 5 else ''}). Pass "
+        f"{cut} of at least {needed} (the first {needed} hold {largest} of every class) or leave it out."
+    )
 
 
 def linear_fewshot(train_features, train_labels, test_features, test_labels, *, shots=SHOTS, draws=5,

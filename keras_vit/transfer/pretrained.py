@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import zipfile
 
 import keras
 
@@ -253,7 +254,12 @@ def _checkpoint_scaling(spec, scaling, record):
 def _from_keras_file(spec, num_classes, image_size, scaling, build_args):
     if not os.path.isfile(spec):
         raise FileNotFoundError(f"Model file not found: spec={spec!r}.")
-    source = keras.saving.load_model(spec, compile=False)
+    try:
+        source = keras.saving.load_model(spec, compile=False)
+    except (OSError, ValueError, zipfile.BadZipFile) as error:
+        # Keras says "File not found" of a file that is there but no zip (cut off, or another format).
+        reason = error if zipfile.is_zipfile(spec) else "no zip archive: truncated or another format?"
+        raise ValueError(f"Invalid spec={spec!r}: not a readable .keras file ({reason}).") from None
     config = getattr(source, "vit_config", None)
     if config is None:
         raise ValueError(
