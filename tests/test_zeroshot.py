@@ -173,3 +173,117 @@ def test_cli_zeroshot_embed_texts_and_search(towers, tmp_path, capsys):
     assert ranked == [files[order[i]] for i in np.argsort(-scores, kind="stable")]
     assert cli.main(["search", out, "--text", "a cat", "--weights", folder]) == 2
     assert "text embeddings" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def siglip(tmp_path_factory):
+    """The tiny SigLIP two-tower folder (the zeroshot command's --weights)."""
+    return fixtures.made("siglip", tmp_path_factory)[0]
+
+
+def _zeroshot(capsys, *argv):
+    """(exit code, stdout, stderr) of `keras-vit zeroshot ARGV`."""
+    from keras_vit import cli
+
+    capsys.readouterr()
+    code = cli.main(["zeroshot", *map(str, argv)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _corrupt_folder(root):
+    """A folder of 2 classes x 2 PNGs, plus cat/zz_cut.jpg (a JPEG cut short: its header reads) and dog/zz_text.jpg."""
+    import PIL.Image
+
+    for i, image in enumerate(fixtures.images(4, size=(20, 24))):
+        os.makedirs(root / LABELS[i % 2], exist_ok=True)
+        PIL.Image.fromarray(image).save(root / LABELS[i % 2] / f"{i}.png")
+    PIL.Image.fromarray(fixtures.images(1, size=(32, 32))[0]).save(root / "cut.jpg", quality=95)
+    (root / "cat" / "zz_cut.jpg").write_bytes((root / "cut.jpg").read_bytes()[:300])
+    (root / "cut.jpg").unlink()
+    (root / "dog" / "zz_text.jpg").write_text("not an image\n")
+    return root
+
+
+def test_cli_zeroshot_skips_corrupt_images_or_names_the_first(siglip, tmp_path, capsys):
+    """--on-corrupt skip (the default) scores the rest and lists the skipped files; error names the bad file."""
+    import PIL.Image
+
+    data = _corrupt_folder(tmp_path / "data")
+    code, out, err = _zeroshot(capsys, "--weights", siglip, "--dataset", data)
+    assert code == 0, err
+    assert "/4 images of 2 classes" in out and "2 corrupt file(s) skipped" in out
+    assert f"Skipped 2 corrupt image files: {data / 'cat' / 'zz_cut.jpg'}, {data / 'dog' / 'zz_text.jpg'}" in out
+    webp = tmp_path / "photo.webp"  # a format the predictor reads and the folder listing does not
+    PIL.Image.open(data / "cat" / "0.png").save(webp)
+    code, out, err = _zeroshot(capsys, "--weights", siglip, "--labels", "cat,dog", webp, data / "dog" / "zz_text.jpg")
+    assert code == 0 and out.startswith(f"{webp}\n") and out.endswith(f"image file: {data / 'dog' / 'zz_text.jpg'}\n")
+    code, out, err = _zeroshot(capsys, "--weights", siglip, "--labels", "cat,dog", "--on-corrupt", "error",
+                               data / "cat" / "0.png", data / "cat" / "zz_cut.jpg")
+    lines = err.strip().splitlines()  # the checkpoint's line, then the error's
+    assert code == 2 and len(lines) == 2 and "template(s)" in lines[0]
+    assert f"Corrupt image file {str(data / 'cat' / 'zz_cut.jpg')!r} (--on-corrupt error)" in lines[1]
+    assert "0.png" not in err and "function_node" not in err
+
+
+def test_cli_zeroshot_save_is_written_only_once_the_images_are_classified(siglip, tmp_path, capsys):
+    """A failed run leaves the user's --save file as it was, and creates no new file or folder."""
+    cut = _corrupt_folder(tmp_path / "data") / "cat" / "zz_cut.jpg"
+    kept = tmp_path / "kept.keras"
+    kept.write_bytes(b"the user's model")
+    for save, extra in ((kept, ["--overwrite"]), (tmp_path / "new" / "z.keras", [])):
+        code, _, err = _zeroshot(capsys, "--weights", siglip, "--labels", "cat,dog", "--save", save, *extra, cut)
+        assert code == 2 and "No image could be classified" in err
+    assert kept.read_bytes() == b"the user's model"
+    assert not (tmp_path / "new").exists()
+
+
+def _refused(capsys, tmp_path, *argv):
+    """stderr of `keras-vit zeroshot ARGV` with missing --weights, which must fail, in one line, before loading them."""
+    code, _, err = _zeroshot(capsys, "--weights", tmp_path / "no-such-checkpoint", *argv)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "no-such-checkpoint" not in err
+    return err
+
+
+def test_cli_zeroshot_refuses_a_bad_save_up_front(tmp_path, capsys):
+    image = _corrupt_folder(tmp_path / "data") / "cat" / "0.png"
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "dir.keras").mkdir()
+    err = _refused(capsys, tmp_path, "--labels", "cat,dog", "--save", tmp_path / "afile" / "z.keras", image)
+    assert "Invalid --save=" in err and "afile" in err
+    err = _refused(capsys, tmp_path, "--labels", "cat,dog", "--save", tmp_path / "dir.keras", "--overwrite", image)
+    assert "Invalid --save=" in err and "it is a folder" in err
+    if os.path.isdir("/proc"):  # no file can be made there, even by root
+        err = _refused(capsys, tmp_path, "--labels", "cat,dog", "--save", "/proc/z.keras", image)
+        assert "Invalid --save=" in err and "cannot write" in err
+
+
+def test_cli_zeroshot_names_the_text_file_it_cannot_read(tmp_path, capsys):
+    """--labels-file and --templates: a folder, or a file that is not UTF-8 text, is refused naming the argument."""
+    image = _corrupt_folder(tmp_path / "data") / "cat" / "0.png"
+    err = _refused(capsys, tmp_path, "--labels-file", image, image)
+    assert f"Invalid --labels-file={str(image)!r}: not UTF-8 text" in err
+    err = _refused(capsys, tmp_path, "--labels-file", tmp_path / "data", image)
+    assert "Invalid --labels-file=" in err and "it is a folder" in err
+    err = _refused(capsys, tmp_path, "--labels", "cat,dog", "--templates", image, image)
+    assert f"Invalid --templates={str(image)!r}: not UTF-8 text" in err
+
+
+def test_cli_zeroshot_templates_name_is_never_a_folder_nor_silently_a_file(siglip, tmp_path, capsys, monkeypatch):
+    """--templates imagenet is the built-in set beside a folder of that name; beside a file, the user says which."""
+    from keras_vit import cli
+
+    image = _corrupt_folder(tmp_path / "data") / "cat" / "0.png"
+    monkeypatch.chdir(tmp_path)
+    os.makedirs("imagenet")
+    err = _refused(capsys, tmp_path, "--labels", "cat,dog", "--templates", "data", image)
+    assert "Invalid --templates='data': it is a folder" in err
+    code, out, err = _zeroshot(capsys, "--weights", siglip, "--labels", "cat,dog", "--templates", "imagenet", image)
+    assert code == 0 and "imagenet template(s)" in err and out.startswith(str(image))
+    os.rmdir("imagenet")
+    (tmp_path / "imagenet").write_text("a drawing of {}.\n")
+    err = _refused(capsys, tmp_path, "--labels", "cat,dog", "--templates", "imagenet", image)
+    assert "Invalid --templates='imagenet'" in err and os.path.join(".", "imagenet") in err
+    with pytest.raises(SystemExit):
+        cli.main(["zeroshot", "--help"])
+    assert "a photo of {}." in " ".join(capsys.readouterr().out.split())

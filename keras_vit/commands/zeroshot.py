@@ -22,24 +22,30 @@ def add(subparsers) -> None:
     parser.add_argument("--labels", metavar="NAMES", help="comma-separated label names, e.g. 'cat,dog,airplane'")
     parser.add_argument("--labels-file", metavar="FILE", help="label names, one per line")
     parser.add_argument("--dataset", metavar="DIR", help="a folder of class sub-folders: its folder names are the labels")
-    parser.add_argument("--templates", default=None, metavar="NAME|FILE",
-                        help="'imagenet' (open_clip's 80 ImageNet prompts) or a file of prompts with {} for the label, "
-                        "one per line (default: 'This is a photo of {}.')")
+    parser.add_argument("--templates", default=None, metavar="NAME|PROMPT|FILE",
+                        help="'imagenet' (open_clip's 80 ImageNet prompts), one prompt with {} for the label (e.g. "
+                        "'a photo of {}.'), or a file of such prompts, one per line; a file named like a built-in set "
+                        "is passed with its folder, e.g. ./imagenet (default: 'This is a photo of {}.')")
     parser.add_argument("--top-k", type=int, default=5, help="classes to print per image (default: 5)")
     parser.add_argument("--batch-size", type=int, default=32, help="images per forward pass (default: 32)")
-    parser.add_argument("--save", metavar="FILE.keras", help="also write the classifier as a .keras model")
+    parser.add_argument("--on-corrupt", choices=("skip", "error"), default="skip",
+                        help="corrupt image files: skip them or stop (default: skip)")
+    parser.add_argument("--save", metavar="FILE.keras",
+                        help="also write the classifier as a .keras model, once every image is classified")
     parser.add_argument("--overwrite", action="store_true", help="replace --save if it exists")
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from keras_vit._validation import check_new_files, check_positive_int
+    from keras_vit._validation import check_new_files, check_positive_int, check_writable_folder
 
     check_positive_int("--top-k", args.top_k)
     check_positive_int("--batch-size", args.batch_size)
     if args.save is not None:
-        if not args.save.endswith(".keras"):
-            raise ValueError(f"Invalid --save={args.save!r}. Expected a file name ending in .keras.")
+        if not args.save.endswith(".keras") or os.path.isdir(args.save):
+            raise ValueError(f"Invalid --save={args.save!r}{': it is a folder' if os.path.isdir(args.save) else ''}. "
+                             "Expected a file name ending in .keras.")
+        check_writable_folder("--save", os.path.dirname(os.path.abspath(args.save)))
         check_new_files([args.save], args.overwrite)
     given = [flag for flag, value in (("--labels", args.labels), ("--labels-file", args.labels_file),
                                       ("--dataset", args.dataset)) if value is not None]
@@ -55,6 +61,7 @@ def run(args) -> int:
         if not os.path.isfile(path):
             raise FileNotFoundError(f"Image file not found: {path!r}.")
     templates = _templates(args.templates)
+    from keras_vit.commands._shared import print_skipped
     from keras_vit.export.predict import model_predictor
     from keras_vit.text.zeroshot import check_class_names, zeroshot_classifier
 
@@ -64,29 +71,78 @@ def run(args) -> int:
     print(f"keras-vit zeroshot: {args.weights}: {len(labels)} labels, "
           f"{1 if templates is None else len(templates) if not isinstance(templates, str) else templates} template(s), "
           f"{model.layers[-1].activation.__name__} scores", file=sys.stderr)
-    if args.save is not None:
+    predictor = model_predictor(model)
+    truth = None if truth is None else dict(zip(files, truth))  # a folder's files are distinct
+    correct = scored = 0
+    skipped = []
+    for start in range(0, len(files), args.batch_size):
+        chunk, probabilities = _predict(predictor, files[start : start + args.batch_size], args.on_corrupt, skipped)
+        if not chunk:
+            continue
+        for image, best in zip(chunk, predictor.top_k(probabilities, args.top_k)):
+            scored += 1
+            if truth is not None:
+                correct += int(best[0][0] == truth[image])
+                continue
+            print(image)
+            for index, label, probability in best:
+                print(f"  {probability:.4f}  {label}")
+    if not scored:
+        raise ValueError(f"No image could be classified: the {len(files)} image file(s) "
+                         f"{'of --dataset=' + repr(args.dataset) + ' ' if truth is not None else ''}are all corrupt "
+                         f"({', '.join(map(repr, skipped[:3]))}{', ...' if len(skipped) > 3 else ''}).")
+    if truth is not None:
+        left_out = f"; {len(skipped)} corrupt file(s) skipped" if skipped else ""
+        print(f"top-1 accuracy {100.0 * correct / scored:.2f}% ({correct}/{scored} images of {len(labels)} "
+              f"classes in {args.dataset}{left_out})")
+    if args.save is not None:  # only now: a failure above leaves no file behind, and the user's old one in place
         from keras_vit._atomic import atomic_file
 
         path = os.path.abspath(args.save)
         with atomic_file(path) as tmp:  # a name ending in .keras, as Keras saves
             model.save(tmp)
         print(f"{path}: the zero-shot classifier of {len(labels)} labels")
-    predictor = model_predictor(model)
-    correct = 0
-    for start in range(0, len(files), args.batch_size):
-        chunk = files[start : start + args.batch_size]
-        probabilities = predictor.predict_files(chunk)
-        for offset, (image, best) in enumerate(zip(chunk, predictor.top_k(probabilities, args.top_k))):
-            if truth is not None:
-                correct += int(best[0][0] == truth[start + offset])
-                continue
-            print(image)
-            for index, label, probability in best:
-                print(f"  {probability:.4f}  {label}")
-    if truth is not None:
-        print(f"top-1 accuracy {100.0 * correct / len(files):.2f}% ({correct}/{len(files)} images of {len(labels)} "
-              f"classes in {args.dataset})")
+    print_skipped(skipped)
     return 0
+
+
+def _predict(predictor, chunk, on_corrupt, skipped):
+    """(files, probabilities) of the image files `chunk`, the corrupt ones appended to `skipped` or refused by name."""
+    chunk = list(chunk)
+    while chunk:
+        try:
+            return chunk, predictor.predict_files(chunk)
+        except ValueError:  # a file whose body does not decode; the batch's error may not say which
+            bad = [path for path in chunk if not _decodes(path)]
+            if not bad:
+                raise
+        for path in bad:
+            _corrupt(path, on_corrupt, skipped)
+            chunk.remove(path)
+    return [], None
+
+
+def _decodes(path):
+    """Whether the image file `path` decodes as every keras_vit reader decodes it."""
+    import tensorflow as tf
+
+    from keras_vit.data import image_io
+
+    with open(path, "rb") as file:
+        data = file.read()
+    try:
+        image_io.decode_image(tf.constant(data), 3)
+    except tf.errors.InvalidArgumentError:
+        return False
+    return True
+
+
+def _corrupt(path, on_corrupt, skipped):
+    """Notes the corrupt image file `path` in `skipped`, or refuses it by name under --on-corrupt error."""
+    if on_corrupt == "error":
+        raise ValueError(f"Corrupt image file {path!r} (--on-corrupt error): it does not decode. Remove or replace "
+                         "it, or pass --on-corrupt skip to leave such files out.")
+    skipped.append(path)
 
 
 def _labels(args):
@@ -94,17 +150,49 @@ def _labels(args):
         return [label.strip() for label in args.labels.split(",")]
     from keras_vit.export import read_labels
 
-    return list(read_labels(args.labels_file))
+    if os.path.isdir(args.labels_file):
+        raise ValueError(f"Invalid --labels-file={args.labels_file!r}: it is a folder. Expected a text file of label "
+                         "names, one per line.")
+    try:
+        return list(read_labels(args.labels_file))
+    except UnicodeDecodeError as error:
+        raise ValueError(f"Invalid --labels-file={args.labels_file!r}: not UTF-8 text ({_byte(error)}). Expected a "
+                         "text file of label names, one per line.") from None
 
 
 def _templates(value):
-    if value is None or not os.path.exists(value):
-        return value  # None, or a name zeroshot_classifier checks
-    with open(value, encoding="utf-8") as file:
-        templates = [line.rstrip("\r\n") for line in file if line.strip()]
+    """None, a built-in set's name, one prompt, or the prompts of a file; ValueError naming --templates."""
+    from keras_vit.text.zeroshot import TEMPLATE_SETS
+
+    if value is None:
+        return None
+    is_file = os.path.isfile(value)
+    if value in TEMPLATE_SETS:
+        if is_file:  # read either way, one would surprise: the user says which
+            raise ValueError(f"Invalid --templates={value!r}: it names both the built-in prompt set {value!r} and a "
+                             f"file in this folder. Pass the file with its folder (--templates "
+                             f"{os.path.join(os.curdir, value)}), or run elsewhere for the built-in set.")
+        return value
+    if not is_file:
+        if os.path.isdir(value) or "{}" not in value:
+            raise ValueError(f"Invalid --templates={value!r}{': it is a folder' if os.path.isdir(value) else ''}. "
+                             f"Expected a built-in prompt set {sorted(TEMPLATE_SETS)}, a prompt with {{}} where the "
+                             "label goes, or a file of such prompts, one per line.")
+        return value  # one prompt, which zeroshot_classifier checks
+    try:
+        with open(value, encoding="utf-8") as file:
+            templates = [line.rstrip("\r\n") for line in file if line.strip()]
+    except UnicodeDecodeError as error:
+        raise ValueError(f"Invalid --templates={value!r}: not UTF-8 text ({_byte(error)}). Expected a file of "
+                         "prompts with {} where the label goes, one per line.") from None
     if not templates:
         raise ValueError(f"Invalid --templates={value!r}: the file holds no prompt; expected one per line with {{}}.")
     return templates
+
+
+def _byte(error):
+    """Where a UnicodeDecodeError found its bad byte, in a few words."""
+    return f"byte 0x{error.object[error.start]:02x} at offset {error.start}"
 
 
 def _labelled_folder(directory):
