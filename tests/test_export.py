@@ -327,3 +327,140 @@ def test_cli_export_and_predict_every_format(trained, tmp_path, capsys):
     assert "int3" in capsys.readouterr().err
     _assert_nothing_at(tmp_path / "q.tflite")
     assert cli.main(["predict", str(tmp_path / "nope.tflite"), images[0]]) == 2
+
+
+# The export and predict commands' refusals (issue s44): one line, exit 2, named by the flag, nothing written.
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """A tiny 16x16 classifier of 3 classes saved as .keras, its .tflite export, a good and a corrupt image."""
+    folder = tmp_path_factory.mktemp("tiny")
+    path = str(folder / "m.keras")
+    keras_vit.ViT("tiny", num_classes=3, input_shape=(16, 16, 3), patch_size=8, preprocessing="unit").save(path)
+    tflite_path = str(folder / "m.tflite")
+    export.tflite(keras.saving.load_model(path), tflite_path)
+    good = folder / "good.png"
+    good.write_bytes(tf.io.encode_png(tf.zeros((16, 16, 3), tf.uint8)).numpy())
+    corrupt = folder / "corrupt.jpg"
+    corrupt.write_bytes(tf.io.encode_jpeg(tf.zeros((16, 16, 3), tf.uint8)).numpy()[:100])
+    return {"path": path, "tflite": tflite_path, "good": str(good), "corrupt": str(corrupt)}
+
+
+def _one_line(capsys):
+    err = capsys.readouterr().err.strip()
+    # libjpeg's own stderr line may precede ours; it is not a Python traceback.
+    lines = [line for line in err.splitlines() if "JPEG library" not in line and not line.startswith(("W0000", "I0000"))]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def test_cli_export_checks_every_output_folder_before_writing(tiny, tmp_path, capsys):
+    afile = tmp_path / "dog.jpg"
+    afile.write_bytes(b"not a folder")
+    assert cli.main(["export", tiny["path"], "--saved-model", str(afile / "sm")]) == 2
+    assert "Invalid --saved-model=" in _one_line(capsys)
+    for flag, name in (("--onnx", "x.onnx"), ("--tflite", "x.tflite")):
+        outputs = ["--saved-model", str(tmp_path / "sm"), flag, str(afile / name)]
+        if flag == "--onnx":
+            outputs += ["--tflite", str(tmp_path / "t.tflite")]
+        assert cli.main(["export", tiny["path"], *outputs]) == 2
+        line = _one_line(capsys)
+        assert f"Invalid {flag} {afile / name} (its folder)" in line and "is a file" in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dog.jpg"], "a refused export wrote something"
+
+
+def test_cli_export_names_a_folder_given_as_the_file_first(tiny, tmp_path, capsys):
+    (tmp_path / "adir").mkdir()
+    for extra in ([], ["--overwrite"]):
+        assert cli.main(["export", tiny["path"], "--tflite", str(tmp_path / "adir"), *extra]) == 2
+        assert "it is a folder. Expected a file name ending in '.tflite'" in _one_line(capsys)
+
+
+def test_cli_export_keeps_a_labels_file_it_was_not_asked_to_replace(tiny, tmp_path, capsys):
+    labels = tmp_path / "names.txt"
+    labels.write_text("a\nb\nc\n")
+    mine = tmp_path / "b.labels.txt"
+    mine.write_text("mine1\nmine2\n")
+    target = str(tmp_path / "b.tflite")
+    assert cli.main(["export", tiny["path"], "--tflite", target, "--labels", str(labels)]) == 2
+    line = _one_line(capsys)
+    assert "b.labels.txt'" in line and "already exists holding other names" in line, line
+    assert mine.read_text() == "mine1\nmine2\n" and not os.path.exists(target)
+    with pytest.raises(FileExistsError, match="b.labels.txt"):
+        export.tflite(keras.saving.load_model(tiny["path"]), target, class_names=["a", "b", "c"])
+    # The same names are no replacement: the export goes ahead.
+    mine.write_text("a\nb\nc\n")
+    assert cli.main(["export", tiny["path"], "--tflite", target, "--labels", str(labels)]) == 0
+    assert mine.read_text() == "a\nb\nc\n" and os.path.isfile(target)
+
+
+@pytest.mark.parametrize("extra, text", [
+    (["--tflite", "x.tflite", "--int8-full"], "--int8-full applies to int8 quantization"),
+    (["--tflite", "x.tflite", "--version", "2"], "--version applies to the SavedModel"),
+    (["--tflite", "x.tflite", "--jit-compile"], "--jit-compile applies to the SavedModel"),
+    (["--onnx", "x.onnx", "--top-k", "3"], "--top-k applies to the SavedModel"),
+    (["--saved-model", "sm", "--approximate-gelu"], "--approximate-gelu applies to the TFLite file"),
+    (["--tflite", "x.tflite", "--quantization", "dynamic", "--representative-data", "d.npy"],
+     "--representative-data applies to int8 quantization"),
+    (["--tflite", "x.tflite", "--calibration-samples", "10"], "--calibration-samples applies to int8 quantization"),
+])
+def test_cli_export_refuses_flags_no_output_uses(extra, text, tiny, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["export", tiny["path"], *extra]) == 2
+    assert text in _one_line(capsys)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_export_and_predict_name_a_model_that_is_no_model_file(tiny, tmp_path, capsys):
+    (tmp_path / "notimage.txt").write_text("text")
+    assert cli.main(["export", str(tmp_path / "notimage.txt"), "--tflite", str(tmp_path / "x.tflite")]) == 2
+    assert "Expected a .keras model file" in _one_line(capsys)
+    (tmp_path / "sm" / "1").mkdir(parents=True)
+    (tmp_path / "sm" / "1" / "saved_model.pb").write_text("junk")
+    with open(tiny["path"], "rb") as f:
+        (tmp_path / "cut.keras").write_bytes(f.read()[:1000])
+    for name, kind in (("junk.onnx", "ONNX"), ("junk.tflite", "TFLite"), ("junk.keras", ".keras"),
+                       ("cut.keras", ".keras"), ("sm", "SavedModel")):
+        if not (tmp_path / name).exists():
+            (tmp_path / name).write_text("junk")
+        model = str(tmp_path / name)
+        assert cli.main(["predict", model, tiny["good"]]) == 2
+        assert f"Invalid MODEL={model!r}: not a readable {kind} file (" in _one_line(capsys), name
+    assert cli.main(["export", str(tmp_path / "cut.keras"), "--tflite", str(tmp_path / "x.tflite")]) == 2
+    assert "not a readable .keras file" in _one_line(capsys)
+    assert not os.path.exists(tmp_path / "x.tflite")
+
+
+def test_cli_export_and_predict_name_an_existing_folder_as_a_folder(tiny, tmp_path, capsys):
+    (tmp_path / "adir").mkdir()
+    assert cli.main(["predict", tiny["tflite"], str(tmp_path / "adir")]) == 2
+    assert "it is a folder. Expected image files" in _one_line(capsys)
+    assert cli.main(["export", str(tmp_path / "adir"), "--tflite", str(tmp_path / "x.tflite")]) == 2
+    assert "it is a folder (a SavedModel?). Expected a .keras model file" in _one_line(capsys)
+
+
+def test_cli_predict_names_its_flags(tiny, tmp_path, capsys):
+    assert cli.main(["predict", tiny["tflite"], tiny["good"], "--scaling", "bogus"]) == 2
+    assert "Invalid --scaling='bogus'" in _one_line(capsys)
+    assert cli.main(["predict", tiny["tflite"], tiny["good"], "--precision", "bfloat16"]) == 2
+    line = _one_line(capsys)
+    assert "Invalid --precision='bfloat16'" in line and "Pass --precision auto" in line
+    labels = tmp_path / "l2.txt"
+    labels.write_text("a\nb\n")
+    assert cli.main(["predict", tiny["tflite"], tiny["good"], "--labels", str(labels)]) == 2
+    assert f"Invalid --labels={str(labels)!r}: got 2 names but the model has 3 classes" in _one_line(capsys)
+
+
+def test_cli_predict_names_only_the_corrupt_images(tiny, capsys):
+    for model in (tiny["tflite"], tiny["path"]):
+        assert cli.main(["predict", model, tiny["good"], tiny["corrupt"]]) == 2
+        line = _one_line(capsys)
+        assert f"Invalid image file {tiny['corrupt']!r}: not a readable image file (Invalid JPEG data" in line, line
+        assert tiny["good"] not in line
+    assert cli.main(["predict", tiny["tflite"], tiny["good"]]) == 0
+
+
+def test_cli_help_names_every_export_format():
+    help_text = " ".join(cli.build_parser().format_help().split())
+    assert "a TF Serving SavedModel, a TFLite file and/or an ONNX file" in help_text

@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 import sys
 
+# The defaults of --calibration-samples and --top-k: None in the parser, so a flag given where it is not used is seen.
+CALIBRATION_SAMPLES = 200
+TOP_K = 5
 
 
 def add(subparsers):
@@ -12,16 +15,17 @@ def add(subparsers):
 
     parser = subparsers.add_parser(
         "export",
-        help="export a .keras model to a TF Serving SavedModel and/or a TFLite file",
+        help="export a .keras model to a TF Serving SavedModel, a TFLite file and/or an ONNX file",
         description=(
             "Exports a .keras classifier. Exported models take [0, 255] pixels; a model built "
             "without preprocessing= needs --scaling. Class names come from --labels or from "
-            "labels.txt beside the model."
+            "labels.txt beside the model. A TFLite file gets its class names written beside it too, as "
+            "<stem>.labels.txt: an existing one is replaced only with --overwrite, unless it holds the same names."
         ),
     )
     parser.add_argument("model", help="the .keras model file")
     parser.add_argument("--saved-model", metavar="DIR", help="TF Serving base folder; writes DIR/<version>/")
-    parser.add_argument("--version", type=int, help="SavedModel version (default: the next integer)")
+    parser.add_argument("--version", type=int, help="SavedModel version (default: the next integer; needs --saved-model)")
     parser.add_argument("--tflite", metavar="FILE", help="TFLite file to write (.tflite)")
     parser.add_argument("--onnx", metavar="FILE", help="ONNX file to write (.onnx; needs pip install 'keras_vit[onnx]')")
     parser.add_argument(
@@ -31,22 +35,26 @@ def add(subparsers):
         "--representative-data",
         metavar="DATA",
         help="int8 calibration images in [0, 255]: a .npy file, a .npz file (its x_train or first "
-        "array), a folder of images, or 'fashion-mnist-sample' (the shipped sample's training images)",
+        "array), a folder of images, or 'fashion-mnist-sample' (the shipped sample's training images); "
+        "needs --quantization int8",
     )
-    parser.add_argument("--calibration-samples", type=int, default=200, help="images used for int8 calibration")
+    parser.add_argument("--calibration-samples", type=int,
+                        help=f"images used for int8 calibration (default: {CALIBRATION_SAMPLES})")
     parser.add_argument(
         "--int8-full",
         action="store_true",
-        help="int8 with every op in int8, LayerNorm and residual adds too (integer-only accelerators; less accurate)",
+        help="int8 with every op in int8, LayerNorm and residual adds too (integer-only accelerators; less accurate; "
+        "needs --quantization int8)",
     )
-    parser.add_argument("--approximate-gelu", action="store_true", help="TFLite with the tanh GELU (same weights)")
+    parser.add_argument("--approximate-gelu", action="store_true",
+                        help="TFLite with the tanh GELU (same weights; needs --tflite)")
     parser.add_argument("--labels", metavar="FILE", help="class names, one per line (default: <model>.labels.txt or labels.txt beside the model)")
     parser.add_argument(
         "--scaling", help="pixel scaling for a model without preprocessing: unit, symmetric, imagenet or none"
     )
-    parser.add_argument("--top-k", type=int, default=5, help="top-k outputs of the SavedModel (default: 5)")
+    parser.add_argument("--top-k", type=int, help=f"top-k outputs of the SavedModel (default: {TOP_K}; needs --saved-model)")
     parser.add_argument("--jit-compile", action="store_true", help="compile the SavedModel's model part with XLA "
-                        "(about 1.5x faster on CPU; a CPU TF Serving then needs --xla_cpu_compilation_enabled=true)")
+                        "(about 1.5x faster on CPU; a CPU TF Serving then needs --xla_cpu_compilation_enabled=true; needs --saved-model)")
     parser.add_argument("--precision", choices=("auto", *choices.EXPORT_PRECISIONS), default="float32",
                         help="what the SavedModel computes in: float32 (default) or bfloat16 (on CPUs with AMX "
                         "TF Serving runs it on oneDNN's bfloat16 kernels; TFLite and ONNX stay float32); auto: "
@@ -54,7 +62,8 @@ def add(subparsers):
                         "native bfloat16)")
     parser.add_argument("--max-num-patches", type=int, help="a NaFlex model's patch budget: the length of the "
                         "TFLite/ONNX patch sequence, what the SavedModel resizes each image to fit (default: 256)")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing version folder or file")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an existing version folder or file (a TFLite file's <stem>.labels.txt too)")
     parser.set_defaults(func=run)
 
 
@@ -74,21 +83,16 @@ def run(args):
                         ("--version", args.version)):
         if value is not None:
             _validation.check_positive_int(flag, value)
-    if not os.path.isfile(args.model):
-        raise FileNotFoundError(f"Model not found: {args.model!r}.")
-    if args.quantization != "none" and not args.tflite:
-        raise ValueError(f"--quantization {args.quantization} applies to the TFLite file; pass --tflite FILE too.")
-    if args.precision != "float32" and not args.saved_model:
-        raise ValueError(f"--precision {args.precision} applies to the SavedModel; pass --saved-model DIR too "
-                         "(TFLite and ONNX files compute in float32 or their --quantization).")
+    _check_model_path(args.model)
+    _check_flags_apply(args)
     if args.quantization == "int8" and not args.representative_data:
         raise ValueError("--quantization int8 needs --representative-data.")
     if args.max_num_patches is not None:
         _validation.check_positive_int("--max-num-patches", args.max_num_patches)
     # Before the first export writes anything (the SavedModel's version folder is checked by its writer).
-    _validation.check_new_files([path for path in (args.tflite, args.onnx) if path], args.overwrite)
+    _check_outputs(args, _validation)
     class_names = export.read_labels(args.labels) if args.labels else export.labels_beside(args.model)
-    model = keras.saving.load_model(args.model)
+    model = _load_model(keras, args.model)
     if is_naflex(model):
         return _export_naflex(args, export, model)
     if args.max_num_patches is not None:
@@ -97,6 +101,11 @@ def run(args):
         args.precision, reason = export.predict.saved_model_precision(model)
         print(f"precision {args.precision} ({reason})", file=sys.stderr)
     # Everything the exports read is checked before the first one writes anything.
+    if args.tflite:
+        from keras_vit.export._common import class_names_of
+        from keras_vit.export.tflite import check_labels_file
+
+        check_labels_file(args.tflite, class_names_of(model, class_names), args.overwrite)
     data = None
     if args.quantization == "int8":
         data = calibration_images(args.representative_data, model.inputs[0].shape[1:], argument="--representative-data")
@@ -105,11 +114,82 @@ def run(args):
     return 0
 
 
+def _check_model_path(path):
+    """MODEL must be an existing .keras file: a folder or another file gets a line saying so, not Keras' advice."""
+    if os.path.isdir(path):
+        raise ValueError(f"Invalid MODEL={path!r}: it is a folder (a SavedModel?). Expected a .keras model file; "
+                         "export takes the .keras model an export is made from.")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"Model not found: MODEL={path!r}.")
+    if not path.endswith(".keras"):
+        raise ValueError(f"Invalid MODEL={path!r}. Expected a .keras model file.")
+
+
+def _load_model(keras, path):
+    """The .keras model at `path`; a file Keras cannot read is named in one line."""
+    import zipfile
+
+    try:
+        return keras.saving.load_model(path)
+    except (OSError, ValueError, zipfile.BadZipFile) as error:
+        # Keras reads a file that is no zip archive (junk, or cut off) as "File not found".
+        reason = "not a zip archive" if not zipfile.is_zipfile(path) else str(error).splitlines()[0]
+        raise ValueError(f"Invalid MODEL={path!r}: not a readable .keras file ({reason}).") from None
+
+
+def _check_flags_apply(args):
+    """Refuses a flag that none of the requested outputs would use: silently ignored, it would mislead."""
+    int8 = args.quantization == "int8"
+    # (flag, given, the output it applies to, its flag, why the others ignore it); --quantization and --precision
+    # say more, so they keep their own lines below.
+    saved_model, tflite = ("the SavedModel", "--saved-model DIR"), ("the TFLite file", "--tflite FILE")
+    for flag, given, (output, need), present, why in (
+        ("--version", args.version is not None, saved_model, args.saved_model, ""),
+        ("--jit-compile", args.jit_compile, saved_model, args.saved_model, ""),
+        ("--top-k", args.top_k is not None, saved_model, args.saved_model,
+         " (TFLite and ONNX files return every probability)"),
+        ("--approximate-gelu", args.approximate_gelu, tflite, args.tflite,
+         " (the SavedModel and the ONNX file keep the exact GELU)"),
+    ):
+        if given and not present:
+            raise ValueError(f"{flag} applies to {output}; pass {need} too{why}.")
+    if args.quantization != "none" and not args.tflite:
+        raise ValueError(f"--quantization {args.quantization} applies to the TFLite file; pass --tflite FILE too.")
+    for flag, given in (("--int8-full", args.int8_full),
+                        ("--representative-data", args.representative_data is not None),
+                        ("--calibration-samples", args.calibration_samples is not None)):
+        if given and not int8:
+            raise ValueError(f"{flag} applies to int8 quantization; pass --tflite FILE --quantization int8 too "
+                             f"(got --quantization {args.quantization}).")
+    if args.precision != "float32" and not args.saved_model:
+        raise ValueError(f"--precision {args.precision} applies to the SavedModel; pass --saved-model DIR too "
+                         "(TFLite and ONNX files compute in float32 or their --quantization).")
+
+
+def _check_outputs(args, _validation):
+    """Every output's name and folder, before any export: one that cannot be written must not leave others behind."""
+    if args.saved_model:
+        _validation.check_writable_folder("--saved-model", args.saved_model)
+    files = []
+    for flag, path, suffix in (("--tflite", args.tflite, ".tflite"), ("--onnx", args.onnx, ".onnx")):
+        if not path:
+            continue
+        # The kind first: a folder given as the file is refused as such, not as a file that exists.
+        if os.path.isdir(path):
+            raise ValueError(f"Invalid {flag}={path!r}: it is a folder. Expected a file name ending in {suffix!r}.")
+        if not path.endswith(suffix):
+            raise ValueError(f"Invalid {flag}={path!r}. Expected a file name ending in {suffix!r}.")
+        _validation.check_writable_folder(f"{flag} {path} (its folder)", os.path.dirname(os.path.abspath(path)))
+        files.append(path)
+    _validation.check_new_files(files, args.overwrite)
+
+
 def _export_naflex(args, export, model):
     """A NaFlex model: TFLite and ONNX files on one padded patch sequence, a SavedModel of encoded images."""
     unsupported = [flag for flag, used in (("--quantization " + args.quantization, args.quantization != "none"),
                                            ("--approximate-gelu", args.approximate_gelu),
                                            ("--jit-compile", args.jit_compile),
+                                           ("--top-k", args.top_k is not None),
                                            ("--precision " + args.precision, args.precision != "float32"),
                                            ("--labels", args.labels)) if used]
     if unsupported:
@@ -150,7 +230,7 @@ def _export(args, export, model, class_names, data):
                 args.version,
                 class_names=class_names,
                 scaling=args.scaling,
-                top_k=args.top_k,
+                top_k=TOP_K if args.top_k is None else args.top_k,
                 overwrite=args.overwrite,
                 jit_compile=args.jit_compile,
                 precision=args.precision,
@@ -166,7 +246,7 @@ def _export(args, export, model, class_names, data):
                 args.tflite,
                 args.quantization,
                 representative_data=data,
-                calibration_samples=args.calibration_samples,
+                calibration_samples=args.calibration_samples or CALIBRATION_SAMPLES,
                 scaling=args.scaling,
                 class_names=class_names,
                 approximate_gelu=args.approximate_gelu,

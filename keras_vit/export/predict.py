@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 import tensorflow as tf
@@ -89,9 +90,10 @@ class Predictor:
         SavedModel exported by `keras_vit.export.saved_model` gets the encoded bytes through its
         `serve_bytes` signature, exactly as TF Serving would.
         """
+        data = image_io.read_files(paths)
+        check_decodable(paths, data)
         if self._run_bytes is None:
             return self.predict(image_io.read_image_files(paths, *self.image_shape))
-        data = image_io.read_files(paths)
         with image_io.naming_files(paths):
             return np.asarray(self._run_bytes(data), dtype="float32")
 
@@ -106,7 +108,25 @@ class Predictor:
         return results
 
 
-def load_predictor(path, *, class_names=None, scaling=None, precision=None, max_num_patches=None):
+def check_decodable(paths, data):
+    """Raises one ValueError naming each file of `paths` (whose bytes are `data`) that does not decode as an image."""
+    # One by one, before the model runs: decoded as a batch, a broken file fails the batch, its error naming
+    # every file or none (a SavedModel's only "Graph execution error").
+    bad = []
+    for path, item in zip(paths, data):
+        try:
+            image_io.decode_image(tf.constant(item), 3)
+        except tf.errors.InvalidArgumentError as error:
+            reason = re.sub(r"^image_bytes\[\d+\] |\s*\[Op:.*$", "", image_io.error_text(error)).rstrip(".")
+            bad.append((path, reason))
+    if len(bad) == 1:
+        raise ValueError(f"Invalid image file {bad[0][0]!r}: not a readable image file ({bad[0][1]}).")
+    if bad:
+        listed = ", ".join(f"{path!r} ({reason})" for path, reason in bad)
+        raise ValueError(f"{len(bad)} of the {len(paths)} image files are not readable images: {listed}.")
+
+
+def load_predictor(path, *, class_names=None, scaling=None, precision=None, max_num_patches=None, argument_names=None):
     """Opens a `.keras` model, a SavedModel folder (or a TF Serving base folder), a `.tflite` or an `.onnx` file.
 
     Class names come from `class_names`, else from the labels the export stored (SavedModel
@@ -131,6 +151,9 @@ def load_predictor(path, *, class_names=None, scaling=None, precision=None, max_
         max_num_patches: int or None. For a NaFlex `.keras` model (`naflex=True`), which takes
             each image at its own aspect: the patch budget each image is resized to fit
             (`keras_vit.naflex.naflex_inputs`); None uses 256 (SigLIP 2's). Defaults to None.
+        argument_names: dict or None. How messages name the arguments, by parameter name (the
+            command line's {"path": "MODEL", "precision": "--precision", ...}); None: as
+            above. Defaults to None.
 
     Returns:
         A `Predictor` (its `precision` and `precision_reason` say what it computes in).
@@ -144,42 +167,63 @@ def load_predictor(path, *, class_names=None, scaling=None, precision=None, max_
     >>> predictor.predict(np.zeros((2, 32, 32, 3))).shape
     (2, 3)
     """
+    names = {"path": "path", "class_names": "class_names", "scaling": "scaling", "precision": "precision",
+             **(argument_names or {})}
     if not isinstance(path, (str, os.PathLike)) or not os.path.exists(path):
-        raise FileNotFoundError(f"Model not found: path={path!r}.")
+        raise FileNotFoundError(f"Model not found: {names['path']}={path!r}.")
     path = os.fspath(path)
     if precision not in (None, "auto", *compute_precision.EXPORT_PRECISIONS):
-        raise ValueError(f"Invalid precision={precision!r}. Expected None, 'auto' or one of {list(compute_precision.EXPORT_PRECISIONS)}.")
+        raise ValueError(f"Invalid {names['precision']}={precision!r}. Expected None, 'auto' or one of "
+                         f"{list(compute_precision.EXPORT_PRECISIONS)}.")
     if path.endswith(".keras"):
-        return _keras_predictor(path, class_names, scaling, precision, max_num_patches)
+        return _keras_predictor(path, class_names, scaling, precision, max_num_patches, names=names)
     if max_num_patches is not None:
         raise ValueError(f"Invalid max_num_patches={max_num_patches!r} for {path!r}: it applies to a NaFlex .keras "
                          "model; an exported file takes the images it was exported for.")
-    predictor = _file_predictor(path, class_names)
+    if scaling is not None:  # an exported file scales its pixels itself, as it was exported
+        raise ValueError(f"Invalid {names['scaling']}={scaling!r} for {path!r}: it applies to a .keras model "
+                         "without preprocessing; an exported file carries its own scaling. Leave it out.")
+    predictor = _file_predictor(path, class_names, names)
     if precision in compute_precision.EXPORT_PRECISIONS and precision != predictor.precision:
         how = ("keras-vit export MODEL.keras --saved-model DIR --precision bfloat16" if precision == "bfloat16"
                else "keras-vit export MODEL.keras --saved-model DIR")
+        auto = "precision='auto'" if names["precision"] == "precision" else f"{names['precision']} auto"
         raise ValueError(
-            f"Invalid precision={precision!r} for {path!r}: the file computes in {predictor.precision}, as it was "
-            f"exported; only a .keras model is converted when loaded. Pass precision='auto', or export one in "
+            f"Invalid {names['precision']}={precision!r} for {path!r}: the file computes in {predictor.precision}, "
+            f"as it was exported; only a .keras model is converted when loaded. Pass {auto}, or export one in "
             f"{precision}: {how}.")
     return predictor
 
 
-def _file_predictor(path, class_names):
+def _file_predictor(path, class_names, names):
     if os.path.isdir(path):
-        return _saved_model_predictor(_saved_model_dir(path), class_names)
+        return _saved_model_predictor(_saved_model_dir(path, names), class_names, names, given=path)
     if path.endswith(".tflite"):
-        return _tflite_predictor(path, class_names)
+        return _tflite_predictor(path, class_names, names)
     if path.endswith(".onnx"):
-        return _onnx_predictor(path, class_names)
-    raise ValueError(
-        f"Invalid path={path!r}. Expected a .keras file, a .tflite file, an .onnx file or a SavedModel folder."
-    )
+        return _onnx_predictor(path, class_names, names)
+    raise ValueError(f"Invalid {names['path']}={path!r}. Expected a .keras file, a .tflite file, an .onnx file "
+                     "or a SavedModel folder.")
 
 
-def _names(class_names, stored, classes):
-    names = class_names if class_names is not None else stored
-    return _common.check_class_names(names, classes) if names is not None else None
+def _opened(open_model, path, kind, names, errors=(Exception,)):
+    """`open_model()`; the runtime's error on a file that is no model of its kind (junk, cut off) as one line naming it."""
+    try:
+        return open_model()
+    except errors as error:
+        reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise ValueError(f"Invalid {names['path']}={path!r}: not a readable {kind} file ({reason}).") from None
+
+
+def _names(class_names, stored, classes, names=None):
+    checked = class_names if class_names is not None else stored
+    if checked is None:
+        return None
+    # Given names that do not fit are named as the caller passed them (the command line's --labels FILE).
+    argument = (names or {}).get("class_names", "class_names")
+    if class_names is not None and not isinstance(class_names, str) and len(class_names) != classes:
+        raise ValueError(f"Invalid {argument}: got {len(class_names)} names but the model has {classes} classes.")
+    return _common.check_class_names(checked, classes)
 
 
 def model_predictor(model, class_names=None, scaling=None):
@@ -200,15 +244,22 @@ def model_predictor(model, class_names=None, scaling=None):
     return _keras_predictor(getattr(model, "name", "model"), class_names, scaling, None, None, model=model)
 
 
-def _keras_predictor(path, class_names, scaling, precision, max_num_patches, model=None):
+def _keras_predictor(path, class_names, scaling, precision, max_num_patches, model=None, names=None):
+    import zipfile
+
     import keras
 
+    names = names or {"path": "path"}
     if model is None:
-        model = keras.saving.load_model(path)
+        # Keras reads a file that is no zip archive (junk, or cut off) as "File not found".
+        if not zipfile.is_zipfile(path):
+            raise ValueError(f"Invalid {names['path']}={path!r}: not a readable .keras file (not a zip archive).")
+        model = _opened(lambda: keras.saving.load_model(path), path, ".keras", names,
+                        (OSError, ValueError, zipfile.BadZipFile))
     precision = inference_precision(model, precision)
     model = compute_precision.compute_model(model, precision[0])
     if _common.is_naflex(model):
-        return _naflex_predictor(path, model, class_names, scaling, precision, max_num_patches)
+        return _naflex_predictor(path, model, class_names, scaling, precision, max_num_patches, names)
     if max_num_patches is not None:
         raise ValueError(f"Invalid max_num_patches={max_num_patches!r} for {path!r}: it applies to a NaFlex model "
                          "(naflex=True), and this one takes images of one size.")
@@ -216,8 +267,8 @@ def _keras_predictor(path, class_names, scaling, precision, max_num_patches, mod
     classes = _common.num_classes(model, what="predict with")
     scale = _common.scale_pixels(_common.resolve_scaling(model, scaling, shape[-1]))
     to_probabilities = _common.to_probabilities(model)
-    names = _names(class_names, (_common.labels_beside(path) if path.endswith(".keras") else None)
-                   or _common.class_names_of(model), classes)
+    labels = _names(class_names, (_common.labels_beside(path) if path.endswith(".keras") else None)
+                    or _common.class_names_of(model), classes, names)
 
     def run(images):
         return np.asarray(to_probabilities(model.predict(scale(images), verbose=0, batch_size=64)))
@@ -229,10 +280,10 @@ def _keras_predictor(path, class_names, scaling, precision, max_num_patches, mod
         def run_bytes(data):
             return run(decode_processed_images(tf.constant(data), processor, *shape).numpy())
 
-    return Predictor(path, "keras", shape, names, run, run_bytes, precision=precision)
+    return Predictor(path, "keras", shape, labels, run, run_bytes, precision=precision)
 
 
-def _naflex_predictor(path, model, class_names, scaling, precision, max_num_patches):
+def _naflex_predictor(path, model, class_names, scaling, precision, max_num_patches, names=None):
     """A NaFlex classifier's `Predictor`: each image at its own size resized under the patch budget."""
     from keras_vit.naflex import DEFAULT_MAX_NUM_PATCHES, naflex_inputs
 
@@ -242,7 +293,7 @@ def _naflex_predictor(path, model, class_names, scaling, precision, max_num_patc
     classes = _common.num_classes(model, what="predict with")
     scale = _common.scale_pixels(_common.resolve_scaling(model, scaling, channels))
     to_probabilities = _common.to_probabilities(model)
-    names = _names(class_names, _common.labels_beside(path), classes)
+    labels = _names(class_names, _common.labels_beside(path), classes, names)
 
     def run(images):
         inputs, mask = naflex_inputs(list(images), patch, budget, scaling=None)
@@ -254,7 +305,7 @@ def _naflex_predictor(path, model, class_names, scaling, precision, max_num_patc
     def run_bytes(data):
         return run([image_io.decode_image(item, channels, index=i).numpy() for i, item in enumerate(data)])
 
-    return Predictor(path, "keras", (None, None, channels), names, run, run_bytes, precision=precision)
+    return Predictor(path, "keras", (None, None, channels), labels, run, run_bytes, precision=precision)
 
 
 def inference_precision(model, precision="auto", machine=None, measure=None):
@@ -355,7 +406,7 @@ def inference_trial(model):
     return measure
 
 
-def _saved_model_dir(path):
+def _saved_model_dir(path, names):
     if os.path.isfile(os.path.join(path, "saved_model.pb")):
         return path
     versions = [int(name) for name in os.listdir(path) if name.isdigit()]
@@ -363,11 +414,13 @@ def _saved_model_dir(path):
         candidate = os.path.join(path, str(max(versions)))
         if os.path.isfile(os.path.join(candidate, "saved_model.pb")):
             return candidate
-    raise ValueError(f"Invalid path={path!r}: the folder holds no saved_model.pb (nor numbered versions with one).")
+    raise ValueError(f"Invalid {names['path']}={path!r}: the folder holds no saved_model.pb (nor numbered versions "
+                     "with one).")
 
 
-def _saved_model_predictor(path, class_names):
-    loaded = tf.saved_model.load(path)
+def _saved_model_predictor(path, class_names, names, given=None):
+    # Named as given (a TF Serving base folder), its version folder's saved_model.pb named in the reason.
+    loaded = _opened(lambda: tf.saved_model.load(path), given or path, "SavedModel", names, (OSError, ValueError))
     signature = loaded.signatures.get("serving_default")
     outputs = signature.structured_outputs if signature is not None else {}
     if "probabilities" not in outputs:
@@ -379,7 +432,7 @@ def _saved_model_predictor(path, class_names):
     shape = tuple(spec.shape[1:])
     stored = os.path.join(path, "assets.extra", _common.LABELS_FILENAME)
     stored = _common.read_labels(stored) if os.path.isfile(stored) else _common.labels_beside(path)
-    names = _names(class_names, stored, int(outputs["probabilities"].shape[-1]))
+    labels = _names(class_names, stored, int(outputs["probabilities"].shape[-1]), names)
 
     def run(images):
         return signature(images=tf.constant(images))["probabilities"].numpy()
@@ -396,15 +449,15 @@ def _saved_model_predictor(path, class_names):
     if os.path.isfile(marker):
         with open(marker) as f:
             precision = f.read().strip()
-    predictor = Predictor(path, "saved_model", shape, names, run, run_bytes, precision=(precision, "the file's"))
+    predictor = Predictor(path, "saved_model", shape, labels, run, run_bytes, precision=(precision, "the file's"))
     predictor._loaded = loaded  # the signatures' variables live as long as this object
     return predictor
 
 
-def _tflite_predictor(path, class_names):
+def _tflite_predictor(path, class_names, names):
     from ai_edge_litert.interpreter import Interpreter
 
-    interpreter = Interpreter(model_path=path)
+    interpreter = _opened(lambda: Interpreter(model_path=path), path, "TFLite", names, (ValueError, RuntimeError))
     signatures = interpreter.get_signature_list()
     if SIGNATURE not in signatures or signatures[SIGNATURE]["inputs"] != [INPUT_NAME]:
         raise ValueError(
@@ -419,7 +472,7 @@ def _tflite_predictor(path, class_names):
     output_details = runner.get_output_details()[output_name]
     stored = tflite_metadata.labels_in(path)
     stored = stored if stored is not None else _common.labels_beside(path)
-    names = _names(class_names, stored, int(output_details["shape"][-1]))
+    labels = _names(class_names, stored, int(output_details["shape"][-1]), names)
 
     def run(images):
         step = static_batch if static_batch > 0 else len(images)
@@ -435,12 +488,14 @@ def _tflite_predictor(path, class_names):
         # Files written before every export returned probabilities have a "logits" output.
         return outputs if output_name == OUTPUT_NAME else tf.nn.softmax(outputs, axis=-1).numpy()
 
-    return Predictor(path, "tflite", shape, names, run)
+    return Predictor(path, "tflite", shape, labels, run)
 
 
-def _onnx_predictor(path, class_names):
+def _onnx_predictor(path, class_names, names):
     onnxruntime = require("onnxruntime")
-    session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+    # onnxruntime's errors (InvalidProtobuf, Fail, ...) share no base class but Exception.
+    session = _opened(lambda: onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"]), path, "ONNX",
+                      names)
     inputs, outputs = session.get_inputs(), session.get_outputs()
     if [i.name for i in inputs] != [INPUT_NAME] or [o.name for o in outputs] != [OUTPUT_NAME]:
         raise ValueError(
@@ -451,11 +506,11 @@ def _onnx_predictor(path, class_names):
     shape = tuple(int(d) for d in inputs[0].shape[1:])
     stored = session.get_modelmeta().custom_metadata_map.get(ONNX_LABELS_KEY)
     stored = tuple(stored.split("\n")) if stored else _common.labels_beside(path)
-    names = _names(class_names, stored, int(outputs[0].shape[-1]))
+    labels = _names(class_names, stored, int(outputs[0].shape[-1]), names)
 
     def run(images):
         return np.concatenate(
             [session.run(None, {INPUT_NAME: images[i : i + 64]})[0] for i in range(0, len(images), 64)]
         )
 
-    return Predictor(path, "onnx", shape, names, run)
+    return Predictor(path, "onnx", shape, labels, run)

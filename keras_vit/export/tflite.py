@@ -117,7 +117,7 @@ def tflite(
             None.
         class_names: sequence of str or None. Stored inside the file as its labels metadata,
             and also written to `<stem>.labels.txt` beside it for tools that do not read
-            metadata. Defaults to None.
+            metadata (an existing one holding other names only with `overwrite`). Defaults to None.
         approximate_gelu: bool. Export a copy of the model with the tanh GELU (same weights),
             for delegates without the GELU/Erf kernels; outputs differ from the exact model by
             about 1e-3. Defaults to False.
@@ -146,8 +146,7 @@ def tflite(
     names = _common.check_output_names(_common.class_names_of(model, class_names), classes)
     mean_std = _common.resolve_scaling(model, scaling, shape[-1])
     path = _common.output_file(path, ".tflite", overwrite=overwrite)
-    # One labels file per model file, so several models can share a folder.
-    labels_path = os.path.splitext(path)[0] + ".labels.txt"
+    labels_path = check_labels_file(path, names, overwrite)
     check_positive_int("calibration_samples", calibration_samples)
     if batch_size is not None:
         check_positive_int("batch_size", batch_size)
@@ -198,6 +197,31 @@ def tflite(
     if names is not None:
         _common.write_labels(labels_path, names)
     return TFLiteExport(path, quantization, os.path.getsize(path), ops, output_name)
+
+
+def labels_file(path):
+    """The labels file `tflite` writes beside the .tflite file `path`: `<stem>.labels.txt`."""
+    # One labels file per model file, so several models can share a folder.
+    return os.path.splitext(os.path.abspath(os.fspath(path)))[0] + ".labels.txt"
+
+
+def check_labels_file(path, class_names, overwrite):
+    """Returns `labels_file(path)`; FileExistsError if it exists holding other names than `class_names`, unless `overwrite`."""
+    # The overwrite rule (keras_vit._validation.check_new_files) for a file the user did not name; one holding the
+    # same names (the model's own <stem>.labels.txt beside an export of the same stem) is no replacement.
+    labels_path = labels_file(path)
+    if class_names is None or overwrite or not os.path.lexists(labels_path):
+        return labels_path
+    try:
+        with open(labels_path, encoding="utf-8") as f:
+            same = f.read() == "".join(f"{name}\n" for name in class_names)
+    except (OSError, UnicodeDecodeError):
+        same = False
+    if not same:
+        raise FileExistsError(
+            f"{labels_path!r} (the class names written beside {os.fspath(path)!r}) already exists holding other "
+            "names; pass overwrite=True (--overwrite) to replace it.")
+    return labels_path
 
 
 def naflex_tflite(model, path, max_num_patches=None, *, weights=None, overwrite=False):
