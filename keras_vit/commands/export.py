@@ -68,9 +68,7 @@ def add(subparsers):
 
 
 def run(args):
-    import keras
-
-    from keras_vit import _validation, export
+    from keras_vit import _keras_file, _validation, export
     from keras_vit.export.calibration import calibration_images
     from keras_vit.naflex import is_naflex
 
@@ -92,7 +90,7 @@ def run(args):
     # Before the first export writes anything (the SavedModel's version folder is checked by its writer).
     _check_outputs(args, _validation)
     class_names = export.read_labels(args.labels) if args.labels else export.labels_beside(args.model)
-    model = _load_model(keras, args.model)
+    model = _keras_file.load(args.model, "MODEL")
     if is_naflex(model):
         return _export_naflex(args, export, model)
     if args.max_num_patches is not None:
@@ -123,18 +121,6 @@ def _check_model_path(path):
         raise FileNotFoundError(f"Model not found: MODEL={path!r}.")
     if not path.endswith(".keras"):
         raise ValueError(f"Invalid MODEL={path!r}. Expected a .keras model file.")
-
-
-def _load_model(keras, path):
-    """The .keras model at `path`; a file Keras cannot read is named in one line."""
-    import zipfile
-
-    try:
-        return keras.saving.load_model(path)
-    except (OSError, ValueError, zipfile.BadZipFile) as error:
-        # Keras reads a file that is no zip archive (junk, or cut off) as "File not found".
-        reason = "not a zip archive" if not zipfile.is_zipfile(path) else str(error).splitlines()[0]
-        raise ValueError(f"Invalid MODEL={path!r}: not a readable .keras file ({reason}).") from None
 
 
 def _check_flags_apply(args):

@@ -8,6 +8,7 @@ import re
 import numpy as np
 import tensorflow as tf
 
+from keras_vit import _keras_file
 from keras_vit.data import image_io
 from keras_vit.data.processor_graph import decode_processed_images
 from keras_vit.export import _common, compute_precision, tflite_metadata
@@ -245,17 +246,9 @@ def model_predictor(model, class_names=None, scaling=None):
 
 
 def _keras_predictor(path, class_names, scaling, precision, max_num_patches, model=None, names=None):
-    import zipfile
-
-    import keras
-
     names = names or {"path": "path"}
     if model is None:
-        # Keras reads a file that is no zip archive (junk, or cut off) as "File not found".
-        if not zipfile.is_zipfile(path):
-            raise ValueError(f"Invalid {names['path']}={path!r}: not a readable .keras file (not a zip archive).")
-        model = _opened(lambda: keras.saving.load_model(path), path, ".keras", names,
-                        (OSError, ValueError, zipfile.BadZipFile))
+        model = _keras_file.load(path, names["path"])
     precision = inference_precision(model, precision)
     model = compute_precision.compute_model(model, precision[0])
     if _common.is_naflex(model):

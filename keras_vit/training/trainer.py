@@ -19,12 +19,11 @@ import dataclasses
 import os
 import time
 import warnings
-import zipfile
 
 import keras
 import tensorflow as tf
 
-from keras_vit import machine
+from keras_vit import _keras_file, machine
 from keras_vit._validation import check_fraction, check_positive_int
 from keras_vit.data.pipeline import make_pipeline
 from keras_vit.data.sources import load_source, naming_corrupt_files
@@ -571,10 +570,7 @@ def evaluate(model_path, dataset="sample", split="test", batch_size=256, data_di
     if not os.path.isfile(model_path):
         raise FileNotFoundError(f"Model file not found: model={model_path!r}.")
     source = load_source(dataset, split, data_dir, on_corrupt, download, validation_split, seed).take(max_examples)
-    try:
-        model = keras.saving.load_model(model_path, compile=False)
-    except (OSError, ValueError, zipfile.BadZipFile) as error:  # Keras reads a cut-off file as "File not found"
-        raise ValueError(f"Invalid model={model_path!r}: not a readable .keras file ({error}).") from None
+    model = _keras_file.load(model_path, "model", compile=False)
     # A .keras file of another model (not an image classifier) must be named, not fail in unpacking.
     from keras_vit.export import _common
 

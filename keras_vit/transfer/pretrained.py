@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import zipfile
 
 import keras
 
-from keras_vit import configs
+from keras_vit import _keras_file, configs
 from keras_vit._validation import check_choice, check_positive_int, plain
 from keras_vit.models import vit
 from keras_vit.weights import CHECKPOINTS, Checkpoint, resample_position_embedding
@@ -254,12 +253,7 @@ def _checkpoint_scaling(spec, scaling, record):
 def _from_keras_file(spec, num_classes, image_size, scaling, build_args):
     if not os.path.isfile(spec):
         raise FileNotFoundError(f"Model file not found: spec={spec!r}.")
-    try:
-        source = keras.saving.load_model(spec, compile=False)
-    except (OSError, ValueError, zipfile.BadZipFile) as error:
-        # Keras says "File not found" of a file that is there but no zip (cut off, or another format).
-        reason = error if zipfile.is_zipfile(spec) else "no zip archive: truncated or another format?"
-        raise ValueError(f"Invalid spec={spec!r}: not a readable .keras file ({reason}).") from None
+    source = _keras_file.load(spec, "spec", compile=False)
     config = getattr(source, "vit_config", None)
     if config is None:
         raise ValueError(
