@@ -33,7 +33,6 @@ def run(args):
     from keras_vit import export
     from keras_vit._validation import check_positive_int
     from keras_vit.data import image_io
-    from keras_vit.export.predict import check_decodable
     from keras_vit.precision_trial import MEASURED
 
     check_positive_int("--top-k", args.top_k)
@@ -47,8 +46,8 @@ def run(args):
                              "or WebP).")
         if not os.path.isfile(image):
             raise FileNotFoundError(f"Image file not found: IMAGE={image!r}.")
-    # Each file on its own: decoded in one batch, a broken one would fail the batch naming every file.
-    check_decodable(args.images, image_io.read_files(args.images))
+    # Before the model loads, which may take long: a broken file is named at once.
+    image_io.check_decodable(args.images, image_io.read_files(args.images))
     class_names = export.read_labels(args.labels) if args.labels else None
     argument_names = {"path": "MODEL", "scaling": "--scaling", "precision": "--precision",
                       "class_names": f"--labels={args.labels!r}"}

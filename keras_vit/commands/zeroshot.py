@@ -112,29 +112,16 @@ def _predict(predictor, chunk, on_corrupt, skipped):
     while chunk:
         try:
             return chunk, predictor.predict_files(chunk)
-        except ValueError:  # a file whose body does not decode; the batch's error may not say which
-            bad = [path for path in chunk if not _decodes(path)]
+        except ValueError:  # a file whose body does not decode: skipped, or named, and the rest run again
+            from keras_vit.data import image_io
+
+            bad = [path for path, _ in image_io.undecodable(chunk, image_io.read_files(chunk))]
             if not bad:
                 raise
         for path in bad:
             _corrupt(path, on_corrupt, skipped)
             chunk.remove(path)
     return [], None
-
-
-def _decodes(path):
-    """Whether the image file `path` decodes as every keras_vit reader decodes it."""
-    import tensorflow as tf
-
-    from keras_vit.data import image_io
-
-    with open(path, "rb") as file:
-        data = file.read()
-    try:
-        image_io.decode_image(tf.constant(data), 3)
-    except tf.errors.InvalidArgumentError:
-        return False
-    return True
 
 
 def _corrupt(path, on_corrupt, skipped):

@@ -341,7 +341,31 @@ def naming_files(paths):
         found = re.match(r"image_bytes\[(\d+)\] (.*)", reason)
         if found:
             raise ImageFileError(paths[int(found[1])], found[2].rstrip(".")) from None
+        # A batch's error may name no file, or all of them (a SavedModel's only "Graph execution error"):
+        # each decoded on its own tells which.
+        check_decodable(paths, read_files(paths))
         raise ValueError(f"Cannot decode the images {list(paths)!r}: {reason}") from None
+
+
+def undecodable(paths, data):
+    """(path, reason) of each file of `paths` (whose bytes are `data`) that does not decode as an image on its own."""
+    bad = []
+    for path, item in zip(paths, data):
+        try:
+            decode_image(tf.constant(item), 3)
+        except tf.errors.InvalidArgumentError as error:
+            bad.append((path, re.sub(r"^image_bytes\[\d+\] |\s*\[Op:.*$", "", error_text(error)).rstrip(".")))
+    return bad
+
+
+def check_decodable(paths, data):
+    """Raises one ValueError naming each file of `paths` (whose bytes are `data`) that does not decode as an image."""
+    bad = undecodable(paths, data)
+    if len(bad) == 1:
+        raise ValueError(f"Invalid image file {bad[0][0]!r}: not a readable image file ({bad[0][1]}).")
+    if bad:
+        listed = ", ".join(f"{path!r} ({reason})" for path, reason in bad)
+        raise ValueError(f"{len(bad)} of the {len(paths)} image files are not readable images: {listed}.")
 
 
 class ImageFileError(ValueError):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 
 import numpy as np
 import tensorflow as tf
@@ -92,7 +91,6 @@ class Predictor:
         `serve_bytes` signature, exactly as TF Serving would.
         """
         data = image_io.read_files(paths)
-        check_decodable(paths, data)
         if self._run_bytes is None:
             return self.predict(image_io.read_image_files(paths, *self.image_shape))
         with image_io.naming_files(paths):
@@ -107,24 +105,6 @@ class Predictor:
                 [(int(i), None if self.class_names is None else self.class_names[i], float(row[i])) for i in order]
             )
         return results
-
-
-def check_decodable(paths, data):
-    """Raises one ValueError naming each file of `paths` (whose bytes are `data`) that does not decode as an image."""
-    # One by one, before the model runs: decoded as a batch, a broken file fails the batch, its error naming
-    # every file or none (a SavedModel's only "Graph execution error").
-    bad = []
-    for path, item in zip(paths, data):
-        try:
-            image_io.decode_image(tf.constant(item), 3)
-        except tf.errors.InvalidArgumentError as error:
-            reason = re.sub(r"^image_bytes\[\d+\] |\s*\[Op:.*$", "", image_io.error_text(error)).rstrip(".")
-            bad.append((path, reason))
-    if len(bad) == 1:
-        raise ValueError(f"Invalid image file {bad[0][0]!r}: not a readable image file ({bad[0][1]}).")
-    if bad:
-        listed = ", ".join(f"{path!r} ({reason})" for path, reason in bad)
-        raise ValueError(f"{len(bad)} of the {len(paths)} image files are not readable images: {listed}.")
 
 
 def load_predictor(path, *, class_names=None, scaling=None, precision=None, max_num_patches=None, argument_names=None):
