@@ -33,6 +33,9 @@ PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
 # What an exported SavedModel or a loaded .keras model computes in (`keras_vit.export`): float32 by
 # default; bfloat16 for CPUs with AMX, whose oneDNN kernels run it several times faster.
 EXPORT_PRECISIONS = ("float32", "bfloat16")
+# The export defaults that `keras-vit export --help` states: the SavedModel's top-k outputs, int8's calibration images.
+EXPORT_TOP_K = 5
+EXPORT_CALIBRATION_SAMPLES = 200
 # `keras-vit train --stem`: the conv stem when a budget's rules say so, always, or never
 # (`keras_vit.training.budget`).
 STEMS = ("auto", "conv", "none")

@@ -5,14 +5,10 @@ from __future__ import annotations
 import os
 import sys
 
-# The defaults of --calibration-samples and --top-k: None in the parser, so a flag given where it is not used is seen.
-CALIBRATION_SAMPLES = 200
-TOP_K = 5
+from keras_vit import choices  # names only: --help loads no TensorFlow
 
 
 def add(subparsers):
-    from keras_vit import choices
-
     parser = subparsers.add_parser(
         "export",
         help="export a .keras model to a TF Serving SavedModel, a TFLite file and/or an ONNX file",
@@ -39,7 +35,7 @@ def add(subparsers):
         "needs --quantization int8",
     )
     parser.add_argument("--calibration-samples", type=int,
-                        help=f"images used for int8 calibration (default: {CALIBRATION_SAMPLES})")
+                        help=f"images used for int8 calibration (default: {choices.EXPORT_CALIBRATION_SAMPLES})")
     parser.add_argument(
         "--int8-full",
         action="store_true",
@@ -52,7 +48,7 @@ def add(subparsers):
     parser.add_argument(
         "--scaling", help="pixel scaling for a model without preprocessing: unit, symmetric, imagenet or none"
     )
-    parser.add_argument("--top-k", type=int, help=f"top-k outputs of the SavedModel (default: {TOP_K}; needs --saved-model)")
+    parser.add_argument("--top-k", type=int, help=f"top-k outputs of the SavedModel (default: {choices.EXPORT_TOP_K}; needs --saved-model)")
     parser.add_argument("--jit-compile", action="store_true", help="compile the SavedModel's model part with XLA "
                         "(about 1.5x faster on CPU; a CPU TF Serving then needs --xla_cpu_compilation_enabled=true; needs --saved-model)")
     parser.add_argument("--precision", choices=("auto", *choices.EXPORT_PRECISIONS), default="float32",
@@ -216,7 +212,7 @@ def _export(args, export, model, class_names, data):
                 args.version,
                 class_names=class_names,
                 scaling=args.scaling,
-                top_k=TOP_K if args.top_k is None else args.top_k,
+                top_k=choices.EXPORT_TOP_K if args.top_k is None else args.top_k,
                 overwrite=args.overwrite,
                 jit_compile=args.jit_compile,
                 precision=args.precision,
@@ -232,7 +228,7 @@ def _export(args, export, model, class_names, data):
                 args.tflite,
                 args.quantization,
                 representative_data=data,
-                calibration_samples=args.calibration_samples or CALIBRATION_SAMPLES,
+                calibration_samples=args.calibration_samples or choices.EXPORT_CALIBRATION_SAMPLES,
                 scaling=args.scaling,
                 class_names=class_names,
                 approximate_gelu=args.approximate_gelu,

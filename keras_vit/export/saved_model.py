@@ -7,6 +7,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from keras_vit import choices
 from keras_vit._validation import check_positive_int
 from keras_vit.data.image_io import MAX_PIXELS, decode_image, decode_images, error_text, require  # noqa: F401  (the signatures' decoder)
 from keras_vit.data.processor_graph import TF_OPS, decode_processed_images
@@ -14,7 +15,7 @@ from keras_vit.export import _common, _tensorflow_process, compute_precision
 from keras_vit.image_processor import pil_resize
 from keras_vit.naflex import NAFLEX_FILTER, fitted_size, processor_settings
 
-DEFAULT_TOP_K = 5
+DEFAULT_TOP_K = choices.EXPORT_TOP_K
 SIGNATURES = ("serving_default", "serve_bytes")
 
 

@@ -11,12 +11,13 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_vit import choices
 from keras_vit._validation import check_positive_int
 from keras_vit.export import _common, _tensorflow_process, compute_precision, tflite_metadata
 from keras_vit.models.vit import build
 
 QUANTIZATIONS = ("none", "float16", "dynamic", "int8")
-DEFAULT_CALIBRATION_SAMPLES = 200
+DEFAULT_CALIBRATION_SAMPLES = choices.EXPORT_CALIBRATION_SAMPLES
 # Ops that "int8" leaves in float by default: the LayerNorm statistics and the residual stream.
 # Per-tensor int8 LayerNorm on ViT activations (a few outlier channels set the scale) cost 6-8
 # points of top-1 agreement on the Fashion-MNIST model; with these in float, agreement was
