@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 
-from keras_vit.commands._shared import print_skipped
+from keras_vit.commands._shared import print_skipped, text_lines
 from keras_vit.commands.backbone import add_backbone_arguments, load_backbone, spelled
 
 # The options that read or embed images, which `--texts` has no use for.
@@ -94,14 +94,7 @@ def _embed_texts(args) -> int:
                          f"which --texts (the lines of a file) would ignore; leave {'it' if one else 'them'} out.")
     if not os.path.isfile(args.texts):
         raise FileNotFoundError(f"Texts file not found: --texts={args.texts!r}.")
-    try:
-        with open(args.texts, encoding="utf-8") as f:
-            texts = [line.rstrip("\r\n") for line in f if line.strip()]
-    except UnicodeDecodeError as error:
-        raise ValueError(f"Invalid --texts={args.texts!r}: not UTF-8 text ({error}); expected a text file of one "
-                         "sentence per line.") from None
-    if not texts:
-        raise ValueError(f"Invalid --texts={args.texts!r}: the file holds no text; expected one per line.")
+    texts = text_lines("--texts", args.texts, "a text file of one sentence per line")
     from keras_vit._atomic import atomic_file
     from keras_vit.text.image_text_model import ImageTextModel
 

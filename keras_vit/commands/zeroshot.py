@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import sys
 
+from keras_vit.commands._shared import bad_byte, print_skipped, text_lines
+
 
 def add(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -61,7 +63,6 @@ def run(args) -> int:
         if not os.path.isfile(path):
             raise FileNotFoundError(f"Image file not found: {path!r}.")
     templates = _templates(args.templates)
-    from keras_vit.commands._shared import print_skipped
     from keras_vit.export.predict import model_predictor
     from keras_vit.text.zeroshot import check_class_names, zeroshot_classifier
 
@@ -143,7 +144,7 @@ def _labels(args):
     try:
         return list(read_labels(args.labels_file))
     except UnicodeDecodeError as error:
-        raise ValueError(f"Invalid --labels-file={args.labels_file!r}: not UTF-8 text ({_byte(error)}). Expected a "
+        raise ValueError(f"Invalid --labels-file={args.labels_file!r}: not UTF-8 text ({bad_byte(error)}). Expected a "
                          "text file of label names, one per line.") from None
 
 
@@ -166,20 +167,8 @@ def _templates(value):
                              f"Expected a built-in prompt set {sorted(TEMPLATE_SETS)}, a prompt with {{}} where the "
                              "label goes, or a file of such prompts, one per line.")
         return value  # one prompt, which zeroshot_classifier checks
-    try:
-        with open(value, encoding="utf-8") as file:
-            templates = [line.rstrip("\r\n") for line in file if line.strip()]
-    except UnicodeDecodeError as error:
-        raise ValueError(f"Invalid --templates={value!r}: not UTF-8 text ({_byte(error)}). Expected a file of "
-                         "prompts with {} where the label goes, one per line.") from None
-    if not templates:
-        raise ValueError(f"Invalid --templates={value!r}: the file holds no prompt; expected one per line with {{}}.")
-    return templates
 
-
-def _byte(error):
-    """Where a UnicodeDecodeError found its bad byte, in a few words."""
-    return f"byte 0x{error.object[error.start]:02x} at offset {error.start}"
+    return text_lines("--templates", value, "a file of prompts with {} where the label goes, one per line")
 
 
 def _labelled_folder(directory):
